@@ -1,0 +1,53 @@
+# tfrdv - build, test, sanitize, bench. `make test` ends with "N passed, N failed".
+CC       ?= cc
+CXX      ?= c++
+OPT      ?= -O1 -g
+WARN     := -Wall -Wextra -Wpedantic -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wconversion -Wsign-conversion
+STD      ?= -std=c99
+SAN      ?=
+B        ?= build/default
+LDLIBS   := -lpthread
+CFLAGS_T  = $(STD) $(OPT) $(WARN) $(SAN) -I. -Itests
+# the test files include tt.h's helpers; -Wmissing-prototypes is off for them (static tests)
+TEST_SRCS    := $(wildcard tests/test_*.c)
+EXAMPLE_SRCS := $(wildcard examples/*.c)
+TESTS    := $(patsubst tests/%.c,$(B)/%,$(TEST_SRCS))
+EXAMPLES := $(patsubst examples/%.c,$(B)/ex_%,$(EXAMPLE_SRCS))
+HEADERS  := tfrdv.h $(wildcard tfrdv_*.h) tests/tt.h $(wildcard tests/*.h)
+
+.PHONY: all test asan tsan valgrind bench fuzz demo clean check examples
+all: $(TESTS) $(EXAMPLES)
+
+$(B)/test_%: tests/test_%.c $(HEADERS)
+	@mkdir -p $(B)
+	$(CC) $(CFLAGS_T) -o $@ $< $(LDLIBS)
+
+$(B)/ex_%: examples/%.c $(HEADERS)
+	@mkdir -p $(B)
+	$(CC) $(STD) $(OPT) -Wall -Wextra -Werror $(SAN) -I. -o $@ $< $(LDLIBS)
+
+# the README's test command: every suite, every example, the build matrix
+test: all
+	@B=$(B) CC=$(CC) CXX=$(CXX) bash tests/run.sh
+
+asan:
+	@$(MAKE) --no-print-directory test B=build/asan CC=clang CXX=clang++ OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" RUN_MATRIX=0
+tsan:
+	@$(MAKE) --no-print-directory test B=build/tsan CC=clang CXX=clang++ OPT="-O1 -g" SAN="-fsanitize=thread" RUN_MATRIX=0 TFRDV_STRESS_OPS=300000
+valgrind: all
+	@B=$(B) VALGRIND=1 RUN_MATRIX=0 TFRDV_STRESS_OPS=100000 bash tests/run.sh
+
+demo: $(B)/ex_two_workers
+	@$(B)/ex_two_workers
+
+fuzz:
+	@bash tests/fuzz.sh
+
+bench:
+	@mkdir -p build/bench
+	$(CC) -std=c99 -O2 -DNDEBUG -I. -o build/bench/bench_local bench/bench_local.c $(LDLIBS)
+	@./build/bench/bench_local
+
+clean:
+	rm -rf build

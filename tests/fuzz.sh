@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds tests/fuzz_keys.c as a libFuzzer target and runs it for FUZZ_SECONDS (default 60).
+# Exits non-zero when the fuzzer finds a crash or a broken invariant (reproducer in build/fuzz/).
+# The seed corpus is generated here into build/fuzz/corpus (never committed).
+set -eu
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+CLANG=${CLANG:-clang}
+out=build/fuzz
+mkdir -p "$out/corpus"
+
+"$CLANG" -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+  -I. -Itests -o "$out/fuzz_keys" tests/fuzz_keys.c -lpthread
+
+S=/job:a/replica:0/task:0/device:CPU:0
+D=/job:b/replica:0/task:0/device:CPU:0
+seeds=(
+  "$S;00000000000000ab;$D;e;0:0" "$S;AB;$D;e;0:0" "$S;00000000000000ab;$D;e;0:0;"
+  "$S;00000000000000ab;$D;e;garbage" ";00000000000000ab;$D;e;0:0" "/cpu:0;1;/gpu:0;e;0:0"
+  "$S;ffffffffffffffff;$D;edge_5_x;18446744073709551615:-1" "$S;10000000000000000;$D;e;0:0"
+  "/job:foo/replica:1/task:2/device:GPU:3" "/job:foo/replica:1/task:2/gpu:3" "/job:*/device:GPU/replica:4"
+  "/gpu:*/job:*/replica:4" "/job:foo/CPU:*" "/device:*:0" "/job:x/job:y" "/replica:2147483647"
+  "/job:foo/cpu:1/task:2/replica:1" "/device:myspecialdevice:13" "/" "CPU:10" "myspecialdevice"
+  "0:0" "7:-42" "0:-9223372036854775808" "18446744073709551615:-1"
+)
+i=0
+for s in "${seeds[@]}"; do printf '%s' "$s" > "$out/corpus/seed_$i"; i=$((i + 1)); done
+printf '"/job:"\n"/replica:"\n"/task:"\n"/device:"\n"/cpu:"\n"/gpu:"\n"/CPU:"\n"/GPU:"\n";"\n":"\n"*"\n"-"\n' \
+  > "$out/keys.dict"
+
+echo "fuzz_keys: ${FUZZ_SECONDS}s"
+"$out/fuzz_keys" -max_total_time="$FUZZ_SECONDS" -max_len=4096 -dict="$out/keys.dict" \
+  -artifact_prefix="$out/" -print_final_stats=1 "$out/corpus"

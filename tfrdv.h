@@ -1,0 +1,4090 @@
+/* tfrdv.h - v0.1.0 - TensorFlow-compatible rendezvous for C - MIT or public domain (see end of file)
+
+   USAGE
+     In exactly ONE .c or .cpp file:
+         #define TFRDV_IMPLEMENTATION
+         #include "tfrdv.h"
+     Everywhere else just #include "tfrdv.h".
+
+   TABLE OF CONTENTS
+     COMPILE-TIME OPTIONS   which macros exist and where to define them
+     CONCEPTS               keys, values, the local table, steps, remote calls, transports
+     CALLBACK RULES         the exactly-once contract every async function keeps
+     QUICK START            see README.md ("A 20-line example") and examples/
+
+   COMPILE-TIME OPTIONS
+     macro                   define where        default   meaning
+     TFRDV_STATIC            every TU            off       all functions static (one private copy per TU)
+     TFRDV_API               every TU            extern    decoration of every public function
+     TFRDV_NO_THREADS        GLOBALLY            off       single-threaded build: no locks, no events,
+                                                           no blocking tfrdv_recv(); callbacks still run
+                                                           outside every library critical section
+     TFRDV_THREADS_CUSTOM    GLOBALLY            off       no built-in POSIX/Win32 primitives: every
+                                                           config must carry a tfrdv_sync hook table
+     TFRDV_STATUS_MSG_MAX    GLOBALLY            256       bytes of a status message (incl. NUL); messages
+                                                           are truncated, never allocated
+     TFRDV_NO_TLS            GLOBALLY            off       no thread-local frame stack: destroying a
+                                                           rendezvous from inside its own callback is then
+                                                           not detected (and would deadlock)
+     TFRDV_ASSERT(x)         implementation TU   assert(x) debug tripwire; NDEBUG or ((void)0) turns it off
+     TFRDV_NO_MALLOC         implementation TU   off       no reference to malloc/free; every create needs
+                                                           a tfrdv_allocator or fails INVALID_ARGUMENT
+     TFRDV_NO_CLOCK          implementation TU   off       no built-in monotonic clock; deadlines need a
+                                                           tfrdv_clock hook (freestanding targets)
+
+   CONCEPTS
+     Key        "src_device;incarnation(16 lowercase hex);dst_device;edge_name;frame:iter", exactly as
+                TensorFlow's Rendezvous::CreateKey. tfrdv_key_parse() applies TensorFlow's acceptance
+                rules and fills a tfrdv_parsed_key whose views point into YOUR key memory (keep it alive
+                while the parsed key is used). Matching always compares the full key bytes; the 64-bit
+                hash only places a key in the table.
+     Value      tfrdv_value describes a tensor (dtype, shape, data, bytes) and carries a release hook.
+                Embed it in your own tensor object. A successful send hands one reference to the
+                rendezvous; a receiver gets that reference and calls tfrdv_value_release() when done
+                (zero copy). tfrdv_value_retain() adds references.
+     Rendezvous a table of per-key FIFO channels. tfrdv_local_create() makes one; a step manager
+                (tfrdv_mgr) makes one per step id that also routes receives to remote workers. The same
+                functions (tfrdv_send, tfrdv_recv_async, tfrdv_abort, ...) work on both.
+     Transport  a vtable (tfrdv_transport) through which a step manager fetches tensors from other
+                workers. The core ships an in-process loopback transport; tfrdv_grpc.h and
+                tfrdv_verbs.h add network ones.
+
+   CALLBACK RULES (every async entry point keeps them)
+     1. Exactly once. Every accepted async operation calls its done callback exactly once: with OK,
+        the abort status, CANCELLED, DEADLINE_EXCEEDED or a transport error. Only argument errors
+        (NULL object, malformed key, misuse) are returned synchronously; then no callback runs. An
+        operation on an aborted rendezvous is accepted and completes at once with the abort status.
+     2. Whoever unlinks completes. A pending operation is live while it is linked in its table;
+        the party that removes it under the lock (matching send, cancel, abort, timeout, transport
+        finish) runs its callback.
+     3. No user code under a library lock. Callbacks may call back into the library (send from a
+        recv callback, abort, unref, even destroy the rendezvous whose callback is running).
+     4. Ordering. Per key, values are received in send order; receivers are served in arrival order.
+     5. Abort is sticky and the first status wins. Aborting with OK is an argument error.
+     6. Ownership. A successful send transfers the value reference to the rendezvous; a failed
+        send leaves it with the caller. A done callback that receives a non-NULL value owns one
+        reference and must tfrdv_value_release() it. Statuses and args passed to callbacks are
+        borrowed for the duration of the callback.
+     7. Teardown. tfrdv_destroy() aborts with CANCELLED, releases every buffered value, waits (on an
+        event, not a poll) for callbacks running on other threads and frees the table. Called from
+        inside one of its own callbacks it does not wait: the table is freed when that callback
+        returns.
+     8. No hidden threads. The core never starts a thread. Deadlines (deferred requests, remote
+        calls, retry backoff, tombstones) are absolute times acted on by tfrdv_mgr_expire(now).
+*/
+/* The implementation needs POSIX clock_gettime and pthread_condattr_setclock even under -std=c99:
+   include tfrdv.h with TFRDV_IMPLEMENTATION before any system header, or define
+   _POSIX_C_SOURCE (or _GNU_SOURCE) yourself. */
+#if defined(TFRDV_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && \
+    !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#ifndef TFRDV_H
+#define TFRDV_H
+
+#define TFRDV_VERSION_MAJOR 0
+#define TFRDV_VERSION_MINOR 1
+#define TFRDV_VERSION_PATCH 0
+#define TFRDV_VERSION_STRING "0.1.0"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef TFRDV_API
+#  ifdef TFRDV_STATIC
+#    if defined(__GNUC__) || defined(__clang__)
+#      define TFRDV_API static __attribute__((unused))
+#    else
+#      define TFRDV_API static
+#    endif
+#  else
+#    define TFRDV_API extern
+#  endif
+#endif
+
+#ifndef TFRDV_STATUS_MSG_MAX
+#define TFRDV_STATUS_MSG_MAX 256
+#endif
+
+#if defined(TFRDV_NO_THREADS) && defined(TFRDV_THREADS_CUSTOM)
+#error "tfrdv: TFRDV_NO_THREADS and TFRDV_THREADS_CUSTOM exclude each other; define one of them"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+   Status: the canonical gRPC / TensorFlow codes 0..16 and a bounded, copied message.
+   --------------------------------------------------------------------------------------------- */
+#define TFRDV_CODE_LIST(X) \
+    X(OK, 0) X(CANCELLED, 1) X(UNKNOWN, 2) X(INVALID_ARGUMENT, 3) X(DEADLINE_EXCEEDED, 4) \
+    X(NOT_FOUND, 5) X(ALREADY_EXISTS, 6) X(PERMISSION_DENIED, 7) X(RESOURCE_EXHAUSTED, 8) \
+    X(FAILED_PRECONDITION, 9) X(ABORTED, 10) X(OUT_OF_RANGE, 11) X(UNIMPLEMENTED, 12) \
+    X(INTERNAL, 13) X(UNAVAILABLE, 14) X(DATA_LOSS, 15) X(UNAUTHENTICATED, 16)
+
+#define TFRDV_CODE_ENUM_ITEM(name, num) TFRDV_##name = num,
+typedef enum tfrdv_code { TFRDV_CODE_LIST(TFRDV_CODE_ENUM_ITEM) TFRDV_CODE_COUNT__ } tfrdv_code;
+#undef TFRDV_CODE_ENUM_ITEM
+
+typedef struct tfrdv_status {
+    tfrdv_code code;
+    char msg[TFRDV_STATUS_MSG_MAX]; /* NUL-terminated; "" for OK */
+} tfrdv_status;
+
+/* "OK", "CANCELLED", ...; "UNKNOWN_CODE" for numbers outside 0..16. */
+TFRDV_API const char* tfrdv_code_str(tfrdv_code code);
+/* Sets st (if non-NULL) to code + message (truncated to fit) and returns code. */
+TFRDV_API tfrdv_code tfrdv_status_set(tfrdv_status* st, tfrdv_code code, const char* msg);
+
+/* ---------------------------------------------------------------------------------------------
+   Hooks. Every member is optional; a zeroed struct means "built-in".
+   --------------------------------------------------------------------------------------------- */
+typedef struct tfrdv_allocator {
+    void* (*alloc_fn)(void* user_data, size_t size);
+    void (*free_fn)(void* user_data, void* ptr, size_t size); /* sized free */
+    void* user_data;
+} tfrdv_allocator;
+
+/* Mutex and counting event (a semaphore: signal adds one, wait takes one). Maps onto RTOS
+   semaphores. init returns 0 on success and stores a handle; destroy of a handle never
+   initialised (NULL) must do nothing. event_wait returns 1 when signalled, 0 on timeout;
+   timeout_ns < 0 waits forever. */
+typedef struct tfrdv_sync {
+    void* user_data;
+    int (*mutex_init)(void* user_data, void** mutex);
+    void (*mutex_destroy)(void* user_data, void* mutex);
+    void (*mutex_lock)(void* user_data, void* mutex);
+    void (*mutex_unlock)(void* user_data, void* mutex);
+    int (*event_init)(void* user_data, void** event);
+    void (*event_destroy)(void* user_data, void* event);
+    int (*event_wait)(void* user_data, void* event, int64_t timeout_ns);
+    void (*event_signal)(void* user_data, void* event);
+} tfrdv_sync;
+
+/* Silent unless set. level: 0 debug, 1 info, 2 warning, 3 error. msg is borrowed. */
+typedef struct tfrdv_logger {
+    void (*fn)(void* user_data, int level, const char* msg);
+    void* user_data;
+} tfrdv_logger;
+
+/* Monotonic nanoseconds. Built-in: CLOCK_MONOTONIC / QueryPerformanceCounter. */
+typedef struct tfrdv_clock {
+    int64_t (*now_ns)(void* user_data);
+    void* user_data;
+} tfrdv_clock;
+
+typedef struct tfrdv_hooks {
+    tfrdv_allocator allocator;
+    const tfrdv_sync* sync; /* NULL: built-in primitives (required with TFRDV_THREADS_CUSTOM) */
+    tfrdv_logger logger;
+    tfrdv_clock clock;
+} tfrdv_hooks;
+
+/* The built-in monotonic clock (0 when built with TFRDV_NO_CLOCK). */
+TFRDV_API int64_t tfrdv_now_ns(void);
+
+/* ---------------------------------------------------------------------------------------------
+   Strings, device names and keys (TensorFlow-exact). Nothing here allocates.
+   --------------------------------------------------------------------------------------------- */
+typedef struct tfrdv_str {
+    const char* ptr; /* not NUL-terminated */
+    size_t len;
+} tfrdv_str;
+
+/* DeviceNameUtils::ParsedName. Views point into the parsed string; a legacy "/cpu:N" or
+   "/gpu:N" component yields the static type "CPU"/"GPU". */
+typedef struct tfrdv_device_name {
+    int has_job, has_replica, has_task, has_type, has_id;
+    tfrdv_str job;
+    int replica, task;
+    tfrdv_str type;
+    int id;
+} tfrdv_device_name;
+
+/* ParseFullName: components in any order, repeats (last wins), '*' wildcards, legacy /cpu:N and
+   /gpu:N; "" and "/" parse to nothing set. Numbers above INT_MAX are rejected (TensorFlow
+   truncates). INVALID_ARGUMENT with a message naming the name and the reason otherwise. */
+TFRDV_API tfrdv_code tfrdv_device_parse(const char* name, size_t len, tfrdv_device_name* out,
+                                        tfrdv_status* st);
+/* Canonical form /job:J/replica:R/task:T/device:TYPE:ID (present parts only; '*' for an unset id
+   of a set type). Writes at most cap bytes incl. NUL; returns the full length (like snprintf). */
+TFRDV_API size_t tfrdv_device_format(const tfrdv_device_name* dn, char* buf, size_t cap);
+/* SplitDeviceName: needs type and id; task = canonical "/job:J/replica:R/task:T" (present parts),
+   device = "TYPE:ID". *task_len / *dev_len receive the full lengths. */
+TFRDV_API tfrdv_code tfrdv_device_split(const char* name, size_t len, char* task, size_t task_cap,
+                                        size_t* task_len, char* dev, size_t dev_cap,
+                                        size_t* dev_len, tfrdv_status* st);
+/* IsSameAddressSpace: job, replica and task present in both and equal (parse failure: 0). */
+TFRDV_API int tfrdv_device_same_address_space(const char* a, size_t alen, const char* b,
+                                              size_t blen);
+TFRDV_API int tfrdv_device_name_same_address_space(const tfrdv_device_name* a,
+                                                   const tfrdv_device_name* b);
+/* LocalName(fullname): "/device:TYPE:ID" (needs type and id). Returns the full length, or 0 and
+   INVALID_ARGUMENT in st when the name does not parse or lacks type/id (TensorFlow aborts). */
+TFRDV_API size_t tfrdv_device_local_name(const char* name, size_t len, char* buf, size_t cap,
+                                         tfrdv_status* st);
+/* ParseLocalName("CPU:10"): type (letter first) ':' digits, all consumed. */
+TFRDV_API tfrdv_code tfrdv_device_parse_local(const char* name, size_t len, tfrdv_str* type,
+                                              int* id, tfrdv_status* st);
+
+typedef struct tfrdv_frame_iter {
+    uint64_t frame_id; /* 0 at top level */
+    int64_t iter_id;   /* 0 at top level */
+} tfrdv_frame_iter;
+
+/* Build "src;%016llx;dst;edge;frame:iter". Validates what TensorFlow's ParseKey would reject
+   (device names, empty edge name, ';' in a part), so every created key parses. Writes at most
+   cap bytes incl. NUL; *len (optional) receives the full length; a too small buffer is
+   RESOURCE_EXHAUSTED naming the needed size. */
+TFRDV_API tfrdv_code tfrdv_key_create(const char* src_device, uint64_t src_incarnation,
+                                      const char* dst_device, const char* edge_name,
+                                      tfrdv_frame_iter frame_iter, char* buf, size_t cap,
+                                      size_t* len, tfrdv_status* st);
+/* GetRendezvousKeyPrefix: "src;%016llx;dst;edge" (the form Send/Recv kernels pre-build). */
+TFRDV_API tfrdv_code tfrdv_key_prefix(const char* src_device, uint64_t src_incarnation,
+                                      const char* dst_device, const char* edge_name, char* buf,
+                                      size_t cap, size_t* len, tfrdv_status* st);
+/* GetRendezvousKey: prefix + ";frame:iter". */
+TFRDV_API tfrdv_code tfrdv_key_with_frame(const char* prefix, size_t prefix_len,
+                                          tfrdv_frame_iter frame_iter, char* buf, size_t cap,
+                                          size_t* len, tfrdv_status* st);
+
+typedef struct tfrdv_parsed_key {
+    tfrdv_str full;       /* the whole key (caller memory) */
+    tfrdv_str src_device; /* part 0 */
+    tfrdv_str dst_device; /* part 2 */
+    tfrdv_str edge_name;  /* part 3 */
+    tfrdv_str frame_iter; /* part 4, not validated (as TensorFlow); see tfrdv_frame_iter_parse */
+    uint64_t src_incarnation;
+    tfrdv_device_name src, dst;
+    uint64_t hash; /* table placement only; you may overwrite it (matching compares full keys) */
+} tfrdv_parsed_key;
+
+/* Rendezvous::ParseKey, newest rules: 5 ';'-separated parts (one trailing empty part tolerated),
+   devices parse, incarnation is 1..16 hex digits (either case, overflow rejected), edge and
+   frame parts non-empty. Never allocates. INVALID_ARGUMENT "Invalid rendezvous key: <key> (...)". */
+TFRDV_API tfrdv_code tfrdv_key_parse(const char* key, size_t len, tfrdv_parsed_key* out,
+                                     tfrdv_status* st);
+/* "frame:iter" -> numbers (frame unsigned decimal, iter signed decimal). */
+TFRDV_API tfrdv_code tfrdv_frame_iter_parse(tfrdv_str s, tfrdv_frame_iter* out, tfrdv_status* st);
+/* The 64-bit hash tfrdv_key_parse stores in ->hash. */
+TFRDV_API uint64_t tfrdv_hash_bytes(const void* data, size_t len);
+
+/* ---------------------------------------------------------------------------------------------
+   Values and args
+   --------------------------------------------------------------------------------------------- */
+typedef struct tfrdv_value tfrdv_value;
+struct tfrdv_value {
+    int32_t dtype;         /* TensorFlow DataType number: 1 DT_FLOAT, 3 DT_INT32, ... */
+    int32_t rank;          /* number of dims */
+    const int64_t* dims;   /* rank entries, valid until release */
+    void* data;            /* size bytes, row-major little-endian for numeric types */
+    uint64_t size;
+    void (*release)(tfrdv_value* v); /* runs once, when the last reference goes; may be NULL */
+    void* user;            /* yours */
+    uint32_t extra_refs;   /* references beyond the first; leave 0 (managed by retain/release) */
+};
+TFRDV_API void tfrdv_value_retain(tfrdv_value* v);
+TFRDV_API void tfrdv_value_release(tfrdv_value* v); /* NULL is fine */
+
+/* Receiver-chosen memory for remote bytes (TensorFlow alloc_attrs/InitAlloc, generalised). Return
+   a value with dtype/rank set, ->dims pointing at a copy of dims, ->data at least size bytes
+   (the transport writes the bytes there), or NULL (the receive then fails RESOURCE_EXHAUSTED). */
+typedef tfrdv_value* (*tfrdv_alloc_fn)(void* user_data, int32_t dtype, int32_t rank,
+                                       const int64_t* dims, uint64_t size);
+
+#define TFRDV_ALLOC_ON_HOST 1u
+#define TFRDV_ALLOC_GPU_COMPATIBLE 2u
+#define TFRDV_ALLOC_NIC_COMPATIBLE 4u
+
+typedef struct tfrdv_cancel_mgr tfrdv_cancel_mgr;
+
+typedef struct tfrdv_args {
+    void* device_context;       /* opaque, passed through */
+    uint32_t alloc_attrs;       /* TFRDV_ALLOC_* bits */
+    tfrdv_cancel_mgr* cancel;   /* recv only: cancels the pending receive (not owned) */
+    tfrdv_alloc_fn alloc_fn;    /* recv only: where remote bytes land (optional) */
+    void* alloc_user;
+} tfrdv_args;
+
+/* Completion of a receive. status, send_args and recv_args are borrowed for the call; value (NULL
+   on error or for a dead value without payload) is one owned reference. */
+typedef void (*tfrdv_done_fn)(void* user, const tfrdv_status* status, const tfrdv_args* send_args,
+                              const tfrdv_args* recv_args, tfrdv_value* value, int is_dead);
+
+/* ---------------------------------------------------------------------------------------------
+   Cancellation manager (TensorFlow CancellationManager). Registrations are intrusive nodes you
+   own (no allocation): the node is your token. Callbacks run outside the manager's lock, one at
+   a time, in registration order.
+   --------------------------------------------------------------------------------------------- */
+typedef void (*tfrdv_cancel_fn)(void* user);
+typedef struct tfrdv_cancel_node {
+    struct tfrdv_cancel_node* prev; /* private */
+    struct tfrdv_cancel_node* next; /* private */
+    tfrdv_cancel_fn fn;             /* private */
+    void* user;                     /* private */
+    int state;                      /* private: 0 idle, 1 registered, 2 running, 3 done */
+} tfrdv_cancel_node;
+
+TFRDV_API tfrdv_code tfrdv_cancel_mgr_create(const tfrdv_hooks* hooks, tfrdv_cancel_mgr** out,
+                                             tfrdv_status* st);
+/* Cancels first (remaining callbacks run), then frees. */
+TFRDV_API void tfrdv_cancel_mgr_destroy(tfrdv_cancel_mgr* cm);
+/* 1: registered. 0: already cancelled or cancelling (fn is not called; handle it yourself). */
+TFRDV_API int tfrdv_cancel_register(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* node,
+                                    tfrdv_cancel_fn fn, void* user);
+/* 1: removed before it ran. 0: its callback ran or is running; if running on another thread,
+   waits until it returned (so after return nothing touches the node). */
+TFRDV_API int tfrdv_cancel_deregister(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* node);
+/* Like deregister but never waits: 0 means the callback has run or is running right now. */
+TFRDV_API int tfrdv_cancel_try_deregister(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* node);
+/* Runs every registered callback once; later registrations fail. Idempotent. */
+TFRDV_API void tfrdv_cancel_start(tfrdv_cancel_mgr* cm);
+TFRDV_API int tfrdv_cancel_is_cancelled(tfrdv_cancel_mgr* cm);
+
+/* ---------------------------------------------------------------------------------------------
+   Rendezvous (local table; also the per-step object of a step manager)
+   --------------------------------------------------------------------------------------------- */
+typedef struct tfrdv_rendezvous tfrdv_rendezvous;
+
+typedef struct tfrdv_local_config {
+    tfrdv_hooks hooks;
+    int num_shards; /* lock shards (0: 4); keys are spread over shards by hash */
+    int min_buckets; /* initial hash buckets per shard, power of two (0: 16); tables grow */
+} tfrdv_local_config;
+TFRDV_API tfrdv_local_config tfrdv_local_config_init(void);
+
+/* Refcount 1. cfg may be NULL (defaults). */
+TFRDV_API tfrdv_code tfrdv_local_create(const tfrdv_local_config* cfg, tfrdv_rendezvous** out,
+                                        tfrdv_status* st);
+TFRDV_API void tfrdv_ref(tfrdv_rendezvous* r);
+/* Drops a reference; the last one acts as tfrdv_destroy. */
+TFRDV_API void tfrdv_unref(tfrdv_rendezvous* r);
+/* Abort(CANCELLED "Rendezvous destroyed"), release buffered values, wait for callbacks running on
+   other threads, free. Other references must be gone. See CALLBACK RULES 7. */
+TFRDV_API void tfrdv_destroy(tfrdv_rendezvous* r);
+
+/* Never blocks. OK: value (may be NULL only when is_dead) now belongs to the rendezvous.
+   Aborted: returns the abort code and the value stays yours. Argument errors: INVALID_ARGUMENT. */
+TFRDV_API tfrdv_code tfrdv_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                const tfrdv_args* args, tfrdv_value* value, int is_dead,
+                                tfrdv_status* st);
+/* done gets: OK, the abort status, CANCELLED "RecvAsync is cancelled." (args->cancel), or for a
+   remote receive CANCELLED "RecvFromRemoteAsync is cancelled.", DEADLINE_EXCEEDED, a transport
+   error. args may be NULL. */
+TFRDV_API tfrdv_code tfrdv_recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                      const tfrdv_args* args, tfrdv_done_fn done, void* user);
+#ifndef TFRDV_NO_THREADS
+/* Blocking receive. timeout_ns <= 0 waits forever. On DEADLINE_EXCEEDED the waiter is removed
+   (nothing is delivered later). On OK *value is an owned reference. */
+TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                const tfrdv_args* args, int64_t timeout_ns, tfrdv_value** value,
+                                int* is_dead, tfrdv_status* st);
+#endif
+/* Sticky abort, first status wins. code OK is INVALID_ARGUMENT. Waiting receivers complete with
+   the status, buffered values are released, remote calls are cancelled. */
+TFRDV_API tfrdv_code tfrdv_abort(tfrdv_rendezvous* r, tfrdv_code code, const char* msg);
+/* OK or the abort status. */
+TFRDV_API tfrdv_code tfrdv_get_status(tfrdv_rendezvous* r, tfrdv_status* out);
+
+/* SendTensorsToRendezvous: sends n values in order; stops at the first failure and returns it
+   (values from that index on stay the caller's; *sent receives how many were sent). */
+TFRDV_API tfrdv_code tfrdv_send_batch(tfrdv_rendezvous* r, size_t n, const tfrdv_parsed_key* keys,
+                                      const tfrdv_args* args, tfrdv_value** values,
+                                      const int* is_dead, size_t* sent, tfrdv_status* st);
+/* RecvOutputsFromRendezvousAsync: one callback when all n keys arrived or at the first error.
+   values[] and is_dead[] (caller memory, valid until done) are filled; on OK the callback owns
+   every value reference; on error every value already received has been released and values[]
+   are NULL. */
+typedef void (*tfrdv_batch_done_fn)(void* user, const tfrdv_status* status, size_t n,
+                                    tfrdv_value** values, int* is_dead);
+TFRDV_API tfrdv_code tfrdv_recv_batch_async(tfrdv_rendezvous* r, size_t n,
+                                            const tfrdv_parsed_key* keys, const tfrdv_args* args,
+                                            tfrdv_value** values, int* is_dead,
+                                            tfrdv_batch_done_fn done, void* user);
+
+/* Introspection for hangs: calls fn once per pending key (snapshot taken under the lock, fn
+   called outside it). Returns the number of entries reported. */
+typedef enum tfrdv_pending_kind {
+    TFRDV_PENDING_SEND = 0,        /* buffered values nobody received yet */
+    TFRDV_PENDING_RECV = 1,        /* receivers waiting for a send */
+    TFRDV_PENDING_REMOTE_CALL = 2, /* fetches from other workers in flight */
+    TFRDV_PENDING_DEFERRED = 3     /* remote requests waiting for this step's initialisation */
+} tfrdv_pending_kind;
+typedef void (*tfrdv_pending_fn)(void* user, int64_t step_id, tfrdv_pending_kind kind,
+                                 const char* key, size_t key_len, size_t count);
+TFRDV_API size_t tfrdv_pending(tfrdv_rendezvous* r, tfrdv_pending_fn fn, void* user);
+
+/* ---------------------------------------------------------------------------------------------
+   Transports (provider side). A transport fetches one tensor from another worker per call.
+   Provider contract (enforced by the core):
+     - start_call(call): begin the fetch; finish it later (or inside start_call) with exactly one
+       tfrdv_call_finish(). Never touch the call after finishing it.
+     - cancel_call(call): may come 0..n times, concurrently with or after finish; must be harmless.
+       Finish promptly (CANCELLED is fine) if the fetch is still running.
+     - destroy(user_data): the owning manager is gone.
+   A second finish of the same attempt is counted (tfrdv_mgr_stats) and ignored.
+   --------------------------------------------------------------------------------------------- */
+typedef struct tfrdv_call tfrdv_call;
+typedef struct tfrdv_transport {
+    void* user_data;
+    void (*start_call)(void* user_data, tfrdv_call* call);
+    void (*cancel_call)(void* user_data, tfrdv_call* call);
+    void (*destroy)(void* user_data);
+} tfrdv_transport;
+
+TFRDV_API int64_t tfrdv_call_step_id(const tfrdv_call* call);
+TFRDV_API tfrdv_str tfrdv_call_key(const tfrdv_call* call);
+TFRDV_API int64_t tfrdv_call_request_id(const tfrdv_call* call); /* same on every retry */
+TFRDV_API tfrdv_str tfrdv_call_src_worker(const tfrdv_call* call); /* "/job:x/replica:r/task:t" */
+TFRDV_API void* tfrdv_call_endpoint(const tfrdv_call* call); /* from the resolver, or NULL */
+TFRDV_API const tfrdv_args* tfrdv_call_recv_args(const tfrdv_call* call);
+TFRDV_API int tfrdv_call_attempt(const tfrdv_call* call); /* 0 first try, 1.. retries */
+/* 64 bytes of provider scratch memory, 16-byte aligned, valid from start_call to finish. */
+TFRDV_API void* tfrdv_call_scratch(tfrdv_call* call);
+#define TFRDV_CALL_SCRATCH_SIZE 64
+/* Memory for the incoming tensor: the receiver's alloc hook if it gave one, else the manager's
+   allocator (value->dims and ->data point into one block; release frees it). NULL on failure. */
+TFRDV_API tfrdv_value* tfrdv_call_alloc_value(tfrdv_call* call, int32_t dtype, int32_t rank,
+                                              const int64_t* dims, uint64_t size);
+/* Exactly once per start_call. value (may be NULL) is one owned reference handed to the core. */
+TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
+                                 tfrdv_value* value, int is_dead);
+
+/* ---------------------------------------------------------------------------------------------
+   Step manager: one rendezvous per step id, created on demand, plus the serving side.
+   --------------------------------------------------------------------------------------------- */
+typedef struct tfrdv_mgr tfrdv_mgr;
+
+/* Same-worker receive where src and dst devices differ (TensorFlow SameWorkerRecvDone): copy
+   `in` (owned) to the destination device and call done exactly once with the result. NULL hook:
+   the buffer is shared (host memory). */
+typedef void (*tfrdv_copy_done_fn)(void* done_ctx, tfrdv_code code, const char* msg,
+                                   tfrdv_value* out);
+typedef void (*tfrdv_copy_fn)(void* user, const tfrdv_parsed_key* key,
+                              const tfrdv_args* send_args, const tfrdv_args* recv_args,
+                              tfrdv_value* in, tfrdv_copy_done_fn done, void* done_ctx);
+
+typedef struct tfrdv_mgr_config {
+    tfrdv_hooks hooks;
+    const char* worker_name;       /* "/job:w/replica:0/task:0" (required) */
+    uint64_t incarnation;          /* of this worker's devices (0: derived from the clock) */
+    /* Optional per-device incarnation (return 0 for an unknown device -> NOT_FOUND). */
+    uint64_t (*device_incarnation)(void* user, const char* device, size_t len);
+    void* device_incarnation_user;
+    tfrdv_transport transport;     /* owned: destroy() is called when the manager is freed */
+    /* Optional: worker name -> endpoint for tfrdv_call_endpoint(); NULL result -> INTERNAL
+       "No worker known as <name>". */
+    void* (*resolve)(void* user, const char* worker, size_t len);
+    void* resolve_user;
+    tfrdv_copy_fn same_worker_copy;
+    void* same_worker_copy_user;
+    int num_shards;                /* per step rendezvous (0: 1) */
+    int64_t deferred_timeout_ns;   /* remote requests for an uninitialised step (0: 60 s; <0 none) */
+    int tombstone_max;             /* cleaned step ids remembered (0: 1024) */
+    int64_t tombstone_ttl_ns;      /* and for how long (0: 60 s) */
+    int request_id_window;         /* recent request ids kept for dedup (0: 16384) */
+    int response_cache;            /* answer a retried request id with the same response */
+    int response_cache_max;        /* cached entries (0: 4096); beyond it requests are uncached */
+    int64_t call_timeout_ns;       /* remote-call deadline per receive (0: none) */
+    int call_max_retries;          /* retries on UNAVAILABLE (0: none) */
+    int64_t retry_backoff_ns;      /* first backoff (0: 1 ms); x1.3 per retry */
+    int64_t retry_backoff_max_ns;  /* cap (0: 10 s) */
+    int call_freelist_max;         /* recycled call objects kept (0: 1000) */
+} tfrdv_mgr_config;
+TFRDV_API tfrdv_mgr_config tfrdv_mgr_config_init(void);
+
+TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** out,
+                                      tfrdv_status* st);
+/* Aborts every step (ABORTED "Shutdown"), fails deferred requests, releases the manager. Memory
+   goes when the last rendezvous reference and the last transport call are gone. */
+TFRDV_API void tfrdv_mgr_destroy(tfrdv_mgr* mgr);
+TFRDV_API const char* tfrdv_mgr_worker_name(const tfrdv_mgr* mgr);
+TFRDV_API uint64_t tfrdv_mgr_incarnation(const tfrdv_mgr* mgr);
+
+/* Find-or-create the step's rendezvous; *out is a new reference (tfrdv_unref it). A created one is
+   not initialised: remote requests for it are deferred until tfrdv_mgr_initialize. */
+TFRDV_API tfrdv_code tfrdv_mgr_find(tfrdv_mgr* mgr, int64_t step_id, tfrdv_rendezvous** out,
+                                    tfrdv_status* st);
+/* Second phase: bind the step to worker_name (NULL: the manager's) and serve deferred requests.
+   Same name again: OK. Another name: INTERNAL "Double init! Worker names would have changed
+   from: A -> B". On an aborted step: the abort status. */
+TFRDV_API tfrdv_code tfrdv_mgr_initialize(tfrdv_rendezvous* r, const char* worker_name,
+                                          tfrdv_status* st);
+/* Abort the step with ABORTED "Cleanup <step>" and forget it; a request arriving later for it
+   fails at once with that status (bounded tombstone). Unknown step: OK (it is tombstoned). */
+TFRDV_API void tfrdv_mgr_cleanup(tfrdv_mgr* mgr, int64_t step_id);
+TFRDV_API void tfrdv_mgr_cleanup_all(tfrdv_mgr* mgr);
+/* Acts on every deadline <= now_ns (deferred requests, call deadlines, retries, tombstones).
+   Returns the next pending deadline, or INT64_MAX when there is none. */
+TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns);
+/* Active step ids: writes up to cap, returns the total. */
+TFRDV_API size_t tfrdv_mgr_steps(tfrdv_mgr* mgr, int64_t* out, size_t cap);
+/* tfrdv_pending over every step. */
+TFRDV_API size_t tfrdv_mgr_pending(tfrdv_mgr* mgr, tfrdv_pending_fn fn, void* user);
+
+/* Serving side: answer a remote RecvTensor(step_id, key, request_id) from this worker's tables.
+   done runs exactly once with OK + value (one owned reference; NULL only if dead) + is_dead, or
+   an error: INVALID_ARGUMENT (bad key / source not on this worker), NOT_FOUND (unknown device),
+   ABORTED (incarnation mismatch, duplicate request id, cleaned step, aborted step),
+   DEADLINE_EXCEEDED (step never initialised). Returns INVALID_ARGUMENT only for NULL mgr/done. */
+typedef void (*tfrdv_serve_done_fn)(void* user, const tfrdv_status* status, tfrdv_value* value,
+                                    int is_dead);
+TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char* key,
+                                     size_t key_len, int64_t request_id, tfrdv_serve_done_fn done,
+                                     void* user);
+/* MarkRecvFinished: drop the response-cache entry of request_id. */
+TFRDV_API void tfrdv_mgr_ack(tfrdv_mgr* mgr, int64_t request_id);
+
+typedef struct tfrdv_mgr_stats {
+    uint64_t steps_created, steps_cleaned, calls_started, calls_retried, calls_completed;
+    uint64_t double_finishes;      /* provider contract violations, ignored */
+    uint64_t duplicate_requests, cache_hits, deferred_expired, tombstone_hits;
+    size_t active_steps, tombstones, calls_in_flight, calls_free;
+} tfrdv_mgr_stats;
+TFRDV_API void tfrdv_mgr_get_stats(tfrdv_mgr* mgr, tfrdv_mgr_stats* out);
+
+/* A new request id: unique among this manager's ids, random-looking, never 0. */
+TFRDV_API int64_t tfrdv_mgr_new_request_id(tfrdv_mgr* mgr);
+
+/* ---------------------------------------------------------------------------------------------
+   Loopback transport: several managers ("workers") in one process; a remote call on one is served
+   from another's table, zero copy (or into the receiver's alloc hook memory).
+   --------------------------------------------------------------------------------------------- */
+typedef struct tfrdv_loopback tfrdv_loopback;
+TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopback** out,
+                                           tfrdv_status* st);
+/* Destroy after every manager using it. */
+TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb);
+/* The vtable to put in tfrdv_mgr_config.transport (its destroy is NULL: the loopback outlives). */
+TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb);
+/* Route worker_name (e.g. "/job:ps/replica:0/task:0") to mgr; replaces an earlier entry (a
+   "restart"); mgr NULL removes it. */
+TFRDV_API tfrdv_code tfrdv_loopback_register(tfrdv_loopback* lb, const char* worker_name,
+                                             tfrdv_mgr* mgr, tfrdv_status* st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TFRDV_H */
+
+/* =============================================================================================
+   IMPLEMENTATION
+   ============================================================================================= */
+#if defined(TFRDV_IMPLEMENTATION) && !defined(TFRDV__IMPLEMENTATION_DONE)
+#define TFRDV__IMPLEMENTATION_DONE
+
+#include <string.h>
+#include <stdarg.h>
+
+/* >>config */
+#ifndef TFRDV_ASSERT
+#include <assert.h>
+#define TFRDV_ASSERT(x) assert(x)
+#endif
+
+#if defined(TFRDV_NO_THREADS)
+#define TFRDV__HAS_NONE 1
+#elif defined(TFRDV_THREADS_CUSTOM)
+#define TFRDV__HAS_CUSTOM 1
+#elif defined(_WIN32)
+#define TFRDV__HAS_WIN32 1
+#else
+#define TFRDV__HAS_POSIX 1
+#endif
+
+#if defined(TFRDV__HAS_POSIX)
+#include <pthread.h>
+#include <errno.h>
+#include <time.h>
+#elif defined(TFRDV__HAS_WIN32)
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#include <windows.h>
+#endif
+#if !defined(TFRDV_NO_CLOCK) && !defined(TFRDV__HAS_POSIX) && !defined(TFRDV__HAS_WIN32)
+#if defined(_WIN32)
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#include <windows.h>
+#else
+#include <time.h>
+#endif
+#endif
+#ifndef TFRDV_NO_MALLOC
+#include <stdlib.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TFRDV__PRIVATE static __attribute__((unused))
+#else
+#define TFRDV__PRIVATE static
+#endif
+#define TFRDV__DEF(val, def) (((val) == 0) ? (def) : (val))
+#define TFRDV__UNUSED(x) ((void)(x))
+
+/* >>atomics  (plain operations in the single-threaded build) */
+#if defined(TFRDV__HAS_NONE)
+TFRDV__PRIVATE long tfrdv__atomic_add(volatile long* p, long v) { *p += v; return *p; }
+TFRDV__PRIVATE long tfrdv__atomic_load(volatile long* p) { return *p; }
+TFRDV__PRIVATE void tfrdv__atomic_store(volatile long* p, long v) { *p = v; }
+TFRDV__PRIVATE int tfrdv__atomic_cas(volatile long* p, long expect, long v) {
+    if (*p != expect) return 0;
+    *p = v;
+    return 1;
+}
+TFRDV__PRIVATE uint32_t tfrdv__atomic_sub_u32(volatile uint32_t* p) { return (*p)--; }
+TFRDV__PRIVATE void tfrdv__atomic_inc_u32(volatile uint32_t* p) { (*p)++; }
+#elif defined(__GNUC__) || defined(__clang__)
+TFRDV__PRIVATE long tfrdv__atomic_add(volatile long* p, long v) {
+    return __atomic_add_fetch(p, v, __ATOMIC_SEQ_CST);
+}
+TFRDV__PRIVATE long tfrdv__atomic_load(volatile long* p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+TFRDV__PRIVATE void tfrdv__atomic_store(volatile long* p, long v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+TFRDV__PRIVATE int tfrdv__atomic_cas(volatile long* p, long expect, long v) {
+    return __atomic_compare_exchange_n(p, &expect, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) ? 1 : 0;
+}
+/* returns the value before the subtraction */
+TFRDV__PRIVATE uint32_t tfrdv__atomic_sub_u32(volatile uint32_t* p) {
+    return __atomic_fetch_sub(p, 1u, __ATOMIC_ACQ_REL);
+}
+TFRDV__PRIVATE void tfrdv__atomic_inc_u32(volatile uint32_t* p) { __atomic_fetch_add(p, 1u, __ATOMIC_RELAXED); }
+#elif defined(_MSC_VER)
+TFRDV__PRIVATE long tfrdv__atomic_add(volatile long* p, long v) { return InterlockedExchangeAdd(p, v) + v; }
+TFRDV__PRIVATE long tfrdv__atomic_load(volatile long* p) { return InterlockedCompareExchange(p, 0, 0); }
+TFRDV__PRIVATE void tfrdv__atomic_store(volatile long* p, long v) { InterlockedExchange(p, v); }
+TFRDV__PRIVATE int tfrdv__atomic_cas(volatile long* p, long expect, long v) {
+    return InterlockedCompareExchange(p, v, expect) == expect;
+}
+TFRDV__PRIVATE uint32_t tfrdv__atomic_sub_u32(volatile uint32_t* p) {
+    return (uint32_t)InterlockedExchangeAdd((volatile long*)p, -1);
+}
+TFRDV__PRIVATE void tfrdv__atomic_inc_u32(volatile uint32_t* p) { InterlockedExchangeAdd((volatile long*)p, 1); }
+#else
+#error "tfrdv: no atomics for this compiler; build with TFRDV_NO_THREADS or add them here"
+#endif
+
+/* >>tls  a thread's stack of callback frames: which rendezvous' callbacks run on this thread
+   (so destroy from inside its own callback defers instead of deadlocking). The only global
+   mutable state of the library besides nothing: one thread-local pointer. */
+typedef struct tfrdv__frame {
+    const void* obj;
+    struct tfrdv__frame* prev;
+} tfrdv__frame;
+#if defined(TFRDV__HAS_NONE)
+#define TFRDV__TLS
+#define TFRDV__HAS_FRAMES 1
+#elif defined(TFRDV_NO_TLS)
+#elif defined(__cplusplus) && __cplusplus >= 201103L
+#define TFRDV__TLS thread_local
+#define TFRDV__HAS_FRAMES 1
+#elif defined(_MSC_VER)
+#define TFRDV__TLS __declspec(thread)
+#define TFRDV__HAS_FRAMES 1
+#elif defined(__GNUC__) || defined(__clang__)
+#define TFRDV__TLS __thread
+#define TFRDV__HAS_FRAMES 1
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define TFRDV__TLS _Thread_local
+#define TFRDV__HAS_FRAMES 1
+#endif
+#ifdef TFRDV__HAS_FRAMES
+static TFRDV__TLS tfrdv__frame* tfrdv__frames;
+TFRDV__PRIVATE void tfrdv__frame_push(tfrdv__frame* f, const void* obj) {
+    f->obj = obj;
+    f->prev = tfrdv__frames;
+    tfrdv__frames = f;
+}
+TFRDV__PRIVATE void tfrdv__frame_pop(tfrdv__frame* f) { tfrdv__frames = f->prev; }
+TFRDV__PRIVATE int tfrdv__frame_in(const void* obj) {
+    tfrdv__frame* f;
+    for (f = tfrdv__frames; f; f = f->prev)
+        if (f->obj == obj) return 1;
+    return 0;
+}
+#else
+TFRDV__PRIVATE void tfrdv__frame_push(tfrdv__frame* f, const void* obj) { f->obj = obj; f->prev = 0; }
+TFRDV__PRIVATE void tfrdv__frame_pop(tfrdv__frame* f) { TFRDV__UNUSED(f); }
+TFRDV__PRIVATE int tfrdv__frame_in(const void* obj) { TFRDV__UNUSED(obj); return 0; }
+#endif
+
+/* >>memory */
+TFRDV__PRIVATE int tfrdv__allocator_ok(const tfrdv_allocator* a) {
+    if (!a) return 1;
+    if ((a->alloc_fn == 0) != (a->free_fn == 0)) return 0; /* both or neither */
+#ifdef TFRDV_NO_MALLOC
+    if (!a->alloc_fn) return 0;
+#endif
+    return 1;
+}
+TFRDV__PRIVATE void* tfrdv__alloc(const tfrdv_allocator* a, size_t n) {
+    if (a && a->alloc_fn) return a->alloc_fn(a->user_data, n);
+#ifdef TFRDV_NO_MALLOC
+    return 0;
+#else
+    return malloc(n);
+#endif
+}
+TFRDV__PRIVATE void tfrdv__free(const tfrdv_allocator* a, void* p, size_t n) {
+    if (!p) return;
+    if (a && a->free_fn) {
+        a->free_fn(a->user_data, p, n);
+        return;
+    }
+#ifndef TFRDV_NO_MALLOC
+    free(p);
+#endif
+    TFRDV__UNUSED(n);
+}
+TFRDV__PRIVATE void* tfrdv__zalloc(const tfrdv_allocator* a, size_t n) {
+    void* p = tfrdv__alloc(a, n);
+    if (p) memset(p, 0, n);
+    return p;
+}
+
+/* >>clock */
+TFRDV_API int64_t tfrdv_now_ns(void) {
+#if defined(TFRDV_NO_CLOCK)
+    return 0;
+#elif defined(_WIN32)
+    LARGE_INTEGER f, c;
+    QueryPerformanceFrequency(&f);
+    QueryPerformanceCounter(&c);
+    return (int64_t)((double)c.QuadPart * 1e9 / (double)f.QuadPart);
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
+#endif
+}
+TFRDV__PRIVATE int64_t tfrdv__now(const tfrdv_clock* c) {
+    if (c->now_ns) return c->now_ns(c->user_data);
+    return tfrdv_now_ns();
+}
+
+/* >>sync  a mutex and a counting event, built-in or through the user's tfrdv_sync */
+typedef struct tfrdv__mutex {
+    const tfrdv_sync* hook;
+    void* h;
+#if defined(TFRDV__HAS_POSIX)
+    pthread_mutex_t m;
+#elif defined(TFRDV__HAS_WIN32)
+    SRWLOCK m;
+#endif
+} tfrdv__mutex;
+typedef struct tfrdv__event {
+    const tfrdv_sync* hook;
+    void* h;
+#if defined(TFRDV__HAS_POSIX)
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    unsigned count;
+#elif defined(TFRDV__HAS_WIN32)
+    SRWLOCK m;
+    CONDITION_VARIABLE c;
+    unsigned count;
+#endif
+} tfrdv__event;
+
+TFRDV__PRIVATE int tfrdv__sync_ok(const tfrdv_sync* s) {
+    if (!s) {
+#if defined(TFRDV__HAS_CUSTOM)
+        return 0;
+#else
+        return 1;
+#endif
+    }
+    return s->mutex_init && s->mutex_destroy && s->mutex_lock && s->mutex_unlock && s->event_init &&
+           s->event_destroy && s->event_wait && s->event_signal;
+}
+TFRDV__PRIVATE int tfrdv__mutex_init(tfrdv__mutex* m, const tfrdv_sync* s) {
+    m->hook = s;
+    m->h = 0;
+    if (s) return s->mutex_init(s->user_data, &m->h) == 0;
+#if defined(TFRDV__HAS_POSIX)
+    return pthread_mutex_init(&m->m, 0) == 0;
+#elif defined(TFRDV__HAS_WIN32)
+    InitializeSRWLock(&m->m);
+    return 1;
+#else
+    return 1;
+#endif
+}
+TFRDV__PRIVATE void tfrdv__mutex_destroy(tfrdv__mutex* m) {
+    if (m->hook) {
+        m->hook->mutex_destroy(m->hook->user_data, m->h);
+        return;
+    }
+#if defined(TFRDV__HAS_POSIX)
+    pthread_mutex_destroy(&m->m);
+#endif
+}
+TFRDV__PRIVATE void tfrdv__lock(tfrdv__mutex* m) {
+    if (m->hook) {
+        m->hook->mutex_lock(m->hook->user_data, m->h);
+        return;
+    }
+#if defined(TFRDV__HAS_POSIX)
+    pthread_mutex_lock(&m->m);
+#elif defined(TFRDV__HAS_WIN32)
+    AcquireSRWLockExclusive(&m->m);
+#endif
+}
+TFRDV__PRIVATE void tfrdv__unlock(tfrdv__mutex* m) {
+    if (m->hook) {
+        m->hook->mutex_unlock(m->hook->user_data, m->h);
+        return;
+    }
+#if defined(TFRDV__HAS_POSIX)
+    pthread_mutex_unlock(&m->m);
+#elif defined(TFRDV__HAS_WIN32)
+    ReleaseSRWLockExclusive(&m->m);
+#endif
+}
+TFRDV__PRIVATE int tfrdv__event_init(tfrdv__event* e, const tfrdv_sync* s) {
+    e->hook = s;
+    e->h = 0;
+    if (s) return s->event_init(s->user_data, &e->h) == 0;
+#if defined(TFRDV__HAS_POSIX)
+    {
+        pthread_condattr_t a;
+        e->count = 0;
+        if (pthread_mutex_init(&e->m, 0) != 0) return 0;
+        pthread_condattr_init(&a);
+#if !defined(__APPLE__)
+        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+#endif
+        if (pthread_cond_init(&e->c, &a) != 0) {
+            pthread_condattr_destroy(&a);
+            pthread_mutex_destroy(&e->m);
+            return 0;
+        }
+        pthread_condattr_destroy(&a);
+        return 1;
+    }
+#elif defined(TFRDV__HAS_WIN32)
+    e->count = 0;
+    InitializeSRWLock(&e->m);
+    InitializeConditionVariable(&e->c);
+    return 1;
+#else
+    return 1;
+#endif
+}
+TFRDV__PRIVATE void tfrdv__event_destroy(tfrdv__event* e) {
+    if (e->hook) {
+        e->hook->event_destroy(e->hook->user_data, e->h);
+        return;
+    }
+#if defined(TFRDV__HAS_POSIX)
+    pthread_cond_destroy(&e->c);
+    pthread_mutex_destroy(&e->m);
+#endif
+}
+TFRDV__PRIVATE void tfrdv__event_signal(tfrdv__event* e) {
+    if (e->hook) {
+        e->hook->event_signal(e->hook->user_data, e->h);
+        return;
+    }
+#if defined(TFRDV__HAS_POSIX)
+    pthread_mutex_lock(&e->m);
+    e->count++;
+    pthread_cond_signal(&e->c);
+    pthread_mutex_unlock(&e->m);
+#elif defined(TFRDV__HAS_WIN32)
+    AcquireSRWLockExclusive(&e->m);
+    e->count++;
+    WakeConditionVariable(&e->c);
+    ReleaseSRWLockExclusive(&e->m);
+#endif
+}
+/* 1 signalled, 0 timed out. timeout_ns < 0: forever. */
+TFRDV__PRIVATE int tfrdv__event_wait(tfrdv__event* e, int64_t timeout_ns) {
+    if (e->hook) return e->hook->event_wait(e->hook->user_data, e->h, timeout_ns);
+#if defined(TFRDV__HAS_POSIX)
+    {
+        int ok = 1;
+        struct timespec dl;
+        if (timeout_ns >= 0) {
+            int64_t t;
+#if defined(__APPLE__)
+            clock_gettime(CLOCK_REALTIME, &dl);
+#else
+            clock_gettime(CLOCK_MONOTONIC, &dl);
+#endif
+            t = (int64_t)dl.tv_nsec + timeout_ns % 1000000000;
+            dl.tv_sec += (time_t)(timeout_ns / 1000000000 + t / 1000000000);
+            dl.tv_nsec = (long)(t % 1000000000);
+        }
+        pthread_mutex_lock(&e->m);
+        while (e->count == 0) {
+            if (timeout_ns < 0) {
+                pthread_cond_wait(&e->c, &e->m);
+            } else if (pthread_cond_timedwait(&e->c, &e->m, &dl) == ETIMEDOUT) {
+                if (e->count == 0) ok = 0;
+                break;
+            }
+        }
+        if (ok) e->count--;
+        pthread_mutex_unlock(&e->m);
+        return ok;
+    }
+#elif defined(TFRDV__HAS_WIN32)
+    {
+        int ok = 1;
+        ULONGLONG end = GetTickCount64() + (ULONGLONG)(timeout_ns / 1000000);
+        AcquireSRWLockExclusive(&e->m);
+        while (e->count == 0) {
+            DWORD ms = INFINITE;
+            if (timeout_ns >= 0) {
+                ULONGLONG now = GetTickCount64();
+                if (now >= end) { ok = 0; break; }
+                ms = (DWORD)(end - now);
+            }
+            SleepConditionVariableSRW(&e->c, &e->m, ms, 0);
+        }
+        if (ok) e->count--;
+        ReleaseSRWLockExclusive(&e->m);
+        return ok;
+    }
+#else
+    TFRDV__UNUSED(timeout_ns);
+    return 0; /* single-threaded: nobody else can signal while we wait */
+#endif
+}
+
+/* >>status */
+static const tfrdv_status tfrdv__ok_status = {TFRDV_OK, {0}};
+
+TFRDV_API const char* tfrdv_code_str(tfrdv_code code) {
+#define TFRDV__CODE_STR(name, num) \
+    if ((int)code == num) return #name;
+    TFRDV_CODE_LIST(TFRDV__CODE_STR)
+#undef TFRDV__CODE_STR
+    return "UNKNOWN_CODE";
+}
+
+/* a tiny bounded string builder: append, never overflow, always NUL-terminated */
+typedef struct tfrdv__sb {
+    char* buf;
+    size_t cap, len; /* len may exceed cap-1: the full length that was wanted */
+} tfrdv__sb;
+TFRDV__PRIVATE void tfrdv__sb_init(tfrdv__sb* b, char* buf, size_t cap) {
+    b->buf = buf;
+    b->cap = cap;
+    b->len = 0;
+    if (cap) buf[0] = 0;
+}
+TFRDV__PRIVATE void tfrdv__sb_put(tfrdv__sb* b, const char* s, size_t n) {
+    if (b->cap && b->len < b->cap - 1) {
+        size_t room = b->cap - 1 - b->len;
+        size_t k = n < room ? n : room;
+        memcpy(b->buf + b->len, s, k);
+        b->buf[b->len + k] = 0;
+    }
+    b->len += n;
+}
+TFRDV__PRIVATE void tfrdv__sb_cstr(tfrdv__sb* b, const char* s) { tfrdv__sb_put(b, s, s ? strlen(s) : 0); }
+TFRDV__PRIVATE void tfrdv__sb_u64(tfrdv__sb* b, uint64_t v) {
+    char t[24];
+    int i = 24;
+    do {
+        t[--i] = (char)('0' + (int)(v % 10));
+        v /= 10;
+    } while (v);
+    tfrdv__sb_put(b, t + i, (size_t)(24 - i));
+}
+TFRDV__PRIVATE void tfrdv__sb_i64(tfrdv__sb* b, int64_t v) {
+    if (v < 0) {
+        tfrdv__sb_put(b, "-", 1);
+        tfrdv__sb_u64(b, (uint64_t)0 - (uint64_t)v);
+    } else {
+        tfrdv__sb_u64(b, (uint64_t)v);
+    }
+}
+TFRDV__PRIVATE void tfrdv__sb_hex16(tfrdv__sb* b, uint64_t v) {
+    static const char digits[] = "0123456789abcdef";
+    char t[16];
+    int i;
+    for (i = 15; i >= 0; i--) {
+        t[i] = digits[v & 15u];
+        v >>= 4;
+    }
+    tfrdv__sb_put(b, t, 16);
+}
+/* Status message from a mini format: %s (C string), %S (tfrdv_str*), %d (int), %I (int64_t),
+   %U (uint64_t), %% */
+TFRDV__PRIVATE tfrdv_code tfrdv__err(tfrdv_status* st, tfrdv_code code, const char* fmt, ...) {
+    va_list ap;
+    tfrdv__sb b;
+    const char* p;
+    if (!st) return code;
+    st->code = code;
+    tfrdv__sb_init(&b, st->msg, sizeof st->msg);
+    va_start(ap, fmt);
+    for (p = fmt; *p; p++) {
+        if (*p != '%' || !p[1]) {
+            tfrdv__sb_put(&b, p, 1);
+            continue;
+        }
+        switch (*++p) {
+        case 's': tfrdv__sb_cstr(&b, va_arg(ap, const char*)); break;
+        case 'S': {
+            const tfrdv_str* s = va_arg(ap, const tfrdv_str*);
+            tfrdv__sb_put(&b, s->ptr, s->len);
+            break;
+        }
+        case 'd': tfrdv__sb_i64(&b, (int64_t)va_arg(ap, int)); break;
+        case 'I': tfrdv__sb_i64(&b, va_arg(ap, int64_t)); break;
+        case 'U': tfrdv__sb_u64(&b, va_arg(ap, uint64_t)); break;
+        default: tfrdv__sb_put(&b, p, 1); break;
+        }
+    }
+    va_end(ap);
+    return code;
+}
+TFRDV_API tfrdv_code tfrdv_status_set(tfrdv_status* st, tfrdv_code code, const char* msg) {
+    return tfrdv__err(st, code, "%s", msg ? msg : "");
+}
+TFRDV__PRIVATE void tfrdv__status_copy(tfrdv_status* dst, const tfrdv_status* src) {
+    if (dst && src && dst != src) {
+        dst->code = src->code;
+        tfrdv__err(dst, src->code, "%s", src->msg);
+    }
+}
+
+/* >>hash  64-bit, 8 bytes per step; placement only (matching compares full keys) */
+TFRDV_API uint64_t tfrdv_hash_bytes(const void* data, size_t len) {
+    const unsigned char* p = (const unsigned char*)data;
+    uint64_t h = 0x9e3779b97f4a7c15u ^ ((uint64_t)len * 0xff51afd7ed558ccdu);
+    while (len >= 8) {
+        uint64_t k;
+        memcpy(&k, p, 8);
+        h = (h ^ k) * 0xbf58476d1ce4e5b9u;
+        h ^= h >> 31;
+        p += 8;
+        len -= 8;
+    }
+    if (len) {
+        uint64_t k = 0;
+        memcpy(&k, p, len);
+        h = (h ^ k) * 0xbf58476d1ce4e5b9u;
+    }
+    h ^= h >> 29;
+    h *= 0x94d049bb133111ebu;
+    h ^= h >> 32;
+    return h;
+}
+
+/* >>devices  DeviceNameUtils semantics */
+TFRDV__PRIVATE int tfrdv__is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+TFRDV__PRIVATE int tfrdv__is_digit(char c) { return c >= '0' && c <= '9'; }
+TFRDV__PRIVATE int tfrdv__is_word(char c) { return tfrdv__is_alpha(c) || tfrdv__is_digit(c) || c == '_'; }
+
+typedef struct tfrdv__cursor {
+    const char* p;
+    const char* end;
+} tfrdv__cursor;
+TFRDV__PRIVATE int tfrdv__eat(tfrdv__cursor* c, const char* lit, size_t n) {
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, lit, n) != 0) return 0;
+    c->p += n;
+    return 1;
+}
+#define TFRDV__EAT(c, lit) tfrdv__eat((c), (lit), sizeof(lit) - 1)
+/* ConsumeLeadingDigits, but a value above INT_MAX fails (TensorFlow truncates it into an int). */
+TFRDV__PRIVATE int tfrdv__eat_number(tfrdv__cursor* c, int* out) {
+    uint64_t v = 0;
+    const char* start = c->p;
+    while (c->p < c->end && tfrdv__is_digit(*c->p)) {
+        v = v * 10 + (uint64_t)(*c->p - '0');
+        if (v > 0x7fffffffu) return 0;
+        c->p++;
+    }
+    if (c->p == start) return 0;
+    *out = (int)v;
+    return 1;
+}
+/* letter, then [A-Za-z0-9_]* up to a stop character or the end */
+TFRDV__PRIVATE int tfrdv__eat_ident(tfrdv__cursor* c, tfrdv_str* out, int stop_at_colon) {
+    const char* s = c->p;
+    if (s == c->end || !tfrdv__is_alpha(*s)) return 0;
+    for (c->p = s + 1; c->p < c->end; c->p++) {
+        char ch = *c->p;
+        if (ch == '/' || (stop_at_colon && ch == ':')) break;
+        if (!tfrdv__is_word(ch)) return 0;
+    }
+    out->ptr = s;
+    out->len = (size_t)(c->p - s);
+    return 1;
+}
+
+TFRDV__PRIVATE tfrdv_code tfrdv__device_bad(tfrdv_status* st, const char* name, size_t len,
+                                            const char* why) {
+    tfrdv_str s;
+    s.ptr = name;
+    s.len = len;
+    return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid device name '%S': %s", &s, why);
+}
+
+TFRDV_API tfrdv_code tfrdv_device_parse(const char* name, size_t len, tfrdv_device_name* out,
+                                        tfrdv_status* st) {
+    tfrdv__cursor c;
+    tfrdv_device_name dn;
+    memset(&dn, 0, sizeof dn);
+    if (out) memset(out, 0, sizeof *out);
+    if (!out || (!name && len)) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_device_parse: NULL argument");
+    c.p = name;
+    c.end = name + len;
+    if (len == 1 && name[0] == '/') return TFRDV_OK;
+    while (c.p < c.end) {
+        int progress = 0;
+        if (TFRDV__EAT(&c, "/job:")) {
+            dn.has_job = !TFRDV__EAT(&c, "*");
+            if (dn.has_job && !tfrdv__eat_ident(&c, &dn.job, 0))
+                return tfrdv__device_bad(st, name, len, "job name must be a letter followed by [A-Za-z0-9_]");
+            progress = 1;
+        }
+        if (TFRDV__EAT(&c, "/replica:")) {
+            dn.has_replica = !TFRDV__EAT(&c, "*");
+            if (dn.has_replica && !tfrdv__eat_number(&c, &dn.replica))
+                return tfrdv__device_bad(st, name, len, "replica must be '*' or a number 0..2147483647");
+            progress = 1;
+        }
+        if (TFRDV__EAT(&c, "/task:")) {
+            dn.has_task = !TFRDV__EAT(&c, "*");
+            if (dn.has_task && !tfrdv__eat_number(&c, &dn.task))
+                return tfrdv__device_bad(st, name, len, "task must be '*' or a number 0..2147483647");
+            progress = 1;
+        }
+        if (TFRDV__EAT(&c, "/device:")) {
+            dn.has_type = !TFRDV__EAT(&c, "*");
+            if (dn.has_type && !tfrdv__eat_ident(&c, &dn.type, 1))
+                return tfrdv__device_bad(st, name, len, "device type must be a letter followed by [A-Za-z0-9_]");
+            if (!TFRDV__EAT(&c, ":")) {
+                dn.has_id = 0;
+            } else {
+                dn.has_id = !TFRDV__EAT(&c, "*");
+                if (dn.has_id && !tfrdv__eat_number(&c, &dn.id))
+                    return tfrdv__device_bad(st, name, len, "device id must be '*' or a number 0..2147483647");
+            }
+            progress = 1;
+        }
+        if (TFRDV__EAT(&c, "/cpu:") || TFRDV__EAT(&c, "/CPU:")) {
+            dn.has_type = 1;
+            dn.type.ptr = "CPU";
+            dn.type.len = 3;
+            dn.has_id = !TFRDV__EAT(&c, "*");
+            if (dn.has_id && !tfrdv__eat_number(&c, &dn.id))
+                return tfrdv__device_bad(st, name, len, "device id must be '*' or a number 0..2147483647");
+            progress = 1;
+        }
+        if (TFRDV__EAT(&c, "/gpu:") || TFRDV__EAT(&c, "/GPU:")) {
+            dn.has_type = 1;
+            dn.type.ptr = "GPU";
+            dn.type.len = 3;
+            dn.has_id = !TFRDV__EAT(&c, "*");
+            if (dn.has_id && !tfrdv__eat_number(&c, &dn.id))
+                return tfrdv__device_bad(st, name, len, "device id must be '*' or a number 0..2147483647");
+            progress = 1;
+        }
+        if (!progress) return tfrdv__device_bad(st, name, len, "unexpected text (expected /job:, /replica:, /task:, /device:, /cpu: or /gpu:)");
+    }
+    *out = dn;
+    return TFRDV_OK;
+}
+
+TFRDV__PRIVATE void tfrdv__sb_task(tfrdv__sb* b, const tfrdv_device_name* dn) {
+    if (dn->has_job) {
+        tfrdv__sb_put(b, "/job:", 5);
+        tfrdv__sb_put(b, dn->job.ptr, dn->job.len);
+    }
+    if (dn->has_replica) {
+        tfrdv__sb_put(b, "/replica:", 9);
+        tfrdv__sb_i64(b, dn->replica);
+    }
+    if (dn->has_task) {
+        tfrdv__sb_put(b, "/task:", 6);
+        tfrdv__sb_i64(b, dn->task);
+    }
+}
+TFRDV_API size_t tfrdv_device_format(const tfrdv_device_name* dn, char* buf, size_t cap) {
+    tfrdv__sb b;
+    tfrdv__sb_init(&b, buf, buf ? cap : 0);
+    if (!dn) return 0;
+    tfrdv__sb_task(&b, dn);
+    if (dn->has_type) {
+        tfrdv__sb_put(&b, "/device:", 8);
+        tfrdv__sb_put(&b, dn->type.ptr, dn->type.len);
+        tfrdv__sb_put(&b, ":", 1);
+        if (dn->has_id) tfrdv__sb_i64(&b, dn->id);
+        else tfrdv__sb_put(&b, "*", 1);
+    }
+    return b.len;
+}
+
+TFRDV_API tfrdv_code tfrdv_device_split(const char* name, size_t len, char* task, size_t task_cap,
+                                        size_t* task_len, char* dev, size_t dev_cap,
+                                        size_t* dev_len, tfrdv_status* st) {
+    tfrdv_device_name dn;
+    tfrdv__sb tb, db;
+    tfrdv_code rc = tfrdv_device_parse(name, len, &dn, st);
+    if (rc != TFRDV_OK) return rc;
+    if (!dn.has_type || !dn.has_id) return tfrdv__device_bad(st, name, len, "a device type and id are required");
+    tfrdv__sb_init(&tb, task, task ? task_cap : 0);
+    tfrdv__sb_init(&db, dev, dev ? dev_cap : 0);
+    tfrdv__sb_task(&tb, &dn);
+    tfrdv__sb_put(&db, dn.type.ptr, dn.type.len);
+    tfrdv__sb_put(&db, ":", 1);
+    tfrdv__sb_i64(&db, dn.id);
+    if (task_len) *task_len = tb.len;
+    if (dev_len) *dev_len = db.len;
+    if ((task && tb.len >= task_cap) || (dev && db.len >= dev_cap))
+        return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_device_split: buffer too small (need %U and %U bytes)",
+                          (uint64_t)(tb.len + 1), (uint64_t)(db.len + 1));
+    return TFRDV_OK;
+}
+
+TFRDV__PRIVATE int tfrdv__str_eq(tfrdv_str a, tfrdv_str b) {
+    return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+TFRDV_API int tfrdv_device_name_same_address_space(const tfrdv_device_name* a,
+                                                   const tfrdv_device_name* b) {
+    if (!a || !b) return 0;
+    return a->has_job && b->has_job && tfrdv__str_eq(a->job, b->job) && a->has_replica &&
+           b->has_replica && a->replica == b->replica && a->has_task && b->has_task &&
+           a->task == b->task;
+}
+TFRDV_API int tfrdv_device_same_address_space(const char* a, size_t alen, const char* b,
+                                              size_t blen) {
+    tfrdv_device_name x, y;
+    if (tfrdv_device_parse(a, alen, &x, 0) != TFRDV_OK) return 0;
+    if (tfrdv_device_parse(b, blen, &y, 0) != TFRDV_OK) return 0;
+    return tfrdv_device_name_same_address_space(&x, &y);
+}
+TFRDV_API size_t tfrdv_device_local_name(const char* name, size_t len, char* buf, size_t cap,
+                                         tfrdv_status* st) {
+    tfrdv_device_name dn;
+    tfrdv__sb b;
+    if (tfrdv_device_parse(name, len, &dn, st) != TFRDV_OK) return 0;
+    if (!dn.has_type || !dn.has_id) {
+        tfrdv__device_bad(st, name, len, "a device type and id are required for a local name");
+        return 0;
+    }
+    tfrdv__sb_init(&b, buf, buf ? cap : 0);
+    tfrdv__sb_put(&b, "/device:", 8);
+    tfrdv__sb_put(&b, dn.type.ptr, dn.type.len);
+    tfrdv__sb_put(&b, ":", 1);
+    tfrdv__sb_i64(&b, dn.id);
+    if (st) tfrdv__err(st, TFRDV_OK, "");
+    return b.len;
+}
+TFRDV_API tfrdv_code tfrdv_device_parse_local(const char* name, size_t len, tfrdv_str* type,
+                                              int* id, tfrdv_status* st) {
+    tfrdv__cursor c;
+    tfrdv_str t;
+    int n = 0;
+    if (!name && len) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_device_parse_local: NULL name");
+    c.p = name;
+    c.end = name + len;
+    if (!tfrdv__eat_ident(&c, &t, 1) || !TFRDV__EAT(&c, ":") || !tfrdv__eat_number(&c, &n) || c.p != c.end)
+        return tfrdv__device_bad(st, name, len, "a local name is TYPE:ID");
+    if (type) *type = t;
+    if (id) *id = n;
+    return TFRDV_OK;
+}
+
+/* >>keys */
+TFRDV__PRIVATE int tfrdv__has_semicolon(const char* s) { return s && strchr(s, ';') != 0; }
+
+TFRDV__PRIVATE tfrdv_code tfrdv__key_parts_ok(const char* src, const char* dst, const char* edge,
+                                              tfrdv_status* st) {
+    tfrdv_device_name dn;
+    if (!src || !dst || !edge) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_create: NULL device or edge name");
+    if (tfrdv__has_semicolon(src) || tfrdv__has_semicolon(dst) || tfrdv__has_semicolon(edge))
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key part: ';' in '%s', '%s' or '%s'", src, dst, edge);
+    if (!edge[0]) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key part: empty edge name");
+    if (tfrdv_device_parse(src, strlen(src), &dn, st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+    if (tfrdv_device_parse(dst, strlen(dst), &dn, st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+    return TFRDV_OK;
+}
+TFRDV__PRIVATE tfrdv_code tfrdv__key_done(tfrdv__sb* b, size_t* len, tfrdv_status* st) {
+    if (len) *len = b->len;
+    if (b->len >= b->cap)
+        return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "key buffer too small: need %U bytes", (uint64_t)(b->len + 1));
+    return TFRDV_OK;
+}
+TFRDV__PRIVATE void tfrdv__sb_prefix(tfrdv__sb* b, const char* src, uint64_t inc, const char* dst,
+                                     const char* edge) {
+    tfrdv__sb_cstr(b, src);
+    tfrdv__sb_put(b, ";", 1);
+    tfrdv__sb_hex16(b, inc);
+    tfrdv__sb_put(b, ";", 1);
+    tfrdv__sb_cstr(b, dst);
+    tfrdv__sb_put(b, ";", 1);
+    tfrdv__sb_cstr(b, edge);
+}
+TFRDV__PRIVATE void tfrdv__sb_frame(tfrdv__sb* b, tfrdv_frame_iter fi) {
+    tfrdv__sb_put(b, ";", 1);
+    tfrdv__sb_u64(b, fi.frame_id);
+    tfrdv__sb_put(b, ":", 1);
+    tfrdv__sb_i64(b, fi.iter_id);
+}
+TFRDV_API tfrdv_code tfrdv_key_create(const char* src_device, uint64_t src_incarnation,
+                                      const char* dst_device, const char* edge_name,
+                                      tfrdv_frame_iter frame_iter, char* buf, size_t cap,
+                                      size_t* len, tfrdv_status* st) {
+    tfrdv__sb b;
+    tfrdv_code rc = tfrdv__key_parts_ok(src_device, dst_device, edge_name, st);
+    if (rc != TFRDV_OK) return rc;
+    tfrdv__sb_init(&b, buf, buf ? cap : 0);
+    tfrdv__sb_prefix(&b, src_device, src_incarnation, dst_device, edge_name);
+    tfrdv__sb_frame(&b, frame_iter);
+    return tfrdv__key_done(&b, len, st);
+}
+TFRDV_API tfrdv_code tfrdv_key_prefix(const char* src_device, uint64_t src_incarnation,
+                                      const char* dst_device, const char* edge_name, char* buf,
+                                      size_t cap, size_t* len, tfrdv_status* st) {
+    tfrdv__sb b;
+    tfrdv_code rc = tfrdv__key_parts_ok(src_device, dst_device, edge_name, st);
+    if (rc != TFRDV_OK) return rc;
+    tfrdv__sb_init(&b, buf, buf ? cap : 0);
+    tfrdv__sb_prefix(&b, src_device, src_incarnation, dst_device, edge_name);
+    return tfrdv__key_done(&b, len, st);
+}
+TFRDV_API tfrdv_code tfrdv_key_with_frame(const char* prefix, size_t prefix_len,
+                                          tfrdv_frame_iter frame_iter, char* buf, size_t cap,
+                                          size_t* len, tfrdv_status* st) {
+    tfrdv__sb b;
+    if (!prefix) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_with_frame: NULL prefix");
+    if (buf && prefix >= buf && prefix < buf + cap && prefix != buf)
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_with_frame: prefix overlaps the output buffer");
+    tfrdv__sb_init(&b, buf, buf ? cap : 0);
+    if (prefix == buf) b.len = prefix_len; /* append in place */
+    else tfrdv__sb_put(&b, prefix, prefix_len);
+    if (prefix == buf && prefix_len < cap) buf[prefix_len] = 0;
+    tfrdv__sb_frame(&b, frame_iter);
+    return tfrdv__key_done(&b, len, st);
+}
+
+TFRDV__PRIVATE int tfrdv__parse_hex(tfrdv_str s, uint64_t* out) {
+    uint64_t v = 0;
+    size_t i;
+    if (s.len == 0) return 0;
+    for (i = 0; i < s.len; i++) {
+        char c = s.ptr[i];
+        unsigned d;
+        if (c >= '0' && c <= '9') d = (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f') d = (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') d = (unsigned)(c - 'A' + 10);
+        else return 0;
+        if (v >> 60) return 0; /* would overflow 64 bits */
+        v = (v << 4) | d;
+    }
+    *out = v;
+    return 1;
+}
+TFRDV__PRIVATE tfrdv_str tfrdv__next_part(tfrdv__cursor* c) {
+    tfrdv_str r;
+    const char* s = c->p;
+    r.ptr = s;
+    while (c->p < c->end && *c->p != ';') c->p++;
+    r.len = (size_t)(c->p - s);
+    if (c->p < c->end) c->p++; /* the ';' */
+    return r;
+}
+TFRDV__PRIVATE tfrdv_code tfrdv__key_bad(tfrdv_status* st, const tfrdv_str* key, const char* why) {
+    return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key: %S (%s)", key, why);
+}
+TFRDV_API tfrdv_code tfrdv_key_parse(const char* key, size_t len, tfrdv_parsed_key* out,
+                                     tfrdv_status* st) {
+    tfrdv__cursor c;
+    tfrdv_str parts[5], full;
+    int i;
+    if (!out || (!key && len)) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_parse: NULL argument");
+    full.ptr = key;
+    full.len = len;
+    c.p = key;
+    c.end = key + len;
+    for (i = 0; i < 5; i++) parts[i] = tfrdv__next_part(&c);
+    if (c.p != c.end) return tfrdv__key_bad(st, &full, "text after the fifth part");
+    if (parts[4].len == 0) return tfrdv__key_bad(st, &full, "missing frame:iter part");
+    if (tfrdv_device_parse(parts[0].ptr, parts[0].len, &out->src, 0) != TFRDV_OK)
+        return tfrdv__key_bad(st, &full, "source device name does not parse");
+    if (!tfrdv__parse_hex(parts[1], &out->src_incarnation))
+        return tfrdv__key_bad(st, &full, "incarnation is not 1..16 hex digits");
+    if (tfrdv_device_parse(parts[2].ptr, parts[2].len, &out->dst, 0) != TFRDV_OK)
+        return tfrdv__key_bad(st, &full, "destination device name does not parse");
+    if (parts[3].len == 0) return tfrdv__key_bad(st, &full, "empty edge name");
+    out->full = full;
+    out->src_device = parts[0];
+    out->dst_device = parts[2];
+    out->edge_name = parts[3];
+    out->frame_iter = parts[4];
+    out->hash = tfrdv_hash_bytes(key, len);
+    return TFRDV_OK;
+}
+TFRDV_API tfrdv_code tfrdv_frame_iter_parse(tfrdv_str s, tfrdv_frame_iter* out, tfrdv_status* st) {
+    size_t i = 0;
+    uint64_t f = 0, it = 0;
+    int neg = 0, nd = 0;
+    if (!out || (!s.ptr && s.len)) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_frame_iter_parse: NULL argument");
+    for (; i < s.len && tfrdv__is_digit(s.ptr[i]); i++, nd++) {
+        uint64_t d = (uint64_t)(s.ptr[i] - '0');
+        if (f > UINT64_MAX / 10 || (f == UINT64_MAX / 10 && d > UINT64_MAX % 10))
+            return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid frame:iter '%S': frame id overflows", &s);
+        f = f * 10 + d;
+    }
+    if (!nd || i >= s.len || s.ptr[i] != ':') return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid frame:iter '%S': expected <frame>:<iter>", &s);
+    i++;
+    if (i < s.len && s.ptr[i] == '-') {
+        neg = 1;
+        i++;
+    }
+    for (nd = 0; i < s.len && tfrdv__is_digit(s.ptr[i]); i++, nd++) {
+        it = it * 10 + (uint64_t)(s.ptr[i] - '0');
+        if (it > (uint64_t)INT64_MAX + (uint64_t)neg) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid frame:iter '%S': iteration overflows", &s);
+    }
+    if (!nd || i != s.len) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid frame:iter '%S': expected <frame>:<iter>", &s);
+    out->frame_id = f;
+    out->iter_id = neg ? (int64_t)(0 - it) : (int64_t)it;
+    return TFRDV_OK;
+}
+
+/* >>values */
+TFRDV_API void tfrdv_value_retain(tfrdv_value* v) {
+    if (v) tfrdv__atomic_inc_u32(&v->extra_refs);
+}
+TFRDV_API void tfrdv_value_release(tfrdv_value* v) {
+    if (!v) return;
+    if (tfrdv__atomic_sub_u32(&v->extra_refs) == 0) { /* that was the last reference */
+        v->extra_refs = 0;
+        if (v->release) v->release(v);
+    }
+}
+
+/* >>cancel */
+struct tfrdv_cancel_mgr {
+    tfrdv_allocator alloc;
+    tfrdv__mutex mu;
+    tfrdv__event ev;            /* wakes deregister()ers waiting for a running callback */
+    tfrdv_cancel_node* first;
+    tfrdv_cancel_node* last;
+    tfrdv_cancel_node* running; /* the callback running now (never dereferenced) */
+    int cancelled, cancel_done, waiters;
+};
+enum { TFRDV__NODE_IDLE = 0, TFRDV__NODE_REGISTERED = 1, TFRDV__NODE_RUNNING = 2 };
+
+TFRDV_API tfrdv_code tfrdv_cancel_mgr_create(const tfrdv_hooks* hooks, tfrdv_cancel_mgr** out,
+                                             tfrdv_status* st) {
+    tfrdv_hooks h;
+    tfrdv_cancel_mgr* cm;
+    if (!out) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_cancel_mgr_create: NULL out");
+    *out = 0;
+    if (hooks) h = *hooks;
+    else memset(&h, 0, sizeof h);
+    if (!tfrdv__allocator_ok(&h.allocator) || !tfrdv__sync_ok(h.sync))
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_cancel_mgr_create: incomplete allocator or sync hooks");
+    cm = (tfrdv_cancel_mgr*)tfrdv__zalloc(&h.allocator, sizeof *cm);
+    if (!cm) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_cancel_mgr_create: out of memory");
+    cm->alloc = h.allocator;
+    if (!tfrdv__mutex_init(&cm->mu, h.sync)) {
+        tfrdv__free(&h.allocator, cm, sizeof *cm);
+        return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_cancel_mgr_create: mutex init failed");
+    }
+    if (!tfrdv__event_init(&cm->ev, h.sync)) {
+        tfrdv__mutex_destroy(&cm->mu);
+        tfrdv__free(&h.allocator, cm, sizeof *cm);
+        return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_cancel_mgr_create: event init failed");
+    }
+    *out = cm;
+    return TFRDV_OK;
+}
+TFRDV__PRIVATE void tfrdv__cm_unlink(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* n) {
+    if (n->prev) n->prev->next = n->next;
+    else cm->first = n->next;
+    if (n->next) n->next->prev = n->prev;
+    else cm->last = n->prev;
+    n->prev = n->next = 0;
+}
+TFRDV__PRIVATE void tfrdv__cm_wake(tfrdv_cancel_mgr* cm) {
+    int i;
+    for (i = 0; i < cm->waiters; i++) tfrdv__event_signal(&cm->ev);
+}
+TFRDV_API int tfrdv_cancel_register(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* node,
+                                    tfrdv_cancel_fn fn, void* user) {
+    if (!cm || !node || !fn) return 0;
+    tfrdv__lock(&cm->mu);
+    if (cm->cancelled) {
+        tfrdv__unlock(&cm->mu);
+        return 0;
+    }
+    node->fn = fn;
+    node->user = user;
+    node->state = TFRDV__NODE_REGISTERED;
+    node->next = 0;
+    node->prev = cm->last;
+    if (cm->last) cm->last->next = node;
+    else cm->first = node;
+    cm->last = node;
+    tfrdv__unlock(&cm->mu);
+    return 1;
+}
+TFRDV__PRIVATE int tfrdv__cm_deregister(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* node, int wait) {
+    if (!cm || !node) return 0;
+    tfrdv__lock(&cm->mu);
+    if (node->state == TFRDV__NODE_REGISTERED) {
+        tfrdv__cm_unlink(cm, node);
+        node->state = TFRDV__NODE_IDLE;
+        tfrdv__unlock(&cm->mu);
+        return 1;
+    }
+    /* running on another thread: wait for it (not when we are inside it: that would deadlock) */
+    while (wait && cm->running == node && !tfrdv__frame_in(node)) {
+        cm->waiters++;
+        tfrdv__unlock(&cm->mu);
+        tfrdv__event_wait(&cm->ev, -1);
+        tfrdv__lock(&cm->mu);
+        cm->waiters--;
+    }
+    tfrdv__unlock(&cm->mu);
+    return 0;
+}
+TFRDV_API int tfrdv_cancel_deregister(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* node) {
+    return tfrdv__cm_deregister(cm, node, 1);
+}
+TFRDV_API int tfrdv_cancel_try_deregister(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* node) {
+    return tfrdv__cm_deregister(cm, node, 0);
+}
+TFRDV_API void tfrdv_cancel_start(tfrdv_cancel_mgr* cm) {
+    if (!cm) return;
+    tfrdv__lock(&cm->mu);
+    if (cm->cancelled) {
+        tfrdv__unlock(&cm->mu);
+        return;
+    }
+    cm->cancelled = 1;
+    while (cm->first) {
+        tfrdv_cancel_node* n = cm->first;
+        tfrdv_cancel_fn fn = n->fn;
+        void* user = n->user;
+        tfrdv__frame f;
+        tfrdv__cm_unlink(cm, n);
+        n->state = TFRDV__NODE_RUNNING;
+        cm->running = n;
+        tfrdv__unlock(&cm->mu);
+        /* from here the node belongs to its callback, which may free it: never touch it again */
+        tfrdv__frame_push(&f, n);
+        fn(user);
+        tfrdv__frame_pop(&f);
+        tfrdv__lock(&cm->mu);
+        cm->running = 0;
+        tfrdv__cm_wake(cm);
+    }
+    cm->cancel_done = 1;
+    tfrdv__cm_wake(cm);
+    tfrdv__unlock(&cm->mu);
+}
+TFRDV_API int tfrdv_cancel_is_cancelled(tfrdv_cancel_mgr* cm) {
+    int c;
+    if (!cm) return 0;
+    tfrdv__lock(&cm->mu);
+    c = cm->cancelled;
+    tfrdv__unlock(&cm->mu);
+    return c;
+}
+TFRDV_API void tfrdv_cancel_mgr_destroy(tfrdv_cancel_mgr* cm) {
+    tfrdv_allocator a;
+    if (!cm) return;
+    tfrdv_cancel_start(cm);
+    tfrdv__lock(&cm->mu); /* another thread may still be running callbacks */
+    while (!cm->cancel_done) {
+        cm->waiters++;
+        tfrdv__unlock(&cm->mu);
+        tfrdv__event_wait(&cm->ev, -1);
+        tfrdv__lock(&cm->mu);
+        cm->waiters--;
+    }
+    tfrdv__unlock(&cm->mu);
+    tfrdv__event_destroy(&cm->ev);
+    tfrdv__mutex_destroy(&cm->mu);
+    a = cm->alloc;
+    tfrdv__free(&a, cm, sizeof *cm);
+}
+
+/* >>local  sharded table of per-key FIFO channels */
+typedef struct tfrdv__sitem { /* a buffered send: 32 bytes on LP64 */
+    struct tfrdv__sitem* next;
+    tfrdv_value* value;
+    void* device_context;
+    uint32_t alloc_attrs;
+    int is_dead;
+} tfrdv__sitem;
+
+struct tfrdv__shard;
+struct tfrdv__chan;
+typedef struct tfrdv__ritem { /* a waiting receiver */
+    struct tfrdv__ritem* next;
+    struct tfrdv__chan* chan;
+    struct tfrdv__shard* shard;
+    tfrdv_rendezvous* r;
+    tfrdv_done_fn done;
+    void* user;
+    tfrdv_args args;
+    tfrdv_cancel_node cnode;
+    int linked;
+} tfrdv__ritem;
+
+enum { TFRDV__CHAN_SEND = 0, TFRDV__CHAN_RECV = 1 };
+typedef struct tfrdv__chan {
+    struct tfrdv__chan* next; /* bucket chain, or free list */
+    uint64_t hash;
+    char* key;
+    size_t key_len, key_cap;
+    void* head; /* tfrdv__sitem* or tfrdv__ritem* by kind */
+    void* tail;
+    size_t count;
+    int kind;
+} tfrdv__chan;
+
+typedef struct tfrdv__shard {
+    tfrdv__mutex mu;
+    tfrdv__chan** buckets;
+    size_t nbuckets, nchans;
+    tfrdv__sitem* free_s;
+    tfrdv__ritem* free_r;
+    tfrdv__chan* free_c;
+    char pad[64];
+} tfrdv__shard;
+
+struct tfrdv__serve;
+struct tfrdv_rendezvous {
+    tfrdv_hooks hooks;
+    volatile long refs;
+    volatile long aborted;
+    volatile long inflight;    /* callbacks running + operations that may still touch us */
+    volatile long closing;     /* 0 open, 1 destroyer waits, 2 free when drained */
+    volatile long drain_claim;
+    tfrdv__event drain_ev;
+    tfrdv__mutex mu;           /* status; and for a step: init, deferred, calls */
+    tfrdv_status status;
+    int nshards;
+    tfrdv__shard* shards;
+    /* step manager part (mgr != NULL) */
+    tfrdv_mgr* mgr;
+    int64_t step_id;
+    tfrdv_rendezvous* mgr_next;
+    int initialized;
+    char* worker;
+    size_t worker_len;
+    struct tfrdv__serve* deferred;
+    tfrdv_call* calls;
+};
+
+static const tfrdv_args tfrdv__no_args = {0, 0, 0, 0, 0};
+
+TFRDV__PRIVATE void tfrdv__free_rdv(tfrdv_rendezvous* r);
+TFRDV__PRIVATE void tfrdv__drained(tfrdv_rendezvous* r) {
+    if (!tfrdv__atomic_cas(&r->drain_claim, 0, 1)) return;
+    if (tfrdv__atomic_load(&r->closing) == 1) tfrdv__event_signal(&r->drain_ev);
+    else tfrdv__free_rdv(r);
+}
+/* Hold/let go of the table around anything that may run user code and then touch r again. */
+TFRDV__PRIVATE void tfrdv__hold(tfrdv_rendezvous* r) { tfrdv__atomic_add(&r->inflight, 1); }
+TFRDV__PRIVATE void tfrdv__let_go(tfrdv_rendezvous* r) {
+    if (tfrdv__atomic_add(&r->inflight, -1) == 0 && tfrdv__atomic_load(&r->closing) != 0) tfrdv__drained(r);
+}
+/* Runs a receive callback. The caller did tfrdv__hold(r) (before dropping its lock); this lets
+   go after the callback, so r may be gone when it returns. */
+TFRDV__PRIVATE void tfrdv__deliver(tfrdv_rendezvous* r, tfrdv_done_fn done, void* user,
+                                   const tfrdv_status* st, const tfrdv_args* sa,
+                                   const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    tfrdv__frame f;
+    tfrdv__frame_push(&f, r);
+    done(user, st, sa ? sa : &tfrdv__no_args, ra ? ra : &tfrdv__no_args, v, dead);
+    tfrdv__frame_pop(&f);
+    tfrdv__let_go(r);
+}
+
+TFRDV__PRIVATE tfrdv__shard* tfrdv__shard_of(tfrdv_rendezvous* r, uint64_t h) {
+    return &r->shards[(uint32_t)(h >> 32) % (uint32_t)r->nshards];
+}
+TFRDV__PRIVATE tfrdv__chan** tfrdv__chan_find(tfrdv__shard* s, uint64_t h, const char* key, size_t len) {
+    tfrdv__chan** pp = &s->buckets[h & (s->nbuckets - 1)];
+    for (; *pp; pp = &(*pp)->next) {
+        tfrdv__chan* c = *pp;
+        if (c->hash == h && c->key_len == len && memcmp(c->key, key, len) == 0) return pp;
+    }
+    return pp;
+}
+TFRDV__PRIVATE void tfrdv__grow(tfrdv_rendezvous* r, tfrdv__shard* s) {
+    size_t n = s->nbuckets * 2, i;
+    tfrdv__chan** nb = (tfrdv__chan**)tfrdv__zalloc(&r->hooks.allocator, n * sizeof *nb);
+    if (!nb) return; /* longer chains, still correct */
+    for (i = 0; i < s->nbuckets; i++) {
+        tfrdv__chan* c = s->buckets[i];
+        while (c) {
+            tfrdv__chan* next = c->next;
+            tfrdv__chan** slot = &nb[c->hash & (n - 1)];
+            c->next = *slot;
+            *slot = c;
+            c = next;
+        }
+    }
+    tfrdv__free(&r->hooks.allocator, s->buckets, s->nbuckets * sizeof *nb);
+    s->buckets = nb;
+    s->nbuckets = n;
+}
+/* a channel for key, linked at *pp (from tfrdv__chan_find); NULL when out of memory */
+TFRDV__PRIVATE tfrdv__chan* tfrdv__chan_new(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__chan** pp,
+                                            const tfrdv_parsed_key* key, int kind) {
+    tfrdv__chan* c = s->free_c;
+    size_t len = key->full.len;
+    if (c) {
+        s->free_c = c->next;
+    } else {
+        c = (tfrdv__chan*)tfrdv__zalloc(&r->hooks.allocator, sizeof *c);
+        if (!c) return 0;
+    }
+    if (c->key_cap < len || !c->key) {
+        size_t cap = (len + 63) & ~(size_t)63;
+        char* k = (char*)tfrdv__alloc(&r->hooks.allocator, cap ? cap : 64);
+        if (!k) {
+            c->next = s->free_c;
+            s->free_c = c;
+            return 0;
+        }
+        tfrdv__free(&r->hooks.allocator, c->key, c->key_cap);
+        c->key = k;
+        c->key_cap = cap ? cap : 64;
+    }
+    memcpy(c->key, key->full.ptr, len);
+    c->key_len = len;
+    c->hash = key->hash;
+    c->head = c->tail = 0;
+    c->count = 0;
+    c->kind = kind;
+    c->next = 0;
+    *pp = c;
+    s->nchans++;
+    return c;
+}
+/* unlink the (empty) channel at *pp and keep it for reuse */
+TFRDV__PRIVATE void tfrdv__chan_drop(tfrdv__shard* s, tfrdv__chan** pp) {
+    tfrdv__chan* c = *pp;
+    *pp = c->next;
+    c->next = s->free_c;
+    s->free_c = c;
+    s->nchans--;
+}
+TFRDV__PRIVATE void tfrdv__chan_push(tfrdv__chan* c, void* item) {
+    /* both item kinds start with their `next` pointer */
+    *(void**)item = 0;
+    if (c->tail) *(void**)c->tail = item;
+    else c->head = item;
+    c->tail = item;
+    c->count++;
+}
+TFRDV__PRIVATE void* tfrdv__chan_pop(tfrdv__chan* c) {
+    void* it = c->head;
+    c->head = *(void**)it;
+    if (!c->head) c->tail = 0;
+    c->count--;
+    return it;
+}
+
+TFRDV__PRIVATE void tfrdv__copy_status(tfrdv_rendezvous* r, tfrdv_status* st) {
+    /* r->status is immutable once r->aborted is set */
+    if (st) tfrdv__status_copy(st, &r->status);
+}
+
+TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                            const tfrdv_args* args, tfrdv_value* value, int is_dead,
+                                            tfrdv_status* st) {
+    tfrdv__shard* s = tfrdv__shard_of(r, key->hash);
+    tfrdv__chan** pp;
+    tfrdv__chan* c;
+    tfrdv__ritem* ri;
+    tfrdv_args sa, ra;
+    tfrdv_done_fn done;
+    void* user;
+    tfrdv_cancel_mgr* cm;
+    tfrdv__lock(&s->mu);
+    if (tfrdv__atomic_load(&r->aborted)) {
+        tfrdv__unlock(&s->mu);
+        tfrdv__copy_status(r, st);
+        return r->status.code;
+    }
+    pp = tfrdv__chan_find(s, key->hash, key->full.ptr, key->full.len);
+    c = *pp;
+    if (!c || c->kind == TFRDV__CHAN_SEND) {
+        tfrdv__sitem* si = s->free_s;
+        if (si) s->free_s = si->next;
+        else si = (tfrdv__sitem*)tfrdv__alloc(&r->hooks.allocator, sizeof *si);
+        if (si && !c && !(c = tfrdv__chan_new(r, s, pp, key, TFRDV__CHAN_SEND))) {
+            si->next = s->free_s;
+            s->free_s = si;
+            si = 0;
+        }
+        if (!si) {
+            tfrdv__unlock(&s->mu);
+            return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_send: out of memory (key %S)", &key->full);
+        }
+        si->value = value;
+        si->is_dead = is_dead;
+        si->device_context = args ? args->device_context : 0;
+        si->alloc_attrs = args ? args->alloc_attrs : 0;
+        tfrdv__chan_push(c, si);
+        if (s->nchans > s->nbuckets) tfrdv__grow(r, s);
+        tfrdv__unlock(&s->mu);
+        return TFRDV_OK;
+    }
+    /* a receiver is waiting: the later arrival (us) runs its callback */
+    ri = (tfrdv__ritem*)tfrdv__chan_pop(c);
+    if (c->count == 0) tfrdv__chan_drop(s, pp);
+    ri->linked = 0;
+    done = ri->done;
+    user = ri->user;
+    ra = ri->args;
+    cm = ra.cancel;
+    if (!cm) {
+        ri->next = s->free_r;
+        s->free_r = ri;
+    }
+    tfrdv__hold(r);
+    tfrdv__unlock(&s->mu);
+    if (cm) {
+        /* after this no cancel callback can be touching ri */
+        tfrdv_cancel_deregister(cm, &ri->cnode);
+        tfrdv__lock(&s->mu);
+        ri->next = s->free_r;
+        s->free_r = ri;
+        tfrdv__unlock(&s->mu);
+    }
+    sa = tfrdv__no_args;
+    if (args) {
+        sa.device_context = args->device_context;
+        sa.alloc_attrs = args->alloc_attrs;
+    }
+    tfrdv__deliver(r, done, user, &tfrdv__ok_status, &sa, &ra, value, is_dead);
+    return TFRDV_OK;
+}
+
+TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
+    tfrdv__ritem* ri = (tfrdv__ritem*)p;
+    tfrdv_rendezvous* r = ri->r;
+    tfrdv__shard* s = ri->shard;
+    tfrdv__chan* c;
+    tfrdv_done_fn done;
+    void* user;
+    tfrdv_args ra;
+    tfrdv_status cst;
+    tfrdv__lock(&s->mu);
+    if (!ri->linked) { /* whoever unlinked it completes it (and waits for us first) */
+        tfrdv__unlock(&s->mu);
+        return;
+    }
+    c = ri->chan;
+    if ((tfrdv__ritem*)c->head == ri) {
+        tfrdv__chan_pop(c);
+    } else {
+        tfrdv__ritem* prev = (tfrdv__ritem*)c->head;
+        while (prev->next != ri) prev = prev->next;
+        prev->next = ri->next;
+        if ((tfrdv__ritem*)c->tail == ri) c->tail = prev;
+        c->count--;
+    }
+    if (c->count == 0) tfrdv__chan_drop(s, tfrdv__chan_find(s, c->hash, c->key, c->key_len));
+    ri->linked = 0;
+    done = ri->done;
+    user = ri->user;
+    ra = ri->args;
+    ri->next = s->free_r;
+    s->free_r = ri;
+    tfrdv__hold(r);
+    tfrdv__unlock(&s->mu);
+    tfrdv__err(&cst, TFRDV_CANCELLED, "RecvAsync is cancelled.");
+    tfrdv__deliver(r, done, user, &cst, 0, &ra, 0, 0);
+}
+
+TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                            const tfrdv_args* args, tfrdv_done_fn done, void* user) {
+    tfrdv__shard* s = tfrdv__shard_of(r, key->hash);
+    tfrdv__chan** pp;
+    tfrdv__chan* c;
+    tfrdv__ritem* ri;
+    tfrdv_args ra = args ? *args : tfrdv__no_args;
+    tfrdv__lock(&s->mu);
+    if (tfrdv__atomic_load(&r->aborted)) {
+        tfrdv__hold(r);
+        tfrdv__unlock(&s->mu);
+        tfrdv__deliver(r, done, user, &r->status, 0, &ra, 0, 0);
+        return TFRDV_OK;
+    }
+    pp = tfrdv__chan_find(s, key->hash, key->full.ptr, key->full.len);
+    c = *pp;
+    if (c && c->kind == TFRDV__CHAN_SEND) {
+        tfrdv__sitem* si = (tfrdv__sitem*)tfrdv__chan_pop(c);
+        tfrdv_args sa = tfrdv__no_args;
+        tfrdv_value* v = si->value;
+        int dead = si->is_dead;
+        if (c->count == 0) tfrdv__chan_drop(s, pp);
+        sa.device_context = si->device_context;
+        sa.alloc_attrs = si->alloc_attrs;
+        si->next = s->free_s;
+        s->free_s = si;
+        tfrdv__hold(r);
+        tfrdv__unlock(&s->mu);
+        tfrdv__deliver(r, done, user, &tfrdv__ok_status, &sa, &ra, v, dead);
+        return TFRDV_OK;
+    }
+    ri = s->free_r;
+    if (ri) s->free_r = ri->next;
+    else ri = (tfrdv__ritem*)tfrdv__alloc(&r->hooks.allocator, sizeof *ri);
+    if (ri && !c && !(c = tfrdv__chan_new(r, s, pp, key, TFRDV__CHAN_RECV))) {
+        ri->next = s->free_r;
+        s->free_r = ri;
+        ri = 0;
+    }
+    if (!ri) {
+        tfrdv__unlock(&s->mu);
+        return TFRDV_RESOURCE_EXHAUSTED;
+    }
+    ri->chan = c;
+    ri->shard = s;
+    ri->r = r;
+    ri->done = done;
+    ri->user = user;
+    ri->args = ra;
+    ri->linked = 1;
+    memset(&ri->cnode, 0, sizeof ri->cnode);
+    if (ra.cancel && !tfrdv_cancel_register(ra.cancel, &ri->cnode, tfrdv__ritem_cancelled, ri)) {
+        tfrdv_status cst;
+        if (c->count == 0) tfrdv__chan_drop(s, pp);
+        ri->linked = 0;
+        ri->next = s->free_r;
+        s->free_r = ri;
+        tfrdv__hold(r);
+        tfrdv__unlock(&s->mu);
+        tfrdv__err(&cst, TFRDV_CANCELLED, "RecvAsync is cancelled.");
+        tfrdv__deliver(r, done, user, &cst, 0, &ra, 0, 0);
+        return TFRDV_OK;
+    }
+    tfrdv__chan_push(c, ri);
+    if (s->nchans > s->nbuckets) tfrdv__grow(r, s);
+    tfrdv__unlock(&s->mu);
+    return TFRDV_OK;
+}
+
+/* Abort the table: every waiting receiver gets the status, every buffered value is released. */
+TFRDV__PRIVATE void tfrdv__drain_tables(tfrdv_rendezvous* r) {
+    int i;
+    for (i = 0; i < r->nshards; i++) {
+        tfrdv__shard* s = &r->shards[i];
+        tfrdv__chan* list = 0;
+        tfrdv__chan* c;
+        size_t b;
+        tfrdv__lock(&s->mu);
+        for (b = 0; b < s->nbuckets; b++) {
+            while ((c = s->buckets[b]) != 0) {
+                s->buckets[b] = c->next;
+                c->next = list;
+                list = c;
+                if (c->kind == TFRDV__CHAN_RECV) {
+                    tfrdv__ritem* ri;
+                    for (ri = (tfrdv__ritem*)c->head; ri; ri = ri->next) ri->linked = 0;
+                }
+            }
+        }
+        s->nchans = 0;
+        tfrdv__unlock(&s->mu);
+        for (c = list; c; c = c->next) {
+            void* it = c->head;
+            while (it) {
+                void* next = *(void**)it;
+                if (c->kind == TFRDV__CHAN_SEND) {
+                    tfrdv_value_release(((tfrdv__sitem*)it)->value);
+                } else {
+                    tfrdv__ritem* ri = (tfrdv__ritem*)it;
+                    if (ri->args.cancel) tfrdv_cancel_deregister(ri->args.cancel, &ri->cnode);
+                    tfrdv__hold(r);
+                    tfrdv__deliver(r, ri->done, ri->user, &r->status, 0, &ri->args, 0, 0);
+                }
+                it = next;
+            }
+        }
+        tfrdv__lock(&s->mu);
+        while ((c = list) != 0) {
+            list = c->next;
+            while (c->head) {
+                void* it = tfrdv__chan_pop(c);
+                if (c->kind == TFRDV__CHAN_SEND) {
+                    ((tfrdv__sitem*)it)->next = s->free_s;
+                    s->free_s = (tfrdv__sitem*)it;
+                } else {
+                    ((tfrdv__ritem*)it)->next = s->free_r;
+                    s->free_r = (tfrdv__ritem*)it;
+                }
+            }
+            c->next = s->free_c;
+            s->free_c = c;
+        }
+        tfrdv__unlock(&s->mu);
+    }
+}
+
+TFRDV_API tfrdv_local_config tfrdv_local_config_init(void) {
+    tfrdv_local_config c;
+    memset(&c, 0, sizeof c);
+    return c;
+}
+
+TFRDV__PRIVATE tfrdv_code tfrdv__rdv_new(const tfrdv_hooks* hooks, int nshards, int min_buckets,
+                                         tfrdv_rendezvous** out, tfrdv_status* st) {
+    tfrdv_rendezvous* r;
+    size_t size, nb = 16;
+    int i;
+    if (!tfrdv__allocator_ok(&hooks->allocator) || !tfrdv__sync_ok(hooks->sync))
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "incomplete allocator or sync hooks (give all functions or none)");
+    if (nshards < 0 || nshards > 4096 || min_buckets < 0 || min_buckets > (1 << 24))
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "num_shards must be 0..4096 and min_buckets 0..16777216");
+    nshards = TFRDV__DEF(nshards, 4);
+    if (min_buckets) {
+        nb = 1;
+        while (nb < (size_t)min_buckets) nb <<= 1;
+    }
+    size = sizeof *r + (size_t)nshards * sizeof(tfrdv__shard);
+    r = (tfrdv_rendezvous*)tfrdv__zalloc(&hooks->allocator, size);
+    if (!r) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "rendezvous: out of memory");
+    r->hooks = *hooks;
+    r->refs = 1;
+    r->nshards = nshards;
+    r->shards = (tfrdv__shard*)(void*)(r + 1);
+    if (!tfrdv__mutex_init(&r->mu, hooks->sync)) goto fail0;
+    if (!tfrdv__event_init(&r->drain_ev, hooks->sync)) goto fail1;
+    for (i = 0; i < nshards; i++) {
+        tfrdv__shard* s = &r->shards[i];
+        s->nbuckets = nb;
+        s->buckets = (tfrdv__chan**)tfrdv__zalloc(&hooks->allocator, nb * sizeof *s->buckets);
+        if (!s->buckets || !tfrdv__mutex_init(&s->mu, hooks->sync)) {
+            tfrdv__free(&hooks->allocator, s->buckets, nb * sizeof *s->buckets);
+            while (--i >= 0) {
+                tfrdv__mutex_destroy(&r->shards[i].mu);
+                tfrdv__free(&hooks->allocator, r->shards[i].buckets, nb * sizeof *s->buckets);
+            }
+            goto fail2;
+        }
+    }
+    *out = r;
+    return TFRDV_OK;
+fail2:
+    tfrdv__event_destroy(&r->drain_ev);
+fail1:
+    tfrdv__mutex_destroy(&r->mu);
+fail0:
+    tfrdv__free(&hooks->allocator, r, size);
+    return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "rendezvous: out of memory or sync init failed");
+}
+
+TFRDV_API tfrdv_code tfrdv_local_create(const tfrdv_local_config* cfg, tfrdv_rendezvous** out,
+                                        tfrdv_status* st) {
+    tfrdv_local_config c = cfg ? *cfg : tfrdv_local_config_init();
+    if (!out) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_local_create: NULL out");
+    *out = 0;
+    return tfrdv__rdv_new(&c.hooks, c.num_shards, c.min_buckets, out, st);
+}
+
+TFRDV__PRIVATE void tfrdv__mgr_unref(tfrdv_mgr* mgr);
+TFRDV__PRIVATE void tfrdv__remote_abort(tfrdv_rendezvous* r);
+
+TFRDV__PRIVATE void tfrdv__free_rdv(tfrdv_rendezvous* r) {
+    tfrdv_allocator a = r->hooks.allocator;
+    tfrdv_mgr* mgr = r->mgr;
+    int i;
+    for (i = 0; i < r->nshards; i++) {
+        tfrdv__shard* s = &r->shards[i];
+        while (s->free_s) {
+            tfrdv__sitem* x = s->free_s;
+            s->free_s = x->next;
+            tfrdv__free(&a, x, sizeof *x);
+        }
+        while (s->free_r) {
+            tfrdv__ritem* x = s->free_r;
+            s->free_r = x->next;
+            tfrdv__free(&a, x, sizeof *x);
+        }
+        while (s->free_c) {
+            tfrdv__chan* x = s->free_c;
+            s->free_c = x->next;
+            tfrdv__free(&a, x->key, x->key_cap);
+            tfrdv__free(&a, x, sizeof *x);
+        }
+        tfrdv__free(&a, s->buckets, s->nbuckets * sizeof *s->buckets);
+        tfrdv__mutex_destroy(&s->mu);
+    }
+    tfrdv__free(&a, r->worker, r->worker_len + 1);
+    tfrdv__event_destroy(&r->drain_ev);
+    tfrdv__mutex_destroy(&r->mu);
+    tfrdv__free(&a, r, sizeof *r + (size_t)r->nshards * sizeof(tfrdv__shard));
+    if (mgr) tfrdv__mgr_unref(mgr);
+}
+
+TFRDV_API tfrdv_code tfrdv_abort(tfrdv_rendezvous* r, tfrdv_code code, const char* msg) {
+    if (!r || code == TFRDV_OK || (int)code < 0 || (int)code > 16) return TFRDV_INVALID_ARGUMENT;
+    tfrdv__lock(&r->mu);
+    if (r->aborted) {
+        tfrdv__unlock(&r->mu);
+        return TFRDV_OK; /* sticky: the first status stays */
+    }
+    tfrdv_status_set(&r->status, code, msg);
+    tfrdv__atomic_store(&r->aborted, 1);
+    tfrdv__unlock(&r->mu);
+    if (r->hooks.logger.fn) r->hooks.logger.fn(r->hooks.logger.user_data, 1, r->status.msg);
+    {
+        tfrdv__frame f; /* callbacks below may destroy r: keep it until we are done */
+        tfrdv__hold(r);
+        tfrdv__frame_push(&f, r);
+        tfrdv__drain_tables(r);
+        if (r->mgr) tfrdv__remote_abort(r);
+        tfrdv__frame_pop(&f);
+        tfrdv__let_go(r);
+    }
+    return TFRDV_OK;
+}
+
+TFRDV_API tfrdv_code tfrdv_get_status(tfrdv_rendezvous* r, tfrdv_status* out) {
+    if (!r) return tfrdv__err(out, TFRDV_INVALID_ARGUMENT, "tfrdv_get_status: NULL rendezvous");
+    if (!tfrdv__atomic_load(&r->aborted)) return tfrdv__err(out, TFRDV_OK, "");
+    tfrdv__copy_status(r, out);
+    return r->status.code;
+}
+
+TFRDV_API void tfrdv_ref(tfrdv_rendezvous* r) {
+    if (r) tfrdv__atomic_add(&r->refs, 1);
+}
+TFRDV__PRIVATE void tfrdv__close(tfrdv_rendezvous* r) {
+    tfrdv_abort(r, TFRDV_CANCELLED, "Rendezvous destroyed");
+    if (tfrdv__frame_in(r)) {
+        /* inside one of r's own callbacks: free when the last one returns */
+        tfrdv__atomic_store(&r->closing, 2);
+        if (tfrdv__atomic_load(&r->inflight) == 0) tfrdv__drained(r);
+        return;
+    }
+    tfrdv__atomic_store(&r->closing, 1);
+    if (tfrdv__atomic_load(&r->inflight) == 0) tfrdv__drained(r);
+    tfrdv__event_wait(&r->drain_ev, -1); /* signalled once, by whoever saw the count drain */
+    tfrdv__free_rdv(r);
+}
+TFRDV_API void tfrdv_unref(tfrdv_rendezvous* r) {
+    if (r && tfrdv__atomic_add(&r->refs, -1) == 0) tfrdv__close(r);
+}
+TFRDV_API void tfrdv_destroy(tfrdv_rendezvous* r) {
+    if (!r) return;
+    tfrdv_abort(r, TFRDV_CANCELLED, "Rendezvous destroyed");
+    tfrdv_unref(r);
+}
+
+TFRDV__PRIVATE tfrdv_code tfrdv__check_key(const tfrdv_parsed_key* key, const char* fn, tfrdv_status* st) {
+    if (!key || !key->full.ptr || key->full.len == 0)
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "%s: NULL or empty key (parse it with tfrdv_key_parse)", fn);
+    return TFRDV_OK;
+}
+TFRDV__PRIVATE tfrdv_code tfrdv__remote_send_check(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                                   tfrdv_status* st);
+TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                             const tfrdv_args* args, tfrdv_done_fn done, void* user);
+
+TFRDV_API tfrdv_code tfrdv_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                const tfrdv_args* args, tfrdv_value* value, int is_dead,
+                                tfrdv_status* st) {
+    if (!r) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_send: NULL rendezvous");
+    if (tfrdv__check_key(key, "tfrdv_send", st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+    if (!value && !is_dead)
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_send: NULL value for a live tensor (key %S)", &key->full);
+    if (r->mgr) {
+        tfrdv_code rc = tfrdv__remote_send_check(r, key, st);
+        if (rc != TFRDV_OK) return rc;
+    }
+    return tfrdv__local_send(r, key, args, value, is_dead, st);
+}
+
+TFRDV_API tfrdv_code tfrdv_recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                      const tfrdv_args* args, tfrdv_done_fn done, void* user) {
+    if (!r || !done || tfrdv__check_key(key, "tfrdv_recv_async", 0) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+    if (r->mgr) return tfrdv__remote_recv(r, key, args, done, user);
+    return tfrdv__local_recv(r, key, args, done, user);
+}
+
+#ifndef TFRDV_NO_THREADS
+typedef struct tfrdv__sync_recv {
+    tfrdv__event ev;
+    tfrdv_status st;
+    tfrdv_value* value;
+    int is_dead;
+    tfrdv_cancel_mgr* timer_cm; /* cancelled by us on timeout */
+    tfrdv_cancel_mgr* user_cm;
+    tfrdv_cancel_node user_node;
+} tfrdv__sync_recv;
+TFRDV__PRIVATE void tfrdv__sync_done(void* u, const tfrdv_status* st, const tfrdv_args* sa,
+                                     const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    tfrdv__sync_recv* x = (tfrdv__sync_recv*)u;
+    TFRDV__UNUSED(sa);
+    TFRDV__UNUSED(ra);
+    tfrdv__status_copy(&x->st, st);
+    x->value = v;
+    x->is_dead = dead;
+    tfrdv__event_signal(&x->ev);
+}
+TFRDV__PRIVATE void tfrdv__sync_user_cancel(void* u) {
+    tfrdv_cancel_start(((tfrdv__sync_recv*)u)->timer_cm);
+}
+TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                const tfrdv_args* args, int64_t timeout_ns, tfrdv_value** value,
+                                int* is_dead, tfrdv_status* st) {
+    tfrdv__sync_recv x;
+    tfrdv_args a = args ? *args : tfrdv__no_args;
+    tfrdv_code rc;
+    int timed_out = 0;
+    if (value) *value = 0;
+    if (is_dead) *is_dead = 0;
+    if (!r || !value) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_recv: NULL rendezvous or value pointer");
+    if (tfrdv__check_key(key, "tfrdv_recv", st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+    memset(&x, 0, sizeof x);
+    if (!tfrdv__event_init(&x.ev, r->hooks.sync)) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_recv: event init failed");
+    if (timeout_ns > 0) {
+        /* our own cancellation manager removes the waiter on timeout (TensorFlow leaves it) */
+        if (tfrdv_cancel_mgr_create(&r->hooks, &x.timer_cm, st) != TFRDV_OK) {
+            tfrdv__event_destroy(&x.ev);
+            return st ? st->code : TFRDV_RESOURCE_EXHAUSTED;
+        }
+        if (a.cancel) {
+            x.user_cm = a.cancel;
+            if (!tfrdv_cancel_register(a.cancel, &x.user_node, tfrdv__sync_user_cancel, &x))
+                tfrdv_cancel_start(x.timer_cm);
+        }
+        a.cancel = x.timer_cm;
+    }
+    rc = tfrdv_recv_async(r, key, &a, tfrdv__sync_done, &x);
+    if (rc == TFRDV_OK) {
+        if (!tfrdv__event_wait(&x.ev, timeout_ns > 0 ? timeout_ns : -1)) {
+            timed_out = 1;
+            tfrdv_cancel_start(x.timer_cm); /* completes the receive now, or it already did */
+            tfrdv__event_wait(&x.ev, -1);
+        }
+    } else {
+        tfrdv__err(&x.st, rc, "tfrdv_recv: receive not accepted (%s)", tfrdv_code_str(rc));
+    }
+    if (x.user_cm) tfrdv_cancel_deregister(x.user_cm, &x.user_node);
+    if (x.timer_cm) tfrdv_cancel_mgr_destroy(x.timer_cm);
+    tfrdv__event_destroy(&x.ev);
+    if (timed_out && x.st.code == TFRDV_CANCELLED && !(x.user_cm && tfrdv_cancel_is_cancelled(x.user_cm)))
+        tfrdv__err(&x.st, TFRDV_DEADLINE_EXCEEDED, "Timed out waiting for notification (key %S)", &key->full);
+    tfrdv__status_copy(st, &x.st);
+    *value = x.value;
+    if (is_dead) *is_dead = x.is_dead;
+    return x.st.code;
+}
+#endif
+
+/* >>batch  SendTensorsToRendezvous / RecvOutputsFromRendezvousAsync */
+TFRDV_API tfrdv_code tfrdv_send_batch(tfrdv_rendezvous* r, size_t n, const tfrdv_parsed_key* keys,
+                                      const tfrdv_args* args, tfrdv_value** values,
+                                      const int* is_dead, size_t* sent, tfrdv_status* st) {
+    size_t i;
+    if (sent) *sent = 0;
+    if (!r || (n && (!keys || !values)))
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_send_batch: NULL rendezvous, keys or values");
+    for (i = 0; i < n; i++) {
+        tfrdv_code rc = tfrdv_send(r, &keys[i], args, values[i], is_dead ? is_dead[i] : 0, st);
+        if (rc != TFRDV_OK) return rc;
+        if (sent) *sent = i + 1;
+    }
+    return TFRDV_OK;
+}
+
+typedef struct tfrdv__batch {
+    tfrdv_allocator alloc;
+    tfrdv__mutex mu;
+    size_t n, left;
+    int finished; /* done has run (first error, or all arrived) */
+    tfrdv_status st;
+    tfrdv_value** out_values;
+    int* out_dead;
+    tfrdv_batch_done_fn done;
+    void* user;
+    /* then n x {index slot} and n x value pointers and n x dead flags */
+} tfrdv__batch;
+typedef struct tfrdv__batch_slot {
+    tfrdv__batch* b;
+    size_t i;
+} tfrdv__batch_slot;
+TFRDV__PRIVATE size_t tfrdv__batch_size(size_t n) {
+    return sizeof(tfrdv__batch) + n * (sizeof(tfrdv__batch_slot) + sizeof(tfrdv_value*) + sizeof(int));
+}
+TFRDV__PRIVATE tfrdv__batch_slot* tfrdv__batch_slots(tfrdv__batch* b) { return (tfrdv__batch_slot*)(void*)(b + 1); }
+TFRDV__PRIVATE tfrdv_value** tfrdv__batch_vals(tfrdv__batch* b) { return (tfrdv_value**)(void*)(tfrdv__batch_slots(b) + b->n); }
+TFRDV__PRIVATE int* tfrdv__batch_dead(tfrdv__batch* b) { return (int*)(void*)(tfrdv__batch_vals(b) + b->n); }
+
+TFRDV__PRIVATE void tfrdv__batch_one(void* u, const tfrdv_status* st, const tfrdv_args* sa,
+                                     const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    tfrdv__batch_slot* slot = (tfrdv__batch_slot*)u;
+    tfrdv__batch* b = slot->b;
+    int fire = 0, last;
+    size_t i;
+    TFRDV__UNUSED(sa);
+    TFRDV__UNUSED(ra);
+    tfrdv__lock(&b->mu);
+    if (!b->finished && st->code != TFRDV_OK) {
+        tfrdv__status_copy(&b->st, st);
+        b->finished = fire = 1;
+    } else if (!b->finished) {
+        tfrdv__batch_vals(b)[slot->i] = v;
+        tfrdv__batch_dead(b)[slot->i] = dead;
+        v = 0;
+        if (b->left == 1) b->finished = fire = 1;
+    }
+    tfrdv__unlock(&b->mu);
+    tfrdv_value_release(v); /* arrived after the batch failed: nobody takes it */
+    if (fire) {
+        /* nobody writes the arrays once finished is set */
+        for (i = 0; i < b->n; i++) {
+            tfrdv_value** slotv = &tfrdv__batch_vals(b)[i];
+            if (b->st.code != TFRDV_OK) {
+                tfrdv_value_release(*slotv);
+                *slotv = 0;
+            }
+            b->out_values[i] = *slotv;
+            if (b->out_dead) b->out_dead[i] = b->st.code == TFRDV_OK ? tfrdv__batch_dead(b)[i] : 0;
+        }
+        b->done(b->user, &b->st, b->n, b->out_values, b->out_dead);
+    }
+    tfrdv__lock(&b->mu);
+    last = --b->left == 0;
+    tfrdv__unlock(&b->mu);
+    if (last) {
+        tfrdv_allocator a = b->alloc;
+        tfrdv__mutex_destroy(&b->mu);
+        tfrdv__free(&a, b, tfrdv__batch_size(b->n));
+    }
+}
+TFRDV_API tfrdv_code tfrdv_recv_batch_async(tfrdv_rendezvous* r, size_t n,
+                                            const tfrdv_parsed_key* keys, const tfrdv_args* args,
+                                            tfrdv_value** values, int* is_dead,
+                                            tfrdv_batch_done_fn done, void* user) {
+    tfrdv__batch* b;
+    size_t i;
+    if (!r || !done || (n && (!keys || !values))) return TFRDV_INVALID_ARGUMENT;
+    for (i = 0; i < n; i++)
+        if (tfrdv__check_key(&keys[i], "tfrdv_recv_batch_async", 0) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+    if (n == 0) {
+        done(user, &tfrdv__ok_status, 0, values, is_dead);
+        return TFRDV_OK;
+    }
+    b = (tfrdv__batch*)tfrdv__zalloc(&r->hooks.allocator, tfrdv__batch_size(n));
+    if (!b) return TFRDV_RESOURCE_EXHAUSTED;
+    b->alloc = r->hooks.allocator;
+    if (!tfrdv__mutex_init(&b->mu, r->hooks.sync)) {
+        tfrdv__free(&b->alloc, b, tfrdv__batch_size(n));
+        return TFRDV_RESOURCE_EXHAUSTED;
+    }
+    b->n = b->left = n;
+    b->out_values = values;
+    b->out_dead = is_dead;
+    b->done = done;
+    b->user = user;
+    for (i = 0; i < n; i++) {
+        tfrdv__batch_slots(b)[i].b = b;
+        tfrdv__batch_slots(b)[i].i = i;
+    }
+    for (i = 0; i < n; i++) {
+        if (tfrdv_recv_async(r, &keys[i], args, tfrdv__batch_one, &tfrdv__batch_slots(b)[i]) != TFRDV_OK) {
+            /* out of memory mid-way: complete the slots never started as failed */
+            tfrdv_status es;
+            size_t j;
+            tfrdv__err(&es, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_recv_batch_async: out of memory at key %S", &keys[i].full);
+            for (j = i; j < n; j++) tfrdv__batch_one(&tfrdv__batch_slots(b)[j], &es, 0, 0, 0, 0);
+            break;
+        }
+    }
+    return TFRDV_OK;
+}
+
+/* >>pending  snapshot of pending keys, reported outside every lock */
+typedef struct tfrdv__snap_ent {
+    int64_t step;
+    size_t off, len, count;
+    int kind;
+} tfrdv__snap_ent;
+typedef struct tfrdv__snap {
+    const tfrdv_allocator* a;
+    tfrdv__snap_ent* ents;
+    size_t n, cap;
+    char* bytes;
+    size_t blen, bcap;
+    int oom;
+} tfrdv__snap;
+/* called under a lock: may allocate (allocator hooks must not call into tfrdv) */
+TFRDV__PRIVATE void tfrdv__snap_add(tfrdv__snap* s, int64_t step, int kind, const char* key,
+                                    size_t len, size_t count) {
+    if (s->oom) return;
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 16;
+        tfrdv__snap_ent* e = (tfrdv__snap_ent*)tfrdv__alloc(s->a, nc * sizeof *e);
+        if (!e) { s->oom = 1; return; }
+        if (s->n) memcpy(e, s->ents, s->n * sizeof *e);
+        tfrdv__free(s->a, s->ents, s->cap * sizeof *e);
+        s->ents = e;
+        s->cap = nc;
+    }
+    if (s->blen + len > s->bcap) {
+        size_t nc = (s->bcap ? s->bcap * 2 : 1024) + len;
+        char* b = (char*)tfrdv__alloc(s->a, nc);
+        if (!b) { s->oom = 1; return; }
+        if (s->blen) memcpy(b, s->bytes, s->blen);
+        tfrdv__free(s->a, s->bytes, s->bcap);
+        s->bytes = b;
+        s->bcap = nc;
+    }
+    memcpy(s->bytes + s->blen, key, len);
+    s->ents[s->n].step = step;
+    s->ents[s->n].off = s->blen;
+    s->ents[s->n].len = len;
+    s->ents[s->n].count = count;
+    s->ents[s->n].kind = kind;
+    s->n++;
+    s->blen += len;
+}
+TFRDV__PRIVATE size_t tfrdv__snap_report(tfrdv__snap* s, tfrdv_pending_fn fn, void* user) {
+    size_t i, n = s->n;
+    for (i = 0; i < n && fn; i++)
+        fn(user, s->ents[i].step, (tfrdv_pending_kind)s->ents[i].kind, s->bytes + s->ents[i].off, s->ents[i].len, s->ents[i].count);
+    tfrdv__free(s->a, s->ents, s->cap * sizeof *s->ents);
+    tfrdv__free(s->a, s->bytes, s->bcap);
+    return n;
+}
+TFRDV__PRIVATE void tfrdv__remote_snap(tfrdv_rendezvous* r, tfrdv__snap* s);
+TFRDV__PRIVATE void tfrdv__rdv_snap(tfrdv_rendezvous* r, tfrdv__snap* snap) {
+    int i;
+    for (i = 0; i < r->nshards; i++) {
+        tfrdv__shard* s = &r->shards[i];
+        size_t b;
+        tfrdv__lock(&s->mu);
+        for (b = 0; b < s->nbuckets; b++) {
+            tfrdv__chan* c;
+            for (c = s->buckets[b]; c; c = c->next)
+                tfrdv__snap_add(snap, r->step_id, c->kind == TFRDV__CHAN_SEND ? TFRDV_PENDING_SEND : TFRDV_PENDING_RECV, c->key, c->key_len, c->count);
+        }
+        tfrdv__unlock(&s->mu);
+    }
+    if (r->mgr) tfrdv__remote_snap(r, snap);
+}
+TFRDV_API size_t tfrdv_pending(tfrdv_rendezvous* r, tfrdv_pending_fn fn, void* user) {
+    tfrdv__snap snap;
+    if (!r) return 0;
+    memset(&snap, 0, sizeof snap);
+    snap.a = &r->hooks.allocator;
+    tfrdv__rdv_snap(r, &snap);
+    return tfrdv__snap_report(&snap, fn, user);
+}
+
+/* >>idset  a bounded set of recent 64-bit ids in insertion order: request-id dedup (TensorFlow's
+   RecentRequestIds) and cleaned-step tombstones (with a time to live) */
+typedef struct tfrdv__idset {
+    int64_t* ids;
+    int64_t* times;
+    int32_t* next;
+    int32_t* heads;
+    unsigned char* live;
+    size_t cap, nb, tail, used, live_count, bytes;
+} tfrdv__idset;
+TFRDV__PRIVATE int tfrdv__idset_init(tfrdv__idset* s, const tfrdv_allocator* a, size_t cap) {
+    size_t i;
+    unsigned char* m;
+    memset(s, 0, sizeof *s);
+    s->cap = cap;
+    s->nb = 16;
+    while (s->nb < cap) s->nb <<= 1;
+    s->bytes = cap * (2 * sizeof(int64_t) + sizeof(int32_t) + 1) + s->nb * sizeof(int32_t);
+    m = (unsigned char*)tfrdv__alloc(a, s->bytes);
+    if (!m) return 0;
+    s->ids = (int64_t*)(void*)m;
+    s->times = s->ids + cap;
+    s->next = (int32_t*)(void*)(s->times + cap);
+    s->heads = s->next + cap;
+    s->live = (unsigned char*)(s->heads + s->nb);
+    for (i = 0; i < s->nb; i++) s->heads[i] = -1;
+    memset(s->live, 0, cap);
+    return 1;
+}
+TFRDV__PRIVATE void tfrdv__idset_free(tfrdv__idset* s, const tfrdv_allocator* a) {
+    tfrdv__free(a, s->ids, s->bytes);
+    s->ids = 0;
+}
+TFRDV__PRIVATE size_t tfrdv__idset_bucket(const tfrdv__idset* s, int64_t id) {
+    uint64_t h = (uint64_t)id * 0x9e3779b97f4a7c15u;
+    return (size_t)(h >> 32) & (s->nb - 1);
+}
+/* slot of id, or -1 */
+TFRDV__PRIVATE int32_t tfrdv__idset_find(const tfrdv__idset* s, int64_t id) {
+    int32_t i;
+    if (!s->ids) return -1;
+    for (i = s->heads[tfrdv__idset_bucket(s, id)]; i >= 0; i = s->next[i])
+        if (s->ids[i] == id) return i;
+    return -1;
+}
+TFRDV__PRIVATE void tfrdv__idset_unlink(tfrdv__idset* s, int32_t slot) {
+    int32_t* pp = &s->heads[tfrdv__idset_bucket(s, s->ids[slot])];
+    while (*pp != slot) pp = &s->next[*pp];
+    *pp = s->next[slot];
+    s->live[slot] = 0;
+    s->live_count--;
+}
+TFRDV__PRIVATE void tfrdv__idset_pop_oldest(tfrdv__idset* s) {
+    if (s->live[s->tail]) tfrdv__idset_unlink(s, (int32_t)s->tail);
+    s->tail = (s->tail + 1) % s->cap;
+    s->used--;
+}
+TFRDV__PRIVATE void tfrdv__idset_insert(tfrdv__idset* s, int64_t id, int64_t now) {
+    size_t slot, b;
+    if (!s->ids || s->cap == 0) return;
+    if (s->used == s->cap) tfrdv__idset_pop_oldest(s);
+    slot = (s->tail + s->used) % s->cap;
+    b = tfrdv__idset_bucket(s, id);
+    s->ids[slot] = id;
+    s->times[slot] = now;
+    s->live[slot] = 1;
+    s->next[slot] = s->heads[b];
+    s->heads[b] = (int32_t)slot;
+    s->used++;
+    s->live_count++;
+}
+TFRDV__PRIVATE void tfrdv__idset_remove(tfrdv__idset* s, int64_t id) {
+    int32_t slot = tfrdv__idset_find(s, id);
+    if (slot >= 0) tfrdv__idset_unlink(s, slot);
+}
+/* drop entries older than ttl; returns when the oldest live one expires (INT64_MAX: none) */
+TFRDV__PRIVATE int64_t tfrdv__idset_expire(tfrdv__idset* s, int64_t now, int64_t ttl) {
+    while (s->used && (!s->live[s->tail] || s->times[s->tail] <= now - ttl)) tfrdv__idset_pop_oldest(s);
+    return s->used ? s->times[s->tail] + ttl : INT64_MAX;
+}
+
+/* >>mgr */
+enum { TFRDV__CALL_IDLE, TFRDV__CALL_STARTED, TFRDV__CALL_BACKOFF, TFRDV__CALL_ORPHANED, TFRDV__CALL_DONE };
+struct tfrdv_call {
+    tfrdv_call* next; /* r->calls while linked; the free list when idle */
+    tfrdv_call* prev;
+    tfrdv_call* action; /* a private list of work collected under a lock */
+    tfrdv_mgr* mgr;
+    tfrdv_rendezvous* r; /* one reference while the call is in use */
+    /* state: IDLE -> STARTED (start) -> BACKOFF (UNAVAILABLE, retry later) -> STARTED ...
+       STARTED -> DONE (provider finish) | ORPHANED (user completed by cancel/abort/deadline;
+       provider still owes its finish) -> DONE (that finish). BACKOFF -> DONE (cancel/abort/
+       deadline). All transitions under r->mu. Recycled when DONE and busy == 0. */
+    int state;
+    int busy;           /* start_call / cancel_call / completion in progress */
+    int starting;       /* start_call is running: a cancel is issued after it returns */
+    int cancel_pending;
+    int linked;
+    int attempt;
+    int64_t step_id, request_id, deadline, retry_at;
+    char* buf;
+    size_t buf_cap;
+    tfrdv_str key, worker;
+    void* endpoint;
+    tfrdv_args recv_args;
+    tfrdv_done_fn done;
+    void* user;
+    tfrdv_cancel_node cnode;
+    tfrdv_status result;
+    union {
+        void* p;
+        double d;
+        int64_t i;
+        unsigned char bytes[TFRDV_CALL_SCRATCH_SIZE];
+    } scratch;
+};
+
+typedef struct tfrdv__centry { /* response cache entry */
+    struct tfrdv__centry* next;
+    int64_t request_id, step_id;
+    int finished, doomed, is_dead;
+    tfrdv_status st;
+    tfrdv_value* value;
+    struct tfrdv__serve* waiters;
+} tfrdv__centry;
+
+typedef struct tfrdv__serve { /* one RecvTensor being served */
+    struct tfrdv__serve* next;
+    tfrdv_mgr* mgr;
+    tfrdv_rendezvous* r; /* one reference while deferred or waiting */
+    tfrdv__centry* entry; /* the cache entry this request computes */
+    int64_t step_id, request_id, deadline;
+    tfrdv_serve_done_fn done;
+    void* user;
+    char* key;
+    size_t key_cap;
+    tfrdv_parsed_key parsed;
+} tfrdv__serve;
+
+#define TFRDV__CACHE_BUCKETS 256
+struct tfrdv_mgr {
+    tfrdv_mgr_config cfg;
+    tfrdv_hooks hooks;
+    char* worker;
+    size_t worker_len;
+    tfrdv_device_name worker_dn;
+    uint64_t incarnation;
+    volatile long refs;
+    volatile long double_finishes;
+    tfrdv__mutex mu;
+    int destroyed;
+    tfrdv_rendezvous** steps;
+    size_t nb, nsteps;
+    tfrdv__idset recent, tombs;
+    tfrdv_call* free_calls;
+    size_t nfree_calls, ncalls;
+    tfrdv__serve* free_serves;
+    tfrdv__centry* cache[TFRDV__CACHE_BUCKETS];
+    size_t ncache;
+    uint64_t rid_counter, rid_key;
+    tfrdv_mgr_stats stats;
+};
+
+TFRDV_API tfrdv_mgr_config tfrdv_mgr_config_init(void) {
+    tfrdv_mgr_config c;
+    memset(&c, 0, sizeof c);
+    return c;
+}
+TFRDV_API const char* tfrdv_mgr_worker_name(const tfrdv_mgr* mgr) { return mgr ? mgr->worker : ""; }
+TFRDV_API uint64_t tfrdv_mgr_incarnation(const tfrdv_mgr* mgr) { return mgr ? mgr->incarnation : 0; }
+
+TFRDV__PRIVATE uint64_t tfrdv__mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9u;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebu;
+    x ^= x >> 31;
+    return x;
+}
+/* a bijection of a counter: unique per manager, random-looking, never 0 (needs mgr->mu) */
+TFRDV__PRIVATE int64_t tfrdv__rid_locked(tfrdv_mgr* mgr) {
+    uint64_t v;
+    do v = tfrdv__mix64(++mgr->rid_counter ^ mgr->rid_key) ^ mgr->rid_key; while (v == 0);
+    return (int64_t)v;
+}
+TFRDV_API int64_t tfrdv_mgr_new_request_id(tfrdv_mgr* mgr) {
+    int64_t id;
+    if (!mgr) return 0;
+    tfrdv__lock(&mgr->mu);
+    id = tfrdv__rid_locked(mgr);
+    tfrdv__unlock(&mgr->mu);
+    return id;
+}
+
+TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** out,
+                                      tfrdv_status* st) {
+    tfrdv_mgr* mgr;
+    tfrdv_mgr_config c;
+    size_t wl;
+    if (!out) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: NULL out");
+    *out = 0;
+    if (!cfg || !cfg->worker_name)
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: worker_name is required (e.g. /job:worker/replica:0/task:0)");
+    c = *cfg;
+    if (!tfrdv__allocator_ok(&c.hooks.allocator) || !tfrdv__sync_ok(c.hooks.sync))
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: incomplete allocator or sync hooks (give all functions or none)");
+    if (!c.transport.start_call != !c.transport.cancel_call)
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: transport needs both start_call and cancel_call");
+    if (c.num_shards < 0 || c.tombstone_max < 0 || c.request_id_window < 0 || c.response_cache_max < 0 ||
+        c.call_max_retries < 0 || c.call_timeout_ns < 0 || c.retry_backoff_ns < 0 || c.retry_backoff_max_ns < 0 ||
+        c.tombstone_ttl_ns < 0 || c.call_freelist_max < 0)
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: negative size, count or time in the config");
+    c.num_shards = TFRDV__DEF(c.num_shards, 1);
+    c.deferred_timeout_ns = TFRDV__DEF(c.deferred_timeout_ns, (int64_t)60 * 1000000000);
+    c.tombstone_max = TFRDV__DEF(c.tombstone_max, 1024);
+    c.tombstone_ttl_ns = TFRDV__DEF(c.tombstone_ttl_ns, (int64_t)60 * 1000000000);
+    c.request_id_window = TFRDV__DEF(c.request_id_window, 16384);
+    c.response_cache_max = TFRDV__DEF(c.response_cache_max, 4096);
+    c.retry_backoff_ns = TFRDV__DEF(c.retry_backoff_ns, (int64_t)1000000);
+    c.retry_backoff_max_ns = TFRDV__DEF(c.retry_backoff_max_ns, (int64_t)10 * 1000000000);
+    c.call_freelist_max = TFRDV__DEF(c.call_freelist_max, 1000);
+    mgr = (tfrdv_mgr*)tfrdv__zalloc(&c.hooks.allocator, sizeof *mgr);
+    if (!mgr) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_mgr_create: out of memory");
+    mgr->cfg = c;
+    mgr->hooks = c.hooks;
+    mgr->refs = 1;
+    wl = strlen(c.worker_name);
+    mgr->worker = (char*)tfrdv__alloc(&c.hooks.allocator, wl + 1);
+    mgr->nb = 16;
+    mgr->steps = (tfrdv_rendezvous**)tfrdv__zalloc(&c.hooks.allocator, mgr->nb * sizeof *mgr->steps);
+    if (!mgr->worker || !mgr->steps || !tfrdv__idset_init(&mgr->recent, &c.hooks.allocator, (size_t)c.request_id_window) ||
+        !tfrdv__idset_init(&mgr->tombs, &c.hooks.allocator, (size_t)c.tombstone_max) || !tfrdv__mutex_init(&mgr->mu, c.hooks.sync)) {
+        tfrdv__idset_free(&mgr->recent, &c.hooks.allocator);
+        tfrdv__idset_free(&mgr->tombs, &c.hooks.allocator);
+        tfrdv__free(&c.hooks.allocator, mgr->steps, mgr->nb * sizeof *mgr->steps);
+        tfrdv__free(&c.hooks.allocator, mgr->worker, wl + 1);
+        tfrdv__free(&c.hooks.allocator, mgr, sizeof *mgr);
+        return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_mgr_create: out of memory");
+    }
+    memcpy(mgr->worker, c.worker_name, wl + 1);
+    mgr->worker_len = wl;
+    mgr->cfg.worker_name = mgr->worker;
+    if (tfrdv_device_parse(mgr->worker, wl, &mgr->worker_dn, st) != TFRDV_OK || !mgr->worker_dn.has_job ||
+        !mgr->worker_dn.has_replica || !mgr->worker_dn.has_task || mgr->worker_dn.has_type) {
+        mgr->cfg.transport.destroy = 0; /* not ours yet */
+        tfrdv__mgr_unref(mgr);
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: worker_name '%s' must be /job:J/replica:R/task:T", c.worker_name);
+    }
+    mgr->rid_key = tfrdv__mix64((uint64_t)tfrdv__now(&c.hooks.clock) ^ (uint64_t)(size_t)mgr ^ 0x5bd1e995u);
+    mgr->incarnation = c.incarnation;
+    while (mgr->incarnation == 0) mgr->incarnation = (uint64_t)tfrdv__rid_locked(mgr);
+    *out = mgr;
+    return TFRDV_OK;
+}
+
+TFRDV__PRIVATE void tfrdv__mgr_ref(tfrdv_mgr* mgr) { tfrdv__atomic_add(&mgr->refs, 1); }
+TFRDV__PRIVATE void tfrdv__centry_free(tfrdv_mgr* mgr, tfrdv__centry* e) {
+    tfrdv_value_release(e->value);
+    tfrdv__free(&mgr->hooks.allocator, e, sizeof *e);
+}
+TFRDV__PRIVATE void tfrdv__mgr_unref(tfrdv_mgr* mgr) {
+    tfrdv_allocator a;
+    size_t i;
+    if (tfrdv__atomic_add(&mgr->refs, -1) != 0) return;
+    a = mgr->hooks.allocator;
+    while (mgr->free_calls) {
+        tfrdv_call* c = mgr->free_calls;
+        mgr->free_calls = c->next;
+        tfrdv__free(&a, c->buf, c->buf_cap);
+        tfrdv__free(&a, c, sizeof *c);
+    }
+    while (mgr->free_serves) {
+        tfrdv__serve* s = mgr->free_serves;
+        mgr->free_serves = s->next;
+        tfrdv__free(&a, s->key, s->key_cap);
+        tfrdv__free(&a, s, sizeof *s);
+    }
+    for (i = 0; i < TFRDV__CACHE_BUCKETS; i++) {
+        while (mgr->cache[i]) {
+            tfrdv__centry* e = mgr->cache[i];
+            mgr->cache[i] = e->next;
+            tfrdv__centry_free(mgr, e);
+        }
+    }
+    if (mgr->cfg.transport.destroy) mgr->cfg.transport.destroy(mgr->cfg.transport.user_data);
+    tfrdv__idset_free(&mgr->recent, &a);
+    tfrdv__idset_free(&mgr->tombs, &a);
+    tfrdv__free(&a, mgr->steps, mgr->nb * sizeof *mgr->steps);
+    tfrdv__free(&a, mgr->worker, mgr->worker_len + 1);
+    tfrdv__mutex_destroy(&mgr->mu);
+    tfrdv__free(&a, mgr, sizeof *mgr);
+}
+
+TFRDV__PRIVATE size_t tfrdv__step_bucket(const tfrdv_mgr* mgr, int64_t step) {
+    return (size_t)(tfrdv__mix64((uint64_t)step) & (mgr->nb - 1));
+}
+/* find (and with create, make) the step's rendezvous; returns a new reference. mgr->mu held. */
+TFRDV__PRIVATE tfrdv_code tfrdv__find_locked(tfrdv_mgr* mgr, int64_t step, tfrdv_rendezvous** out,
+                                             tfrdv_status* st) {
+    tfrdv_rendezvous* r;
+    for (r = mgr->steps[tfrdv__step_bucket(mgr, step)]; r; r = r->mgr_next)
+        if (r->step_id == step) break;
+    if (!r) {
+        size_t b;
+        if (tfrdv__rdv_new(&mgr->hooks, mgr->cfg.num_shards, 0, &r, st) != TFRDV_OK) return st ? st->code : TFRDV_RESOURCE_EXHAUSTED;
+        r->mgr = mgr;
+        r->step_id = step;
+        tfrdv__mgr_ref(mgr);
+        if (mgr->nsteps >= mgr->nb) { /* grow the step table */
+            size_t nnb = mgr->nb * 2, i;
+            tfrdv_rendezvous** nt = (tfrdv_rendezvous**)tfrdv__zalloc(&mgr->hooks.allocator, nnb * sizeof *nt);
+            if (nt) {
+                for (i = 0; i < mgr->nb; i++) {
+                    tfrdv_rendezvous* x = mgr->steps[i];
+                    while (x) {
+                        tfrdv_rendezvous* nx = x->mgr_next;
+                        size_t nbk = (size_t)(tfrdv__mix64((uint64_t)x->step_id) & (nnb - 1));
+                        x->mgr_next = nt[nbk];
+                        nt[nbk] = x;
+                        x = nx;
+                    }
+                }
+                tfrdv__free(&mgr->hooks.allocator, mgr->steps, mgr->nb * sizeof *nt);
+                mgr->steps = nt;
+                mgr->nb = nnb;
+            }
+        }
+        b = tfrdv__step_bucket(mgr, step);
+        r->mgr_next = mgr->steps[b];
+        mgr->steps[b] = r; /* the table's reference is the initial one */
+        mgr->nsteps++;
+        mgr->stats.steps_created++;
+        tfrdv__idset_remove(&mgr->tombs, step);
+    }
+    tfrdv_ref(r);
+    *out = r;
+    return TFRDV_OK;
+}
+TFRDV_API tfrdv_code tfrdv_mgr_find(tfrdv_mgr* mgr, int64_t step_id, tfrdv_rendezvous** out,
+                                    tfrdv_status* st) {
+    tfrdv_code rc;
+    if (out) *out = 0;
+    if (!mgr || !out) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_find: NULL manager or out");
+    tfrdv__lock(&mgr->mu);
+    if (mgr->destroyed) rc = tfrdv__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_mgr_find: the manager is shut down");
+    else rc = tfrdv__find_locked(mgr, step_id, out, st);
+    tfrdv__unlock(&mgr->mu);
+    return rc;
+}
+
+/* unlink a step from the table (mgr->mu held); returns the table's reference or NULL */
+TFRDV__PRIVATE tfrdv_rendezvous* tfrdv__unlink_step(tfrdv_mgr* mgr, int64_t step) {
+    tfrdv_rendezvous** pp = &mgr->steps[tfrdv__step_bucket(mgr, step)];
+    for (; *pp; pp = &(*pp)->mgr_next) {
+        tfrdv_rendezvous* r = *pp;
+        if (r->step_id == step) {
+            *pp = r->mgr_next;
+            r->mgr_next = 0;
+            mgr->nsteps--;
+            return r;
+        }
+    }
+    return 0;
+}
+/* forget cached responses of a step (mgr->mu held); returns entries to free outside the lock */
+TFRDV__PRIVATE tfrdv__centry* tfrdv__cache_drop_step(tfrdv_mgr* mgr, int64_t step, int all) {
+    tfrdv__centry* out = 0;
+    size_t i;
+    for (i = 0; i < TFRDV__CACHE_BUCKETS; i++) {
+        tfrdv__centry** pp = &mgr->cache[i];
+        while (*pp) {
+            tfrdv__centry* e = *pp;
+            if (all || e->step_id == step) {
+                if (e->finished) {
+                    *pp = e->next;
+                    e->next = out;
+                    out = e;
+                    mgr->ncache--;
+                    continue;
+                }
+                e->doomed = 1; /* dropped when it finishes */
+            }
+            pp = &e->next;
+        }
+    }
+    return out;
+}
+TFRDV__PRIVATE void tfrdv__cleanup(tfrdv_mgr* mgr, int64_t step, tfrdv_code code, const char* why) {
+    tfrdv_rendezvous* r;
+    tfrdv__centry* dropped;
+    tfrdv_status msg;
+    int64_t now = tfrdv__now(&mgr->hooks.clock);
+    tfrdv__lock(&mgr->mu);
+    r = tfrdv__unlink_step(mgr, step);
+    tfrdv__idset_remove(&mgr->tombs, step);
+    tfrdv__idset_insert(&mgr->tombs, step, now);
+    dropped = tfrdv__cache_drop_step(mgr, step, 0);
+    mgr->stats.steps_cleaned++;
+    tfrdv__unlock(&mgr->mu);
+    while (dropped) {
+        tfrdv__centry* e = dropped;
+        dropped = e->next;
+        tfrdv__centry_free(mgr, e);
+    }
+    if (r) {
+        tfrdv__err(&msg, code, "%s %I", why, step);
+        tfrdv_abort(r, code, msg.msg);
+        tfrdv_unref(r);
+    }
+}
+TFRDV_API void tfrdv_mgr_cleanup(tfrdv_mgr* mgr, int64_t step_id) {
+    if (mgr) tfrdv__cleanup(mgr, step_id, TFRDV_ABORTED, "Cleanup");
+}
+/* every step id in the table (mgr->mu held); *n receives the count; NULL if out of memory */
+TFRDV__PRIVATE int64_t* tfrdv__step_ids_locked(tfrdv_mgr* mgr, size_t* n) {
+    size_t i, k = 0;
+    int64_t* ids = (int64_t*)tfrdv__alloc(&mgr->hooks.allocator, (mgr->nsteps + 1) * sizeof *ids);
+    *n = 0;
+    if (!ids) return 0;
+    for (i = 0; i < mgr->nb; i++) {
+        tfrdv_rendezvous* r;
+        for (r = mgr->steps[i]; r; r = r->mgr_next) ids[k++] = r->step_id;
+    }
+    *n = k;
+    return ids;
+}
+TFRDV__PRIVATE void tfrdv__cleanup_all(tfrdv_mgr* mgr, const char* why) {
+    size_t n = 0, i;
+    int64_t* ids;
+    tfrdv__lock(&mgr->mu);
+    ids = tfrdv__step_ids_locked(mgr, &n);
+    tfrdv__unlock(&mgr->mu);
+    for (i = 0; i < n; i++) tfrdv__cleanup(mgr, ids[i], TFRDV_ABORTED, why);
+    tfrdv__free(&mgr->hooks.allocator, ids, (n + 1) * sizeof *ids);
+}
+TFRDV_API void tfrdv_mgr_cleanup_all(tfrdv_mgr* mgr) {
+    if (mgr) tfrdv__cleanup_all(mgr, "Cleanup");
+}
+TFRDV_API void tfrdv_mgr_destroy(tfrdv_mgr* mgr) {
+    if (!mgr) return;
+    tfrdv__lock(&mgr->mu);
+    mgr->destroyed = 1;
+    tfrdv__unlock(&mgr->mu);
+    tfrdv__cleanup_all(mgr, "Shutdown: step");
+    tfrdv__mgr_unref(mgr);
+}
+TFRDV_API size_t tfrdv_mgr_steps(tfrdv_mgr* mgr, int64_t* out, size_t cap) {
+    size_t i, k = 0;
+    if (!mgr) return 0;
+    tfrdv__lock(&mgr->mu);
+    for (i = 0; i < mgr->nb; i++) {
+        tfrdv_rendezvous* r;
+        for (r = mgr->steps[i]; r; r = r->mgr_next) {
+            if (out && k < cap) out[k] = r->step_id;
+            k++;
+        }
+    }
+    tfrdv__unlock(&mgr->mu);
+    return k;
+}
+TFRDV_API void tfrdv_mgr_get_stats(tfrdv_mgr* mgr, tfrdv_mgr_stats* out) {
+    if (!mgr || !out) return;
+    tfrdv__lock(&mgr->mu);
+    *out = mgr->stats;
+    out->active_steps = mgr->nsteps;
+    out->tombstones = mgr->tombs.live_count;
+    out->calls_free = mgr->nfree_calls;
+    out->calls_in_flight = mgr->ncalls;
+    tfrdv__unlock(&mgr->mu);
+    out->double_finishes = (uint64_t)tfrdv__atomic_load(&mgr->double_finishes);
+}
+
+/* is device (a parsed key part) on the worker `w` (e.g. "/job:a/replica:0/task:0")? A string
+   prefix test like TensorFlow's IsLocalDevice, but the prefix must end at a '/' or the end, so
+   task:1 is not a prefix of task:10. */
+TFRDV__PRIVATE int tfrdv__on_worker(tfrdv_str dev, const char* w, size_t wl) {
+    return dev.len >= wl && memcmp(dev.ptr, w, wl) == 0 && (dev.len == wl || dev.ptr[wl] == '/');
+}
+TFRDV__PRIVATE int tfrdv__implicit(const tfrdv_device_name* d) {
+    return !d->has_job && !d->has_replica && !d->has_task && !d->has_type && !d->has_id;
+}
+
+TFRDV__PRIVATE tfrdv_code tfrdv__remote_send_check(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                                   tfrdv_status* st) {
+    int init;
+    tfrdv__lock(&r->mu);
+    init = r->initialized;
+    tfrdv__unlock(&r->mu);
+    if (!init && !tfrdv__atomic_load(&r->aborted))
+        return tfrdv__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_send before tfrdv_mgr_initialize (step %I, key %S)", r->step_id, &key->full);
+    if (init && !tfrdv__implicit(&key->src) && !tfrdv__on_worker(key->src_device, r->worker, r->worker_len))
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key (src): %S @ %s", &key->full, r->worker);
+    return TFRDV_OK;
+}
+
+/* ---- serving side ---- */
+TFRDV__PRIVATE tfrdv__serve* tfrdv__serve_new(tfrdv_mgr* mgr, const char* key, size_t len) {
+    tfrdv__serve* op;
+    tfrdv__lock(&mgr->mu);
+    op = mgr->free_serves;
+    if (op) mgr->free_serves = op->next;
+    tfrdv__unlock(&mgr->mu);
+    if (!op && !(op = (tfrdv__serve*)tfrdv__zalloc(&mgr->hooks.allocator, sizeof *op))) return 0;
+    if (op->key_cap < len + 1) {
+        size_t cap = (len + 64) & ~(size_t)63;
+        char* k = (char*)tfrdv__alloc(&mgr->hooks.allocator, cap);
+        if (!k) {
+            tfrdv__free(&mgr->hooks.allocator, op->key, op->key_cap);
+            tfrdv__free(&mgr->hooks.allocator, op, sizeof *op);
+            return 0;
+        }
+        tfrdv__free(&mgr->hooks.allocator, op->key, op->key_cap);
+        op->key = k;
+        op->key_cap = cap;
+    }
+    if (len) memcpy(op->key, key, len);
+    op->key[len] = 0;
+    op->parsed.full.ptr = op->key;
+    op->parsed.full.len = len;
+    op->mgr = mgr;
+    op->r = 0;
+    op->entry = 0;
+    op->next = 0;
+    tfrdv__mgr_ref(mgr);
+    return op;
+}
+TFRDV__PRIVATE void tfrdv__serve_free(tfrdv__serve* op) {
+    tfrdv_mgr* mgr = op->mgr;
+    tfrdv__lock(&mgr->mu);
+    op->next = mgr->free_serves;
+    mgr->free_serves = op;
+    tfrdv__unlock(&mgr->mu);
+    tfrdv__mgr_unref(mgr);
+}
+/* answer the request (and everyone queued on its cache entry); v is one owned reference */
+TFRDV__PRIVATE void tfrdv__serve_finish(tfrdv__serve* op, const tfrdv_status* st, tfrdv_value* v, int dead) {
+    tfrdv_mgr* mgr = op->mgr;
+    tfrdv__centry* e = op->entry;
+    tfrdv_rendezvous* r = op->r;
+    if (e) {
+        tfrdv__serve* w;
+        tfrdv__lock(&mgr->mu);
+        e->finished = 1;
+        tfrdv__status_copy(&e->st, st);
+        e->value = v; /* the cache keeps this reference */
+        e->is_dead = dead;
+        w = e->waiters;
+        e->waiters = 0;
+        if (e->doomed) { /* its step was cleaned meanwhile */
+            tfrdv__centry** pp = &mgr->cache[(uint64_t)e->request_id % TFRDV__CACHE_BUCKETS];
+            while (*pp != e) pp = &(*pp)->next;
+            *pp = e->next;
+            mgr->ncache--;
+        } else {
+            e = 0;
+        }
+        tfrdv__unlock(&mgr->mu);
+        while (w) {
+            tfrdv__serve* nx = w->next;
+            tfrdv_value_retain(v);
+            w->done(w->user, st, v, dead);
+            tfrdv__serve_free(w);
+            w = nx;
+        }
+        tfrdv_value_retain(v);
+        op->done(op->user, st, v, dead);
+        if (e) tfrdv__centry_free(mgr, e);
+    } else {
+        op->done(op->user, st, v, dead);
+    }
+    tfrdv__serve_free(op);
+    if (r) tfrdv_unref(r);
+}
+TFRDV__PRIVATE void tfrdv__serve_fail(tfrdv__serve* op, tfrdv_code code, const char* fmt_msg) {
+    tfrdv_status st;
+    tfrdv_status_set(&st, code, fmt_msg);
+    tfrdv__serve_finish(op, &st, 0, 0);
+}
+TFRDV__PRIVATE void tfrdv__serve_recv_done(void* u, const tfrdv_status* st, const tfrdv_args* sa,
+                                           const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    TFRDV__UNUSED(sa);
+    TFRDV__UNUSED(ra);
+    tfrdv__serve_finish((tfrdv__serve*)u, st, v, dead);
+}
+TFRDV__PRIVATE void tfrdv__serve_local(tfrdv__serve* op) {
+    if (tfrdv__local_recv(op->r, &op->parsed, 0, tfrdv__serve_recv_done, op) != TFRDV_OK)
+        tfrdv__serve_fail(op, TFRDV_RESOURCE_EXHAUSTED, "RecvTensor: out of memory on the serving worker");
+}
+
+TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char* key,
+                                     size_t key_len, int64_t request_id, tfrdv_serve_done_fn done,
+                                     void* user) {
+    tfrdv__serve* op;
+    tfrdv_status st;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_code rc;
+    uint64_t inc;
+    if (!mgr || !done || (!key && key_len)) return TFRDV_INVALID_ARGUMENT;
+    op = tfrdv__serve_new(mgr, key, key_len);
+    if (!op) {
+        tfrdv__err(&st, TFRDV_RESOURCE_EXHAUSTED, "RecvTensor: out of memory on the serving worker");
+        done(user, &st, 0, 0);
+        return TFRDV_OK;
+    }
+    op->step_id = step_id;
+    op->request_id = request_id;
+    op->done = done;
+    op->user = user;
+    tfrdv__lock(&mgr->mu);
+    if (mgr->destroyed) {
+        tfrdv__unlock(&mgr->mu);
+        tfrdv__serve_fail(op, TFRDV_ABORTED, "RecvTensor: the worker is shutting down");
+        return TFRDV_OK;
+    }
+    if (mgr->cfg.response_cache && request_id != 0) {
+        /* before the duplicate check (as TensorFlow): a retry gets the same answer */
+        tfrdv__centry** head = &mgr->cache[(uint64_t)request_id % TFRDV__CACHE_BUCKETS];
+        tfrdv__centry* e;
+        for (e = *head; e && e->request_id != request_id; e = e->next) {}
+        if (e && e->finished) {
+            tfrdv_status cst = e->st;
+            tfrdv_value* v = e->value;
+            int dead = e->is_dead;
+            tfrdv_value_retain(v);
+            mgr->stats.cache_hits++;
+            tfrdv__unlock(&mgr->mu);
+            op->done(op->user, &cst, v, dead);
+            tfrdv__serve_free(op);
+            return TFRDV_OK;
+        }
+        if (e) { /* being computed: answer with it */
+            op->next = e->waiters;
+            e->waiters = op;
+            mgr->stats.cache_hits++;
+            tfrdv__unlock(&mgr->mu);
+            return TFRDV_OK;
+        }
+        if (mgr->ncache < (size_t)mgr->cfg.response_cache_max &&
+            (e = (tfrdv__centry*)tfrdv__zalloc(&mgr->hooks.allocator, sizeof *e)) != 0) {
+            e->request_id = request_id;
+            e->step_id = step_id;
+            e->next = *head;
+            *head = e;
+            mgr->ncache++;
+            op->entry = e;
+        }
+    }
+    if (!op->entry && request_id != 0) {
+        if (tfrdv__idset_find(&mgr->recent, request_id) >= 0) {
+            mgr->stats.duplicate_requests++;
+            tfrdv__unlock(&mgr->mu);
+            tfrdv__err(&st, TFRDV_ABORTED, "The same RecvTensor request was received twice. step_id: %I rendezvous_key: \"%S\" request_id: %I",
+                       step_id, &op->parsed.full, request_id);
+            tfrdv__serve_finish(op, &st, 0, 0);
+            return TFRDV_OK;
+        }
+        tfrdv__idset_insert(&mgr->recent, request_id, 0);
+    }
+    tfrdv__unlock(&mgr->mu);
+    if (tfrdv_key_parse(op->key, key_len, &op->parsed, &st) != TFRDV_OK) {
+        tfrdv__serve_finish(op, &st, 0, 0);
+        return TFRDV_OK;
+    }
+    if (!tfrdv__implicit(&op->parsed.src) && !tfrdv__on_worker(op->parsed.src_device, mgr->worker, mgr->worker_len)) {
+        tfrdv__err(&st, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key (src): %S @ %s", &op->parsed.full, mgr->worker);
+        tfrdv__serve_finish(op, &st, 0, 0);
+        return TFRDV_OK;
+    }
+    inc = mgr->incarnation;
+    if (mgr->cfg.device_incarnation) {
+        inc = mgr->cfg.device_incarnation(mgr->cfg.device_incarnation_user, op->parsed.src_device.ptr, op->parsed.src_device.len);
+        if (inc == 0) {
+            tfrdv__err(&st, TFRDV_NOT_FOUND, "RecvTensor: unknown device %S on worker %s", &op->parsed.src_device, mgr->worker);
+            tfrdv__serve_finish(op, &st, 0, 0);
+            return TFRDV_OK;
+        }
+    }
+    if (inc != op->parsed.src_incarnation) {
+        tfrdv__err(&st, TFRDV_ABORTED,
+                   "RecvTensor expects a different device incarnation: %U vs. %U. Your worker job (\"%s\") was probably restarted. Check your worker job for the reason why it was restarted.",
+                   op->parsed.src_incarnation, inc, mgr->worker);
+        tfrdv__serve_finish(op, &st, 0, 0);
+        return TFRDV_OK;
+    }
+    tfrdv__lock(&mgr->mu);
+    if (tfrdv__idset_find(&mgr->tombs, step_id) >= 0) {
+        mgr->stats.tombstone_hits++;
+        tfrdv__unlock(&mgr->mu);
+        tfrdv__err(&st, TFRDV_ABORTED, "Cleanup %I (the step was cleaned up before this RecvTensor for %S arrived)", step_id, &op->parsed.full);
+        tfrdv__serve_finish(op, &st, 0, 0);
+        return TFRDV_OK;
+    }
+    rc = mgr->destroyed ? TFRDV_ABORTED : tfrdv__find_locked(mgr, step_id, &r, &st);
+    tfrdv__unlock(&mgr->mu);
+    if (rc != TFRDV_OK) {
+        if (rc == TFRDV_ABORTED) tfrdv__err(&st, rc, "RecvTensor: the worker is shutting down");
+        tfrdv__serve_finish(op, &st, 0, 0);
+        return TFRDV_OK;
+    }
+    op->r = r; /* the reference find gave us */
+    tfrdv__lock(&r->mu);
+    if (!r->initialized && !tfrdv__atomic_load(&r->aborted)) {
+        /* RecvTensor may arrive before the step starts here: defer it, with a deadline */
+        int64_t to = mgr->cfg.deferred_timeout_ns;
+        op->deadline = to > 0 ? tfrdv__now(&mgr->hooks.clock) + to : INT64_MAX;
+        op->next = r->deferred;
+        r->deferred = op;
+        tfrdv__unlock(&r->mu);
+        return TFRDV_OK;
+    }
+    tfrdv__unlock(&r->mu);
+    tfrdv__serve_local(op); /* an aborted step answers with its status */
+    return TFRDV_OK;
+}
+
+TFRDV_API void tfrdv_mgr_ack(tfrdv_mgr* mgr, int64_t request_id) {
+    tfrdv__centry* e;
+    tfrdv__centry** pp;
+    if (!mgr) return;
+    tfrdv__lock(&mgr->mu);
+    for (pp = &mgr->cache[(uint64_t)request_id % TFRDV__CACHE_BUCKETS]; (e = *pp) != 0; pp = &e->next) {
+        if (e->request_id != request_id) continue;
+        if (!e->finished) {
+            e->doomed = 1;
+            e = 0;
+        } else {
+            *pp = e->next;
+            mgr->ncache--;
+        }
+        break;
+    }
+    tfrdv__unlock(&mgr->mu);
+    if (e) tfrdv__centry_free(mgr, e);
+}
+
+TFRDV_API tfrdv_code tfrdv_mgr_initialize(tfrdv_rendezvous* r, const char* worker_name,
+                                          tfrdv_status* st) {
+    const char* name;
+    size_t len;
+    tfrdv__serve* list;
+    tfrdv__serve* rev = 0;
+    char* copy;
+    if (!r || !r->mgr) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_initialize: not a step rendezvous of a tfrdv_mgr");
+    name = worker_name ? worker_name : r->mgr->worker;
+    len = strlen(name);
+    copy = (char*)tfrdv__alloc(&r->hooks.allocator, len + 1);
+    if (!copy) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_mgr_initialize: out of memory");
+    memcpy(copy, name, len + 1);
+    tfrdv__lock(&r->mu);
+    if (r->aborted) {
+        tfrdv__unlock(&r->mu);
+        tfrdv__free(&r->hooks.allocator, copy, len + 1);
+        tfrdv__copy_status(r, st);
+        return r->status.code;
+    }
+    if (r->initialized) {
+        int same = r->worker_len == len && memcmp(r->worker, name, len) == 0;
+        tfrdv_code rc = same ? TFRDV_OK
+                             : tfrdv__err(st, TFRDV_INTERNAL, "Double init! Worker names would have changed from: %s -> %s", r->worker, name);
+        tfrdv__unlock(&r->mu);
+        tfrdv__free(&r->hooks.allocator, copy, len + 1);
+        return rc;
+    }
+    r->worker = copy;
+    r->worker_len = len;
+    r->initialized = 1;
+    list = r->deferred;
+    r->deferred = 0;
+    tfrdv__unlock(&r->mu);
+    while (list) { /* arrival order */
+        tfrdv__serve* nx = list->next;
+        list->next = rev;
+        rev = list;
+        list = nx;
+    }
+    while (rev) {
+        tfrdv__serve* nx = rev->next;
+        tfrdv__serve_local(rev);
+        rev = nx;
+    }
+    return TFRDV_OK;
+}
+
+/* ---- remote calls ---- */
+TFRDV__PRIVATE void tfrdv__call_recycle(tfrdv_call* call) {
+    tfrdv_mgr* mgr = call->mgr;
+    tfrdv_rendezvous* r = call->r;
+    int keep;
+    call->state = TFRDV__CALL_IDLE;
+    call->r = 0;
+    tfrdv__lock(&mgr->mu);
+    mgr->ncalls--;
+    mgr->stats.calls_completed++;
+    keep = mgr->nfree_calls < (size_t)mgr->cfg.call_freelist_max;
+    if (keep) {
+        call->next = mgr->free_calls;
+        mgr->free_calls = call;
+        mgr->nfree_calls++;
+    }
+    tfrdv__unlock(&mgr->mu);
+    if (!keep) {
+        tfrdv__free(&mgr->hooks.allocator, call->buf, call->buf_cap);
+        tfrdv__free(&mgr->hooks.allocator, call, sizeof *call);
+    }
+    tfrdv_unref(r); /* may free r, and through it the manager */
+}
+/* drop one busy count (r->mu not held); recycles the call when nothing else uses it */
+TFRDV__PRIVATE void tfrdv__call_unbusy(tfrdv_call* call) {
+    tfrdv_rendezvous* r = call->r;
+    int rec;
+    tfrdv__lock(&r->mu);
+    rec = --call->busy == 0 && call->state == TFRDV__CALL_DONE;
+    tfrdv__unlock(&r->mu);
+    if (rec) tfrdv__call_recycle(call);
+}
+TFRDV__PRIVATE void tfrdv__call_unlink(tfrdv_call* call) {
+    tfrdv_rendezvous* r = call->r;
+    if (!call->linked) return;
+    if (call->prev) call->prev->next = call->next;
+    else r->calls = call->next;
+    if (call->next) call->next->prev = call->prev;
+    call->next = call->prev = 0;
+    call->linked = 0;
+}
+/* r->mu held, call STARTED or BACKOFF: take over the user completion with status st. Returns 1
+   when the provider must be told to cancel (the caller then runs tfrdv__call_settle). */
+TFRDV__PRIVATE int tfrdv__call_take(tfrdv_call* call, const tfrdv_status* st) {
+    int cancel = 0;
+    TFRDV_ASSERT(call->state == TFRDV__CALL_STARTED || call->state == TFRDV__CALL_BACKOFF);
+    tfrdv__call_unlink(call);
+    if (call->state == TFRDV__CALL_STARTED) {
+        call->state = TFRDV__CALL_ORPHANED; /* canceller: the provider still owes its finish */
+        if (call->starting) call->cancel_pending = 1; /* the starter cancels after start_call */
+        else cancel = 1;
+    } else {
+        call->state = TFRDV__CALL_DONE; /* canceller: no provider work in flight */
+    }
+    tfrdv__status_copy(&call->result, st);
+    call->busy++;
+    tfrdv__hold(call->r);
+    return cancel;
+}
+/* after tfrdv__call_take, outside every lock: tell the provider, complete the user, let go */
+TFRDV__PRIVATE void tfrdv__call_settle(tfrdv_call* call, int cancel, tfrdv_value* v, int dead) {
+    tfrdv_mgr* mgr = call->mgr;
+    tfrdv_args ra = call->recv_args;
+    if (cancel && mgr->cfg.transport.cancel_call) mgr->cfg.transport.cancel_call(mgr->cfg.transport.user_data, call);
+    if (ra.cancel) tfrdv_cancel_deregister(ra.cancel, &call->cnode); /* returns at once inside it */
+    tfrdv__deliver(call->r, call->done, call->user, &call->result, 0, &ra, v, dead);
+    tfrdv__call_unbusy(call);
+}
+TFRDV__PRIVATE void tfrdv__call_cancelled(void* p) { /* the receiver's cancellation manager fired */
+    tfrdv_call* call = (tfrdv_call*)p;
+    tfrdv_rendezvous* r = call->r;
+    tfrdv_status st;
+    int cancel;
+    tfrdv__err(&st, TFRDV_CANCELLED, "RecvFromRemoteAsync is cancelled.");
+    tfrdv__lock(&r->mu);
+    if (!call->linked) { /* already completed (or being completed, after waiting for us) */
+        tfrdv__unlock(&r->mu);
+        return;
+    }
+    cancel = tfrdv__call_take(call, &st);
+    tfrdv__unlock(&r->mu);
+    tfrdv__call_settle(call, cancel, 0, 0);
+}
+/* the starter: state STARTED, busy and starting set under r->mu */
+TFRDV__PRIVATE void tfrdv__call_start(tfrdv_call* call) {
+    tfrdv_mgr* mgr = call->mgr;
+    tfrdv_rendezvous* r = call->r;
+    int cancel;
+    if (mgr->cfg.transport.start_call) {
+        mgr->cfg.transport.start_call(mgr->cfg.transport.user_data, call);
+    } else {
+        tfrdv_call_finish(call, TFRDV_UNIMPLEMENTED, "tfrdv: the step manager has no transport; remote receives need one", 0, 0);
+    }
+    tfrdv__lock(&r->mu);
+    call->starting = 0;
+    cancel = call->cancel_pending && call->state == TFRDV__CALL_ORPHANED;
+    call->cancel_pending = 0;
+    tfrdv__unlock(&r->mu);
+    if (cancel) mgr->cfg.transport.cancel_call(mgr->cfg.transport.user_data, call);
+    tfrdv__call_unbusy(call);
+}
+
+TFRDV__PRIVATE void tfrdv__fail_now(tfrdv_rendezvous* r, tfrdv_done_fn done, void* user,
+                                    const tfrdv_args* args, const tfrdv_status* st) {
+    tfrdv__hold(r);
+    tfrdv__deliver(r, done, user, st, 0, args, 0, 0);
+}
+
+TFRDV__PRIVATE tfrdv_call* tfrdv__call_new(tfrdv_mgr* mgr, size_t bytes) {
+    tfrdv_call* call;
+    tfrdv__lock(&mgr->mu);
+    call = mgr->free_calls;
+    if (call) {
+        mgr->free_calls = call->next;
+        mgr->nfree_calls--;
+    }
+    tfrdv__unlock(&mgr->mu);
+    if (!call && !(call = (tfrdv_call*)tfrdv__zalloc(&mgr->hooks.allocator, sizeof *call))) return 0;
+    if (call->buf_cap < bytes) {
+        size_t cap = (bytes + 127) & ~(size_t)127;
+        char* b = (char*)tfrdv__alloc(&mgr->hooks.allocator, cap);
+        if (!b) {
+            tfrdv__free(&mgr->hooks.allocator, call->buf, call->buf_cap);
+            tfrdv__free(&mgr->hooks.allocator, call, sizeof *call);
+            return 0;
+        }
+        tfrdv__free(&mgr->hooks.allocator, call->buf, call->buf_cap);
+        call->buf = b;
+        call->buf_cap = cap;
+    }
+    call->mgr = mgr;
+    call->next = call->prev = call->action = 0;
+    call->busy = call->starting = call->cancel_pending = call->linked = call->attempt = 0;
+    call->state = TFRDV__CALL_IDLE;
+    memset(&call->cnode, 0, sizeof call->cnode);
+    memset(&call->scratch, 0, sizeof call->scratch);
+    tfrdv__lock(&mgr->mu);
+    call->request_id = tfrdv__rid_locked(mgr);
+    mgr->ncalls++;
+    mgr->stats.calls_started++;
+    tfrdv__unlock(&mgr->mu);
+    return call;
+}
+
+/* same worker, different devices: local receive, then the runtime's copy hook */
+typedef struct tfrdv__swcopy {
+    tfrdv_rendezvous* r;
+    tfrdv_done_fn done;
+    void* user;
+    tfrdv_args sa, ra;
+    tfrdv_parsed_key key;
+    size_t size;
+} tfrdv__swcopy;
+TFRDV__PRIVATE void tfrdv__swcopy_done(void* p, tfrdv_code code, const char* msg, tfrdv_value* out) {
+    tfrdv__swcopy* x = (tfrdv__swcopy*)p;
+    tfrdv_rendezvous* r = x->r;
+    tfrdv__swcopy c = *x;
+    tfrdv_status st;
+    tfrdv_status_set(&st, code, msg);
+    tfrdv__free(&r->hooks.allocator, x, x->size);
+    if (code != TFRDV_OK) {
+        tfrdv_value_release(out);
+        out = 0;
+    }
+    tfrdv__deliver(r, c.done, c.user, &st, &c.sa, &c.ra, out, 0); /* lets go of our hold */
+}
+TFRDV__PRIVATE void tfrdv__swcopy_recv(void* p, const tfrdv_status* st, const tfrdv_args* sa,
+                                       const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    tfrdv__swcopy* x = (tfrdv__swcopy*)p;
+    tfrdv_rendezvous* r = x->r;
+    tfrdv_mgr* mgr = r->mgr;
+    if (st->code != TFRDV_OK || dead || !v) {
+        tfrdv__swcopy c = *x;
+        tfrdv__free(&r->hooks.allocator, x, x->size);
+        c.done(c.user, st, sa, ra, v, dead);
+        return;
+    }
+    x->sa = *sa;
+    tfrdv__hold(r); /* until the copy completes */
+    mgr->cfg.same_worker_copy(mgr->cfg.same_worker_copy_user, &x->key, &x->sa, &x->ra, v, tfrdv__swcopy_done, x);
+}
+TFRDV__PRIVATE int tfrdv__same_device(const tfrdv_device_name* a, const tfrdv_device_name* b) {
+    return a->has_type == b->has_type && a->has_id == b->has_id && tfrdv__str_eq(a->type, b->type) && a->id == b->id;
+}
+
+TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                             const tfrdv_args* args, tfrdv_done_fn done, void* user) {
+    tfrdv_mgr* mgr = r->mgr;
+    tfrdv_args ra = args ? *args : tfrdv__no_args;
+    tfrdv_status st;
+    tfrdv_call* call;
+    char task[512];
+    size_t task_len = 0;
+    void* endpoint = 0;
+    int init;
+    tfrdv__lock(&r->mu);
+    init = r->initialized;
+    tfrdv__unlock(&r->mu);
+    if (tfrdv__atomic_load(&r->aborted)) {
+        tfrdv__fail_now(r, done, user, &ra, &r->status);
+        return TFRDV_OK;
+    }
+    if (!init) return TFRDV_FAILED_PRECONDITION; /* TensorFlow: "ValidateDevices called before initialization." */
+    if (!tfrdv__on_worker(key->dst_device, r->worker, r->worker_len)) return TFRDV_INVALID_ARGUMENT; /* (dst) */
+    if (tfrdv__implicit(&key->src) || tfrdv_device_name_same_address_space(&key->src, &key->dst)) {
+        tfrdv__swcopy* x;
+        size_t size;
+        if (!mgr->cfg.same_worker_copy || tfrdv__implicit(&key->src) || tfrdv__same_device(&key->src, &key->dst))
+            return tfrdv__local_recv(r, key, args, done, user);
+        size = sizeof *x + key->full.len;
+        x = (tfrdv__swcopy*)tfrdv__alloc(&r->hooks.allocator, size);
+        if (!x) return TFRDV_RESOURCE_EXHAUSTED;
+        x->r = r;
+        x->done = done;
+        x->user = user;
+        x->ra = ra;
+        x->size = size;
+        memcpy(x + 1, key->full.ptr, key->full.len);
+        tfrdv_key_parse((const char*)(x + 1), key->full.len, &x->key, 0);
+        x->key.hash = key->hash;
+        if (tfrdv__local_recv(r, key, args, tfrdv__swcopy_recv, x) != TFRDV_OK) {
+            tfrdv__free(&r->hooks.allocator, x, size);
+            return TFRDV_RESOURCE_EXHAUSTED;
+        }
+        return TFRDV_OK;
+    }
+    /* another worker: a remote call */
+    if (tfrdv_device_split(key->src_device.ptr, key->src_device.len, task, sizeof task, &task_len, 0, 0, 0, 0) != TFRDV_OK) {
+        tfrdv__err(&st, TFRDV_INTERNAL, "%S is invalid remote source device.", &key->src_device);
+        tfrdv__fail_now(r, done, user, &ra, &st);
+        return TFRDV_OK;
+    }
+    if (mgr->cfg.resolve && !(endpoint = mgr->cfg.resolve(mgr->cfg.resolve_user, task, task_len))) {
+        tfrdv__err(&st, TFRDV_INTERNAL, "No worker known as %s", task);
+        tfrdv__fail_now(r, done, user, &ra, &st);
+        return TFRDV_OK;
+    }
+    call = tfrdv__call_new(mgr, key->full.len + task_len + 2);
+    if (!call) return TFRDV_RESOURCE_EXHAUSTED;
+    memcpy(call->buf, key->full.ptr, key->full.len);
+    call->buf[key->full.len] = 0;
+    memcpy(call->buf + key->full.len + 1, task, task_len + 1);
+    call->key.ptr = call->buf;
+    call->key.len = key->full.len;
+    call->worker.ptr = call->buf + key->full.len + 1;
+    call->worker.len = task_len;
+    call->endpoint = endpoint;
+    call->step_id = r->step_id;
+    call->recv_args = ra;
+    call->done = done;
+    call->user = user;
+    call->deadline = mgr->cfg.call_timeout_ns > 0 ? tfrdv__now(&mgr->hooks.clock) + mgr->cfg.call_timeout_ns : INT64_MAX;
+    call->r = r;
+    tfrdv_ref(r);
+    tfrdv__lock(&r->mu);
+    if (r->aborted) { /* aborted since we looked: complete at once, never start */
+        call->state = TFRDV__CALL_DONE;
+        tfrdv__unlock(&r->mu);
+        tfrdv__fail_now(r, done, user, &ra, &r->status);
+        tfrdv__call_recycle(call);
+        return TFRDV_OK;
+    }
+    call->state = TFRDV__CALL_STARTED; /* starter: IDLE -> STARTED */
+    call->busy = 1;
+    call->starting = 1;
+    call->linked = 1;
+    call->prev = 0;
+    call->next = r->calls;
+    if (r->calls) r->calls->prev = call;
+    r->calls = call;
+    if (ra.cancel && !tfrdv_cancel_register(ra.cancel, &call->cnode, tfrdv__call_cancelled, call)) {
+        int cancel;
+        tfrdv__err(&st, TFRDV_CANCELLED, "RecvFromRemoteAsync is cancelled.");
+        call->state = TFRDV__CALL_BACKOFF; /* never started: nothing for the provider to cancel */
+        call->starting = 0;
+        cancel = tfrdv__call_take(call, &st);
+        call->busy--; /* the start that will not happen */
+        call->recv_args.cancel = 0; /* nothing registered */
+        tfrdv__unlock(&r->mu);
+        tfrdv__call_settle(call, cancel, 0, 0);
+        return TFRDV_OK;
+    }
+    tfrdv__unlock(&r->mu);
+    tfrdv__call_start(call);
+    return TFRDV_OK;
+}
+
+TFRDV__PRIVATE int64_t tfrdv__backoff(const tfrdv_mgr* mgr, int attempt) {
+    double b = (double)mgr->cfg.retry_backoff_ns;
+    int i;
+    for (i = 0; i < attempt && b < (double)mgr->cfg.retry_backoff_max_ns; i++) b *= 1.3;
+    if (b > (double)mgr->cfg.retry_backoff_max_ns) b = (double)mgr->cfg.retry_backoff_max_ns;
+    return (int64_t)b;
+}
+
+TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
+                                 tfrdv_value* value, int is_dead) {
+    tfrdv_rendezvous* r;
+    tfrdv_mgr* mgr;
+    tfrdv_status st;
+    int64_t now;
+    if (!call) {
+        tfrdv_value_release(value);
+        return;
+    }
+    r = call->r;
+    mgr = call->mgr;
+    if (!r || call->state == TFRDV__CALL_IDLE) { /* finished after it was recycled */
+        tfrdv__atomic_add(&mgr->double_finishes, 1);
+        TFRDV_ASSERT(0 && "tfrdv_call_finish: call finished twice (provider contract)");
+        tfrdv_value_release(value);
+        return;
+    }
+    now = tfrdv__now(&mgr->hooks.clock);
+    tfrdv_status_set(&st, code, msg);
+    tfrdv__lock(&r->mu);
+    switch (call->state) {
+    case TFRDV__CALL_STARTED:
+        if (code == TFRDV_UNAVAILABLE && call->attempt < mgr->cfg.call_max_retries && !r->aborted &&
+            now + tfrdv__backoff(mgr, call->attempt) < call->deadline) {
+            call->state = TFRDV__CALL_BACKOFF; /* provider: STARTED -> BACKOFF, retried by expire() */
+            call->retry_at = now + tfrdv__backoff(mgr, call->attempt);
+            tfrdv__unlock(&r->mu);
+            tfrdv_value_release(value);
+            return;
+        }
+        tfrdv__call_unlink(call);
+        call->state = TFRDV__CALL_DONE; /* provider: STARTED -> DONE, completes the user */
+        tfrdv__status_copy(&call->result, &st);
+        call->busy++;
+        tfrdv__hold(r);
+        tfrdv__unlock(&r->mu);
+        if (code != TFRDV_OK) {
+            tfrdv_value_release(value);
+            value = 0;
+            is_dead = 0;
+        }
+        tfrdv__call_settle(call, 0, value, is_dead);
+        return;
+    case TFRDV__CALL_ORPHANED: {
+        int rec;
+        call->state = TFRDV__CALL_DONE; /* provider: ORPHANED -> DONE; the user already has an answer */
+        rec = call->busy == 0;
+        tfrdv__unlock(&r->mu);
+        tfrdv_value_release(value);
+        if (rec) tfrdv__call_recycle(call);
+        return;
+    }
+    default: /* BACKOFF or DONE: this attempt was already finished */
+        tfrdv__unlock(&r->mu);
+        tfrdv__atomic_add(&mgr->double_finishes, 1);
+        TFRDV_ASSERT(0 && "tfrdv_call_finish: call finished twice (provider contract)");
+        tfrdv_value_release(value);
+        return;
+    }
+}
+
+TFRDV_API int64_t tfrdv_call_step_id(const tfrdv_call* call) { return call ? call->step_id : 0; }
+TFRDV_API tfrdv_str tfrdv_call_key(const tfrdv_call* call) {
+    tfrdv_str s = {0, 0};
+    return call ? call->key : s;
+}
+TFRDV_API int64_t tfrdv_call_request_id(const tfrdv_call* call) { return call ? call->request_id : 0; }
+TFRDV_API tfrdv_str tfrdv_call_src_worker(const tfrdv_call* call) {
+    tfrdv_str s = {0, 0};
+    return call ? call->worker : s;
+}
+TFRDV_API void* tfrdv_call_endpoint(const tfrdv_call* call) { return call ? call->endpoint : 0; }
+TFRDV_API const tfrdv_args* tfrdv_call_recv_args(const tfrdv_call* call) { return call ? &call->recv_args : 0; }
+TFRDV_API int tfrdv_call_attempt(const tfrdv_call* call) { return call ? call->attempt : 0; }
+TFRDV_API void* tfrdv_call_scratch(tfrdv_call* call) { return call ? (void*)call->scratch.bytes : 0; }
+
+typedef struct tfrdv__vblock { /* a value, its dims and its bytes in one allocation */
+    tfrdv_value v;
+    tfrdv_allocator a;
+    size_t total;
+} tfrdv__vblock;
+TFRDV__PRIVATE void tfrdv__vblock_release(tfrdv_value* v) {
+    tfrdv__vblock* b = (tfrdv__vblock*)(void*)v;
+    tfrdv_allocator a = b->a;
+    tfrdv__free(&a, b, b->total);
+}
+TFRDV_API tfrdv_value* tfrdv_call_alloc_value(tfrdv_call* call, int32_t dtype, int32_t rank,
+                                              const int64_t* dims, uint64_t size) {
+    tfrdv__vblock* b;
+    size_t head, total;
+    if (!call || rank < 0 || (rank > 0 && !dims)) return 0;
+    if (call->recv_args.alloc_fn) return call->recv_args.alloc_fn(call->recv_args.alloc_user, dtype, rank, dims, size);
+    head = (sizeof(tfrdv__vblock) + (size_t)rank * sizeof(int64_t) + 15) & ~(size_t)15;
+    if ((uint64_t)rank > ((size_t)-1) / 16 || size > (uint64_t)((size_t)-1 - head)) return 0;
+    total = head + (size_t)size;
+    b = (tfrdv__vblock*)tfrdv__alloc(&call->mgr->hooks.allocator, total);
+    if (!b) return 0;
+    memset(&b->v, 0, sizeof b->v);
+    b->a = call->mgr->hooks.allocator;
+    b->total = total;
+    if (rank) memcpy(b + 1, dims, (size_t)rank * sizeof(int64_t));
+    b->v.dtype = dtype;
+    b->v.rank = rank;
+    b->v.dims = (const int64_t*)(void*)(b + 1);
+    b->v.data = (char*)b + head;
+    b->v.size = size;
+    b->v.release = tfrdv__vblock_release;
+    return &b->v;
+}
+
+/* abort every remote call and deferred request of a step (after its status was set) */
+TFRDV__PRIVATE void tfrdv__remote_abort(tfrdv_rendezvous* r) {
+    tfrdv_call* list = 0;
+    tfrdv_call* c;
+    tfrdv__serve* def;
+    int cancel[1];
+    tfrdv__lock(&r->mu);
+    def = r->deferred;
+    r->deferred = 0;
+    while ((c = r->calls) != 0) {
+        cancel[0] = tfrdv__call_take(c, &r->status);
+        c->cancel_pending = c->cancel_pending || cancel[0]; /* reused below as "cancel the provider" */
+        c->action = list;
+        list = c;
+    }
+    tfrdv__unlock(&r->mu);
+    while ((c = list) != 0) {
+        int cp;
+        list = c->action;
+        tfrdv__lock(&r->mu);
+        cp = c->cancel_pending && !c->starting;
+        if (cp) c->cancel_pending = 0;
+        tfrdv__unlock(&r->mu);
+        tfrdv__call_settle(c, cp, 0, 0);
+    }
+    while (def) {
+        tfrdv__serve* nx = def->next;
+        tfrdv__serve_finish(def, &r->status, 0, 0);
+        def = nx;
+    }
+}
+
+/* deadlines of one step; mgr->mu held by the caller (lock order mgr -> r). Work to do after the
+   locks are dropped goes onto *calls and *defs. */
+TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now, tfrdv_call** calls,
+                                                tfrdv__serve** defs, tfrdv_call** restarts) {
+    int64_t next = INT64_MAX;
+    tfrdv__serve** pp;
+    tfrdv_call* c;
+    tfrdv_call* nx;
+    tfrdv__lock(&r->mu);
+    for (pp = &r->deferred; *pp;) {
+        tfrdv__serve* op = *pp;
+        if (op->deadline <= now) {
+            *pp = op->next;
+            op->next = *defs;
+            *defs = op;
+        } else {
+            if (op->deadline < next) next = op->deadline;
+            pp = &op->next;
+        }
+    }
+    for (c = r->calls; c; c = nx) {
+        nx = c->next;
+        if (c->deadline <= now) {
+            tfrdv_status st;
+            tfrdv__err(&st, TFRDV_DEADLINE_EXCEEDED, "RecvTensor for %S from %S timed out after %I ms (step %I, %d attempt(s))",
+                       &c->key, &c->worker, (r->mgr->cfg.call_timeout_ns) / 1000000, r->step_id, c->attempt + 1);
+            c->cancel_pending = tfrdv__call_take(c, &st) || c->cancel_pending;
+            c->action = *calls;
+            *calls = c;
+        } else if (c->state == TFRDV__CALL_BACKOFF && c->retry_at <= now) {
+            c->state = TFRDV__CALL_STARTED; /* expire: BACKOFF -> STARTED (retry, same request id) */
+            c->attempt++;
+            c->busy++;
+            c->starting = 1;
+            c->action = *restarts;
+            *restarts = c;
+            if (c->deadline < next) next = c->deadline;
+        } else {
+            if (c->deadline < next) next = c->deadline;
+            if (c->state == TFRDV__CALL_BACKOFF && c->retry_at < next) next = c->retry_at;
+        }
+    }
+    tfrdv__unlock(&r->mu);
+    return next;
+}
+TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
+    int64_t next, t;
+    size_t i;
+    tfrdv_call* calls = 0;
+    tfrdv_call* restarts = 0;
+    tfrdv__serve* defs = 0;
+    if (!mgr) return INT64_MAX;
+    tfrdv__lock(&mgr->mu);
+    next = tfrdv__idset_expire(&mgr->tombs, now_ns, mgr->cfg.tombstone_ttl_ns);
+    for (i = 0; i < mgr->nb; i++) {
+        tfrdv_rendezvous* r;
+        for (r = mgr->steps[i]; r; r = r->mgr_next) {
+            t = tfrdv__rdv_expire_locked(r, now_ns, &calls, &defs, &restarts);
+            if (t < next) next = t;
+        }
+    }
+    tfrdv__unlock(&mgr->mu);
+    while (defs) {
+        tfrdv__serve* op = defs;
+        tfrdv_status st;
+        defs = op->next;
+        mgr->stats.deferred_expired++; /* written by this thread only; read under the lock */
+        tfrdv__err(&st, TFRDV_DEADLINE_EXCEEDED, "RecvTensor for step %I, key %S: the step was not initialised on this worker within %I ms",
+                   op->step_id, &op->parsed.full, mgr->cfg.deferred_timeout_ns / 1000000);
+        tfrdv__serve_finish(op, &st, 0, 0);
+    }
+    while (calls) {
+        tfrdv_call* c = calls;
+        int cp;
+        calls = c->action;
+        tfrdv__lock(&c->r->mu);
+        cp = c->cancel_pending && !c->starting;
+        if (cp) c->cancel_pending = 0;
+        tfrdv__unlock(&c->r->mu);
+        tfrdv__call_settle(c, cp, 0, 0);
+    }
+    while (restarts) {
+        tfrdv_call* c = restarts;
+        restarts = c->action;
+        tfrdv__lock(&mgr->mu);
+        mgr->stats.calls_retried++;
+        tfrdv__unlock(&mgr->mu);
+        tfrdv__call_start(c);
+    }
+    return next;
+}
+
+TFRDV__PRIVATE void tfrdv__remote_snap(tfrdv_rendezvous* r, tfrdv__snap* s) {
+    tfrdv__serve* op;
+    tfrdv_call* c;
+    tfrdv__lock(&r->mu);
+    for (op = r->deferred; op; op = op->next) tfrdv__snap_add(s, r->step_id, TFRDV_PENDING_DEFERRED, op->key, op->parsed.full.len, 1);
+    for (c = r->calls; c; c = c->next) tfrdv__snap_add(s, r->step_id, TFRDV_PENDING_REMOTE_CALL, c->key.ptr, c->key.len, 1);
+    tfrdv__unlock(&r->mu);
+}
+TFRDV_API size_t tfrdv_mgr_pending(tfrdv_mgr* mgr, tfrdv_pending_fn fn, void* user) {
+    tfrdv__snap snap;
+    size_t n = 0, i;
+    int64_t* ids;
+    if (!mgr) return 0;
+    memset(&snap, 0, sizeof snap);
+    snap.a = &mgr->hooks.allocator;
+    tfrdv__lock(&mgr->mu);
+    ids = tfrdv__step_ids_locked(mgr, &n);
+    tfrdv__unlock(&mgr->mu);
+    for (i = 0; i < n; i++) {
+        tfrdv_rendezvous* r = 0;
+        tfrdv__lock(&mgr->mu);
+        for (r = mgr->steps[tfrdv__step_bucket(mgr, ids[i])]; r && r->step_id != ids[i]; r = r->mgr_next) {}
+        if (r) tfrdv_ref(r);
+        tfrdv__unlock(&mgr->mu);
+        if (r) {
+            tfrdv__rdv_snap(r, &snap);
+            tfrdv_unref(r);
+        }
+    }
+    tfrdv__free(&mgr->hooks.allocator, ids, (n + 1) * sizeof *ids);
+    return tfrdv__snap_report(&snap, fn, user);
+}
+
+/* >>loopback */
+typedef struct tfrdv__lb_req {
+    struct tfrdv__lb_req* next;
+    tfrdv_loopback* lb;
+    tfrdv_call* call; /* NULL once finished or cancelled */
+} tfrdv__lb_req;
+typedef struct tfrdv__lb_worker {
+    char* name;
+    size_t len;
+    tfrdv_mgr* mgr;
+} tfrdv__lb_worker;
+struct tfrdv_loopback {
+    tfrdv_allocator a;
+    tfrdv__mutex mu;
+    tfrdv__lb_worker* w;
+    size_t n, cap;
+    tfrdv__lb_req* free_reqs;
+};
+
+TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopback** out,
+                                           tfrdv_status* st) {
+    tfrdv_loopback* lb;
+    tfrdv_hooks h;
+    if (!out) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_loopback_create: NULL out");
+    *out = 0;
+    if (hooks) h = *hooks;
+    else memset(&h, 0, sizeof h);
+    if (!tfrdv__allocator_ok(&h.allocator) || !tfrdv__sync_ok(h.sync))
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_loopback_create: incomplete allocator or sync hooks");
+    lb = (tfrdv_loopback*)tfrdv__zalloc(&h.allocator, sizeof *lb);
+    if (!lb) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_loopback_create: out of memory");
+    lb->a = h.allocator;
+    if (!tfrdv__mutex_init(&lb->mu, h.sync)) {
+        tfrdv__free(&h.allocator, lb, sizeof *lb);
+        return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_loopback_create: mutex init failed");
+    }
+    *out = lb;
+    return TFRDV_OK;
+}
+TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb) {
+    size_t i;
+    if (!lb) return;
+    for (i = 0; i < lb->n; i++) {
+        tfrdv__free(&lb->a, lb->w[i].name, lb->w[i].len + 1);
+        tfrdv__mgr_unref(lb->w[i].mgr);
+    }
+    tfrdv__free(&lb->a, lb->w, lb->cap * sizeof *lb->w);
+    while (lb->free_reqs) {
+        tfrdv__lb_req* q = lb->free_reqs;
+        lb->free_reqs = q->next;
+        tfrdv__free(&lb->a, q, sizeof *q);
+    }
+    tfrdv__mutex_destroy(&lb->mu);
+    tfrdv__free(&lb->a, lb, sizeof *lb);
+}
+TFRDV_API tfrdv_code tfrdv_loopback_register(tfrdv_loopback* lb, const char* worker_name,
+                                             tfrdv_mgr* mgr, tfrdv_status* st) {
+    size_t i, len;
+    tfrdv_mgr* old = 0;
+    char* name_to_free = 0;
+    size_t name_len = 0;
+    if (!lb || !worker_name) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_loopback_register: NULL loopback or worker name");
+    len = strlen(worker_name);
+    tfrdv__lock(&lb->mu);
+    for (i = 0; i < lb->n && !(lb->w[i].len == len && memcmp(lb->w[i].name, worker_name, len) == 0); i++) {}
+    if (i < lb->n) {
+        old = lb->w[i].mgr;
+        if (mgr) {
+            tfrdv__mgr_ref(mgr);
+            lb->w[i].mgr = mgr;
+        } else {
+            name_to_free = lb->w[i].name;
+            name_len = lb->w[i].len;
+            lb->w[i] = lb->w[--lb->n];
+        }
+    } else if (mgr) {
+        char* name = (char*)tfrdv__alloc(&lb->a, len + 1);
+        if (lb->n == lb->cap) {
+            size_t nc = lb->cap ? lb->cap * 2 : 4;
+            tfrdv__lb_worker* nw = (tfrdv__lb_worker*)tfrdv__alloc(&lb->a, nc * sizeof *nw);
+            if (!nw || !name) {
+                tfrdv__unlock(&lb->mu);
+                tfrdv__free(&lb->a, nw, nc * sizeof *nw);
+                tfrdv__free(&lb->a, name, len + 1);
+                return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_loopback_register: out of memory");
+            }
+            if (lb->n) memcpy(nw, lb->w, lb->n * sizeof *nw);
+            tfrdv__free(&lb->a, lb->w, lb->cap * sizeof *nw);
+            lb->w = nw;
+            lb->cap = nc;
+        }
+        if (!name) {
+            tfrdv__unlock(&lb->mu);
+            return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_loopback_register: out of memory");
+        }
+        memcpy(name, worker_name, len + 1);
+        tfrdv__mgr_ref(mgr);
+        lb->w[lb->n].name = name;
+        lb->w[lb->n].len = len;
+        lb->w[lb->n].mgr = mgr;
+        lb->n++;
+    }
+    tfrdv__unlock(&lb->mu);
+    tfrdv__free(&lb->a, name_to_free, name_len + 1);
+    if (old) tfrdv__mgr_unref(old);
+    return TFRDV_OK;
+}
+TFRDV__PRIVATE void tfrdv__lb_served(void* u, const tfrdv_status* st, tfrdv_value* v, int dead) {
+    tfrdv__lb_req* q = (tfrdv__lb_req*)u;
+    tfrdv_loopback* lb = q->lb;
+    tfrdv_call* call;
+    tfrdv__lock(&lb->mu);
+    call = q->call;
+    q->call = 0;
+    if (call) *(tfrdv__lb_req**)tfrdv_call_scratch(call) = 0;
+    q->next = lb->free_reqs;
+    lb->free_reqs = q;
+    tfrdv__unlock(&lb->mu);
+    if (!call) { /* cancelled meanwhile: the answer has nowhere to go */
+        tfrdv_value_release(v);
+        return;
+    }
+    if (st->code == TFRDV_OK && v && tfrdv_call_recv_args(call)->alloc_fn) {
+        /* the receiver chose where the bytes land: copy into it, as a network transport would */
+        tfrdv_value* nv = tfrdv_call_alloc_value(call, v->dtype, v->rank, v->dims, v->size);
+        if (!nv || nv->size < v->size || (v->size && !nv->data)) {
+            tfrdv_value_release(nv);
+            tfrdv_value_release(v);
+            tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "loopback: the receiver's alloc hook gave no memory", 0, 0);
+            return;
+        }
+        if (v->size) memcpy(nv->data, v->data, (size_t)v->size);
+        tfrdv_value_release(v);
+        v = nv;
+    }
+    tfrdv_call_finish(call, st->code, st->msg, v, dead);
+}
+TFRDV__PRIVATE void tfrdv__lb_start(void* user, tfrdv_call* call) {
+    tfrdv_loopback* lb = (tfrdv_loopback*)user;
+    tfrdv_str w = tfrdv_call_src_worker(call);
+    tfrdv_str key = tfrdv_call_key(call);
+    tfrdv_mgr* target = 0;
+    tfrdv__lb_req* q = 0;
+    size_t i;
+    tfrdv__lock(&lb->mu);
+    for (i = 0; i < lb->n; i++) {
+        if (lb->w[i].len == w.len && memcmp(lb->w[i].name, w.ptr, w.len) == 0) {
+            target = lb->w[i].mgr;
+            tfrdv__mgr_ref(target);
+            break;
+        }
+    }
+    if (target) {
+        q = lb->free_reqs;
+        if (q) lb->free_reqs = q->next;
+        else q = (tfrdv__lb_req*)tfrdv__alloc(&lb->a, sizeof *q);
+        if (q) {
+            q->lb = lb;
+            q->call = call;
+            *(tfrdv__lb_req**)tfrdv_call_scratch(call) = q;
+        }
+    }
+    tfrdv__unlock(&lb->mu);
+    if (!target) {
+        tfrdv_status st;
+        tfrdv__err(&st, TFRDV_UNAVAILABLE, "loopback: no worker registered as %S", &w);
+        tfrdv_call_finish(call, st.code, st.msg, 0, 0);
+        return;
+    }
+    if (!q) {
+        tfrdv__mgr_unref(target);
+        tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "loopback: out of memory", 0, 0);
+        return;
+    }
+    tfrdv_mgr_serve(target, tfrdv_call_step_id(call), key.ptr, key.len, tfrdv_call_request_id(call), tfrdv__lb_served, q);
+    tfrdv__mgr_unref(target);
+}
+TFRDV__PRIVATE void tfrdv__lb_cancel(void* user, tfrdv_call* call) {
+    tfrdv_loopback* lb = (tfrdv_loopback*)user;
+    tfrdv__lb_req* q;
+    tfrdv_call* c = 0;
+    tfrdv__lock(&lb->mu);
+    q = *(tfrdv__lb_req**)tfrdv_call_scratch(call);
+    if (q) {
+        c = q->call;
+        q->call = 0;
+        *(tfrdv__lb_req**)tfrdv_call_scratch(call) = 0;
+    }
+    tfrdv__unlock(&lb->mu);
+    /* the serving side keeps waiting; its eventual answer is dropped (like a network) */
+    if (c) tfrdv_call_finish(c, TFRDV_CANCELLED, "loopback: call cancelled", 0, 0);
+}
+TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
+    tfrdv_transport t;
+    t.user_data = lb;
+    t.start_call = tfrdv__lb_start;
+    t.cancel_call = tfrdv__lb_cancel;
+    t.destroy = 0;
+    return t;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#undef TFRDV__PRIVATE
+#undef TFRDV__DEF
+#undef TFRDV__UNUSED
+#undef TFRDV__EAT
+#undef TFRDV__TLS
+#undef TFRDV__CACHE_BUCKETS
+#endif /* TFRDV_IMPLEMENTATION */
+
+/*
+------------------------------------------------------------------------------
+This software is available under 2 licenses -- choose whichever you prefer.
+------------------------------------------------------------------------------
+ALTERNATIVE A - MIT License
+Copyright (c) 2026 the tfrdv authors
+Permission is hereby granted, free of charge, to any person obtaining a copy of
+this software and associated documentation files (the "Software"), to deal in
+the Software without restriction, including without limitation the rights to
+use, copy, modify, merge, publish, distribute, sublicense, and/or sell copies
+of the Software, and to permit persons to whom the Software is furnished to do
+so, subject to the following conditions:
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+------------------------------------------------------------------------------
+ALTERNATIVE B - Public Domain (www.unlicense.org)
+This is free and unencumbered software released into the public domain.
+Anyone is free to copy, modify, publish, use, compile, sell, or distribute this
+software, either in source code form or as a compiled binary, for any purpose,
+commercial or non-commercial, and by any means.
+In jurisdictions that recognize copyright laws, the author or authors of this
+software dedicate any and all copyright interest in the software to the public
+domain. We make this dedication in recognition of the many efforts of one or
+more authors of this software, and in anticipation of continued use of this
+software and that they will be enabled to do so. THE SOFTWARE IS PROVIDED
+"AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED.
+------------------------------------------------------------------------------
+*/
