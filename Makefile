@@ -28,8 +28,10 @@ $(B)/ex_%: examples/%.c $(HEADERS)
 	$(CC) $(STD) $(OPT) -Wall -Wextra -Werror $(SAN) -I. -o $@ $< $(LDLIBS)
 
 # the README's test command: every suite, every example, the build matrix
+RUN_MATRIX ?= 1
+TFRDV_STRESS_OPS ?= 1000000
 test: all
-	@B=$(B) CC=$(CC) CXX=$(CXX) bash tests/run.sh
+	@B=$(B) CC=$(CC) CXX=$(CXX) SAN="$(SAN)" RUN_MATRIX=$(RUN_MATRIX) TFRDV_STRESS_OPS=$(TFRDV_STRESS_OPS) bash tests/run.sh
 
 asan:
 	@$(MAKE) --no-print-directory test B=build/asan CC=clang CXX=clang++ OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" RUN_MATRIX=0

@@ -2404,11 +2404,12 @@ TFRDV_API tfrdv_code tfrdv_recv_batch_async(tfrdv_rendezvous* r, size_t n,
         tfrdv__batch_slots(b)[i].i = i;
     }
     for (i = 0; i < n; i++) {
-        if (tfrdv_recv_async(r, &keys[i], args, tfrdv__batch_one, &tfrdv__batch_slots(b)[i]) != TFRDV_OK) {
-            /* out of memory mid-way: complete the slots never started as failed */
+        tfrdv_code rc = tfrdv_recv_async(r, &keys[i], args, tfrdv__batch_one, &tfrdv__batch_slots(b)[i]);
+        if (rc != TFRDV_OK) {
+            /* not accepted (out of memory, or a key this rendezvous refuses): fail the rest */
             tfrdv_status es;
             size_t j;
-            tfrdv__err(&es, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_recv_batch_async: out of memory at key %S", &keys[i].full);
+            tfrdv__err(&es, rc, "tfrdv_recv_batch_async: receive of key %S not accepted (%s)", &keys[i].full, tfrdv_code_str(rc));
             for (j = i; j < n; j++) tfrdv__batch_one(&tfrdv__batch_slots(b)[j], &es, 0, 0, 0, 0);
             break;
         }
@@ -3504,7 +3505,8 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_pa
         return TFRDV_OK;
     }
     /* another worker: a remote call */
-    if (tfrdv_device_split(key->src_device.ptr, key->src_device.len, task, sizeof task, &task_len, 0, 0, 0, 0) != TFRDV_OK) {
+    if (tfrdv_device_split(key->src_device.ptr, key->src_device.len, task, sizeof task, &task_len, 0, 0, 0, 0) != TFRDV_OK ||
+        task_len == 0) {
         tfrdv__err(&st, TFRDV_INTERNAL, "%S is invalid remote source device.", &key->src_device);
         tfrdv__fail_now(r, done, user, &ra, &st);
         return TFRDV_OK;
@@ -3554,7 +3556,6 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_pa
         call->starting = 0;
         cancel = tfrdv__call_take(call, &st);
         call->busy--; /* the start that will not happen */
-        call->recv_args.cancel = 0; /* nothing registered */
         tfrdv__unlock(&r->mu);
         tfrdv__call_settle(call, cancel, 0, 0);
         return TFRDV_OK;
@@ -3776,12 +3777,17 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
             if (t < next) next = t;
         }
     }
+    {
+        tfrdv__serve* op;
+        tfrdv_call* c;
+        for (op = defs; op; op = op->next) mgr->stats.deferred_expired++;
+        for (c = restarts; c; c = c->action) mgr->stats.calls_retried++;
+    }
     tfrdv__unlock(&mgr->mu);
     while (defs) {
         tfrdv__serve* op = defs;
         tfrdv_status st;
         defs = op->next;
-        mgr->stats.deferred_expired++; /* written by this thread only; read under the lock */
         tfrdv__err(&st, TFRDV_DEADLINE_EXCEEDED, "RecvTensor for step %I, key %S: the step was not initialised on this worker within %I ms",
                    op->step_id, &op->parsed.full, mgr->cfg.deferred_timeout_ns / 1000000);
         tfrdv__serve_finish(op, &st, 0, 0);
@@ -3799,9 +3805,6 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
     while (restarts) {
         tfrdv_call* c = restarts;
         restarts = c->action;
-        tfrdv__lock(&mgr->mu);
-        mgr->stats.calls_retried++;
-        tfrdv__unlock(&mgr->mu);
         tfrdv__call_start(c);
     }
     return next;

@@ -39,7 +39,13 @@ for e in "$B"/ex_*; do
   else bad "example ${name#ex_} (exit $?)"; tail -n 20 "$log/$name.out" | sed 's/^/  /'; fi
 done
 
-# 3. the build matrix (portability contracts); skipped under sanitizers (RUN_MATRIX=0)
+# 3. the README's 20-line example must compile warning-free and run
+awk '/readme-example/{f=1;next} f&&/^```c/{g=1;next} g&&/^```/{exit} g{print}' README.md > "$log/readme.c"
+if $CC -std=c99 -Wall -Wextra -Werror ${SAN:-} -I. -o "$log/readme" "$log/readme.c" -lpthread > "$log/readme.out" 2>&1 \
+   && "$log/readme" > "$log/readme.run" 2>&1 && grep -q '^OK: 42.0$' "$log/readme.run"; then ok "README example"
+else bad "README example"; cat "$log/readme.out" "$log/readme.run" 2>/dev/null | head -20 | sed 's/^/  /'; fi
+
+# 4. the build matrix (portability contracts); skipped under sanitizers (RUN_MATRIX=0)
 if [ "$RUN_MATRIX" = 1 ]; then
   bash tests/matrix.sh > "$log/matrix.out" 2>&1
   while IFS= read -r line; do
