@@ -330,7 +330,8 @@ typedef struct tfrdv_cancel_node {
 
 TFRDV_API tfrdv_code tfrdv_cancel_mgr_create(const tfrdv_hooks* hooks, tfrdv_cancel_mgr** out,
                                              tfrdv_status* st);
-/* Cancels first (remaining callbacks run), then frees. */
+/* Cancels first (remaining callbacks run), waits for callbacks running on other threads, frees.
+   Safe from inside one of its own callbacks (then freed when that cancellation ends). */
 TFRDV_API void tfrdv_cancel_mgr_destroy(tfrdv_cancel_mgr* cm);
 /* 1: registered. 0: already cancelled or cancelling (fn is not called; handle it yourself). */
 TFRDV_API int tfrdv_cancel_register(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* node,
@@ -1366,10 +1367,14 @@ TFRDV_API tfrdv_code tfrdv_key_with_frame(const char* prefix, size_t prefix_len,
     if (!prefix) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_with_frame: NULL prefix");
     if (buf && prefix >= buf && prefix < buf + cap && prefix != buf)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_with_frame: prefix overlaps the output buffer");
-    tfrdv__sb_init(&b, buf, buf ? cap : 0);
-    if (prefix == buf) b.len = prefix_len; /* append in place */
-    else tfrdv__sb_put(&b, prefix, prefix_len);
-    if (prefix == buf && prefix_len < cap) buf[prefix_len] = 0;
+    if (prefix == buf) { /* append in place */
+        b.buf = buf;
+        b.cap = cap;
+        b.len = prefix_len;
+    } else {
+        tfrdv__sb_init(&b, buf, buf ? cap : 0);
+        tfrdv__sb_put(&b, prefix, prefix_len);
+    }
     tfrdv__sb_frame(&b, frame_iter);
     return tfrdv__key_done(&b, len, st);
 }
@@ -1449,8 +1454,10 @@ TFRDV_API tfrdv_code tfrdv_frame_iter_parse(tfrdv_str s, tfrdv_frame_iter* out, 
         i++;
     }
     for (nd = 0; i < s.len && tfrdv__is_digit(s.ptr[i]); i++, nd++) {
-        it = it * 10 + (uint64_t)(s.ptr[i] - '0');
-        if (it > (uint64_t)INT64_MAX + (uint64_t)neg) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid frame:iter '%S': iteration overflows", &s);
+        uint64_t d = (uint64_t)(s.ptr[i] - '0');
+        uint64_t limit = (uint64_t)INT64_MAX + (uint64_t)neg;
+        if (it > (limit - d) / 10) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid frame:iter '%S': iteration overflows", &s);
+        it = it * 10 + d;
     }
     if (!nd || i != s.len) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid frame:iter '%S': expected <frame>:<iter>", &s);
     out->frame_id = f;
@@ -1479,6 +1486,7 @@ struct tfrdv_cancel_mgr {
     tfrdv_cancel_node* last;
     tfrdv_cancel_node* running; /* the callback running now (never dereferenced) */
     int cancelled, cancel_done, waiters;
+    int destroy_pending; /* destroyed from inside one of its callbacks: freed when they end */
 };
 enum { TFRDV__NODE_IDLE = 0, TFRDV__NODE_REGISTERED = 1, TFRDV__NODE_RUNNING = 2 };
 
@@ -1563,7 +1571,15 @@ TFRDV_API int tfrdv_cancel_deregister(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* n
 TFRDV_API int tfrdv_cancel_try_deregister(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* node) {
     return tfrdv__cm_deregister(cm, node, 0);
 }
+TFRDV__PRIVATE void tfrdv__cm_free(tfrdv_cancel_mgr* cm) {
+    tfrdv_allocator a = cm->alloc;
+    tfrdv__event_destroy(&cm->ev);
+    tfrdv__mutex_destroy(&cm->mu);
+    tfrdv__free(&a, cm, sizeof *cm);
+}
 TFRDV_API void tfrdv_cancel_start(tfrdv_cancel_mgr* cm) {
+    tfrdv__frame cf;
+    int free_now;
     if (!cm) return;
     tfrdv__lock(&cm->mu);
     if (cm->cancelled) {
@@ -1571,6 +1587,7 @@ TFRDV_API void tfrdv_cancel_start(tfrdv_cancel_mgr* cm) {
         return;
     }
     cm->cancelled = 1;
+    tfrdv__frame_push(&cf, cm);
     while (cm->first) {
         tfrdv_cancel_node* n = cm->first;
         tfrdv_cancel_fn fn = n->fn;
@@ -1590,7 +1607,10 @@ TFRDV_API void tfrdv_cancel_start(tfrdv_cancel_mgr* cm) {
     }
     cm->cancel_done = 1;
     tfrdv__cm_wake(cm);
+    free_now = cm->destroy_pending;
     tfrdv__unlock(&cm->mu);
+    tfrdv__frame_pop(&cf);
+    if (free_now) tfrdv__cm_free(cm);
 }
 TFRDV_API int tfrdv_cancel_is_cancelled(tfrdv_cancel_mgr* cm) {
     int c;
@@ -1601,8 +1621,13 @@ TFRDV_API int tfrdv_cancel_is_cancelled(tfrdv_cancel_mgr* cm) {
     return c;
 }
 TFRDV_API void tfrdv_cancel_mgr_destroy(tfrdv_cancel_mgr* cm) {
-    tfrdv_allocator a;
     if (!cm) return;
+    if (tfrdv__frame_in(cm)) { /* inside its own start: that call frees it when it ends */
+        tfrdv__lock(&cm->mu);
+        cm->destroy_pending = 1;
+        tfrdv__unlock(&cm->mu);
+        return;
+    }
     tfrdv_cancel_start(cm);
     tfrdv__lock(&cm->mu); /* another thread may still be running callbacks */
     while (!cm->cancel_done) {
@@ -1613,10 +1638,7 @@ TFRDV_API void tfrdv_cancel_mgr_destroy(tfrdv_cancel_mgr* cm) {
         cm->waiters--;
     }
     tfrdv__unlock(&cm->mu);
-    tfrdv__event_destroy(&cm->ev);
-    tfrdv__mutex_destroy(&cm->mu);
-    a = cm->alloc;
-    tfrdv__free(&a, cm, sizeof *cm);
+    tfrdv__cm_free(cm);
 }
 
 /* >>local  sharded table of per-key FIFO channels */
