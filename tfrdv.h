@@ -125,7 +125,10 @@ extern "C" {
     X(INTERNAL, 13) X(UNAVAILABLE, 14) X(DATA_LOSS, 15) X(UNAUTHENTICATED, 16)
 
 #define TFRDV_CODE_ENUM_ITEM(name, num) TFRDV_##name = num,
-typedef enum tfrdv_code { TFRDV_CODE_LIST(TFRDV_CODE_ENUM_ITEM) TFRDV_CODE_COUNT__ } tfrdv_code;
+typedef enum tfrdv_code {
+    TFRDV_CODE_LIST(TFRDV_CODE_ENUM_ITEM)
+    TFRDV_CODE_FORCE_32BIT = 0x7fffffff /* same size on toolchains with short enums */
+} tfrdv_code;
 #undef TFRDV_CODE_ENUM_ITEM
 
 typedef struct tfrdv_status {
@@ -1365,7 +1368,7 @@ TFRDV_API tfrdv_code tfrdv_key_with_frame(const char* prefix, size_t prefix_len,
                                           size_t* len, tfrdv_status* st) {
     tfrdv__sb b;
     if (!prefix) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_with_frame: NULL prefix");
-    if (buf && prefix >= buf && prefix < buf + cap && prefix != buf)
+    if (buf && prefix != buf && prefix < buf + cap && prefix + prefix_len > buf)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_with_frame: prefix overlaps the output buffer");
     if (prefix == buf) { /* append in place */
         b.buf = buf;
@@ -2159,7 +2162,7 @@ TFRDV__PRIVATE void tfrdv__free_rdv(tfrdv_rendezvous* r) {
 }
 
 TFRDV_API tfrdv_code tfrdv_abort(tfrdv_rendezvous* r, tfrdv_code code, const char* msg) {
-    if (!r || code == TFRDV_OK || (int)code < 0 || (int)code > 16) return TFRDV_INVALID_ARGUMENT;
+    if (!r || code == TFRDV_OK || (unsigned)code > 16u) return TFRDV_INVALID_ARGUMENT;
     tfrdv__lock(&r->mu);
     if (r->aborted) {
         tfrdv__unlock(&r->mu);
@@ -4076,6 +4079,11 @@ TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
 #undef TFRDV__EAT
 #undef TFRDV__TLS
 #undef TFRDV__CACHE_BUCKETS
+#undef TFRDV__HAS_FRAMES
+#undef TFRDV__HAS_POSIX
+#undef TFRDV__HAS_WIN32
+#undef TFRDV__HAS_NONE
+#undef TFRDV__HAS_CUSTOM
 #endif /* TFRDV_IMPLEMENTATION */
 
 /*

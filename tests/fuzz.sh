@@ -21,7 +21,8 @@ seeds=(
   "/job:foo/replica:1/task:2/device:GPU:3" "/job:foo/replica:1/task:2/gpu:3" "/job:*/device:GPU/replica:4"
   "/gpu:*/job:*/replica:4" "/job:foo/CPU:*" "/device:*:0" "/job:x/job:y" "/replica:2147483647"
   "/job:foo/cpu:1/task:2/replica:1" "/device:myspecialdevice:13" "/" "CPU:10" "myspecialdevice"
-  "0:0" "7:-42" "0:-9223372036854775808" "18446744073709551615:-1"
+  "0:0" "7:-42" "0:-9223372036854775808" "18446744073709551615:-1" "0:9223372036854775807"
+  "0:18446744073709551620" "00:-00"
 )
 i=0
 for s in "${seeds[@]}"; do printf '%s' "$s" > "$out/corpus/seed_$i"; i=$((i + 1)); done

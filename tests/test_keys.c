@@ -1,6 +1,8 @@
 /* test_keys.c - rendezvous keys, device names, frame:iter, hash, status codes: the vectors of
    tf-facts.md sections 1.3 and 2.4 (TensorFlow rendezvous.cc / device_name_utils_test.cc). */
-#define TT_COUNT_ASSERTS /* TFRDV_ASSERT tripwires are counted, test_no_assert_tripped checks */
+#define _POSIX_C_SOURCE 200809L /* tt.h comes first (it counts TFRDV_ASSERTs): its stdio.h must
+                                   already see the POSIX level tfrdv.h's implementation needs */
+#define TT_COUNT_ASSERTS       /* TFRDV_ASSERT tripwires are counted; test_no_assert_tripped checks */
 #include "tt.h"
 #define TFRDV_IMPLEMENTATION
 #include "tfrdv.h"
@@ -33,7 +35,8 @@ static void test_code_str(void) {
         "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
         "UNAUTHENTICATED"};
     int i;
-    TT_CHECK_EQ_INT(TFRDV_CODE_COUNT__, 17);
+    TT_CHECK_EQ_INT(TFRDV_UNAUTHENTICATED, 16);
+    TT_CHECK_EQ_INT(sizeof(tfrdv_code), 4);
     TT_CHECK_EQ_INT(TFRDV_INVALID_ARGUMENT, 3);
     TT_CHECK_EQ_INT(TFRDV_UNAUTHENTICATED, 16);
     for (i = 0; i < 17; i++) TT_CHECK_STR(tfrdv_code_str((tfrdv_code)i), names[i]);
@@ -111,6 +114,16 @@ static void test_key_with_frame_in_place(void) {
     TT_CHECK_EQ_INT(tfrdv_key_with_frame(buf, plen, fi(2, 3), buf, sizeof buf, &len, &st), TFRDV_OK);
     TT_CHECK_STR(buf, S ";00000000000000ab;" D ";e;2:3");
     TT_CHECK_EQ_INT(len, strlen(S ";00000000000000ab;" D ";e;2:3"));
+    /* in place without room: RESOURCE_EXHAUSTED, the prefix stays intact */
+    TT_CHECK_EQ_INT(tfrdv_key_prefix(S, 0xab, D, "e", buf, sizeof buf, &plen, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_key_with_frame(buf, plen, fi(2, 3), buf, plen + 3, &len, &st), TFRDV_RESOURCE_EXHAUSTED);
+    TT_CHECK_EQ_INT(len, plen + 4);
+    TT_CHECK_EQ_INT(strlen(buf), plen + 2);
+    TT_CHECK(memcmp(buf, S ";00000000000000ab;" D ";e;2", plen + 2) == 0);
+    /* a prefix overlapping the output (other than exactly at its start) is refused, from either side */
+    TT_CHECK_EQ_INT(tfrdv_key_prefix(S, 0xab, D, "e", buf, sizeof buf, &plen, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_key_with_frame(buf + 4, plen - 4, fi(0, 0), buf, sizeof buf, &len, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_key_with_frame(buf, plen, fi(0, 0), buf + 4, sizeof buf - 4, &len, &st), TFRDV_INVALID_ARGUMENT);
 }
 
 static void test_key_create_rejects(void) {
@@ -315,7 +328,8 @@ static void test_frame_iter_parse(void) {
     static const char* const bad[] = {
         "", ":", "0:", ":0", "garbage", "0", "-1:0", "+1:0", "1:+0", "1:0:", " 1:0", "1:0 ", "1: 0",
         "1:-", "0x1:0", "18446744073709551616:0", "99999999999999999999:0", "0:9223372036854775808",
-        "0:-9223372036854775809", "0:18446744073709551620", "0:99999999999999999999"};
+        "0:-9223372036854775809", "0:18446744073709551620", "0:-18446744073709551620",
+        "0:99999999999999999999"};
     size_t i;
     tfrdv_frame_iter f;
     tfrdv_status st;

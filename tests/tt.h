@@ -65,7 +65,7 @@ static const char* tt_filter;
         if ((argc) > 2 && strcmp((argv)[1], "--filter") == 0) tt_filter = (argv)[2]; \
     } while (0)
 #define TT_MAIN_END()                                                               \
-    (printf("%d passed, %d failed\n", tt_passed, tt_failed), tt_failed ? 1 : 0)
+    ((void)tt_asserts, printf("%d passed, %d failed\n", tt_passed, tt_failed), tt_failed ? 1 : 0)
 
 #ifdef TT_COUNT_ASSERTS
 #define TFRDV_ASSERT(x) ((x) ? (void)0 : (void)(tt_asserts++, printf("    (TFRDV_ASSERT %s at %s:%d)\n", #x, __FILE__, __LINE__)))

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The build matrix (portability contracts of tfrdv.h). Prints one line per cell:
+#   [ OK ] name  |  [FAIL] name (+ the compiler output, indented)  |  [SKIP] name (reason)
+# Works in a temp dir; always exits 0 (tests/run.sh counts the lines).
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 0
+
+CWARN="-Wall -Wextra -Wpedantic -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes"
+CWARN="$CWARN -Wdeclaration-after-statement -Wconversion -Wsign-conversion"
+CXXWARN="-Wall -Wextra -Wpedantic -Werror -fno-exceptions -fno-rtti"
+INC="-I$root -I$root/tests"
+
+printf '#include "tfrdv.h"\n' > decl.c
+printf '#define TFRDV_IMPLEMENTATION\n#include "tfrdv.h"\n' > impl.c
+
+have() { command -v "$1" > /dev/null 2>&1; }
+# cell NAME CMD...: runs the command (a shell string), OK or FAIL with its output indented
+cell() {
+  local name=$1; shift
+  if out=$(eval "$*" 2>&1); then echo "[ OK ] $name"
+  else echo "[FAIL] $name"; printf '%s\n' "$out" | head -30 | sed 's/^/      /'; fi
+}
+skip() { echo "[SKIP] $1 ($2)"; }
+
+# 1. C: declarations-only and implementation TUs, {gcc, clang} x {c99, c11}, full warnings
+for cc in gcc clang; do
+  for std in c99 c11; do
+    if ! have $cc; then skip "$cc -std=$std decl+impl" "$cc not installed"; continue; fi
+    cell "$cc -std=$std declarations" $cc -std=$std $CWARN $INC -c decl.c -o decl_${cc}_$std.o
+    cell "$cc -std=$std implementation" $cc -std=$std $CWARN $INC -c impl.c -o impl_${cc}_$std.o
+  done
+done
+
+# 2. C++: implementation + runtime smoke use, {g++, clang++} x {c++11, c++17}
+for cxx in g++ clang++; do
+  for std in c++11 c++17; do
+    if ! have $cxx; then skip "$cxx -std=$std compile_cpp" "$cxx not installed"; continue; fi
+    cell "$cxx -std=$std compile_cpp (build + run)" \
+      "$cxx -std=$std $CXXWARN $INC -o cpp_$std $root/tests/compile_cpp.cpp -lpthread && ./cpp_$std"
+  done
+done
+
+# 3. linking: implementation in exactly one of two TUs; TFRDV_STATIC in two TUs
+for cc in gcc clang; do
+  if ! have $cc; then skip "$cc link/static" "$cc not installed"; continue; fi
+  cell "$cc two TUs, implementation in one (link + run)" \
+    "$cc -std=c99 $CWARN $INC -o link_$cc $root/tests/link_a.c $root/tests/link_b.c -lpthread && ./link_$cc"
+  cell "$cc TFRDV_STATIC in two TUs (link + run)" \
+    "$cc -std=c99 $CWARN $INC -o static_$cc $root/tests/static_a.c $root/tests/static_b.c -lpthread && ./static_$cc"
+done
+
+# 4. option builds, warning-free
+for cc in gcc clang; do
+  if ! have $cc; then skip "$cc options" "$cc not installed"; continue; fi
+  cell "$cc -DTFRDV_NO_THREADS" $cc -std=c99 $CWARN $INC -DTFRDV_NO_THREADS -c impl.c -o nt_$cc.o
+  cell "$cc -DTFRDV_NO_MALLOC -DTFRDV_NO_CLOCK" \
+    $cc -std=c99 $CWARN $INC -DTFRDV_NO_MALLOC -DTFRDV_NO_CLOCK -c impl.c -o nm_$cc.o
+  cell "$cc -DTFRDV_THREADS_CUSTOM" $cc -std=c99 $CWARN $INC -DTFRDV_THREADS_CUSTOM -c impl.c -o tc_$cc.o
+done
+
+# 5. freestanding embedded target (compile only)
+if have arm-none-eabi-gcc; then
+  cell "arm-none-eabi-gcc cortex-m4 freestanding" \
+    arm-none-eabi-gcc -std=c99 -ffreestanding -mcpu=cortex-m4 -mthumb -Os -Wall -Wextra -Werror \
+      -DTFRDV_NO_THREADS -DTFRDV_NO_MALLOC -DTFRDV_NO_CLOCK $INC -c impl.c -o arm.o
+else
+  skip "arm-none-eabi-gcc cortex-m4 freestanding" "arm-none-eabi-gcc not installed"
+fi
+
+# 6. hygiene: no private macro after the implementation, no private or foreign external symbol
+# Win32 primitives (SRWLOCK, CONDITION_VARIABLE, Interlocked*): compile-checked with MinGW
+if have x86_64-w64-mingw32-gcc; then
+  cell "x86_64-w64-mingw32-gcc -std=c99 implementation (Win32 threads)" \
+    x86_64-w64-mingw32-gcc -std=c99 $CWARN $INC -c impl.c -o impl_win32.o
+else
+  skip "x86_64-w64-mingw32-gcc implementation (Win32 threads)" "gcc-mingw-w64-x86-64 not installed"
+fi
+
+macros() {
+  gcc -std=c99 $INC -dM -E impl.c > macros.txt || return 1
+  local leaked
+  leaked=$(grep -o '^#define TFRDV__[A-Za-z0-9_]*' macros.txt | grep -v '^#define TFRDV__IMPLEMENTATION_DONE$')
+  [ -z "$leaked" ] || { echo "private macros still defined after the implementation:"; echo "$leaked"; return 1; }
+}
+symbols() {
+  gcc -std=c99 $INC -c impl.c -o hyg.o || return 1
+  local bad
+  bad=$(nm -g --defined-only hyg.o | awk 'NF >= 3 {print $3}' | grep -v '^tfrdv_' ; \
+        nm -g --defined-only hyg.o | awk 'NF >= 3 {print $3}' | grep '^tfrdv__')
+  [ -z "$bad" ] || { echo "unexpected external symbols:"; echo "$bad"; return 1; }
+  nm -g --defined-only hyg.o | grep -q ' T tfrdv_key_parse$' || { echo "tfrdv_key_parse not exported"; return 1; }
+}
+cell "hygiene: no TFRDV__ macro leaks" macros
+cell "hygiene: external symbols are tfrdv_* only" symbols
+exit 0
