@@ -370,6 +370,8 @@ TFRDV_API void tfrdv_unref(tfrdv_rendezvous* r);
    other threads, free. Other references must be gone. See CALLBACK RULES 7. */
 TFRDV_API void tfrdv_destroy(tfrdv_rendezvous* r);
 
+/* Keys: every function below copies the key bytes it needs before returning, so a key (and the
+   buffer its parsed views point into) only has to live for the duration of the call. */
 /* Never blocks. OK: value (may be NULL only when is_dead) now belongs to the rendezvous.
    Aborted: returns the abort code and the value stays yours. Argument errors: INVALID_ARGUMENT. */
 TFRDV_API tfrdv_code tfrdv_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
@@ -377,12 +379,17 @@ TFRDV_API tfrdv_code tfrdv_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
                                 tfrdv_status* st);
 /* done gets: OK, the abort status, CANCELLED "RecvAsync is cancelled." (args->cancel), or for a
    remote receive CANCELLED "RecvFromRemoteAsync is cancelled.", DEADLINE_EXCEEDED, a transport
-   error. args may be NULL. */
+   error. args may be NULL. Returns OK when accepted; otherwise no callback runs and the code says
+   why (the reason also goes to the logger hook): INVALID_ARGUMENT (NULL argument; on a step
+   rendezvous a destination device not on this worker), FAILED_PRECONDITION (step rendezvous not
+   initialised yet), RESOURCE_EXHAUSTED (out of memory). */
 TFRDV_API tfrdv_code tfrdv_recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                       const tfrdv_args* args, tfrdv_done_fn done, void* user);
 #ifndef TFRDV_NO_THREADS
 /* Blocking receive. timeout_ns <= 0 waits forever. On DEADLINE_EXCEEDED the waiter is removed
-   (nothing is delivered later). On OK *value is an owned reference. */
+   (nothing is delivered later; a value sent afterwards stays buffered for the next receiver).
+   On OK *value is an owned reference. A timed receive creates a private cancellation manager
+   for its duration (one allocation); use tfrdv_recv_async on hot paths. */
 TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                 const tfrdv_args* args, int64_t timeout_ns, tfrdv_value** value,
                                 int* is_dead, tfrdv_status* st);
@@ -546,6 +553,8 @@ typedef struct tfrdv_mgr_stats {
     uint64_t steps_created, steps_cleaned, calls_started, calls_retried, calls_completed;
     uint64_t double_finishes;      /* provider contract violations, ignored */
     uint64_t duplicate_requests, cache_hits, deferred_expired, tombstone_hits;
+    uint64_t requests_served;      /* tfrdv_mgr_serve calls (the serving side) */
+    uint64_t requests_deferred;    /* of which arrived before their step was initialised */
     size_t active_steps, tombstones, calls_in_flight, calls_free;
 } tfrdv_mgr_stats;
 TFRDV_API void tfrdv_mgr_get_stats(tfrdv_mgr* mgr, tfrdv_mgr_stats* out);
@@ -1054,6 +1063,11 @@ TFRDV__PRIVATE tfrdv_code tfrdv__err(tfrdv_status* st, tfrdv_code code, const ch
     }
     va_end(ap);
     return code;
+}
+/* report a refused call through the logger hook (level 2) and return its code */
+TFRDV__PRIVATE tfrdv_code tfrdv__log_status(const tfrdv_hooks* h, const tfrdv_status* st) {
+    if (h->logger.fn) h->logger.fn(h->logger.user_data, 2, st->msg);
+    return st->code;
 }
 TFRDV_API tfrdv_code tfrdv_status_set(tfrdv_status* st, tfrdv_code code, const char* msg) {
     return tfrdv__err(st, code, "%s", msg ? msg : "");
@@ -3129,6 +3143,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char
     op->done = done;
     op->user = user;
     tfrdv__lock(&mgr->mu);
+    mgr->stats.requests_served++;
     if (mgr->destroyed) {
         tfrdv__unlock(&mgr->mu);
         tfrdv__serve_fail(op, TFRDV_ABORTED, "RecvTensor: the worker is shutting down");
@@ -3228,6 +3243,9 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char
         op->next = r->deferred;
         r->deferred = op;
         tfrdv__unlock(&r->mu);
+        tfrdv__lock(&mgr->mu);
+        mgr->stats.requests_deferred++;
+        tfrdv__unlock(&mgr->mu);
         return TFRDV_OK;
     }
     tfrdv__unlock(&r->mu);
@@ -3505,8 +3523,14 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_pa
         tfrdv__fail_now(r, done, user, &ra, &r->status);
         return TFRDV_OK;
     }
-    if (!init) return TFRDV_FAILED_PRECONDITION; /* TensorFlow: "ValidateDevices called before initialization." */
-    if (!tfrdv__on_worker(key->dst_device, r->worker, r->worker_len)) return TFRDV_INVALID_ARGUMENT; /* (dst) */
+    if (!init) {
+        tfrdv__err(&st, TFRDV_FAILED_PRECONDITION, "tfrdv_recv_async before tfrdv_mgr_initialize (step %I, key %S)", r->step_id, &key->full);
+        return tfrdv__log_status(&r->hooks, &st);
+    }
+    if (!tfrdv__on_worker(key->dst_device, r->worker, r->worker_len)) {
+        tfrdv__err(&st, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key (dst): %S @ %s", &key->full, r->worker);
+        return tfrdv__log_status(&r->hooks, &st);
+    }
     if (tfrdv__implicit(&key->src) || tfrdv_device_name_same_address_space(&key->src, &key->dst)) {
         tfrdv__swcopy* x;
         size_t size;
@@ -3608,9 +3632,9 @@ TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* 
         tfrdv_value_release(value);
         return;
     }
-    r = call->r;
+    r = call->r; /* stable from start until the provider's finish */
     mgr = call->mgr;
-    if (!r || call->state == TFRDV__CALL_IDLE) { /* finished after it was recycled */
+    if (!r) { /* finished after it was recycled */
         tfrdv__atomic_add(&mgr->double_finishes, 1);
         TFRDV_ASSERT(0 && "tfrdv_call_finish: call finished twice (provider contract)");
         tfrdv_value_release(value);
@@ -3651,7 +3675,7 @@ TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* 
         if (rec) tfrdv__call_recycle(call);
         return;
     }
-    default: /* BACKOFF or DONE: this attempt was already finished */
+    default: /* IDLE, BACKOFF or DONE: this attempt was already finished */
         tfrdv__unlock(&r->mu);
         tfrdv__atomic_add(&mgr->double_finishes, 1);
         TFRDV_ASSERT(0 && "tfrdv_call_finish: call finished twice (provider contract)");
