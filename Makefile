@@ -48,8 +48,8 @@ fuzz:
 
 bench:
 	@mkdir -p build/bench
-	$(CC) -std=c99 -O2 -DNDEBUG -I. -o build/bench/bench_local bench/bench_local.c $(LDLIBS)
-	@./build/bench/bench_local
+	$(CC) -std=c99 -O2 -DNDEBUG -I. -Wall -Wextra -o build/bench/bench bench/bench.c $(LDLIBS)
+	@./build/bench/bench
 
 clean:
 	rm -rf build

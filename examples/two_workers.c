@@ -71,9 +71,10 @@ static tfrdv_mgr* new_worker(const char* name, tfrdv_loopback* lb) {
 static void print_stats(const char* who, tfrdv_mgr* m) {
     tfrdv_mgr_stats s;
     tfrdv_mgr_get_stats(m, &s);
-    printf("%-7s steps created %d, cleaned %d | remote calls started %d, completed %d | active steps %d, "
-           "tombstones %d, calls in flight %d\n", who, (int)s.steps_created, (int)s.steps_cleaned,
-           (int)s.calls_started, (int)s.calls_completed, (int)s.active_steps, (int)s.tombstones, (int)s.calls_in_flight);
+    printf("%-7s steps %d created, %d cleaned | fetches %d started, %d completed | requests %d served"
+           " (%d deferred) | now: %d steps, %d tombstones, %d calls in flight\n", who, (int)s.steps_created,
+           (int)s.steps_cleaned, (int)s.calls_started, (int)s.calls_completed, (int)s.requests_served,
+           (int)s.requests_deferred, (int)s.active_steps, (int)s.tombstones, (int)s.calls_in_flight);
 }
 
 int main(void) {
