@@ -1416,10 +1416,11 @@ TFRDV__PRIVATE int tfrdv__parse_hex(tfrdv_str s, uint64_t* out) {
 TFRDV__PRIVATE tfrdv_str tfrdv__next_part(tfrdv__cursor* c) {
     tfrdv_str r;
     const char* s = c->p;
+    const char* semi = s < c->end ? (const char*)memchr(s, ';', (size_t)(c->end - s)) : 0;
     r.ptr = s;
-    while (c->p < c->end && *c->p != ';') c->p++;
+    c->p = semi ? semi : c->end;
     r.len = (size_t)(c->p - s);
-    if (c->p < c->end) c->p++; /* the ';' */
+    if (semi) c->p++; /* the ';' */
     return r;
 }
 TFRDV__PRIVATE tfrdv_code tfrdv__key_bad(tfrdv_status* st, const tfrdv_str* key, const char* why) {
@@ -1720,7 +1721,7 @@ struct tfrdv_rendezvous {
     tfrdv_mgr* mgr;
     int64_t step_id;
     tfrdv_rendezvous* mgr_next;
-    int initialized;
+    volatile long initialized; /* 0 -> 1 once, under mu; read lock-free (worker is set before) */
     char* worker;
     size_t worker_len;
     struct tfrdv__serve* deferred;
@@ -2351,8 +2352,10 @@ TFRDV_API tfrdv_code tfrdv_send_batch(tfrdv_rendezvous* r, size_t n, const tfrdv
 typedef struct tfrdv__batch {
     tfrdv_allocator alloc;
     tfrdv__mutex mu;
-    size_t n, left;
-    int finished; /* done has run (first error, or all arrived) */
+    size_t n;
+    size_t arrived; /* slots whose receive completed (decides when to fire) */
+    size_t left;    /* slots still running their callback (decides when to free) */
+    int finished;   /* done has run or is running (first error, or all arrived) */
     tfrdv_status st;
     tfrdv_value** out_values;
     int* out_dead;
@@ -2387,7 +2390,7 @@ TFRDV__PRIVATE void tfrdv__batch_one(void* u, const tfrdv_status* st, const tfrd
         tfrdv__batch_vals(b)[slot->i] = v;
         tfrdv__batch_dead(b)[slot->i] = dead;
         v = 0;
-        if (b->left == 1) b->finished = fire = 1;
+        if (++b->arrived == b->n) b->finished = fire = 1;
     }
     tfrdv__unlock(&b->mu);
     tfrdv_value_release(v); /* arrived after the batch failed: nobody takes it */
@@ -2808,8 +2811,7 @@ TFRDV__PRIVATE void tfrdv__mgr_unref(tfrdv_mgr* mgr) {
     while (mgr->free_serves) {
         tfrdv__serve* s = mgr->free_serves;
         mgr->free_serves = s->next;
-        tfrdv__free(&a, s->key, s->key_cap);
-        tfrdv__free(&a, s, sizeof *s);
+        tfrdv__free(&a, s, sizeof *s + s->key_cap);
     }
     for (i = 0; i < TFRDV__CACHE_BUCKETS; i++) {
         while (mgr->cache[i]) {
@@ -2930,7 +2932,7 @@ TFRDV__PRIVATE void tfrdv__cleanup(tfrdv_mgr* mgr, int64_t step, tfrdv_code code
     r = tfrdv__unlink_step(mgr, step);
     tfrdv__idset_remove(&mgr->tombs, step);
     tfrdv__idset_insert(&mgr->tombs, step, now);
-    dropped = tfrdv__cache_drop_step(mgr, step, 0);
+    dropped = mgr->ncache ? tfrdv__cache_drop_step(mgr, step, 0) : 0;
     mgr->stats.steps_cleaned++;
     tfrdv__unlock(&mgr->mu);
     while (dropped) {
@@ -3018,10 +3020,7 @@ TFRDV__PRIVATE int tfrdv__implicit(const tfrdv_device_name* d) {
 
 TFRDV__PRIVATE tfrdv_code tfrdv__remote_send_check(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                                    tfrdv_status* st) {
-    int init;
-    tfrdv__lock(&r->mu);
-    init = r->initialized;
-    tfrdv__unlock(&r->mu);
+    long init = tfrdv__atomic_load(&r->initialized);
     if (!init && !tfrdv__atomic_load(&r->aborted))
         return tfrdv__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_send before tfrdv_mgr_initialize (step %I, key %S)", r->step_id, &key->full);
     if (init && !tfrdv__implicit(&key->src) && !tfrdv__on_worker(key->src_device, r->worker, r->worker_len))
@@ -3030,23 +3029,23 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_send_check(tfrdv_rendezvous* r, const tf
 }
 
 /* ---- serving side ---- */
+/* a request record with room for the key in the same allocation (recycled) */
 TFRDV__PRIVATE tfrdv__serve* tfrdv__serve_new(tfrdv_mgr* mgr, const char* key, size_t len) {
     tfrdv__serve* op;
     tfrdv__lock(&mgr->mu);
     op = mgr->free_serves;
     if (op) mgr->free_serves = op->next;
     tfrdv__unlock(&mgr->mu);
-    if (!op && !(op = (tfrdv__serve*)tfrdv__zalloc(&mgr->hooks.allocator, sizeof *op))) return 0;
-    if (op->key_cap < len + 1) {
+    if (op && op->key_cap < len + 1) {
+        tfrdv__free(&mgr->hooks.allocator, op, sizeof *op + op->key_cap);
+        op = 0;
+    }
+    if (!op) {
         size_t cap = (len + 64) & ~(size_t)63;
-        char* k = (char*)tfrdv__alloc(&mgr->hooks.allocator, cap);
-        if (!k) {
-            tfrdv__free(&mgr->hooks.allocator, op->key, op->key_cap);
-            tfrdv__free(&mgr->hooks.allocator, op, sizeof *op);
-            return 0;
-        }
-        tfrdv__free(&mgr->hooks.allocator, op->key, op->key_cap);
-        op->key = k;
+        op = (tfrdv__serve*)tfrdv__alloc(&mgr->hooks.allocator, sizeof *op + cap);
+        if (!op) return 0;
+        memset(op, 0, sizeof *op);
+        op->key = (char*)(op + 1);
         op->key_cap = cap;
     }
     if (len) memcpy(op->key, key, len);
@@ -3172,17 +3171,8 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char
             tfrdv__unlock(&mgr->mu);
             return TFRDV_OK;
         }
-        if (mgr->ncache < (size_t)mgr->cfg.response_cache_max &&
-            (e = (tfrdv__centry*)tfrdv__zalloc(&mgr->hooks.allocator, sizeof *e)) != 0) {
-            e->request_id = request_id;
-            e->step_id = step_id;
-            e->next = *head;
-            *head = e;
-            mgr->ncache++;
-            op->entry = e;
-        }
     }
-    if (!op->entry && request_id != 0) {
+    if (request_id != 0) {
         if (tfrdv__idset_find(&mgr->recent, request_id) >= 0) {
             mgr->stats.duplicate_requests++;
             tfrdv__unlock(&mgr->mu);
@@ -3192,6 +3182,18 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char
             return TFRDV_OK;
         }
         tfrdv__idset_insert(&mgr->recent, request_id, 0);
+        if (mgr->cfg.response_cache && mgr->ncache < (size_t)mgr->cfg.response_cache_max) {
+            tfrdv__centry* e = (tfrdv__centry*)tfrdv__zalloc(&mgr->hooks.allocator, sizeof *e);
+            if (e) { /* this request computes the answer retries will get */
+                tfrdv__centry** head = &mgr->cache[(uint64_t)request_id % TFRDV__CACHE_BUCKETS];
+                e->request_id = request_id;
+                e->step_id = step_id;
+                e->next = *head;
+                *head = e;
+                mgr->ncache++;
+                op->entry = e;
+            }
+        }
     }
     tfrdv__unlock(&mgr->mu);
     if (tfrdv_key_parse(op->key, key_len, &op->parsed, &st) != TFRDV_OK) {
@@ -3236,7 +3238,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char
     }
     op->r = r; /* the reference find gave us */
     tfrdv__lock(&r->mu);
-    if (!r->initialized && !tfrdv__atomic_load(&r->aborted)) {
+    if (!tfrdv__atomic_load(&r->initialized) && !tfrdv__atomic_load(&r->aborted)) {
         /* RecvTensor may arrive before the step starts here: defer it, with a deadline */
         int64_t to = mgr->cfg.deferred_timeout_ns;
         op->deadline = to > 0 ? tfrdv__now(&mgr->hooks.clock) + to : INT64_MAX;
@@ -3303,7 +3305,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_initialize(tfrdv_rendezvous* r, const char* worke
     }
     r->worker = copy;
     r->worker_len = len;
-    r->initialized = 1;
+    tfrdv__atomic_store(&r->initialized, 1);
     list = r->deferred;
     r->deferred = 0;
     tfrdv__unlock(&r->mu);
@@ -3515,10 +3517,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_pa
     char task[512];
     size_t task_len = 0;
     void* endpoint = 0;
-    int init;
-    tfrdv__lock(&r->mu);
-    init = r->initialized;
-    tfrdv__unlock(&r->mu);
+    long init = tfrdv__atomic_load(&r->initialized);
     if (tfrdv__atomic_load(&r->aborted)) {
         tfrdv__fail_now(r, done, user, &ra, &r->status);
         return TFRDV_OK;
@@ -3554,8 +3553,13 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_pa
         return TFRDV_OK;
     }
     /* another worker: a remote call */
-    if (tfrdv_device_split(key->src_device.ptr, key->src_device.len, task, sizeof task, &task_len, 0, 0, 0, 0) != TFRDV_OK ||
-        task_len == 0) {
+    {
+        tfrdv__sb tb; /* SplitDeviceName's task part, from the already parsed source device */
+        tfrdv__sb_init(&tb, task, sizeof task);
+        tfrdv__sb_task(&tb, &key->src);
+        task_len = tb.len;
+    }
+    if (!key->src.has_type || !key->src.has_id || task_len == 0 || task_len >= sizeof task) {
         tfrdv__err(&st, TFRDV_INTERNAL, "%S is invalid remote source device.", &key->src_device);
         tfrdv__fail_now(r, done, user, &ra, &st);
         return TFRDV_OK;
@@ -3768,11 +3772,12 @@ TFRDV__PRIVATE void tfrdv__remote_abort(tfrdv_rendezvous* r) {
 /* deadlines of one step; mgr->mu held by the caller (lock order mgr -> r). Work to do after the
    locks are dropped goes onto *calls and *defs. */
 TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now, tfrdv_call** calls,
-                                                tfrdv__serve** defs, tfrdv_call** restarts) {
+                                                tfrdv__serve** defs, tfrdv_call** restarts, int* stray) {
     int64_t next = INT64_MAX;
     tfrdv__serve** pp;
     tfrdv_call* c;
     tfrdv_call* nx;
+    long expired = 0;
     tfrdv__lock(&r->mu);
     for (pp = &r->deferred; *pp;) {
         tfrdv__serve* op = *pp;
@@ -3780,6 +3785,7 @@ TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now
             *pp = op->next;
             op->next = *defs;
             *defs = op;
+            expired++;
         } else {
             if (op->deadline < next) next = op->deadline;
             pp = &op->next;
@@ -3807,23 +3813,36 @@ TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now
             if (c->state == TFRDV__CALL_BACKOFF && c->retry_at < next) next = c->retry_at;
         }
     }
+    /* a step created only by requests that expired, never initialised, used by nobody else:
+       TensorFlow keeps it forever; we drop it (mgr->mu is held, so no find can race) */
+    *stray = expired && !r->initialized && !r->deferred && tfrdv__atomic_load(&r->refs) == 1 + expired;
     tfrdv__unlock(&r->mu);
     return next;
 }
 TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
     int64_t next, t;
     size_t i;
+    int acted;
     tfrdv_call* calls = 0;
     tfrdv_call* restarts = 0;
     tfrdv__serve* defs = 0;
+    tfrdv_rendezvous* strays = 0;
     if (!mgr) return INT64_MAX;
     tfrdv__lock(&mgr->mu);
     next = tfrdv__idset_expire(&mgr->tombs, now_ns, mgr->cfg.tombstone_ttl_ns);
     for (i = 0; i < mgr->nb; i++) {
-        tfrdv_rendezvous* r;
-        for (r = mgr->steps[i]; r; r = r->mgr_next) {
-            t = tfrdv__rdv_expire_locked(r, now_ns, &calls, &defs, &restarts);
+        tfrdv_rendezvous* r = mgr->steps[i];
+        while (r) {
+            tfrdv_rendezvous* nx = r->mgr_next;
+            int stray = 0;
+            t = tfrdv__rdv_expire_locked(r, now_ns, &calls, &defs, &restarts, &stray);
             if (t < next) next = t;
+            if (stray) {
+                tfrdv__unlink_step(mgr, r->step_id);
+                r->mgr_next = strays;
+                strays = r;
+            }
+            r = nx;
         }
     }
     {
@@ -3833,6 +3852,7 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
         for (c = restarts; c; c = c->action) mgr->stats.calls_retried++;
     }
     tfrdv__unlock(&mgr->mu);
+    acted = defs || calls || restarts || strays;
     while (defs) {
         tfrdv__serve* op = defs;
         tfrdv_status st;
@@ -3855,6 +3875,30 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
         tfrdv_call* c = restarts;
         restarts = c->action;
         tfrdv__call_start(c);
+    }
+    while (strays) {
+        tfrdv_rendezvous* r = strays;
+        strays = r->mgr_next;
+        tfrdv_unref(r); /* the table's reference */
+    }
+    if (acted) { /* what we did (a retry failing again at once) may have set new deadlines */
+        tfrdv__lock(&mgr->mu);
+        for (i = 0; i < mgr->nb; i++) {
+            tfrdv_rendezvous* r;
+            for (r = mgr->steps[i]; r; r = r->mgr_next) {
+                tfrdv__serve* op;
+                tfrdv_call* c;
+                tfrdv__lock(&r->mu);
+                for (op = r->deferred; op; op = op->next)
+                    if (op->deadline < next) next = op->deadline;
+                for (c = r->calls; c; c = c->next) {
+                    if (c->deadline < next) next = c->deadline;
+                    if (c->state == TFRDV__CALL_BACKOFF && c->retry_at < next) next = c->retry_at;
+                }
+                tfrdv__unlock(&r->mu);
+            }
+        }
+        tfrdv__unlock(&mgr->mu);
     }
     return next;
 }
