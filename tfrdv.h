@@ -453,7 +453,9 @@ TFRDV_API tfrdv_str tfrdv_call_src_worker(const tfrdv_call* call); /* "/job:x/re
 TFRDV_API void* tfrdv_call_endpoint(const tfrdv_call* call); /* from the resolver, or NULL */
 TFRDV_API const tfrdv_args* tfrdv_call_recv_args(const tfrdv_call* call);
 TFRDV_API int tfrdv_call_attempt(const tfrdv_call* call); /* 0 first try, 1.. retries */
-/* 64 bytes of provider scratch memory, 16-byte aligned, valid from start_call to finish. */
+/* 64 bytes of provider scratch memory, aligned for any fundamental type (as long double: 16 bytes
+   on common 64-bit targets, given an allocator with that alignment), valid from start_call to
+   finish. */
 TFRDV_API void* tfrdv_call_scratch(tfrdv_call* call);
 #define TFRDV_CALL_SCRATCH_SIZE 64
 /* Memory for the incoming tensor: the receiver's alloc hook if it gave one, else the manager's
@@ -1504,6 +1506,7 @@ struct tfrdv_cancel_mgr {
     tfrdv_cancel_node* last;
     tfrdv_cancel_node* running; /* the callback running now (never dereferenced) */
     int cancelled, cancel_done, waiters;
+    int users;           /* threads inside a blocking deregister */
     int destroy_pending; /* destroyed from inside one of its callbacks: freed when they end */
 };
 enum { TFRDV__NODE_IDLE = 0, TFRDV__NODE_REGISTERED = 1, TFRDV__NODE_RUNNING = 2 };
@@ -1573,12 +1576,16 @@ TFRDV__PRIVATE int tfrdv__cm_deregister(tfrdv_cancel_mgr* cm, tfrdv_cancel_node*
         return 1;
     }
     /* running on another thread: wait for it (not when we are inside it: that would deadlock) */
-    while (wait && cm->running == node && !tfrdv__frame_in(node)) {
-        cm->waiters++;
-        tfrdv__unlock(&cm->mu);
-        tfrdv__event_wait(&cm->ev, -1);
-        tfrdv__lock(&cm->mu);
-        cm->waiters--;
+    if (wait && cm->running == node && !tfrdv__frame_in(node)) {
+        cm->users++;
+        while (cm->running == node) {
+            cm->waiters++;
+            tfrdv__unlock(&cm->mu);
+            tfrdv__event_wait(&cm->ev, -1);
+            tfrdv__lock(&cm->mu);
+            cm->waiters--;
+        }
+        if (--cm->users == 0 && cm->waiters) tfrdv__cm_wake(cm); /* a destroyer may wait for us */
     }
     tfrdv__unlock(&cm->mu);
     return 0;
@@ -1647,8 +1654,8 @@ TFRDV_API void tfrdv_cancel_mgr_destroy(tfrdv_cancel_mgr* cm) {
         return;
     }
     tfrdv_cancel_start(cm);
-    tfrdv__lock(&cm->mu); /* another thread may still be running callbacks */
-    while (!cm->cancel_done) {
+    tfrdv__lock(&cm->mu); /* another thread may still be running callbacks or deregistering */
+    while (!cm->cancel_done || cm->users) {
         cm->waiters++;
         tfrdv__unlock(&cm->mu);
         tfrdv__event_wait(&cm->ev, -1);
@@ -1680,6 +1687,7 @@ typedef struct tfrdv__ritem { /* a waiting receiver */
     tfrdv_args args;
     tfrdv_cancel_node cnode;
     int linked;
+    int orphan; /* unlinked while its cancellation callback was already running: that callback recycles it */
 } tfrdv__ritem;
 
 enum { TFRDV__CHAN_SEND = 0, TFRDV__CHAN_RECV = 1 };
@@ -1692,6 +1700,7 @@ typedef struct tfrdv__chan {
     void* tail;
     size_t count;
     int kind;
+    int detached; /* taken out of the table by abort */
 } tfrdv__chan;
 
 typedef struct tfrdv__shard {
@@ -1811,6 +1820,7 @@ TFRDV__PRIVATE tfrdv__chan* tfrdv__chan_new(tfrdv_rendezvous* r, tfrdv__shard* s
     c->head = c->tail = 0;
     c->count = 0;
     c->kind = kind;
+    c->detached = 0;
     c->next = 0;
     *pp = c;
     s->nchans++;
@@ -1840,6 +1850,20 @@ TFRDV__PRIVATE void* tfrdv__chan_pop(tfrdv__chan* c) {
     return it;
 }
 
+/* Shard lock held: ri has just left its queue. The cancellation manager is alive here (its
+   callback for ri would need this lock), so deregister now, without waiting, and never touch the
+   manager again. Returns 1 if the caller may recycle ri; 0 if ri's cancellation callback is
+   already running: it will find ri unlinked and recycle it (r is held for it). */
+TFRDV__PRIVATE int tfrdv__ritem_detach(tfrdv_rendezvous* r, tfrdv__ritem* ri) {
+    ri->linked = 0;
+    if (ri->args.cancel && !tfrdv_cancel_try_deregister(ri->args.cancel, &ri->cnode)) {
+        ri->orphan = 1;
+        tfrdv__hold(r);
+        return 0;
+    }
+    return 1;
+}
+
 TFRDV__PRIVATE void tfrdv__copy_status(tfrdv_rendezvous* r, tfrdv_status* st) {
     /* r->status is immutable once r->aborted is set */
     if (st) tfrdv__status_copy(st, &r->status);
@@ -1855,7 +1879,6 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
     tfrdv_args sa, ra;
     tfrdv_done_fn done;
     void* user;
-    tfrdv_cancel_mgr* cm;
     tfrdv__lock(&s->mu);
     if (tfrdv__atomic_load(&r->aborted)) {
         tfrdv__unlock(&s->mu);
@@ -1889,25 +1912,15 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
     /* a receiver is waiting: the later arrival (us) runs its callback */
     ri = (tfrdv__ritem*)tfrdv__chan_pop(c);
     if (c->count == 0) tfrdv__chan_drop(s, pp);
-    ri->linked = 0;
     done = ri->done;
     user = ri->user;
     ra = ri->args;
-    cm = ra.cancel;
-    if (!cm) {
+    if (tfrdv__ritem_detach(r, ri)) {
         ri->next = s->free_r;
         s->free_r = ri;
     }
     tfrdv__hold(r);
     tfrdv__unlock(&s->mu);
-    if (cm) {
-        /* after this no cancel callback can be touching ri */
-        tfrdv_cancel_deregister(cm, &ri->cnode);
-        tfrdv__lock(&s->mu);
-        ri->next = s->free_r;
-        s->free_r = ri;
-        tfrdv__unlock(&s->mu);
-    }
     sa = tfrdv__no_args;
     if (args) {
         sa.device_context = args->device_context;
@@ -1927,8 +1940,15 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
     tfrdv_args ra;
     tfrdv_status cst;
     tfrdv__lock(&s->mu);
-    if (!ri->linked) { /* whoever unlinked it completes it (and waits for us first) */
+    if (!ri->linked) { /* whoever unlinked it completes it; we only recycle it */
+        int orphan = ri->orphan;
+        if (orphan) {
+            ri->orphan = 0;
+            ri->next = s->free_r;
+            s->free_r = ri;
+        }
         tfrdv__unlock(&s->mu);
+        if (orphan) tfrdv__let_go(r);
         return;
     }
     c = ri->chan;
@@ -1941,7 +1961,7 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
         if ((tfrdv__ritem*)c->tail == ri) c->tail = prev;
         c->count--;
     }
-    if (c->count == 0) tfrdv__chan_drop(s, tfrdv__chan_find(s, c->hash, c->key, c->key_len));
+    if (c->count == 0 && !c->detached) tfrdv__chan_drop(s, tfrdv__chan_find(s, c->hash, c->key, c->key_len));
     ri->linked = 0;
     done = ri->done;
     user = ri->user;
@@ -2004,6 +2024,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
     ri->user = user;
     ri->args = ra;
     ri->linked = 1;
+    ri->orphan = 0;
     memset(&ri->cnode, 0, sizeof ri->cnode);
     if (ra.cancel && !tfrdv_cancel_register(ra.cancel, &ri->cnode, tfrdv__ritem_cancelled, ri)) {
         tfrdv_status cst;
@@ -2023,7 +2044,9 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
     return TFRDV_OK;
 }
 
-/* Abort the table: every waiting receiver gets the status, every buffered value is released. */
+/* Abort the table: every waiting receiver gets the status, every buffered value is released.
+   Channels leave the table first; their items are then taken one at a time under the shard lock
+   (a receiver's cancellation callback may still run concurrently and take one itself). */
 TFRDV__PRIVATE void tfrdv__drain_tables(tfrdv_rendezvous* r) {
     int i;
     for (i = 0; i < r->nshards; i++) {
@@ -2036,43 +2059,40 @@ TFRDV__PRIVATE void tfrdv__drain_tables(tfrdv_rendezvous* r) {
             while ((c = s->buckets[b]) != 0) {
                 s->buckets[b] = c->next;
                 c->next = list;
+                c->detached = 1;
                 list = c;
-                if (c->kind == TFRDV__CHAN_RECV) {
-                    tfrdv__ritem* ri;
-                    for (ri = (tfrdv__ritem*)c->head; ri; ri = ri->next) ri->linked = 0;
-                }
             }
         }
         s->nchans = 0;
-        tfrdv__unlock(&s->mu);
         for (c = list; c; c = c->next) {
-            void* it = c->head;
-            while (it) {
-                void* next = *(void**)it;
+            for (;;) {
+                if (!c->head) break;
                 if (c->kind == TFRDV__CHAN_SEND) {
-                    tfrdv_value_release(((tfrdv__sitem*)it)->value);
+                    tfrdv__sitem* si = (tfrdv__sitem*)tfrdv__chan_pop(c);
+                    tfrdv_value* v = si->value;
+                    si->next = s->free_s;
+                    s->free_s = si;
+                    tfrdv__unlock(&s->mu);
+                    tfrdv_value_release(v);
                 } else {
-                    tfrdv__ritem* ri = (tfrdv__ritem*)it;
-                    if (ri->args.cancel) tfrdv_cancel_deregister(ri->args.cancel, &ri->cnode);
+                    tfrdv__ritem* ri = (tfrdv__ritem*)tfrdv__chan_pop(c);
+                    tfrdv_done_fn done = ri->done;
+                    void* user = ri->user;
+                    tfrdv_args ra = ri->args;
+                    if (tfrdv__ritem_detach(r, ri)) {
+                        ri->next = s->free_r;
+                        s->free_r = ri;
+                    }
                     tfrdv__hold(r);
-                    tfrdv__deliver(r, ri->done, ri->user, &r->status, 0, &ri->args, 0, 0);
+                    tfrdv__unlock(&s->mu);
+                    tfrdv__deliver(r, done, user, &r->status, 0, &ra, 0, 0);
                 }
-                it = next;
+                tfrdv__lock(&s->mu);
             }
         }
-        tfrdv__lock(&s->mu);
         while ((c = list) != 0) {
             list = c->next;
-            while (c->head) {
-                void* it = tfrdv__chan_pop(c);
-                if (c->kind == TFRDV__CHAN_SEND) {
-                    ((tfrdv__sitem*)it)->next = s->free_s;
-                    s->free_s = (tfrdv__sitem*)it;
-                } else {
-                    ((tfrdv__ritem*)it)->next = s->free_r;
-                    s->free_r = (tfrdv__ritem*)it;
-                }
-            }
+            c->detached = 0;
             c->next = s->free_c;
             s->free_c = c;
         }
@@ -2271,6 +2291,10 @@ typedef struct tfrdv__sync_recv {
     tfrdv_cancel_mgr* timer_cm; /* cancelled by us on timeout */
     tfrdv_cancel_mgr* user_cm;
     tfrdv_cancel_node user_node;
+    tfrdv__mutex mu; /* orders the user manager's callback against our deregistration */
+    int user_fired;   /* that callback ran: never touch user_cm again */
+    int user_cancelled;
+    int abandoned;    /* we are leaving: the callback must not cancel, only signal ev */
 } tfrdv__sync_recv;
 TFRDV__PRIVATE void tfrdv__sync_done(void* u, const tfrdv_status* st, const tfrdv_args* sa,
                                      const tfrdv_args* ra, tfrdv_value* v, int dead) {
@@ -2283,7 +2307,17 @@ TFRDV__PRIVATE void tfrdv__sync_done(void* u, const tfrdv_status* st, const tfrd
     tfrdv__event_signal(&x->ev);
 }
 TFRDV__PRIVATE void tfrdv__sync_user_cancel(void* u) {
-    tfrdv_cancel_start(((tfrdv__sync_recv*)u)->timer_cm);
+    tfrdv__sync_recv* x = (tfrdv__sync_recv*)u;
+    int abandoned;
+    tfrdv__lock(&x->mu);
+    x->user_fired = 1;
+    abandoned = x->abandoned;
+    if (!abandoned) {
+        x->user_cancelled = 1;
+        tfrdv_cancel_start(x->timer_cm);
+    }
+    tfrdv__unlock(&x->mu);
+    if (abandoned) tfrdv__event_signal(&x->ev); /* tfrdv_recv waits for this before returning */
 }
 TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                 const tfrdv_args* args, int64_t timeout_ns, tfrdv_value** value,
@@ -2298,16 +2332,23 @@ TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
     if (tfrdv__check_key(key, "tfrdv_recv", st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
     memset(&x, 0, sizeof x);
     if (!tfrdv__event_init(&x.ev, r->hooks.sync)) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_recv: event init failed");
+    if (!tfrdv__mutex_init(&x.mu, r->hooks.sync)) {
+        tfrdv__event_destroy(&x.ev);
+        return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_recv: mutex init failed");
+    }
     if (timeout_ns > 0) {
         /* our own cancellation manager removes the waiter on timeout (TensorFlow leaves it) */
         if (tfrdv_cancel_mgr_create(&r->hooks, &x.timer_cm, st) != TFRDV_OK) {
+            tfrdv__mutex_destroy(&x.mu);
             tfrdv__event_destroy(&x.ev);
             return st ? st->code : TFRDV_RESOURCE_EXHAUSTED;
         }
         if (a.cancel) {
             x.user_cm = a.cancel;
-            if (!tfrdv_cancel_register(a.cancel, &x.user_node, tfrdv__sync_user_cancel, &x))
+            if (!tfrdv_cancel_register(a.cancel, &x.user_node, tfrdv__sync_user_cancel, &x)) {
+                x.user_fired = x.user_cancelled = 1;
                 tfrdv_cancel_start(x.timer_cm);
+            }
         }
         a.cancel = x.timer_cm;
     }
@@ -2321,10 +2362,23 @@ TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
     } else {
         tfrdv__err(&x.st, rc, "tfrdv_recv: receive not accepted (%s)", tfrdv_code_str(rc));
     }
-    if (x.user_cm) tfrdv_cancel_deregister(x.user_cm, &x.user_node);
+    if (x.user_cm) {
+        /* While its callback has not run, the user's manager is alive (the callback would need
+           x.mu, which we hold). If the callback is running but blocked on x.mu, let it finish
+           without cancelling and wait for its signal; then never touch the manager again. */
+        int wait_cb = 0;
+        tfrdv__lock(&x.mu);
+        if (!x.user_fired && !tfrdv_cancel_try_deregister(x.user_cm, &x.user_node)) {
+            x.abandoned = 1;
+            wait_cb = 1;
+        }
+        tfrdv__unlock(&x.mu);
+        if (wait_cb) tfrdv__event_wait(&x.ev, -1);
+    }
     if (x.timer_cm) tfrdv_cancel_mgr_destroy(x.timer_cm);
+    tfrdv__mutex_destroy(&x.mu);
     tfrdv__event_destroy(&x.ev);
-    if (timed_out && x.st.code == TFRDV_CANCELLED && !(x.user_cm && tfrdv_cancel_is_cancelled(x.user_cm)))
+    if (timed_out && x.st.code == TFRDV_CANCELLED && !x.user_cancelled)
         tfrdv__err(&x.st, TFRDV_DEADLINE_EXCEEDED, "Timed out waiting for notification (key %S)", &key->full);
     tfrdv__status_copy(st, &x.st);
     *value = x.value;
@@ -2636,6 +2690,8 @@ struct tfrdv_call {
     int cancel_pending;
     int linked;
     int attempt;
+    int cm_registered; /* cnode is registered with recv_args.cancel */
+    int cm_orphan;     /* its cancellation callback was running when we took over: it unbusies */
     int64_t step_id, request_id, deadline, retry_at;
     char* buf;
     size_t buf_cap;
@@ -2648,7 +2704,7 @@ struct tfrdv_call {
     tfrdv_status result;
     union {
         void* p;
-        double d;
+        long double d; /* max alignment of fundamental types (16 on common 64-bit targets) */
         int64_t i;
         unsigned char bytes[TFRDV_CALL_SCRATCH_SIZE];
     } scratch;
@@ -3364,12 +3420,24 @@ TFRDV__PRIVATE void tfrdv__call_unlink(tfrdv_call* call) {
     call->next = call->prev = 0;
     call->linked = 0;
 }
+/* r->mu held, the call leaves r->calls: deregister from the receiver's cancellation manager
+   without waiting (the manager is alive: its callback for us would need r->mu). If that callback
+   is already running, it will find the call unlinked and drop the busy count we add for it. */
+TFRDV__PRIVATE void tfrdv__call_detach_cm(tfrdv_call* call, int from_cancel) {
+    if (!call->cm_registered) return;
+    call->cm_registered = 0;
+    if (!from_cancel && !tfrdv_cancel_try_deregister(call->recv_args.cancel, &call->cnode)) {
+        call->cm_orphan = 1;
+        call->busy++;
+    }
+}
 /* r->mu held, call STARTED or BACKOFF: take over the user completion with status st. Returns 1
    when the provider must be told to cancel (the caller then runs tfrdv__call_settle). */
-TFRDV__PRIVATE int tfrdv__call_take(tfrdv_call* call, const tfrdv_status* st) {
+TFRDV__PRIVATE int tfrdv__call_take(tfrdv_call* call, const tfrdv_status* st, int from_cancel) {
     int cancel = 0;
     TFRDV_ASSERT(call->state == TFRDV__CALL_STARTED || call->state == TFRDV__CALL_BACKOFF);
     tfrdv__call_unlink(call);
+    tfrdv__call_detach_cm(call, from_cancel);
     if (call->state == TFRDV__CALL_STARTED) {
         call->state = TFRDV__CALL_ORPHANED; /* canceller: the provider still owes its finish */
         if (call->starting) call->cancel_pending = 1; /* the starter cancels after start_call */
@@ -3387,7 +3455,6 @@ TFRDV__PRIVATE void tfrdv__call_settle(tfrdv_call* call, int cancel, tfrdv_value
     tfrdv_mgr* mgr = call->mgr;
     tfrdv_args ra = call->recv_args;
     if (cancel && mgr->cfg.transport.cancel_call) mgr->cfg.transport.cancel_call(mgr->cfg.transport.user_data, call);
-    if (ra.cancel) tfrdv_cancel_deregister(ra.cancel, &call->cnode); /* returns at once inside it */
     tfrdv__deliver(call->r, call->done, call->user, &call->result, 0, &ra, v, dead);
     tfrdv__call_unbusy(call);
 }
@@ -3398,11 +3465,14 @@ TFRDV__PRIVATE void tfrdv__call_cancelled(void* p) { /* the receiver's cancellat
     int cancel;
     tfrdv__err(&st, TFRDV_CANCELLED, "RecvFromRemoteAsync is cancelled.");
     tfrdv__lock(&r->mu);
-    if (!call->linked) { /* already completed (or being completed, after waiting for us) */
+    if (!call->linked) { /* completed by someone else, who left us the busy count to drop */
+        int orphan = call->cm_orphan;
+        call->cm_orphan = 0;
         tfrdv__unlock(&r->mu);
+        if (orphan) tfrdv__call_unbusy(call);
         return;
     }
-    cancel = tfrdv__call_take(call, &st);
+    cancel = tfrdv__call_take(call, &st, 1);
     tfrdv__unlock(&r->mu);
     tfrdv__call_settle(call, cancel, 0, 0);
 }
@@ -3456,6 +3526,7 @@ TFRDV__PRIVATE tfrdv_call* tfrdv__call_new(tfrdv_mgr* mgr, size_t bytes) {
     call->mgr = mgr;
     call->next = call->prev = call->action = 0;
     call->busy = call->starting = call->cancel_pending = call->linked = call->attempt = 0;
+    call->cm_registered = call->cm_orphan = 0;
     call->state = TFRDV__CALL_IDLE;
     memset(&call->cnode, 0, sizeof call->cnode);
     memset(&call->scratch, 0, sizeof call->scratch);
@@ -3602,12 +3673,13 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_pa
     call->next = r->calls;
     if (r->calls) r->calls->prev = call;
     r->calls = call;
-    if (ra.cancel && !tfrdv_cancel_register(ra.cancel, &call->cnode, tfrdv__call_cancelled, call)) {
+    if (ra.cancel) call->cm_registered = tfrdv_cancel_register(ra.cancel, &call->cnode, tfrdv__call_cancelled, call);
+    if (ra.cancel && !call->cm_registered) {
         int cancel;
         tfrdv__err(&st, TFRDV_CANCELLED, "RecvFromRemoteAsync is cancelled.");
         call->state = TFRDV__CALL_BACKOFF; /* never started: nothing for the provider to cancel */
         call->starting = 0;
-        cancel = tfrdv__call_take(call, &st);
+        cancel = tfrdv__call_take(call, &st, 0);
         call->busy--; /* the start that will not happen */
         tfrdv__unlock(&r->mu);
         tfrdv__call_settle(call, cancel, 0, 0);
@@ -3658,6 +3730,7 @@ TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* 
             return;
         }
         tfrdv__call_unlink(call);
+        tfrdv__call_detach_cm(call, 0);
         call->state = TFRDV__CALL_DONE; /* provider: STARTED -> DONE, completes the user */
         tfrdv__status_copy(&call->result, &st);
         call->busy++;
@@ -3747,7 +3820,7 @@ TFRDV__PRIVATE void tfrdv__remote_abort(tfrdv_rendezvous* r) {
     def = r->deferred;
     r->deferred = 0;
     while ((c = r->calls) != 0) {
-        cancel[0] = tfrdv__call_take(c, &r->status);
+        cancel[0] = tfrdv__call_take(c, &r->status, 0);
         c->cancel_pending = c->cancel_pending || cancel[0]; /* reused below as "cancel the provider" */
         c->action = list;
         list = c;
@@ -3797,7 +3870,7 @@ TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now
             tfrdv_status st;
             tfrdv__err(&st, TFRDV_DEADLINE_EXCEEDED, "RecvTensor for %S from %S timed out after %I ms (step %I, %d attempt(s))",
                        &c->key, &c->worker, (r->mgr->cfg.call_timeout_ns) / 1000000, r->step_id, c->attempt + 1);
-            c->cancel_pending = tfrdv__call_take(c, &st) || c->cancel_pending;
+            c->cancel_pending = tfrdv__call_take(c, &st, 0) || c->cancel_pending;
             c->action = *calls;
             *calls = c;
         } else if (c->state == TFRDV__CALL_BACKOFF && c->retry_at <= now) {
