@@ -2,7 +2,7 @@
    TT_CHECK(cond) records a failure with file:line; TT_RUN(fn) runs one test and prints
    "[ OK ] name" or "[FAIL] name"; TT_MAIN_END() prints "N passed, N failed" as the last line
    and returns non-zero on failure. `./test --filter sub` runs only tests whose name contains sub.
-   Define TT_COUNT_ASSERTS before including tfrdv.h's implementation to count TFRDV_ASSERT
+   Define TT_COUNT_ASSERTS and include tt.h BEFORE the tfrdv.h implementation to count TFRDV_ASSERT
    tripwires (tt_asserts) instead of aborting. */
 #ifndef TT_H
 #define TT_H
