@@ -436,7 +436,9 @@ TFRDV_API size_t tfrdv_pending(tfrdv_rendezvous* r, tfrdv_pending_fn fn, void* u
      - cancel_call(call): may come 0..n times, concurrently with or after finish; must be harmless.
        Finish promptly (CANCELLED is fine) if the fetch is still running.
      - destroy(user_data): the owning manager is gone.
-   A second finish of the same attempt is counted (tfrdv_mgr_stats) and ignored.
+   A second finish of the same attempt is counted (tfrdv_mgr_stats.double_finishes), ignored and
+   trips TFRDV_ASSERT, as long as the call object still exists: it is recycled once the provider
+   finished and every cancel_call returned, and a finish after that is a use after free.
    --------------------------------------------------------------------------------------------- */
 typedef struct tfrdv_call tfrdv_call;
 typedef struct tfrdv_transport {
@@ -531,7 +533,9 @@ TFRDV_API tfrdv_code tfrdv_mgr_initialize(tfrdv_rendezvous* r, const char* worke
 TFRDV_API void tfrdv_mgr_cleanup(tfrdv_mgr* mgr, int64_t step_id);
 TFRDV_API void tfrdv_mgr_cleanup_all(tfrdv_mgr* mgr);
 /* Acts on every deadline <= now_ns (deferred requests, call deadlines, retries, tombstones).
-   Returns the next pending deadline, or INT64_MAX when there is none. */
+   now_ns must come from the manager's clock (hooks.clock; by default tfrdv_now_ns()), which also
+   stamps deadlines and retry times. Tombstones are dropped here, so an old one keeps rejecting
+   requests until the next call. Returns the next pending deadline, or INT64_MAX if none. */
 TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns);
 /* Active step ids: writes up to cap, returns the total. */
 TFRDV_API size_t tfrdv_mgr_steps(tfrdv_mgr* mgr, int64_t* out, size_t cap);
@@ -1718,9 +1722,8 @@ struct tfrdv_rendezvous {
     tfrdv_hooks hooks;
     volatile long refs;
     volatile long aborted;
-    volatile long inflight;    /* callbacks running + operations that may still touch us */
+    volatile long inflight;    /* 1 while open + callbacks running + operations that may touch us */
     volatile long closing;     /* 0 open, 1 destroyer waits, 2 free when drained */
-    volatile long drain_claim;
     tfrdv__event drain_ev;
     tfrdv__mutex mu;           /* status; and for a step: init, deferred, calls */
     tfrdv_status status;
@@ -1740,15 +1743,15 @@ struct tfrdv_rendezvous {
 static const tfrdv_args tfrdv__no_args = {0, 0, 0, 0, 0};
 
 TFRDV__PRIVATE void tfrdv__free_rdv(tfrdv_rendezvous* r);
-TFRDV__PRIVATE void tfrdv__drained(tfrdv_rendezvous* r) {
-    if (!tfrdv__atomic_cas(&r->drain_claim, 0, 1)) return;
-    if (tfrdv__atomic_load(&r->closing) == 1) tfrdv__event_signal(&r->drain_ev);
-    else tfrdv__free_rdv(r);
-}
-/* Hold/let go of the table around anything that may run user code and then touch r again. */
+/* Hold/let go of the table around anything that may run user code and then touch r again. The
+   count starts at 1 (the "open" unit, dropped by tfrdv__close after it set closing), so it can
+   reach 0 only once, after close: whoever brings it there acts, and nobody touches r after its
+   own decrement otherwise. */
 TFRDV__PRIVATE void tfrdv__hold(tfrdv_rendezvous* r) { tfrdv__atomic_add(&r->inflight, 1); }
 TFRDV__PRIVATE void tfrdv__let_go(tfrdv_rendezvous* r) {
-    if (tfrdv__atomic_add(&r->inflight, -1) == 0 && tfrdv__atomic_load(&r->closing) != 0) tfrdv__drained(r);
+    if (tfrdv__atomic_add(&r->inflight, -1) != 0) return;
+    if (tfrdv__atomic_load(&r->closing) == 1) tfrdv__event_signal(&r->drain_ev); /* the closer waits */
+    else tfrdv__free_rdv(r); /* closed from inside a callback: the last one out frees */
 }
 /* Runs a receive callback. The caller did tfrdv__hold(r) (before dropping its lock); this lets
    go after the callback, so r may be gone when it returns. */
@@ -2125,6 +2128,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__rdv_new(const tfrdv_hooks* hooks, int nshards, 
     if (!r) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "rendezvous: out of memory");
     r->hooks = *hooks;
     r->refs = 1;
+    r->inflight = 1; /* the open unit */
     r->nshards = nshards;
     r->shards = (tfrdv__shard*)(void*)(r + 1);
     if (!tfrdv__mutex_init(&r->mu, hooks->sync)) goto fail0;
@@ -2232,14 +2236,14 @@ TFRDV_API void tfrdv_ref(tfrdv_rendezvous* r) {
 TFRDV__PRIVATE void tfrdv__close(tfrdv_rendezvous* r) {
     tfrdv_abort(r, TFRDV_CANCELLED, "Rendezvous destroyed");
     if (tfrdv__frame_in(r)) {
-        /* inside one of r's own callbacks: free when the last one returns */
+        /* inside one of r's own callbacks (which holds r): freed when the last one returns */
         tfrdv__atomic_store(&r->closing, 2);
-        if (tfrdv__atomic_load(&r->inflight) == 0) tfrdv__drained(r);
+        tfrdv__let_go(r); /* the open unit; cannot reach 0 here */
         return;
     }
     tfrdv__atomic_store(&r->closing, 1);
-    if (tfrdv__atomic_load(&r->inflight) == 0) tfrdv__drained(r);
-    tfrdv__event_wait(&r->drain_ev, -1); /* signalled once, by whoever saw the count drain */
+    if (tfrdv__atomic_add(&r->inflight, -1) != 0)
+        tfrdv__event_wait(&r->drain_ev, -1); /* signalled once, by the last callback out */
     tfrdv__free_rdv(r);
 }
 TFRDV_API void tfrdv_unref(tfrdv_rendezvous* r) {
@@ -3137,7 +3141,10 @@ TFRDV__PRIVATE void tfrdv__serve_finish(tfrdv__serve* op, const tfrdv_status* st
         e->is_dead = dead;
         w = e->waiters;
         e->waiters = 0;
-        if (e->doomed) { /* its step was cleaned meanwhile */
+        /* Keep only successful answers (the receiver acks them, or the step's cleanup drops
+           them). A failed answer consumed no tensor, and may come before any step exists, so
+           nothing would ever remove it. */
+        if (e->doomed || st->code != TFRDV_OK) {
             tfrdv__centry** pp = &mgr->cache[(uint64_t)e->request_id % TFRDV__CACHE_BUCKETS];
             while (*pp != e) pp = &(*pp)->next;
             *pp = e->next;
