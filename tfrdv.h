@@ -655,11 +655,6 @@ extern "C" {
 TFRDV__PRIVATE long tfrdv__atomic_add(volatile long* p, long v) { *p += v; return *p; }
 TFRDV__PRIVATE long tfrdv__atomic_load(volatile long* p) { return *p; }
 TFRDV__PRIVATE void tfrdv__atomic_store(volatile long* p, long v) { *p = v; }
-TFRDV__PRIVATE int tfrdv__atomic_cas(volatile long* p, long expect, long v) {
-    if (*p != expect) return 0;
-    *p = v;
-    return 1;
-}
 TFRDV__PRIVATE uint32_t tfrdv__atomic_sub_u32(volatile uint32_t* p) { return (*p)--; }
 TFRDV__PRIVATE void tfrdv__atomic_inc_u32(volatile uint32_t* p) { (*p)++; }
 #elif defined(__GNUC__) || defined(__clang__)
@@ -668,9 +663,6 @@ TFRDV__PRIVATE long tfrdv__atomic_add(volatile long* p, long v) {
 }
 TFRDV__PRIVATE long tfrdv__atomic_load(volatile long* p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
 TFRDV__PRIVATE void tfrdv__atomic_store(volatile long* p, long v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
-TFRDV__PRIVATE int tfrdv__atomic_cas(volatile long* p, long expect, long v) {
-    return __atomic_compare_exchange_n(p, &expect, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) ? 1 : 0;
-}
 /* returns the value before the subtraction */
 TFRDV__PRIVATE uint32_t tfrdv__atomic_sub_u32(volatile uint32_t* p) {
     return __atomic_fetch_sub(p, 1u, __ATOMIC_ACQ_REL);
@@ -680,9 +672,6 @@ TFRDV__PRIVATE void tfrdv__atomic_inc_u32(volatile uint32_t* p) { __atomic_fetch
 TFRDV__PRIVATE long tfrdv__atomic_add(volatile long* p, long v) { return InterlockedExchangeAdd(p, v) + v; }
 TFRDV__PRIVATE long tfrdv__atomic_load(volatile long* p) { return InterlockedCompareExchange(p, 0, 0); }
 TFRDV__PRIVATE void tfrdv__atomic_store(volatile long* p, long v) { InterlockedExchange(p, v); }
-TFRDV__PRIVATE int tfrdv__atomic_cas(volatile long* p, long expect, long v) {
-    return InterlockedCompareExchange(p, v, expect) == expect;
-}
 TFRDV__PRIVATE uint32_t tfrdv__atomic_sub_u32(volatile uint32_t* p) {
     return (uint32_t)InterlockedExchangeAdd((volatile long*)p, -1);
 }
@@ -3438,24 +3427,21 @@ TFRDV__PRIVATE void tfrdv__call_detach_cm(tfrdv_call* call, int from_cancel) {
         call->busy++;
     }
 }
-/* r->mu held, call STARTED or BACKOFF: take over the user completion with status st. Returns 1
-   when the provider must be told to cancel (the caller then runs tfrdv__call_settle). */
-TFRDV__PRIVATE int tfrdv__call_take(tfrdv_call* call, const tfrdv_status* st, int from_cancel) {
-    int cancel = 0;
+/* r->mu held, call STARTED or BACKOFF: take over the user completion with status st (a
+   canceller: cancel, abort, deadline). Afterwards, outside the lock, run tfrdv__call_complete. */
+TFRDV__PRIVATE void tfrdv__call_take(tfrdv_call* call, const tfrdv_status* st, int from_cancel) {
     TFRDV_ASSERT(call->state == TFRDV__CALL_STARTED || call->state == TFRDV__CALL_BACKOFF);
     tfrdv__call_unlink(call);
     tfrdv__call_detach_cm(call, from_cancel);
     if (call->state == TFRDV__CALL_STARTED) {
         call->state = TFRDV__CALL_ORPHANED; /* canceller: the provider still owes its finish */
-        if (call->starting) call->cancel_pending = 1; /* the starter cancels after start_call */
-        else cancel = 1;
+        call->cancel_pending = 1; /* issued by tfrdv__call_complete, or by the starter */
     } else {
         call->state = TFRDV__CALL_DONE; /* canceller: no provider work in flight */
     }
     tfrdv__status_copy(&call->result, st);
     call->busy++;
     tfrdv__hold(call->r);
-    return cancel;
 }
 /* after tfrdv__call_take, outside every lock: tell the provider, complete the user, let go */
 TFRDV__PRIVATE void tfrdv__call_settle(tfrdv_call* call, int cancel, tfrdv_value* v, int dead) {
@@ -3465,11 +3451,20 @@ TFRDV__PRIVATE void tfrdv__call_settle(tfrdv_call* call, int cancel, tfrdv_value
     tfrdv__deliver(call->r, call->done, call->user, &call->result, 0, &ra, v, dead);
     tfrdv__call_unbusy(call);
 }
+/* after tfrdv__call_take: tell the provider to cancel (unless start_call is still running: the
+   starter does it when it returns), then complete the user */
+TFRDV__PRIVATE void tfrdv__call_complete(tfrdv_call* call) {
+    int cancel;
+    tfrdv__lock(&call->r->mu);
+    cancel = call->cancel_pending && !call->starting;
+    if (cancel) call->cancel_pending = 0;
+    tfrdv__unlock(&call->r->mu);
+    tfrdv__call_settle(call, cancel, 0, 0);
+}
 TFRDV__PRIVATE void tfrdv__call_cancelled(void* p) { /* the receiver's cancellation manager fired */
     tfrdv_call* call = (tfrdv_call*)p;
     tfrdv_rendezvous* r = call->r;
     tfrdv_status st;
-    int cancel;
     tfrdv__err(&st, TFRDV_CANCELLED, "RecvFromRemoteAsync is cancelled.");
     tfrdv__lock(&r->mu);
     if (!call->linked) { /* completed by someone else, who left us the busy count to drop */
@@ -3479,9 +3474,9 @@ TFRDV__PRIVATE void tfrdv__call_cancelled(void* p) { /* the receiver's cancellat
         if (orphan) tfrdv__call_unbusy(call);
         return;
     }
-    cancel = tfrdv__call_take(call, &st, 1);
+    tfrdv__call_take(call, &st, 1);
     tfrdv__unlock(&r->mu);
-    tfrdv__call_settle(call, cancel, 0, 0);
+    tfrdv__call_complete(call);
 }
 /* the starter: state STARTED, busy and starting set under r->mu */
 TFRDV__PRIVATE void tfrdv__call_start(tfrdv_call* call) {
@@ -3682,14 +3677,13 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_pa
     r->calls = call;
     if (ra.cancel) call->cm_registered = tfrdv_cancel_register(ra.cancel, &call->cnode, tfrdv__call_cancelled, call);
     if (ra.cancel && !call->cm_registered) {
-        int cancel;
         tfrdv__err(&st, TFRDV_CANCELLED, "RecvFromRemoteAsync is cancelled.");
         call->state = TFRDV__CALL_BACKOFF; /* never started: nothing for the provider to cancel */
         call->starting = 0;
-        cancel = tfrdv__call_take(call, &st, 0);
+        tfrdv__call_take(call, &st, 0);
         call->busy--; /* the start that will not happen */
         tfrdv__unlock(&r->mu);
-        tfrdv__call_settle(call, cancel, 0, 0);
+        tfrdv__call_complete(call);
         return TFRDV_OK;
     }
     tfrdv__unlock(&r->mu);
@@ -3822,25 +3816,18 @@ TFRDV__PRIVATE void tfrdv__remote_abort(tfrdv_rendezvous* r) {
     tfrdv_call* list = 0;
     tfrdv_call* c;
     tfrdv__serve* def;
-    int cancel[1];
     tfrdv__lock(&r->mu);
     def = r->deferred;
     r->deferred = 0;
     while ((c = r->calls) != 0) {
-        cancel[0] = tfrdv__call_take(c, &r->status, 0);
-        c->cancel_pending = c->cancel_pending || cancel[0]; /* reused below as "cancel the provider" */
+        tfrdv__call_take(c, &r->status, 0);
         c->action = list;
         list = c;
     }
     tfrdv__unlock(&r->mu);
     while ((c = list) != 0) {
-        int cp;
         list = c->action;
-        tfrdv__lock(&r->mu);
-        cp = c->cancel_pending && !c->starting;
-        if (cp) c->cancel_pending = 0;
-        tfrdv__unlock(&r->mu);
-        tfrdv__call_settle(c, cp, 0, 0);
+        tfrdv__call_complete(c);
     }
     while (def) {
         tfrdv__serve* nx = def->next;
@@ -3877,7 +3864,7 @@ TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now
             tfrdv_status st;
             tfrdv__err(&st, TFRDV_DEADLINE_EXCEEDED, "RecvTensor for %S from %S timed out after %I ms (step %I, %d attempt(s))",
                        &c->key, &c->worker, (r->mgr->cfg.call_timeout_ns) / 1000000, r->step_id, c->attempt + 1);
-            c->cancel_pending = tfrdv__call_take(c, &st, 0) || c->cancel_pending;
+            tfrdv__call_take(c, &st, 0);
             c->action = *calls;
             *calls = c;
         } else if (c->state == TFRDV__CALL_BACKOFF && c->retry_at <= now) {
@@ -3943,13 +3930,8 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
     }
     while (calls) {
         tfrdv_call* c = calls;
-        int cp;
         calls = c->action;
-        tfrdv__lock(&c->r->mu);
-        cp = c->cancel_pending && !c->starting;
-        if (cp) c->cancel_pending = 0;
-        tfrdv__unlock(&c->r->mu);
-        tfrdv__call_settle(c, cp, 0, 0);
+        tfrdv__call_complete(c);
     }
     while (restarts) {
         tfrdv_call* c = restarts;
