@@ -46,8 +46,11 @@
                 (tfrdv_mgr) makes one per step id that also routes receives to remote workers. The same
                 functions (tfrdv_send, tfrdv_recv_async, tfrdv_abort, ...) work on both.
      Transport  a vtable (tfrdv_transport) through which a step manager fetches tensors from other
-                workers. The core ships an in-process loopback transport; tfrdv_grpc.h and
-                tfrdv_verbs.h add network ones.
+                workers. The core ships an in-process loopback transport (several workers in one
+                process); the companion headers tfrdv_grpc.h and tfrdv_verbs.h are where network
+                transports live.
+     State      No global mutable state except one thread-local pointer: the stack of callback
+                frames running on the thread (how destroy-from-inside-a-callback is detected).
 
    CALLBACK RULES (every async entry point keeps them)
      1. Exactly once. Every accepted async operation calls its done callback exactly once: with OK,
@@ -680,9 +683,9 @@ TFRDV__PRIVATE void tfrdv__atomic_inc_u32(volatile uint32_t* p) { InterlockedExc
 #error "tfrdv: no atomics for this compiler; build with TFRDV_NO_THREADS or add them here"
 #endif
 
-/* >>tls  a thread's stack of callback frames: which rendezvous' callbacks run on this thread
-   (so destroy from inside its own callback defers instead of deadlocking). The only global
-   mutable state of the library besides nothing: one thread-local pointer. */
+/* >>tls  a thread's stack of callback frames: which rendezvous' (and cancellation managers')
+   callbacks run on this thread, so destroy from inside its own callback defers instead of
+   deadlocking. The library's only global mutable state: one thread-local pointer. */
 typedef struct tfrdv__frame {
     const void* obj;
     struct tfrdv__frame* prev;
