@@ -1969,6 +1969,20 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
     tfrdv__deliver(r, done, user, &cst, 0, &ra, 0, 0);
 }
 
+/* shard lock held, c (at *pp) holds sends: take the oldest one */
+TFRDV__PRIVATE tfrdv_value* tfrdv__take_send(tfrdv__shard* s, tfrdv__chan** pp, tfrdv_args* sa, int* dead) {
+    tfrdv__chan* c = *pp;
+    tfrdv__sitem* si = (tfrdv__sitem*)tfrdv__chan_pop(c);
+    tfrdv_value* v = si->value;
+    if (c->count == 0) tfrdv__chan_drop(s, pp);
+    *sa = tfrdv__no_args;
+    sa->device_context = si->device_context;
+    sa->alloc_attrs = si->alloc_attrs;
+    *dead = si->is_dead;
+    si->next = s->free_s;
+    s->free_s = si;
+    return v;
+}
 TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                             const tfrdv_args* args, tfrdv_done_fn done, void* user) {
     tfrdv__shard* s = tfrdv__shard_of(r, key->hash);
@@ -1986,15 +2000,9 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
     pp = tfrdv__chan_find(s, key->hash, key->full.ptr, key->full.len);
     c = *pp;
     if (c && c->kind == TFRDV__CHAN_SEND) {
-        tfrdv__sitem* si = (tfrdv__sitem*)tfrdv__chan_pop(c);
-        tfrdv_args sa = tfrdv__no_args;
-        tfrdv_value* v = si->value;
-        int dead = si->is_dead;
-        if (c->count == 0) tfrdv__chan_drop(s, pp);
-        sa.device_context = si->device_context;
-        sa.alloc_attrs = si->alloc_attrs;
-        si->next = s->free_s;
-        s->free_s = si;
+        tfrdv_args sa;
+        int dead;
+        tfrdv_value* v = tfrdv__take_send(s, pp, &sa, &dead);
         tfrdv__hold(r);
         tfrdv__unlock(&s->mu);
         tfrdv__deliver(r, done, user, &tfrdv__ok_status, &sa, &ra, v, dead);
@@ -2326,6 +2334,21 @@ TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
     if (is_dead) *is_dead = 0;
     if (!r || !value) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_recv: NULL rendezvous or value pointer");
     if (tfrdv__check_key(key, "tfrdv_recv", st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+    if (!r->mgr) { /* a value already buffered: take it without building the waiting machinery */
+        tfrdv__shard* s = tfrdv__shard_of(r, key->hash);
+        tfrdv__chan** pp;
+        tfrdv_args sa;
+        int dead;
+        tfrdv__lock(&s->mu);
+        pp = tfrdv__chan_find(s, key->hash, key->full.ptr, key->full.len);
+        if (!tfrdv__atomic_load(&r->aborted) && *pp && (*pp)->kind == TFRDV__CHAN_SEND) {
+            *value = tfrdv__take_send(s, pp, &sa, &dead);
+            tfrdv__unlock(&s->mu);
+            if (is_dead) *is_dead = dead;
+            return tfrdv__err(st, TFRDV_OK, "");
+        }
+        tfrdv__unlock(&s->mu);
+    }
     memset(&x, 0, sizeof x);
     if (!tfrdv__event_init(&x.ev, r->hooks.sync)) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_recv: event init failed");
     if (!tfrdv__mutex_init(&x.mu, r->hooks.sync)) {
