@@ -147,6 +147,8 @@ TFRDV_API tfrdv_code tfrdv_status_set(tfrdv_status* st, tfrdv_code code, const c
 /* ---------------------------------------------------------------------------------------------
    Hooks. Every member is optional; a zeroed struct means "built-in".
    --------------------------------------------------------------------------------------------- */
+/* alloc_fn must return memory aligned like malloc's (for any fundamental type, long double
+   included), or NULL. Both functions or neither. */
 typedef struct tfrdv_allocator {
     void* (*alloc_fn)(void* user_data, size_t size);
     void (*free_fn)(void* user_data, void* ptr, size_t size); /* sized free */

@@ -83,8 +83,8 @@ typedef struct pair_ctx {
     pthread_mutex_t mu;
 } pair_ctx;
 
-static int64_t run_pair_send_first(void* p, long iters) {
-    pair_ctx* c = (pair_ctx*)p;
+/* iters send+recv_async pairs round-robin over c->nkeys keys (recv_first: the receive first) */
+static int64_t pair_loop(pair_ctx* c, long iters, int recv_first) {
     unsigned mask = (unsigned)c->nkeys - 1;
     int64_t t0;
     long i;
@@ -92,29 +92,16 @@ static int64_t run_pair_send_first(void* p, long iters) {
     t0 = bu_now();
     for (i = 0; i < iters; i++) {
         const tfrdv_parsed_key* k = &c->ks->parsed[(unsigned)i & mask];
+        if (recv_first && tfrdv_recv_async(c->r, k, 0, count_done, &c->cb) != TFRDV_OK) bu_die("recv_async refused");
         if (tfrdv_send(c->r, k, 0, &c->v, 0, 0) != TFRDV_OK) bu_die("send failed");
-        if (tfrdv_recv_async(c->r, k, 0, count_done, &c->cb) != TFRDV_OK) bu_die("recv_async refused");
+        if (!recv_first && tfrdv_recv_async(c->r, k, 0, count_done, &c->cb) != TFRDV_OK) bu_die("recv_async refused");
     }
     t0 = bu_now() - t0;
-    check_count(&c->cb, iters, "send+recv pair");
+    check_count(&c->cb, iters, recv_first ? "recv+send pair" : "send+recv pair");
     return t0;
 }
-static int64_t run_pair_recv_first(void* p, long iters) {
-    pair_ctx* c = (pair_ctx*)p;
-    unsigned mask = (unsigned)c->nkeys - 1;
-    int64_t t0;
-    long i;
-    c->cb.got = 0;
-    t0 = bu_now();
-    for (i = 0; i < iters; i++) {
-        const tfrdv_parsed_key* k = &c->ks->parsed[(unsigned)i & mask];
-        if (tfrdv_recv_async(c->r, k, 0, count_done, &c->cb) != TFRDV_OK) bu_die("recv_async refused");
-        if (tfrdv_send(c->r, k, 0, &c->v, 0, 0) != TFRDV_OK) bu_die("send failed");
-    }
-    t0 = bu_now() - t0;
-    check_count(&c->cb, iters, "recv+send pair");
-    return t0;
-}
+static int64_t run_pair_send_first(void* p, long iters) { return pair_loop((pair_ctx*)p, iters, 0); }
+static int64_t run_pair_recv_first(void* p, long iters) { return pair_loop((pair_ctx*)p, iters, 1); }
 static int64_t run_pair_sync(void* p, long iters) {
     pair_ctx* c = (pair_ctx*)p;
     unsigned mask = (unsigned)c->nkeys - 1;
@@ -639,35 +626,28 @@ static void remote_teardown(remote_ctx* c, int64_t step) {
     tfrdv_loopback_destroy(c->lb);
     keyset_free(&c->ks);
 }
-static int64_t run_remote(void* p, long iters) {
-    remote_ctx* c = (remote_ctx*)p;
+/* iters fetches round-robin over the 64 keys: recv_async on `at`, then the send on `owner` */
+static int64_t fetch_loop(remote_ctx* c, tfrdv_rendezvous* at, tfrdv_rendezvous* owner, long iters, const char* what) {
     int64_t t0;
     long i;
     c->cb.got = 0;
     t0 = bu_now();
     for (i = 0; i < iters; i++) {
         const tfrdv_parsed_key* k = &c->ks.parsed[i & 63];
-        if (tfrdv_recv_async(c->ra, k, 0, count_done, &c->cb) != TFRDV_OK) bu_die("remote recv_async refused");
-        if (tfrdv_send(c->rb, k, 0, &c->v, 0, 0) != TFRDV_OK) bu_die("send on the owner failed");
+        if (tfrdv_recv_async(at, k, 0, count_done, &c->cb) != TFRDV_OK) bu_die("recv_async refused");
+        if (tfrdv_send(owner, k, 0, &c->v, 0, 0) != TFRDV_OK) bu_die("send failed");
     }
     t0 = bu_now() - t0;
-    check_count(&c->cb, iters, "remote fetch");
+    check_count(&c->cb, iters, what);
     return t0;
+}
+static int64_t run_remote(void* p, long iters) {
+    remote_ctx* c = (remote_ctx*)p;
+    return fetch_loop(c, c->ra, c->rb, iters, "remote fetch");
 }
 static int64_t run_remote_local(void* p, long iters) {
     remote_ctx* c = (remote_ctx*)p;
-    int64_t t0;
-    long i;
-    c->cb.got = 0;
-    t0 = bu_now();
-    for (i = 0; i < iters; i++) {
-        const tfrdv_parsed_key* k = &c->ks.parsed[i & 63];
-        if (tfrdv_recv_async(c->local, k, 0, count_done, &c->cb) != TFRDV_OK) bu_die("recv_async refused");
-        if (tfrdv_send(c->local, k, 0, &c->v, 0, 0) != TFRDV_OK) bu_die("send failed");
-    }
-    t0 = bu_now() - t0;
-    check_count(&c->cb, iters, "local pair");
-    return t0;
+    return fetch_loop(c, c->local, c->local, iters, "local pair");
 }
 static void bench_remote(void) {
     remote_ctx c;

@@ -1,6 +1,6 @@
-/* faults.h - a fault-injecting tfrdv transport for tests, plus the fixtures test_mgr.c and
-   test_remote.c share (counting allocator, fake clock, test values, keys, recorders).
-   Include after tfrdv.h (with its implementation) and tt.h.
+/* faults.h - a fault-injecting tfrdv transport for tests (test_remote.c). The fixtures it is
+   used with (counting allocator, fake clock, test values, keys, recorders) are in fixtures.h,
+   included here. Include after tfrdv.h (with its implementation) and tt.h.
 
    DESIGN
      The inner loopback transport calls tfrdv_call_finish itself, so a plain wrapper around its
@@ -57,173 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GNUC__) || defined(__clang__)
-#define FX_FN static __attribute__((unused))
-#else
-#define FX_FN static
-#endif
-
-/* =============================================================================================
-   Fixtures
-   ============================================================================================= */
-
-/* ---- counting allocator: live blocks/bytes, and a check that every sized free gives the size
-   that was allocated (bad_frees) ---- */
-typedef struct fx_alloc {
-    long live_blocks, live_bytes, allocs, bad_frees;
-} fx_alloc;
-#define FX_HDR 16
-FX_FN void* fx_alloc_fn(void* u, size_t n) {
-    fx_alloc* a = (fx_alloc*)u;
-    unsigned char* p = (unsigned char*)malloc(n + FX_HDR);
-    if (!p) return 0;
-    memcpy(p, &n, sizeof n);
-    __atomic_add_fetch(&a->live_blocks, 1, __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&a->live_bytes, (long)n, __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&a->allocs, 1, __ATOMIC_SEQ_CST);
-    return p + FX_HDR;
-}
-FX_FN void fx_free_fn(void* u, void* ptr, size_t n) {
-    fx_alloc* a = (fx_alloc*)u;
-    unsigned char* p;
-    size_t had;
-    if (!ptr) return;
-    p = (unsigned char*)ptr - FX_HDR;
-    memcpy(&had, p, sizeof had);
-    if (had != n) __atomic_add_fetch(&a->bad_frees, 1, __ATOMIC_SEQ_CST);
-    __atomic_sub_fetch(&a->live_blocks, 1, __ATOMIC_SEQ_CST);
-    __atomic_sub_fetch(&a->live_bytes, (long)had, __ATOMIC_SEQ_CST);
-    free(p);
-}
-FX_FN long fx_live(fx_alloc* a) { return __atomic_load_n(&a->live_blocks, __ATOMIC_SEQ_CST); }
-FX_FN long fx_live_bytes(fx_alloc* a) { return __atomic_load_n(&a->live_bytes, __ATOMIC_SEQ_CST); }
-
-/* ---- fake clock: tests set fx_now and call tfrdv_mgr_expire(mgr, fx_now) ---- */
-static int64_t fx_now_ns;
-FX_FN int64_t fx_clock_fn(void* u) {
-    (void)u;
-    return __atomic_load_n(&fx_now_ns, __ATOMIC_SEQ_CST);
-}
-FX_FN void fx_set_now(int64_t t) { __atomic_store_n(&fx_now_ns, t, __ATOMIC_SEQ_CST); }
-FX_FN int64_t fx_get_now(void) { return __atomic_load_n(&fx_now_ns, __ATOMIC_SEQ_CST); }
-
-/* hooks with the counting allocator (a may be NULL: built-in) and the fake clock */
-FX_FN tfrdv_hooks fx_hooks(fx_alloc* a) {
-    tfrdv_hooks h;
-    memset(&h, 0, sizeof h);
-    if (a) {
-        h.allocator.alloc_fn = fx_alloc_fn;
-        h.allocator.free_fn = fx_free_fn;
-        h.allocator.user_data = a;
-    }
-    h.clock.now_ns = fx_clock_fn;
-    return h;
-}
-
-/* ---- test values: release counted, payload derived from a seed ---- */
-typedef struct fx_value {
-    tfrdv_value v; /* first: the release hook casts back */
-    int64_t dims[2];
-    unsigned char bytes[24];
-    int released; /* times the release hook ran */
-    int seed;
-} fx_value;
-FX_FN void fx_value_released(tfrdv_value* v) { __atomic_add_fetch(&((fx_value*)(void*)v)->released, 1, __ATOMIC_SEQ_CST); }
-FX_FN unsigned char fx_byte(int seed, int i) { return (unsigned char)((seed * 31 + i * 7 + 1) & 0xff); }
-FX_FN tfrdv_value* fx_value_init(fx_value* x, int seed) {
-    int i;
-    memset(x, 0, sizeof *x);
-    x->seed = seed;
-    x->dims[0] = 2;
-    x->dims[1] = 3;
-    for (i = 0; i < (int)sizeof x->bytes; i++) x->bytes[i] = fx_byte(seed, i);
-    x->v.dtype = 3; /* DT_INT32 */
-    x->v.rank = 2;
-    x->v.dims = x->dims;
-    x->v.data = x->bytes;
-    x->v.size = sizeof x->bytes;
-    x->v.release = fx_value_released;
-    return &x->v;
-}
-FX_FN int fx_released(fx_value* x) { return __atomic_load_n(&x->released, __ATOMIC_SEQ_CST); }
-
-/* ---- keys: the buffer and the parsed views live together ---- */
-typedef struct fx_key {
-    char buf[320];
-    size_t len;
-    tfrdv_parsed_key pk;
-} fx_key;
-/* src/dst are full device names; returns 1 on success */
-FX_FN int fx_key_make(fx_key* k, const char* src, uint64_t inc, const char* dst, const char* edge) {
-    tfrdv_frame_iter fi;
-    fi.frame_id = 0;
-    fi.iter_id = 0;
-    if (tfrdv_key_create(src, inc, dst, edge, fi, k->buf, sizeof k->buf, &k->len, 0) != TFRDV_OK) return 0;
-    return tfrdv_key_parse(k->buf, k->len, &k->pk, 0) == TFRDV_OK;
-}
-
-/* ---- receive recorder: what a recv callback saw; it releases the value ---- */
-typedef struct fx_recv {
-    int calls;
-    tfrdv_status st;
-    int dead, has_value, dtype, rank;
-    int64_t dims[4];
-    uint64_t size;
-    unsigned char bytes[24];
-    const void* value_ptr; /* identity only: never dereferenced after the callback */
-    const void* data_ptr;
-    int keep;              /* 1: do not release (the test takes fx_recv.kept) */
-    tfrdv_value* kept;
-} fx_recv;
-FX_FN void fx_recv_done(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra,
-                        tfrdv_value* v, int dead) {
-    fx_recv* r = (fx_recv*)u;
-    int i;
-    (void)sa;
-    (void)ra;
-    r->calls++;
-    tfrdv_status_set(&r->st, st->code, st->msg);
-    r->dead = dead;
-    r->has_value = v != 0;
-    r->value_ptr = v;
-    if (v) {
-        r->data_ptr = v->data;
-        r->dtype = v->dtype;
-        r->rank = v->rank;
-        for (i = 0; i < v->rank && i < 4; i++) r->dims[i] = v->dims[i];
-        r->size = v->size;
-        if (v->data) memcpy(r->bytes, v->data, v->size < sizeof r->bytes ? (size_t)v->size : sizeof r->bytes);
-    }
-    if (r->keep) r->kept = v;
-    else tfrdv_value_release(v);
-}
-/* bytes and shape of fx_value seed `seed` arrived intact */
-FX_FN int fx_recv_matches(const fx_recv* r, int seed) {
-    int i;
-    if (!r->has_value || r->dtype != 3 || r->rank != 2 || r->dims[0] != 2 || r->dims[1] != 3 || r->size != 24) return 0;
-    for (i = 0; i < 24; i++)
-        if (r->bytes[i] != fx_byte(seed, i)) return 0;
-    return 1;
-}
-
-/* ---- serve recorder (tfrdv_mgr_serve's done) ---- */
-typedef struct fx_serve {
-    int calls;
-    tfrdv_status st;
-    const void* value_ptr;
-    int dead;
-    int keep;
-    tfrdv_value* kept;
-} fx_serve;
-FX_FN void fx_serve_done(void* u, const tfrdv_status* st, tfrdv_value* v, int dead) {
-    fx_serve* s = (fx_serve*)u;
-    s->calls++;
-    tfrdv_status_set(&s->st, st->code, st->msg);
-    s->value_ptr = v;
-    s->dead = dead;
-    if (s->keep) s->kept = v;
-    else tfrdv_value_release(v);
-}
+#include "fixtures.h"
 
 /* =============================================================================================
    The fault-injecting transport
@@ -291,14 +125,7 @@ struct faults {
     long dup_codes[17];
 };
 
-FX_FN uint64_t faults_rand(faults* f) {
-    uint64_t x = f->rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    f->rng = x;
-    return x;
-}
+FX_FN uint64_t faults_rand(faults* f) { return fx_xorshift(&f->rng); }
 
 /* the record pointer lives in the last 8 bytes of the call's scratch */
 FX_FN faults_req** faults_slot(tfrdv_call* call) {
@@ -589,13 +416,15 @@ FX_FN void faults_set_fail(faults* f, tfrdv_code code, int attempts) {
     f->fail_attempts = attempts;
     pthread_mutex_unlock(&f->mu);
 }
-FX_FN long faults_held(faults* f) {
+/* one counter, read under mu */
+FX_FN long faults_read(faults* f, const long* counter) {
     long n;
     pthread_mutex_lock(&f->mu);
-    n = f->held_count;
+    n = *counter;
     pthread_mutex_unlock(&f->mu);
     return n;
 }
+FX_FN long faults_held(faults* f) { return faults_read(f, &f->held_count); }
 /* Finish held answer number `index` (0 = oldest). Returns 1 if there was one. */
 FX_FN int faults_release(faults* f, long index) {
     faults_req** pp;
@@ -646,13 +475,7 @@ FX_FN long faults_flush(faults* f, int order) {
     }
 }
 /* Records still alive (calls not finished or serves not answered). */
-FX_FN long faults_live(faults* f) {
-    long n;
-    pthread_mutex_lock(&f->mu);
-    n = f->live_reqs;
-    pthread_mutex_unlock(&f->mu);
-    return n;
-}
+FX_FN long faults_live(faults* f) { return faults_read(f, &f->live_reqs); }
 /* Frees faults; returns the number of records that were still alive (should be 0). Their held
    values are released; calls still unfinished are abandoned (a test bug). */
 FX_FN long faults_destroy(faults* f) {

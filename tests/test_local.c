@@ -9,6 +9,7 @@
 #include "tt.h"
 #define TFRDV_IMPLEMENTATION
 #include "tfrdv.h"
+#include "fixtures.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -26,37 +27,7 @@ static void sleep_ms(int ms) {
 static int ld(const int* p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
 static void st_(int* p, int v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
 
-/* a value that counts its releases */
-typedef struct tval {
-    tfrdv_value v;
-    int id;
-    int releases;
-} tval;
-static void tval_hook(tfrdv_value* v) { __atomic_add_fetch(&((tval*)v->user)->releases, 1, __ATOMIC_SEQ_CST); }
-static void tval_init(tval* t, int id) {
-    memset(t, 0, sizeof *t);
-    t->id = id;
-    t->v.dtype = 1;
-    t->v.release = tval_hook;
-    t->v.user = t;
-}
-static int rel(tval* t) { return ld(&t->releases); }
-static int vid(tfrdv_value* v) { return v ? ((tval*)v->user)->id : -1; }
-
-/* a key: its bytes and the parsed view into them (never copy a tkey) */
-typedef struct tkey {
-    char buf[192];
-    tfrdv_parsed_key pk;
-} tkey;
-static void tkey_init(tkey* k, const char* edge) {
-    tfrdv_frame_iter fi;
-    size_t len = 0;
-    tfrdv_status st;
-    fi.frame_id = 0;
-    fi.iter_id = 0;
-    TT_CHECK_EQ_INT(tfrdv_key_create(SRC, 1, DST, edge, fi, k->buf, sizeof k->buf, &len, &st), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_key_parse(k->buf, len, &k->pk, &st), TFRDV_OK);
-}
+static void tkey_init(tkey* k, const char* edge) { tkey_make(k, SRC, 1, DST, edge); }
 static void tkey_raw(tkey* k, const char* text) {
     tfrdv_status st;
     size_t n = strlen(text);
@@ -69,93 +40,13 @@ static void tkey_num(tkey* k, int i) {
     tkey_init(k, e);
 }
 
-/* a receiver that records its completion */
-typedef struct rcv rcv;
-struct rcv {
-    int calls;
-    tfrdv_code code;
-    char msg[TFRDV_STATUS_MSG_MAX];
-    tfrdv_value* value;
-    int id, is_dead, seq, phase;
-    tfrdv_args sa, ra;
-    int keep;              /* 1: the test releases the value; 0: released inside the callback */
-    void (*then)(rcv* self); /* optional action inside the callback (after recording) */
-    void* ctx;
-};
-static int g_seq, g_phase;
-static void rcv_init(rcv* r) {
-    memset(r, 0, sizeof *r);
-    r->id = -2;
-}
-static void rcv_done(void* user, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra,
-                     tfrdv_value* v, int dead) {
-    rcv* r = (rcv*)user;
-    r->calls++;
-    r->code = st->code;
-    snprintf(r->msg, sizeof r->msg, "%s", st->msg);
-    r->value = v;
-    r->id = vid(v);
-    r->is_dead = dead;
-    r->sa = *sa;
-    r->ra = *ra;
-    r->seq = ++g_seq;
-    r->phase = g_phase;
-    if (r->then) r->then(r);
-    if (!r->keep) tfrdv_value_release(v);
-}
-
-/* a counting allocator with sized free: a header stores each block's size */
-typedef struct cnt_alloc {
-    long allocs, frees, live, bad;
-} cnt_alloc;
-#define CA_HDR 16
-#define CA_MAGIC 0x7fd1u
-static void* ca_alloc(void* u, size_t n) {
-    cnt_alloc* ca = (cnt_alloc*)u;
-    unsigned char* p = (unsigned char*)malloc(n + CA_HDR);
-    size_t hdr[2];
-    if (!p) return 0;
-    hdr[0] = n;
-    hdr[1] = CA_MAGIC;
-    memcpy(p, hdr, sizeof hdr);
-    __atomic_add_fetch(&ca->allocs, 1, __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&ca->live, 1, __ATOMIC_SEQ_CST);
-    return p + CA_HDR;
-}
-static void ca_free(void* u, void* ptr, size_t n) {
-    cnt_alloc* ca = (cnt_alloc*)u;
-    unsigned char* p;
-    size_t hdr[2];
-    if (!ptr) return;
-    p = (unsigned char*)ptr - CA_HDR;
-    memcpy(hdr, p, sizeof hdr);
-    if (hdr[0] != n || hdr[1] != CA_MAGIC) {
-        printf("    sized free mismatch: block of %zu freed as %zu (magic %zx)\n", hdr[0], n, hdr[1]);
-        __atomic_add_fetch(&ca->bad, 1, __ATOMIC_SEQ_CST);
-    }
-    hdr[1] = 0;
-    memcpy(p, hdr, sizeof hdr);
-    __atomic_add_fetch(&ca->frees, 1, __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&ca->live, -1, __ATOMIC_SEQ_CST);
-    free(p);
-}
-static tfrdv_hooks ca_hooks(cnt_alloc* ca) {
-    tfrdv_hooks h;
-    memset(&h, 0, sizeof h);
+/* the counting allocator with its counters reset */
+static tfrdv_hooks ca_hooks(fx_alloc* ca) {
     memset(ca, 0, sizeof *ca);
-    h.allocator.alloc_fn = ca_alloc;
-    h.allocator.free_fn = ca_free;
-    h.allocator.user_data = ca;
-    return h;
+    return fx_alloc_hooks(ca);
 }
-#define CA_CHECK_EMPTY(ca)                          \
-    do {                                            \
-        TT_CHECK_EQ_INT((ca).live, 0);              \
-        TT_CHECK_EQ_INT((ca).bad, 0);               \
-        TT_CHECK_EQ_INT((ca).allocs, (ca).frees);   \
-    } while (0)
 
-static tfrdv_rendezvous* mk_rdv_cfg(cnt_alloc* ca, int shards, int buckets) {
+static tfrdv_rendezvous* mk_rdv_cfg(fx_alloc* ca, int shards, int buckets) {
     tfrdv_local_config cfg = tfrdv_local_config_init();
     tfrdv_rendezvous* r = 0;
     tfrdv_status st;
@@ -165,23 +56,13 @@ static tfrdv_rendezvous* mk_rdv_cfg(cnt_alloc* ca, int shards, int buckets) {
     TT_CHECK_EQ_INT(tfrdv_local_create(&cfg, &r, &st), TFRDV_OK);
     return r;
 }
-static tfrdv_rendezvous* mk_rdv(cnt_alloc* ca) { return mk_rdv_cfg(ca, 0, 0); }
-static tfrdv_cancel_mgr* mk_cm(cnt_alloc* ca) {
-    tfrdv_hooks h;
+static tfrdv_rendezvous* mk_rdv(fx_alloc* ca) { return mk_rdv_cfg(ca, 0, 0); }
+static tfrdv_cancel_mgr* mk_cm(fx_alloc* ca) {
+    tfrdv_hooks h = fx_alloc_hooks(ca); /* shares the counters of ca (not reset) */
     tfrdv_cancel_mgr* cm = 0;
     tfrdv_status st;
-    memset(&h, 0, sizeof h);
-    h.allocator.alloc_fn = ca_alloc;
-    h.allocator.free_fn = ca_free;
-    h.allocator.user_data = ca; /* shares the counters of ca (not reset) */
     TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(&h, &cm, &st), TFRDV_OK);
     return cm;
-}
-static tfrdv_args cancel_args(tfrdv_cancel_mgr* cm) {
-    tfrdv_args a;
-    memset(&a, 0, sizeof a);
-    a.cancel = cm;
-    return a;
 }
 
 /* pending-introspection collector */
@@ -218,7 +99,7 @@ static const pend_ent* pend_find(const pend_list* l, const tkey* k) {
 
 /* ---- delivery ------------------------------------------------------------------------------ */
 static void test_send_then_recv_completes_in_recv(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v;
@@ -243,11 +124,11 @@ static void test_send_then_recv_completes_in_recv(void) {
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(rel(&v), 1);
     TT_CHECK_EQ_INT(a.calls, 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_recv_then_send_completes_in_send(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v;
@@ -267,7 +148,7 @@ static void test_recv_then_send_completes_in_send(void) {
     TT_CHECK_EQ_INT(rel(&v), 1); /* released by the receiver inside its callback */
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(rel(&v), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static tfrdv_value* dummy_alloc(void* u, int32_t dtype, int32_t rank, const int64_t* dims, uint64_t size) {
@@ -275,7 +156,7 @@ static tfrdv_value* dummy_alloc(void* u, int32_t dtype, int32_t rank, const int6
     return 0;
 }
 static void test_send_and_recv_args_reach_the_callback(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v1, v2;
@@ -328,11 +209,11 @@ static void test_send_and_recv_args_reach_the_callback(void) {
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(rel(&v1), 1);
     TT_CHECK_EQ_INT(rel(&v2), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_dead_values_delivered_as_dead(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v;
@@ -363,11 +244,11 @@ static void test_dead_values_delivered_as_dead(void) {
     TT_CHECK_EQ_INT(c.is_dead, 1);
     TT_CHECK(c.value == NULL);
     tfrdv_destroy(r);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_argument_errors_are_synchronous(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v;
@@ -404,11 +285,11 @@ static void test_argument_errors_are_synchronous(void) {
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(a.calls, 1);
     TT_CHECK_EQ_INT(a.code, TFRDV_CANCELLED);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_value_retain_release_extra_refs(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v;
@@ -452,12 +333,12 @@ static void test_value_retain_release_extra_refs(void) {
     TT_CHECK_EQ_INT(rel(&v), 1);
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(rel(&v), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* ---- ordering ------------------------------------------------------------------------------ */
 static void test_fifo_sends_received_in_send_order(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v[10];
@@ -476,11 +357,11 @@ static void test_fifo_sends_received_in_send_order(void) {
     }
     tfrdv_destroy(r);
     for (i = 0; i < 10; i++) TT_CHECK_EQ_INT(rel(&v[i]), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_fifo_receivers_served_in_arrival_order(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v[10];
@@ -500,7 +381,7 @@ static void test_fifo_receivers_served_in_arrival_order(void) {
     }
     tfrdv_destroy(r);
     for (i = 0; i < 10; i++) TT_CHECK_EQ_INT(rel(&v[i]), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* random interleavings on 4 keys against a model of each key's FIFO */
@@ -508,7 +389,7 @@ static void test_fifo_receivers_served_in_arrival_order(void) {
 static tval il_vals[IL_OPS];
 static rcv il_rcvs[IL_OPS];
 static void test_fifo_random_interleavings(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k[4];
     int sq[4][IL_OPS], rq[4][IL_OPS]; /* model queues: pending send ids / pending receiver ids */
@@ -549,7 +430,7 @@ static void test_fifo_random_interleavings(void) {
     tfrdv_destroy(r);
     for (i = 0; i < nv; i++) TT_CHECK_EQ_INT(rel(&il_vals[i]), 1);
     for (i = 0; i < nr; i++) TT_CHECK_EQ_INT(il_rcvs[i].calls, 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 #define MK 500
@@ -569,7 +450,7 @@ static void shuffle(int* a, int n, uint32_t seed) {
     }
 }
 static void test_many_keys_are_independent(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     int p1[MK], p2[MK], i, bad = 0;
     pend_list pl;
@@ -606,12 +487,12 @@ static void test_many_keys_are_independent(void) {
     TT_CHECK_EQ_INT(tfrdv_pending(r, NULL, NULL), 0);
     tfrdv_destroy(r);
     for (i = 0; i < MK; i++) TT_CHECK_EQ_INT(rel(&mk_vals[i]), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* ---- full-key matching ------------------------------------------------------------------------ */
 static void test_full_key_compared_when_hashes_collide(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv_cfg(&ca, 1, 1);
     tkey a, b, a2, pfx, longer;
     tval va, vb, vp, vl;
@@ -657,7 +538,7 @@ static void test_full_key_compared_when_hashes_collide(void) {
     TT_CHECK_EQ_INT(tfrdv_pending(r, NULL, NULL), 0);
     tfrdv_destroy(r);
     TT_CHECK(rel(&va) == 1 && rel(&vb) == 1 && rel(&vp) == 1 && rel(&vl) == 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 #define HK 1000
@@ -665,7 +546,7 @@ static tkey hk_keys[HK];
 static tval hk_vals[HK];
 static rcv hk_rcvs[HK];
 static void test_thousand_keys_with_one_hash(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv_cfg(&ca, 1, 1);
     int i, bad = 0;
     for (i = 0; i < HK; i++) {
@@ -686,12 +567,12 @@ static void test_thousand_keys_with_one_hash(void) {
     TT_CHECK_EQ_INT(bad, 0);
     TT_CHECK_EQ_INT(tfrdv_pending(r, NULL, NULL), 0);
     tfrdv_destroy(r);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* ---- abort ------------------------------------------------------------------------------------ */
 static void test_abort_sticky_first_status_wins(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tfrdv_status st;
     TT_CHECK_EQ_INT(tfrdv_abort(r, TFRDV_ABORTED, "first"), TFRDV_OK);
@@ -703,11 +584,11 @@ static void test_abort_sticky_first_status_wins(void) {
     TT_CHECK_STR(st.msg, "first");
     TT_CHECK_EQ_INT(tfrdv_get_status(r, NULL), TFRDV_ABORTED);
     tfrdv_destroy(r); /* destroy's CANCELLED does not replace it either (nothing to observe) */
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_abort_with_ok_is_invalid_and_changes_nothing(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tfrdv_status st;
     tkey k;
@@ -731,11 +612,11 @@ static void test_abort_with_ok_is_invalid_and_changes_nothing(void) {
     TT_CHECK_STR(st.msg, "real");
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(rel(&v), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_abort_completes_waiters_once_and_releases_buffered_once(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k1, k2, k3;
     tval v[5];
@@ -765,11 +646,11 @@ static void test_abort_completes_waiters_once_and_releases_buffered_once(void) {
     tfrdv_destroy(r);
     for (i = 0; i < 3; i++) TT_CHECK_EQ_INT(a[i].calls, 1);
     for (i = 0; i < 5; i++) TT_CHECK_EQ_INT(rel(&v[i]), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_send_after_abort_fails_and_caller_keeps_value(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v;
@@ -786,11 +667,11 @@ static void test_send_after_abort_fails_and_caller_keeps_value(void) {
     TT_CHECK_EQ_INT(rel(&v), 0);
     tfrdv_value_release(&v.v);
     TT_CHECK_EQ_INT(rel(&v), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_recv_after_abort_completes_at_once(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     rcv a;
@@ -813,7 +694,7 @@ static void test_recv_after_abort_completes_at_once(void) {
     TT_CHECK_EQ_INT(tfrdv_pending(r, NULL, NULL), 0);
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(a.calls, 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* ---- cancellation manager ------------------------------------------------------------------- */
@@ -821,7 +702,7 @@ static int cm_order[32], cm_n;
 static void cm_cb(void* u) { cm_order[cm_n++] = (int)(intptr_t)u; }
 
 static void test_cancel_mgr_register_deregister_start(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_cancel_mgr* cm;
     tfrdv_cancel_node n[6];
     int i;
@@ -854,7 +735,7 @@ static void test_cancel_mgr_register_deregister_start(void) {
     TT_CHECK_EQ_INT(tfrdv_cancel_is_cancelled(NULL), 0);
     tfrdv_cancel_mgr_destroy(cm);
     TT_CHECK_EQ_INT(cm_n, 3);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* callbacks that deregister themselves / register more while the manager cancels */
@@ -871,7 +752,7 @@ static void cm_reent_cb(void* u) {
     x->reg_other = tfrdv_cancel_register(x->cm, x->other, cm_cb, 0);
 }
 static void test_cancel_mgr_reentrant_callbacks_and_destroy(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_cancel_mgr* cm;
     tfrdv_cancel_node n[3];
     cm_reent x;
@@ -892,11 +773,11 @@ static void test_cancel_mgr_reentrant_callbacks_and_destroy(void) {
     TT_CHECK_EQ_INT(x.reg_other, 0);
     TT_CHECK_EQ_INT(cm_n, 1);
     TT_CHECK_EQ_INT(cm_order[0], 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_recv_cancelled_before_send_then_send_is_buffered(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tfrdv_cancel_mgr* cm = mk_cm(&ca);
     tfrdv_args args = cancel_args(cm);
@@ -933,11 +814,11 @@ static void test_recv_cancelled_before_send_then_send_is_buffered(void) {
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(a.calls, 1);
     TT_CHECK_EQ_INT(rel(&v), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_cancel_after_match_does_nothing(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tfrdv_cancel_mgr* cm = mk_cm(&ca);
     tfrdv_args args = cancel_args(cm);
@@ -966,11 +847,11 @@ static void test_cancel_after_match_does_nothing(void) {
     tfrdv_cancel_mgr_destroy(cm);
     tfrdv_destroy(r);
     TT_CHECK(rel(&v1) == 1 && rel(&v2) == 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_recv_on_cancelled_mgr_completes_at_once(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tfrdv_cancel_mgr* cm = mk_cm(&ca);
     tfrdv_args args = cancel_args(cm);
@@ -997,11 +878,11 @@ static void test_recv_on_cancelled_mgr_completes_at_once(void) {
     tfrdv_destroy(r);
     tfrdv_cancel_mgr_destroy(cm);
     TT_CHECK_EQ_INT(rel(&v), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_cancel_middle_and_tail_keeps_fifo(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tfrdv_cancel_mgr* cm1 = mk_cm(&ca);
     tfrdv_cancel_mgr* cm2 = mk_cm(&ca);
@@ -1030,11 +911,11 @@ static void test_cancel_middle_and_tail_keeps_fifo(void) {
     tfrdv_cancel_mgr_destroy(cm1);
     tfrdv_cancel_mgr_destroy(cm2);
     tfrdv_destroy(r);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_abort_then_cancel_completes_once(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tfrdv_cancel_mgr* cm = mk_cm(&ca);
     tfrdv_args args = cancel_args(cm);
@@ -1052,11 +933,11 @@ static void test_abort_then_cancel_completes_once(void) {
     tfrdv_cancel_mgr_destroy(cm);
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(a.calls, 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_cancel_then_abort_completes_once(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tfrdv_cancel_mgr* cm = mk_cm(&ca);
     tfrdv_args args = cancel_args(cm);
@@ -1078,11 +959,11 @@ static void test_cancel_then_abort_completes_once(void) {
     TT_CHECK_EQ_INT(b.code, TFRDV_ABORTED);
     tfrdv_destroy(r);
     tfrdv_cancel_mgr_destroy(cm);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_cancel_mgr_destroyed_after_use(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tfrdv_cancel_mgr* cm1 = mk_cm(&ca);
     tfrdv_cancel_mgr* cm2 = mk_cm(&ca);
@@ -1109,12 +990,12 @@ static void test_cancel_mgr_destroyed_after_use(void) {
     TT_CHECK_EQ_INT(tfrdv_pending(r, NULL, NULL), 0);
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(b.calls, 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* one manager cancels several receives on several keys: each once, in registration order */
 static void test_one_cancel_mgr_many_receives(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tfrdv_cancel_mgr* cm = mk_cm(&ca);
     tfrdv_args args = cancel_args(cm);
@@ -1136,7 +1017,7 @@ static void test_one_cancel_mgr_many_receives(void) {
     TT_CHECK_EQ_INT(tfrdv_pending(r, NULL, NULL), 0);
     tfrdv_cancel_mgr_destroy(cm);
     tfrdv_destroy(r);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* ---- blocking receive ------------------------------------------------------------------------- */
@@ -1155,9 +1036,21 @@ static void* sender_main(void* p) {
     else s->rc = tfrdv_send(s->r, &s->k->pk, NULL, &s->v->v, 0, NULL);
     return NULL;
 }
+static void sender_init(sender* s, tfrdv_rendezvous* r, tkey* k, tval* v, int delay_ms) {
+    memset(s, 0, sizeof *s);
+    s->r = r;
+    s->k = k;
+    s->v = v;
+    s->delay_ms = delay_ms;
+}
+/* a thread that sends v on k after delay_ms; returns pthread_create's result */
+static int sender_start(sender* s, pthread_t* th, tfrdv_rendezvous* r, tkey* k, tval* v, int delay_ms) {
+    sender_init(s, r, k, v, delay_ms);
+    return pthread_create(th, NULL, sender_main, s);
+}
 
 static void test_sync_recv_value_from_another_thread(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v;
@@ -1168,12 +1061,7 @@ static void test_sync_recv_value_from_another_thread(void) {
     tfrdv_status st;
     tkey_init(&k, "sync");
     tval_init(&v, 11);
-    memset(&s, 0, sizeof s);
-    s.r = r;
-    s.k = &k;
-    s.v = &v;
-    s.delay_ms = 30;
-    TT_CHECK_EQ_INT(pthread_create(&th, NULL, sender_main, &s), 0);
+    TT_CHECK_EQ_INT(sender_start(&s, &th, r, &k, &v, 30), 0);
     TT_CHECK_EQ_INT(tfrdv_recv(r, &k.pk, NULL, (int64_t)10 * 1000000000, &got, &dead, &st), TFRDV_OK);
     pthread_join(th, NULL);
     TT_CHECK_EQ_INT(s.rc, TFRDV_OK);
@@ -1184,11 +1072,11 @@ static void test_sync_recv_value_from_another_thread(void) {
     tfrdv_value_release(got);
     TT_CHECK_EQ_INT(rel(&v), 1);
     tfrdv_destroy(r);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_sync_recv_timeout_removes_the_waiter(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v;
@@ -1211,11 +1099,11 @@ static void test_sync_recv_timeout_removes_the_waiter(void) {
     tfrdv_value_release(got);
     TT_CHECK_EQ_INT(rel(&v), 1);
     tfrdv_destroy(r);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_sync_recv_timeout_zero_waits_forever(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v1, v2;
@@ -1226,30 +1114,23 @@ static void test_sync_recv_timeout_zero_waits_forever(void) {
     tkey_init(&k, "forever");
     tval_init(&v1, 1);
     tval_init(&v2, 2);
-    memset(&s, 0, sizeof s);
-    s.r = r;
-    s.k = &k;
-    s.v = &v1;
-    s.delay_ms = 100;
-    TT_CHECK_EQ_INT(pthread_create(&th, NULL, sender_main, &s), 0);
+    TT_CHECK_EQ_INT(sender_start(&s, &th, r, &k, &v1, 100), 0);
     TT_CHECK_EQ_INT(tfrdv_recv(r, &k.pk, NULL, 0, &got, NULL, &st), TFRDV_OK);
     pthread_join(th, NULL);
     TT_CHECK(got == &v1.v);
     tfrdv_value_release(got);
-    s.v = &v2;
-    s.delay_ms = 50;
-    TT_CHECK_EQ_INT(pthread_create(&th, NULL, sender_main, &s), 0);
+    TT_CHECK_EQ_INT(sender_start(&s, &th, r, &k, &v2, 50), 0);
     TT_CHECK_EQ_INT(tfrdv_recv(r, &k.pk, NULL, -5, &got, NULL, &st), TFRDV_OK); /* negative: forever */
     pthread_join(th, NULL);
     TT_CHECK(got == &v2.v);
     tfrdv_value_release(got);
     TT_CHECK(rel(&v1) == 1 && rel(&v2) == 1);
     tfrdv_destroy(r);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_sync_recv_buffered_dead_and_aborted(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tfrdv_value* got = 0;
@@ -1266,11 +1147,11 @@ static void test_sync_recv_buffered_dead_and_aborted(void) {
     TT_CHECK_STR(st.msg, "gone");
     TT_CHECK_EQ_INT(tfrdv_recv(r, &k.pk, NULL, 0, &got, &dead, &st), TFRDV_ABORTED);
     tfrdv_destroy(r);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_sync_recv_user_cancel_is_cancelled_not_deadline(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tfrdv_cancel_mgr* cm;
     tfrdv_args args;
@@ -1301,7 +1182,7 @@ static void test_sync_recv_user_cancel_is_cancelled_not_deadline(void) {
         tfrdv_cancel_mgr_destroy(cm);
     }
     tfrdv_destroy(r);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* ---- re-entrancy ----------------------------------------------------------------------------- */
@@ -1313,7 +1194,7 @@ typedef struct act {
     tval* v2;
     rcv* x1;
     tfrdv_code rc1, rc2;
-    cnt_alloc* ca;
+    fx_alloc* ca;
     long live_in_cb;
 } act;
 static void then_send_two(rcv* self) {
@@ -1322,7 +1203,7 @@ static void then_send_two(rcv* self) {
     a->rc2 = tfrdv_send(a->r, &a->k2->pk, NULL, &a->v2->v, 0, NULL);
 }
 static void test_send_from_inside_recv_callback(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey ka, kb;
     tval v0, v1, v2;
@@ -1356,7 +1237,7 @@ static void test_send_from_inside_recv_callback(void) {
     TT_CHECK(x3.calls == 1 && x3.id == 2);
     tfrdv_destroy(r);
     TT_CHECK(rel(&v0) == 1 && rel(&v1) == 1 && rel(&v2) == 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void then_recv(rcv* self) {
@@ -1364,7 +1245,7 @@ static void then_recv(rcv* self) {
     a->rc1 = tfrdv_recv_async(a->r, &a->k1->pk, NULL, rcv_done, a->x1);
 }
 static void test_recv_from_inside_recv_callback(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey ka, kb;
     tval v0, v1, v2;
@@ -1408,7 +1289,7 @@ static void test_recv_from_inside_recv_callback(void) {
     TT_CHECK_EQ_INT(x4.calls, 1);
     TT_CHECK_EQ_INT(x4.code, TFRDV_CANCELLED);
     TT_CHECK(rel(&v0) == 1 && rel(&v1) == 1 && rel(&v2) == 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void then_abort(rcv* self) {
@@ -1417,7 +1298,7 @@ static void then_abort(rcv* self) {
     else a->rc2 = tfrdv_abort(a->r, TFRDV_INTERNAL, "nested abort");
 }
 static void test_abort_from_inside_recv_callback(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey ka, kb, kc;
     tval v0, vc;
@@ -1457,25 +1338,25 @@ static void test_abort_from_inside_recv_callback(void) {
     tfrdv_destroy(r);
     for (i = 0; i < 4; i++) TT_CHECK_EQ_INT(x[i].calls, 1);
     TT_CHECK(rel(&v0) == 1 && rel(&vc) == 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void then_destroy(rcv* self) {
     act* a = (act*)self->ctx;
     tfrdv_destroy(a->r);
-    a->live_in_cb = a->ca->live; /* not freed yet: we are inside its callback */
+    a->live_in_cb = a->ca->live_blocks; /* not freed yet: we are inside its callback */
     a->r = NULL;
 }
 static void then_unref(rcv* self) {
     act* a = (act*)self->ctx;
     tfrdv_unref(a->r);
-    a->live_in_cb = a->ca->live;
+    a->live_in_cb = a->ca->live_blocks;
 }
 static void test_destroy_from_inside_own_callback(void) {
     static const char* const names[4] = {"recv path", "send path", "abort path", "cancel path"};
     int variant;
     for (variant = 0; variant < 4; variant++) {
-        cnt_alloc ca;
+        fx_alloc ca;
         tfrdv_rendezvous* r = mk_rdv(&ca);
         tfrdv_cancel_mgr* cm = 0;
         tfrdv_args args;
@@ -1525,14 +1406,14 @@ static void test_destroy_from_inside_own_callback(void) {
         TT_CHECK_EQ_INT(rel(&vbuf), 1);
         TT_CHECK_EQ_INT(rel(&v1), 1);
         if (cm) tfrdv_cancel_mgr_destroy(cm);
-        CA_CHECK_EMPTY(ca); /* freed when the callback returned */
+        FX_CHECK_EMPTY(&ca); /* freed when the callback returned */
         if (tt_cur != fails) printf("    (variant: %s)\n", names[variant]);
     }
 }
 
 /* destroy from inside the callback of a send (the later arrival), and unref variants */
 static void test_destroy_and_unref_from_callback_in_send(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey ka;
     tval v0, v1, v2;
@@ -1557,7 +1438,7 @@ static void test_destroy_and_unref_from_callback_in_send(void) {
     TT_CHECK(x1.calls == 1 && x1.code == TFRDV_OK);
     TT_CHECK(x2.calls == 1 && x2.code == TFRDV_CANCELLED);
     TT_CHECK(a.live_in_cb > 0);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
     /* unref: two references, each dropped inside a callback; the last one frees */
     r = mk_rdv(&ca);
     memset(&a, 0, sizeof a);
@@ -1582,13 +1463,13 @@ static void test_destroy_and_unref_from_callback_in_send(void) {
     TT_CHECK_EQ_INT(tfrdv_abort(r, TFRDV_ABORTED, "end"), TFRDV_OK); /* x2 unrefs the last ref */
     TT_CHECK(x2.calls == 1 && x2.code == TFRDV_ABORTED);
     TT_CHECK(a.live_in_cb > 0);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
     TT_CHECK(rel(&v0) == 1 && rel(&v1) == 1 && rel(&v2) == 1);
 }
 
 /* ---- teardown ---------------------------------------------------------------------------------- */
 static void test_destroy_cancels_waiters_and_releases_buffered(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k[4];
     tval v[4];
@@ -1610,11 +1491,11 @@ static void test_destroy_cancels_waiters_and_releases_buffered(void) {
         TT_CHECK_STR(x[i].msg, "Rendezvous destroyed");
     }
     for (i = 0; i < 4; i++) TT_CHECK_EQ_INT(rel(&v[i]), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_ref_unref_keep_it_alive(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v;
@@ -1632,13 +1513,13 @@ static void test_ref_unref_keep_it_alive(void) {
     tfrdv_unref(r);
     tfrdv_unref(r);
     TT_CHECK_EQ_INT(rel(&v), 0); /* still buffered */
-    TT_CHECK(ca.live > 0);
+    TT_CHECK(ca.live_blocks > 0);
     tfrdv_ref(NULL);
     tfrdv_unref(NULL);
     tfrdv_destroy(NULL);
     tfrdv_unref(r); /* the last reference acts as destroy */
     TT_CHECK_EQ_INT(rel(&v), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 typedef struct slow {
@@ -1654,7 +1535,7 @@ static void slow_done(void* user, const tfrdv_status* st, const tfrdv_args* sa, 
     st_(&s->finished, 1);
 }
 static void test_destroy_waits_for_callback_on_other_thread(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k;
     tval v;
@@ -1665,12 +1546,8 @@ static void test_destroy_waits_for_callback_on_other_thread(void) {
     tkey_init(&k, "slow");
     tval_init(&v, 1);
     memset(&s, 0, sizeof s);
-    memset(&snd, 0, sizeof snd);
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, slow_done, &s), TFRDV_OK);
-    snd.r = r;
-    snd.k = &k;
-    snd.v = &v;
-    TT_CHECK_EQ_INT(pthread_create(&th, NULL, sender_main, &snd), 0);
+    TT_CHECK_EQ_INT(sender_start(&snd, &th, r, &k, &v, 0), 0);
     while (!ld(&s.started) && spins++ < 5000) sleep_ms(1);
     TT_CHECK(ld(&s.started));
     tfrdv_destroy(r);
@@ -1678,12 +1555,21 @@ static void test_destroy_waits_for_callback_on_other_thread(void) {
     pthread_join(th, NULL);
     TT_CHECK_EQ_INT(snd.rc, TFRDV_OK);
     TT_CHECK_EQ_INT(rel(&v), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* ---- batch helpers ----------------------------------------------------------------------------- */
+/* n numbered keys, their parsed views in pks, and n values with ids 0 .. n-1 */
+static void batch_setup(tkey* k, tfrdv_parsed_key* pks, tval* v, int n) {
+    int i;
+    for (i = 0; i < n; i++) {
+        tkey_num(&k[i], i);
+        pks[i] = k[i].pk;
+        tval_init(&v[i], i);
+    }
+}
 static void test_send_batch_stops_at_first_failure(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k[3];
     tval v[3];
@@ -1693,19 +1579,15 @@ static void test_send_batch_stops_at_first_failure(void) {
     size_t sent = 99;
     tfrdv_status st;
     int i;
-    for (i = 0; i < 3; i++) {
-        tkey_num(&k[i], i);
-        pks[i] = k[i].pk;
-        tval_init(&v[i], i);
-        vals[i] = &v[i].v;
-    }
+    batch_setup(k, pks, v, 3);
+    for (i = 0; i < 3; i++) vals[i] = &v[i].v;
     /* all succeed */
     TT_CHECK_EQ_INT(tfrdv_send_batch(r, 3, pks, NULL, vals, dead, &sent, &st), TFRDV_OK);
     TT_CHECK_EQ_INT(sent, 3);
     TT_CHECK_EQ_INT(tfrdv_pending(r, NULL, NULL), 3);
     tfrdv_destroy(r);
     for (i = 0; i < 3; i++) TT_CHECK_EQ_INT(rel(&v[i]), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
     /* a NULL live value at index 1: index 0 sent, 1 and 2 stay ours */
     r = mk_rdv(&ca);
     for (i = 0; i < 3; i++) tval_init(&v[i], i);
@@ -1729,39 +1611,11 @@ static void test_send_batch_stops_at_first_failure(void) {
     TT_CHECK(rel(&v[1]) == 0 && rel(&v[2]) == 0);
     TT_CHECK_EQ_INT(tfrdv_send_batch(NULL, 1, pks, NULL, vals, NULL, &sent, &st), TFRDV_INVALID_ARGUMENT);
     tfrdv_destroy(r);
-    CA_CHECK_EMPTY(ca);
-}
-
-typedef struct brec brec;
-struct brec {
-    int calls;
-    tfrdv_code code;
-    char msg[TFRDV_STATUS_MSG_MAX];
-    size_t n;
-    tfrdv_value* vals[8];
-    int dead[8];
-    int keep;
-    void (*then)(brec* self);
-    void* ctx;
-};
-static void batch_done(void* user, const tfrdv_status* st, size_t n, tfrdv_value** values, int* is_dead) {
-    brec* b = (brec*)user;
-    size_t i;
-    b->calls++;
-    b->code = st->code;
-    snprintf(b->msg, sizeof b->msg, "%s", st->msg);
-    b->n = n;
-    for (i = 0; i < n && i < 8; i++) {
-        b->vals[i] = values[i];
-        b->dead[i] = is_dead ? is_dead[i] : -1;
-    }
-    if (b->then) b->then(b);
-    if (!b->keep)
-        for (i = 0; i < n; i++) tfrdv_value_release(values[i]);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_recv_batch_one_callback_when_all_arrived(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k[3];
     tval v[3];
@@ -1772,11 +1626,7 @@ static void test_recv_batch_one_callback_when_all_arrived(void) {
     int i;
     memset(&b, 0, sizeof b);
     b.keep = 1;
-    for (i = 0; i < 3; i++) {
-        tkey_num(&k[i], i);
-        pks[i] = k[i].pk;
-        tval_init(&v[i], i);
-    }
+    batch_setup(k, pks, v, 3);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k[1].pk, NULL, &v[1].v, 1, NULL), TFRDV_OK); /* already there, dead */
     TT_CHECK_EQ_INT(tfrdv_recv_batch_async(r, 3, pks, NULL, out, dead, batch_done, &b), TFRDV_OK);
     TT_CHECK_EQ_INT(b.calls, 0);
@@ -1801,7 +1651,7 @@ static void test_recv_batch_one_callback_when_all_arrived(void) {
     TT_CHECK_EQ_INT(tfrdv_recv_batch_async(r, 1, pks, NULL, out, dead, NULL, &b), TFRDV_INVALID_ARGUMENT);
     tfrdv_destroy(r);
     for (i = 0; i < 3; i++) TT_CHECK_EQ_INT(rel(&v[i]), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void then_send_k1(brec* self) {
@@ -1809,7 +1659,7 @@ static void then_send_k1(brec* self) {
     a->rc1 = tfrdv_send(a->r, &a->k1->pk, NULL, &a->v1->v, 0, NULL);
 }
 static void test_recv_batch_first_error_releases_each_value_once(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tfrdv_cancel_mgr* cm;
     tfrdv_args args;
@@ -1821,11 +1671,7 @@ static void test_recv_batch_first_error_releases_each_value_once(void) {
     brec b;
     act a;
     int i;
-    for (i = 0; i < 3; i++) {
-        tkey_num(&k[i], i);
-        pks[i] = k[i].pk;
-        tval_init(&v[i], i);
-    }
+    batch_setup(k, pks, v, 3);
     /* abort after one value arrived: one callback, all NULL, the arrived value released once */
     memset(&b, 0, sizeof b);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k[0].pk, NULL, &v[0].v, 0, NULL), TFRDV_OK);
@@ -1841,7 +1687,7 @@ static void test_recv_batch_first_error_releases_each_value_once(void) {
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(b.calls, 1);
     TT_CHECK_EQ_INT(rel(&v[0]), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 
     /* a value arriving after the batch failed is released by the batch, once */
     r = mk_rdv(&ca);
@@ -1871,7 +1717,7 @@ static void test_recv_batch_first_error_releases_each_value_once(void) {
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(b.calls, 1);
     TT_CHECK(rel(&v[1]) == 1 && rel(&v[2]) == 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* the last two values of a batch arrive at the same time on two threads: exactly one callback */
@@ -1895,7 +1741,7 @@ static void* bracer_main(void* p) {
 #define BR_ROUNDS 3000
 static tval br_vals[2][BR_ROUNDS];
 static void test_recv_batch_concurrent_last_arrivals(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k[2];
     tfrdv_parsed_key pks[2];
@@ -1937,12 +1783,12 @@ static void test_recv_batch_concurrent_last_arrivals(void) {
     TT_CHECK_EQ_INT(missed, 0);
     TT_CHECK_EQ_INT(doubled, 0);
     TT_CHECK_EQ_INT(unreleased, 0);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* ---- introspection ----------------------------------------------------------------------------- */
 static void test_pending_reports_kinds_and_counts(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey ka, kb, kc;
     tval v[3];
@@ -1979,12 +1825,12 @@ static void test_pending_reports_kinds_and_counts(void) {
     tfrdv_destroy(r);
     TT_CHECK(x[0].calls == 1 && x[1].calls == 1 && x[2].calls == 1);
     for (i = 0; i < 3; i++) TT_CHECK_EQ_INT(rel(&v[i]), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* ---- allocator hooks ---------------------------------------------------------------------------- */
 static void test_allocator_sized_free_everything_freed(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv_cfg(&ca, 2, 1); /* tiny tables: they grow */
     tfrdv_cancel_mgr* cm = mk_cm(&ca);
     tfrdv_args args = cancel_args(cm);
@@ -2028,7 +1874,7 @@ static void test_allocator_sized_free_everything_freed(void) {
     tfrdv_cancel_mgr_destroy(cm);
     for (i = 0; i < 300; i++) TT_CHECK_EQ_INT(rel(&v[i]), 1);
     for (i = 0; i < 200; i++) TT_CHECK_EQ_INT(x[i].calls, 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 #define SS_KEYS 100
@@ -2052,7 +1898,7 @@ static int ss_round(tfrdv_rendezvous* r) {
     return bad;
 }
 static void test_allocator_steady_state_allocates_nothing(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     long allocs, frees;
     int i, bad = 0;
@@ -2070,7 +1916,7 @@ static void test_allocator_steady_state_allocates_nothing(void) {
     TT_CHECK_EQ_INT(ca.allocs - allocs, 0);
     TT_CHECK_EQ_INT(ca.frees - frees, 0);
     tfrdv_destroy(r);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 static void test_allocator_with_only_alloc_or_free_is_invalid(void) {
@@ -2079,13 +1925,13 @@ static void test_allocator_with_only_alloc_or_free_is_invalid(void) {
     tfrdv_cancel_mgr* cm = (tfrdv_cancel_mgr*)&cfg;
     tfrdv_loopback* lb = (tfrdv_loopback*)&cfg;
     tfrdv_status st;
-    cnt_alloc ca;
+    fx_alloc ca;
     int pass;
     memset(&ca, 0, sizeof ca);
     for (pass = 0; pass < 2; pass++) {
         memset(&cfg.hooks, 0, sizeof cfg.hooks);
-        if (pass == 0) cfg.hooks.allocator.alloc_fn = ca_alloc;
-        else cfg.hooks.allocator.free_fn = ca_free;
+        if (pass == 0) cfg.hooks.allocator.alloc_fn = fx_alloc_fn;
+        else cfg.hooks.allocator.free_fn = fx_free_fn;
         cfg.hooks.allocator.user_data = &ca;
         TT_CHECK_EQ_INT(tfrdv_local_create(&cfg, &r, &st), TFRDV_INVALID_ARGUMENT);
         TT_CHECK(r == NULL);
@@ -2219,7 +2065,7 @@ static void test_user_sync_hooks_are_used(void) {
     tfrdv_value* got = 0;
     tfrdv_args args;
     rcv x;
-    cnt_alloc ca;
+    fx_alloc ca;
     memset(&ps, 0, sizeof ps);
     sync = ps_table(&ps);
     cfg.hooks = ca_hooks(&ca);
@@ -2237,12 +2083,7 @@ static void test_user_sync_hooks_are_used(void) {
     rcv_init(&x);
     args = cancel_args(cm);
     /* blocking receives through the hooks' events: a value from a thread, then a timeout */
-    memset(&s, 0, sizeof s);
-    s.r = r;
-    s.k = &k;
-    s.v = &v1;
-    s.delay_ms = 20;
-    TT_CHECK_EQ_INT(pthread_create(&th, NULL, sender_main, &s), 0);
+    TT_CHECK_EQ_INT(sender_start(&s, &th, r, &k, &v1, 20), 0);
     TT_CHECK_EQ_INT(tfrdv_recv(r, &k.pk, NULL, (int64_t)10 * 1000000000, &got, NULL, &st), TFRDV_OK);
     pthread_join(th, NULL);
     TT_CHECK(got == &v1.v);
@@ -2262,7 +2103,7 @@ static void test_user_sync_hooks_are_used(void) {
     TT_CHECK_EQ_INT(ps.lock, ps.unlock);
     TT_CHECK_EQ_INT(ps.mutex_init, ps.mutex_destroy);
     TT_CHECK_EQ_INT(ps.event_init, ps.event_destroy);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
     /* an incomplete table is an argument error */
     ca.allocs = 0;
     sync.event_signal = NULL;
@@ -2310,7 +2151,7 @@ static void test_recv_batch_last_two_arrivals_race_deterministic(void) {
     pthread_t th[2];
     pthread_barrier_t bar;
     void* last_mutex = 0;
-    cnt_alloc ca;
+    fx_alloc ca;
     memset(&ps, 0, sizeof ps);
     sync = ps_table(&ps);
     sync.mutex_unlock = ps_unlock_slow;
@@ -2319,11 +2160,7 @@ static void test_recv_batch_last_two_arrivals_race_deterministic(void) {
     cfg.hooks.sync = &sync;
     TT_CHECK_EQ_INT(tfrdv_local_create(&cfg, &r, &st), TFRDV_OK);
     memset(&b, 0, sizeof b);
-    for (i = 0; i < 2; i++) {
-        tkey_num(&k[i], i);
-        pks[i] = k[i].pk;
-        tval_init(&v[i], i);
-    }
+    batch_setup(k, pks, v, 2);
     {
         long before = ps.mutex_init;
         TT_CHECK_EQ_INT(tfrdv_recv_batch_async(r, 2, pks, NULL, out, dead, batch_done, &b), TFRDV_OK);
@@ -2333,11 +2170,7 @@ static void test_recv_batch_last_two_arrivals_race_deterministic(void) {
     __atomic_store_n(&slow_mutex, last_mutex, __ATOMIC_SEQ_CST);
     pthread_barrier_init(&bar, NULL, 2);
     for (i = 0; i < 2; i++) {
-        memset(&d[i], 0, sizeof d[i]);
-        d[i].s.r = r;
-        d[i].s.k = &k[i];
-        d[i].s.v = &v[i];
-        d[i].s.delay_ms = i == 0 ? 0 : 5;
+        sender_init(&d[i].s, r, &k[i], &v[i], i == 0 ? 0 : 5);
         d[i].bar = &bar;
     }
     st_(&slow_armed, 1);
@@ -2353,7 +2186,7 @@ static void test_recv_batch_last_two_arrivals_race_deterministic(void) {
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(rel(&v[0]), 1);
     TT_CHECK_EQ_INT(rel(&v[1]), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* A receive's callback destroys its cancellation manager when that manager's own cancel
@@ -2382,7 +2215,7 @@ static void* cm_suicide_main(void* p) {
 }
 static void test_cancel_mgr_destroyed_inside_its_own_callback(void) {
     static cm_suicide c; /* static: a stuck helper thread may keep using it */
-    static cnt_alloc ca;
+    static fx_alloc ca;
     pthread_t th;
     int waited = 0;
     memset(&c, 0, sizeof c);
@@ -2405,7 +2238,7 @@ static void test_cancel_mgr_destroyed_inside_its_own_callback(void) {
     TT_CHECK_EQ_INT(c.x.calls, 1);
     TT_CHECK_EQ_INT(c.x.code, TFRDV_CANCELLED);
     tfrdv_destroy(c.r);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
 }
 
 /* tfrdv_cancel_mgr_destroy racing a send that has just matched a receive registered on it.
@@ -2510,7 +2343,7 @@ static void test_cancel_mgr_destroy_racing_a_matching_send(void) {
     tkey k;
     tval v;
     rcv x;
-    cnt_alloc ca;
+    fx_alloc ca;
     int i;
     memset(&ps, 0, sizeof ps);
     rsync = ps_table(&ps);
@@ -2540,10 +2373,7 @@ static void test_cancel_mgr_destroy_racing_a_matching_send(void) {
     args = cancel_args(cm);
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &x), TFRDV_OK);
     pthread_barrier_init(&bar, NULL, 2);
-    memset(&d, 0, sizeof d);
-    d.s.r = r;
-    d.s.k = &k;
-    d.s.v = &v;
+    sender_init(&d.s, r, &k, &v, 0);
     d.bar = &bar;
     pthread_create(&th, NULL, delayed_sender_main, &d);
     pause_thread = th;
@@ -2560,7 +2390,7 @@ static void test_cancel_mgr_destroy_racing_a_matching_send(void) {
     TT_CHECK_EQ_INT(ld(&chk_after_destroy), 0);
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(rel(&v), 1);
-    CA_CHECK_EMPTY(ca);
+    FX_CHECK_EMPTY(&ca);
     for (i = 0; i < chk_nhandles; i++) free(chk_handles[i]);
     for (i = 0; i < nquar; i++) free(quar[i]);
 }
@@ -2568,7 +2398,7 @@ static void test_cancel_mgr_destroy_racing_a_matching_send(void) {
 /* destroy from inside a callback while another thread's callback on the same rendezvous still
    runs: the memory goes when the last callback returns (run under ASan to see misuse) */
 static void test_destroy_inside_callback_while_another_thread_callback_runs(void) {
-    cnt_alloc ca;
+    fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     tkey k1, k2;
     tval v1, v2;
@@ -2583,15 +2413,11 @@ static void test_destroy_inside_callback_while_another_thread_callback_runs(void
     tval_init(&v1, 1);
     tval_init(&v2, 2);
     memset(&s, 0, sizeof s);
-    memset(&snd, 0, sizeof snd);
     memset(&a, 0, sizeof a);
     rcv_init(&x);
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, NULL, slow_done, &s), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k2.pk, NULL, &v2.v, 0, NULL), TFRDV_OK);
-    snd.r = r;
-    snd.k = &k1;
-    snd.v = &v1;
-    TT_CHECK_EQ_INT(pthread_create(&th, NULL, sender_main, &snd), 0);
+    TT_CHECK_EQ_INT(sender_start(&snd, &th, r, &k1, &v1, 0), 0);
     while (!ld(&s.started) && spins++ < 5000) sleep_ms(1);
     a.r = r;
     a.ca = &ca;
@@ -2599,12 +2425,12 @@ static void test_destroy_inside_callback_while_another_thread_callback_runs(void
     x.ctx = &a;
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, NULL, rcv_done, &x), TFRDV_OK); /* destroys r inside */
     TT_CHECK_EQ_INT(x.calls, 1);
-    if (!ld(&s.finished)) TT_CHECK(ca.live > 0); /* the other callback still runs: not freed yet */
+    if (!ld(&s.finished)) TT_CHECK(ca.live_blocks > 0); /* the other callback still runs: not freed yet */
     pthread_join(th, NULL);
     TT_CHECK_EQ_INT(ld(&s.finished), 1);
     TT_CHECK_EQ_INT(snd.rc, TFRDV_OK);
     TT_CHECK(rel(&v1) == 1 && rel(&v2) == 1);
-    CA_CHECK_EMPTY(ca); /* freed by the last callback to return */
+    FX_CHECK_EMPTY(&ca); /* freed by the last callback to return */
 }
 
 static void test_no_assert_tripped(void) { TT_CHECK_EQ_INT(tt_asserts, 0); }

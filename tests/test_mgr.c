@@ -2,13 +2,13 @@
    deadline, cleanup and tombstones, introspection, the serving side (TensorFlow's
    RecvTensor checks, RecentRequestIds, the response cache), request ids, teardown and memory.
    Contracts: tfrdv.h (step manager, serving side), design.md section 3-4, tf-facts.md 4 and 6.
-   Time is a fake clock (faults.h fixtures): tests set it and call tfrdv_mgr_expire. */
+   Time is a fake clock (fixtures.h): tests set it and call tfrdv_mgr_expire. */
 #define _POSIX_C_SOURCE 200809L
 #define TT_COUNT_ASSERTS
 #include "tt.h"
 #define TFRDV_IMPLEMENTATION
 #include "tfrdv.h"
-#include "faults.h"
+#include "fixtures.h"
 #include <pthread.h>
 
 #define WA "/job:a/replica:0/task:0"
@@ -27,11 +27,20 @@ static tfrdv_mgr_config cfg(const char* worker, uint64_t inc, fx_alloc* a) {
     c.incarnation = inc;
     return c;
 }
-static tfrdv_mgr* mk(const tfrdv_mgr_config* c) {
-    tfrdv_mgr* m = 0;
-    tfrdv_status st;
-    if (tfrdv_mgr_create(c, &m, &st) != TFRDV_OK) printf("    tfrdv_mgr_create: %s\n", st.msg);
-    return m;
+/* managers A and B on one loopback, both on allocator a; returns tfrdv_loopback_create's code */
+static tfrdv_code loopback_pair(fx_alloc* a, tfrdv_loopback** lb, tfrdv_mgr** ma, tfrdv_mgr** mb) {
+    tfrdv_hooks h = fx_hooks(a);
+    tfrdv_mgr_config ca = cfg(WA, INC_A, a), cb = cfg(WB, INC_B, a);
+    tfrdv_code rc = tfrdv_loopback_create(&h, lb, 0);
+    *ma = *mb = 0;
+    if (rc != TFRDV_OK) return rc;
+    ca.transport = tfrdv_loopback_transport(*lb);
+    cb.transport = tfrdv_loopback_transport(*lb);
+    *ma = mk(&ca);
+    *mb = mk(&cb);
+    tfrdv_loopback_register(*lb, WA, *ma, 0);
+    tfrdv_loopback_register(*lb, WB, *mb, 0);
+    return rc;
 }
 static tfrdv_rendezvous* step(tfrdv_mgr* m, int64_t id, int init) {
     tfrdv_rendezvous* r = 0;
@@ -41,21 +50,6 @@ static tfrdv_rendezvous* step(tfrdv_mgr* m, int64_t id, int init) {
 }
 static void serve(tfrdv_mgr* m, int64_t step_id, const fx_key* k, int64_t rid, fx_serve* s) {
     TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, step_id, k->buf, k->len, rid, fx_serve_done, s), TFRDV_OK);
-}
-static void key(fx_key* k, const char* src, uint64_t inc, const char* dst, const char* edge) {
-    int ok = fx_key_make(k, src, inc, dst, edge);
-    TT_CHECK(ok);
-}
-static tfrdv_mgr_stats stats(tfrdv_mgr* m) {
-    tfrdv_mgr_stats s;
-    memset(&s, 0, sizeof s);
-    tfrdv_mgr_get_stats(m, &s);
-    return s;
-}
-static void check_no_leak(fx_alloc* a) {
-    TT_CHECK_EQ_INT(fx_live(a), 0);
-    TT_CHECK_EQ_INT(fx_live_bytes(a), 0);
-    TT_CHECK_EQ_INT(a->bad_frees, 0);
 }
 
 /* ---- pending-key collector ---- */
@@ -91,7 +85,7 @@ static long pend_find(const pend* p, int64_t step_id, int kind, const char* k) {
    find-or-create, refcount
    ============================================================================================ */
 static void test_find_returns_same_rendezvous_per_step_and_counts_refs(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WA, INC_A, &a);
     tfrdv_mgr* m = mk(&c);
     tfrdv_rendezvous *r1, *r2, *r3, *r4;
@@ -122,7 +116,7 @@ static void test_find_returns_same_rendezvous_per_step_and_counts_refs(void) {
     tfrdv_unref(r4); /* the last reference frees it */
     TT_CHECK(fx_live(&a) < live_with_step);
     tfrdv_mgr_destroy(m);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_find_argument_errors(void) {
@@ -147,7 +141,7 @@ static void noop_call(void* u, tfrdv_call* call) {
     (void)call;
 }
 static void test_create_rejects_bad_config_without_leaks(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WA, INC_A, &a);
     tfrdv_mgr* m = 0;
     tfrdv_status st;
@@ -171,7 +165,7 @@ static void test_create_rejects_bad_config_without_leaks(void) {
     TT_CHECK_EQ_INT(tfrdv_mgr_create(&c, &m, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK(m == 0);
     TT_CHECK_EQ_INT(transport_destroys, 0);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
     /* a good config owns the transport: destroy() runs when the manager goes */
     c.tombstone_max = 0;
     TT_CHECK_EQ_INT(tfrdv_mgr_create(&c, &m, &st), TFRDV_OK);
@@ -179,7 +173,7 @@ static void test_create_rejects_bad_config_without_leaks(void) {
     TT_CHECK_EQ_INT(tfrdv_mgr_incarnation(m), INC_A);
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(transport_destroys, 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_incarnation_zero_is_derived_nonzero(void) {
@@ -193,7 +187,7 @@ static void test_incarnation_zero_is_derived_nonzero(void) {
    two-phase init
    ============================================================================================ */
 static void test_serve_before_initialize_is_deferred_then_answered_in_arrival_order(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
@@ -232,7 +226,7 @@ static void test_serve_before_initialize_is_deferred_then_answered_in_arrival_or
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(s1.calls, 1);
     TT_CHECK_EQ_INT(s2.calls, 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_initialize_twice_same_name_ok_other_name_internal(void) {
@@ -260,7 +254,7 @@ static void test_initialize_twice_same_name_ok_other_name_internal(void) {
 }
 
 static void test_deferred_request_deadline_exceeded_names_step_and_key(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
@@ -291,7 +285,7 @@ static void test_deferred_request_deadline_exceeded_names_step_and_key(void) {
     TT_CHECK_EQ_INT(s.calls, 1);
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(s.calls, 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 
     /* deferred_timeout_ns < 0: no deadline at all; cleanup still answers */
     c.deferred_timeout_ns = -1;
@@ -304,7 +298,7 @@ static void test_deferred_request_deadline_exceeded_names_step_and_key(void) {
     TT_CHECK_EQ_INT(late.st.code, TFRDV_ABORTED);
     TT_CHECK_STR(late.st.msg, "Cleanup 9");
     tfrdv_mgr_destroy(m);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 /* design.md 4: "a RecvTensor for a step that never starts ... deferred requests have a deadline"
@@ -312,7 +306,7 @@ static void test_deferred_request_deadline_exceeded_names_step_and_key(void) {
    creates, as TensorFlow); once its only request expired nothing refers to it any more, so it
    must not stay in the table for ever (100,000 stray step ids would pin 100,000 rendezvous). */
 static void test_expired_stray_request_leaves_no_step_behind(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
@@ -332,12 +326,12 @@ static void test_expired_stray_request_leaves_no_step_behind(void) {
     TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 0);
     TT_CHECK(fx_live(&a) <= base + 3); /* at most recycled request records remain */
     tfrdv_mgr_destroy(m);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 /* ...but a step somebody holds, or one with a request still waiting, stays */
 static void test_expired_request_keeps_a_step_that_is_in_use(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
@@ -377,14 +371,14 @@ static void test_expired_request_keeps_a_step_that_is_in_use(void) {
     tfrdv_unref(held);
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(s4.calls, 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 /* ============================================================================================
    cleanup, tombstones, cleanup_all
    ============================================================================================ */
 static void test_cleanup_aborts_receivers_and_deferred_and_releases_buffered_values(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key kl, kb;
@@ -422,11 +416,11 @@ static void test_cleanup_aborts_receivers_and_deferred_and_releases_buffered_val
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(rv.calls, 1);
     TT_CHECK_EQ_INT(fx_released(&v), 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_tombstone_fails_a_late_serve_at_once(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
@@ -451,11 +445,11 @@ static void test_tombstone_fails_a_late_serve_at_once(void) {
     TT_CHECK_EQ_INT(s11.st.code, TFRDV_ABORTED);
     TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 0);
     tfrdv_mgr_destroy(m);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_tombstones_are_bounded_by_tombstone_max(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
@@ -477,11 +471,11 @@ static void test_tombstones_are_bounded_by_tombstone_max(void) {
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(s1.calls, 1);
     TT_CHECK_EQ_INT(s1.st.code, TFRDV_ABORTED);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_tombstones_expire_after_ttl(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
@@ -502,11 +496,11 @@ static void test_tombstones_expire_after_ttl(void) {
     TT_CHECK_EQ_INT(s.calls, 0);
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(s.calls, 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_find_after_cleanup_creates_a_fresh_step(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
@@ -535,11 +529,11 @@ static void test_find_after_cleanup_creates_a_fresh_step(void) {
     tfrdv_unref(r);
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(fx_released(&v), 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_cleanup_all_aborts_every_step(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
@@ -567,7 +561,7 @@ static void test_cleanup_all_aborts_every_step(void) {
     tfrdv_mgr_cleanup_all(m); /* nothing left: harmless */
     tfrdv_mgr_destroy(m);
     for (i = 0; i < 5; i++) TT_CHECK_EQ_INT(rv[i].calls, 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 /* ============================================================================================
@@ -593,10 +587,8 @@ static void test_steps_reports_active_ids_up_to_cap(void) {
 }
 
 static void test_pending_reports_send_recv_remote_call_and_deferred(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_loopback* lb = 0;
-    tfrdv_hooks h = fx_hooks(&a);
-    tfrdv_mgr_config ca = cfg(WA, INC_A, &a), cb = cfg(WB, INC_B, &a);
     tfrdv_mgr *ma, *mb;
     tfrdv_rendezvous *ra, *rb;
     fx_key ks, kr, kx, kd;
@@ -611,13 +603,7 @@ static void test_pending_reports_send_recv_remote_call_and_deferred(void) {
     memset(&p, 0, sizeof p);
     memset(&pb, 0, sizeof pb);
     memset(&pr, 0, sizeof pr);
-    TT_CHECK_EQ_INT(tfrdv_loopback_create(&h, &lb, 0), TFRDV_OK);
-    ca.transport = tfrdv_loopback_transport(lb);
-    cb.transport = tfrdv_loopback_transport(lb);
-    ma = mk(&ca);
-    mb = mk(&cb);
-    tfrdv_loopback_register(lb, WA, ma, 0);
-    tfrdv_loopback_register(lb, WB, mb, 0);
+    TT_CHECK_EQ_INT(loopback_pair(&a, &lb, &ma, &mb), TFRDV_OK);
     key(&ks, A0, INC_A, A0, "sent");
     key(&kr, A0, INC_A, A0, "wanted");
     key(&kx, B0, INC_B, A0, "remote");
@@ -651,7 +637,7 @@ static void test_pending_reports_send_recv_remote_call_and_deferred(void) {
     TT_CHECK_EQ_INT(sd.calls, 1);
     TT_CHECK_EQ_INT(fx_released(&v1), 1);
     TT_CHECK_EQ_INT(fx_released(&v2), 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 /* ============================================================================================
@@ -754,7 +740,7 @@ static void test_serve_device_incarnation_hook_and_unknown_device_not_found(void
 }
 
 static void test_serve_duplicate_request_id_is_aborted(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
@@ -780,7 +766,7 @@ static void test_serve_duplicate_request_id_is_aborted(void) {
     tfrdv_unref(r);
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(s2.calls, 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_serve_request_id_zero_is_never_deduplicated(void) {
@@ -830,7 +816,7 @@ static void test_serve_dedup_window_is_bounded(void) {
 }
 
 static void test_response_cache_answers_a_retry_with_the_same_value_released_once_after_ack(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
@@ -863,11 +849,11 @@ static void test_response_cache_answers_a_retry_with_the_same_value_released_onc
     tfrdv_unref(r);
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(fx_released(&v), 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_response_cache_waiters_share_one_answer_released_once_by_cleanup(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
@@ -897,14 +883,14 @@ static void test_response_cache_waiters_share_one_answer_released_once_by_cleanu
     tfrdv_unref(r);
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(fx_released(&v), 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 /* TensorFlow (tf-facts 6.2): with the cache on, a request that is computed (QueueRequest false)
    is still tracked by RecentRequestIds, so once the receiver acked (EraseRequestId) a replay of
    that id is rejected instead of consuming a second tensor. */
 static void test_response_cache_replay_after_ack_is_a_duplicate(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
@@ -928,7 +914,7 @@ static void test_response_cache_replay_after_ack_is_a_duplicate(void) {
     TT_CHECK(s2.value_ptr != &v2.v); /* must not consume the next tensor */
     tfrdv_unref(r);
     tfrdv_mgr_destroy(m);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_response_cache_full_falls_back_to_dedup(void) {
@@ -960,7 +946,7 @@ static void test_response_cache_full_falls_back_to_dedup(void) {
    already happened (or never will): nothing drops them (the client acks only successes), so they
    must not use up response_cache_max and silently turn caching off for later requests. */
 static void test_response_cache_is_not_filled_by_requests_that_never_reached_a_step(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k5, k6, kbadinc;
@@ -1002,7 +988,7 @@ static void test_response_cache_is_not_filled_by_requests_that_never_reached_a_s
     tfrdv_mgr_destroy(m);
     for (i = 0; i < 5; i++) TT_CHECK_EQ_INT(s[i].calls, 1);
     TT_CHECK_EQ_INT(fx_released(&v), 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 /* ============================================================================================
@@ -1074,10 +1060,8 @@ static void test_new_request_id_is_nonzero_and_unique_over_100000_draws(void) {
    teardown and memory
    ============================================================================================ */
 static void test_destroy_with_live_steps_and_requests_completes_everything_once(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_loopback* lb = 0;
-    tfrdv_hooks h = fx_hooks(&a);
-    tfrdv_mgr_config ca = cfg(WA, INC_A, &a), cb = cfg(WB, INC_B, &a);
     tfrdv_mgr *ma, *mb;
     tfrdv_rendezvous *ra1, *rb1, *rb2;
     fx_key kx, kbuf, kloc, kdef;
@@ -1089,13 +1073,7 @@ static void test_destroy_with_live_steps_and_requests_completes_everything_once(
     memset(&rloc, 0, sizeof rloc);
     memset(&sdef, 0, sizeof sdef);
     memset(&sdead, 0, sizeof sdead);
-    TT_CHECK_EQ_INT(tfrdv_loopback_create(&h, &lb, 0), TFRDV_OK);
-    ca.transport = tfrdv_loopback_transport(lb);
-    cb.transport = tfrdv_loopback_transport(lb);
-    ma = mk(&ca);
-    mb = mk(&cb);
-    tfrdv_loopback_register(lb, WA, ma, 0);
-    tfrdv_loopback_register(lb, WB, mb, 0);
+    TT_CHECK_EQ_INT(loopback_pair(&a, &lb, &ma, &mb), TFRDV_OK);
     key(&kx, B0, INC_B, A0, "in_flight");
     key(&kbuf, B0, INC_B, A0, "buffered");
     key(&kloc, B0, INC_B, B0, "local_wait");
@@ -1135,11 +1113,11 @@ static void test_destroy_with_live_steps_and_requests_completes_everything_once(
     TT_CHECK_EQ_INT(rloc.calls, 1);
     TT_CHECK_EQ_INT(sdef.calls, 1);
     TT_CHECK_EQ_INT(fx_released(&vbuf), 1);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_memory_100000_steps_return_to_baseline_plus_bounded_tombstones(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m;
     long base_blocks, base_bytes;
@@ -1173,7 +1151,7 @@ static void test_memory_100000_steps_return_to_baseline_plus_bounded_tombstones(
     TT_CHECK_EQ_INT(fx_live(&a), base_blocks);
     TT_CHECK_EQ_INT(fx_live_bytes(&a), base_bytes);
     tfrdv_mgr_destroy(m);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 /* ============================================================================================
@@ -1219,7 +1197,7 @@ static void* race_expirer(void* p) {
     return 0;
 }
 static void test_threads_serve_initialize_expire_cleanup_exactly_once(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     static fx_key keys[RN];
     static fx_value vals[RN];
@@ -1260,7 +1238,7 @@ static void test_threads_serve_initialize_expire_cleanup_exactly_once(void) {
     TT_CHECK_EQ_INT(not_once, 0);
     TT_CHECK_EQ_INT(not_released, 0);
     TT_CHECK_EQ_INT(bad, 0);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 /* CALLBACK RULES 7: the owner may drop the last reference as soon as its callback told it the
@@ -1290,7 +1268,7 @@ static void* handoff_sender(void* p) {
     return 0;
 }
 static void test_threads_last_unref_right_after_a_callback_signals(void) {
-    fx_alloc a = {0, 0, 0, 0};
+    fx_alloc a = {0};
     tfrdv_mgr_config c = cfg(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
@@ -1316,7 +1294,7 @@ static void test_threads_last_unref_right_after_a_callback_signals(void) {
     }
     TT_CHECK_EQ_INT(not_done, 0);
     tfrdv_mgr_destroy(m);
-    check_no_leak(&a);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_no_assert_tripped(void) { TT_CHECK_EQ_INT(tt_asserts, 0); }

@@ -10,6 +10,7 @@
 #include "tt.h"
 #define TFRDV_IMPLEMENTATION
 #include "tfrdv.h"
+#include "fixtures.h" /* without TFRDV_NO_MALLOC's heap fixtures; nothing here uses threads */
 
 /* ---- a static arena: bump allocation plus exact-size free lists, sized free checked -------- */
 #define ARENA_SIZE (1u << 20)
@@ -19,6 +20,7 @@ static union {
     void* p;
     int64_t i;
     double d;
+    long double ld; /* the base is aligned like malloc (blocks are 16-byte multiples) */
 } arena;
 typedef struct arena_block {
     size_t size; /* rounded payload size */
@@ -80,61 +82,9 @@ static tfrdv_hooks hooks(void) {
         TT_CHECK_EQ_INT(arena_oom, 0);      \
     } while (0)
 
-/* ---- values, keys, receivers ------------------------------------------------------------ */
-typedef struct tval {
-    tfrdv_value v;
-    int id, releases;
-} tval;
-static void tval_hook(tfrdv_value* v) { ((tval*)v->user)->releases++; }
-static void tval_init(tval* t, int id) {
-    memset(t, 0, sizeof *t);
-    t->id = id;
-    t->v.dtype = 1;
-    t->v.release = tval_hook;
-    t->v.user = t;
-}
-
-typedef struct tkey {
-    char buf[192];
-    tfrdv_parsed_key pk;
-} tkey;
-static void tkey_make(tkey* k, const char* src, uint64_t inc, const char* dst, const char* edge) {
-    tfrdv_frame_iter fi;
-    size_t len = 0;
-    tfrdv_status st;
-    fi.frame_id = 0;
-    fi.iter_id = 0;
-    TT_CHECK_EQ_INT(tfrdv_key_create(src, inc, dst, edge, fi, k->buf, sizeof k->buf, &len, &st), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_key_parse(k->buf, len, &k->pk, &st), TFRDV_OK);
-}
+/* ---- keys (values, receivers and batch recorders: fixtures.h) ---------------------------- */
 #define DEV "/job:w/replica:0/task:0/device:CPU:0"
 static void tkey_init(tkey* k, const char* edge) { tkey_make(k, DEV, 1, DEV, edge); }
-
-typedef struct rcv rcv;
-struct rcv {
-    int calls, id, is_dead;
-    tfrdv_code code;
-    char msg[TFRDV_STATUS_MSG_MAX];
-    void (*then)(rcv* self);
-    void* ctx;
-};
-static void rcv_init(rcv* r) {
-    memset(r, 0, sizeof *r);
-    r->id = -2;
-}
-static void rcv_done(void* user, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra,
-                     tfrdv_value* v, int dead) {
-    rcv* r = (rcv*)user;
-    (void)sa;
-    (void)ra;
-    r->calls++;
-    r->code = st->code;
-    snprintf(r->msg, sizeof r->msg, "%s", st->msg);
-    r->id = v ? ((tval*)v->user)->id : -1;
-    r->is_dead = dead;
-    if (r->then) r->then(r);
-    tfrdv_value_release(v);
-}
 
 static tfrdv_rendezvous* mk_rdv(void) {
     tfrdv_local_config cfg = tfrdv_local_config_init();
@@ -264,8 +214,7 @@ static void test_nt_cancellation(void) {
     rcv_init(&b);
     rcv_init(&c);
     TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(&h, &cm, &st), TFRDV_OK);
-    memset(&args, 0, sizeof args);
-    args.cancel = cm;
+    args = cancel_args(cm);
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &a), TFRDV_OK);
     TT_CHECK_EQ_INT(a.calls, 0);
     tfrdv_cancel_start(cm);
@@ -336,22 +285,6 @@ static void test_nt_destroy_from_inside_callback(void) {
     }
 }
 
-typedef struct brec {
-    int calls;
-    tfrdv_code code;
-    tfrdv_value* vals[4];
-} brec;
-static void batch_done(void* user, const tfrdv_status* st, size_t n, tfrdv_value** values, int* is_dead) {
-    brec* b = (brec*)user;
-    size_t i;
-    (void)is_dead;
-    b->calls++;
-    b->code = st->code;
-    for (i = 0; i < n && i < 4; i++) {
-        b->vals[i] = values[i];
-        tfrdv_value_release(values[i]);
-    }
-}
 static void test_nt_batch(void) {
     tfrdv_rendezvous* r = mk_rdv();
     tkey k[2];

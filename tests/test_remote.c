@@ -14,6 +14,7 @@
 #define TFRDV_ASSERT(x) ((x) ? (void)0 : (void)__atomic_add_fetch(&tt_asserts, 1, __ATOMIC_SEQ_CST))
 #define TFRDV_IMPLEMENTATION
 #include "tfrdv.h"
+#include "fixtures.h"
 #include "faults.h"
 #include <pthread.h>
 
@@ -39,12 +40,6 @@ typedef struct world {
     int ncms;
 } world;
 
-static tfrdv_mgr* mk(const tfrdv_mgr_config* c) {
-    tfrdv_mgr* m = 0;
-    tfrdv_status st;
-    if (tfrdv_mgr_create(c, &m, &st) != TFRDV_OK) printf("    tfrdv_mgr_create: %s\n", st.msg);
-    return m;
-}
 static tfrdv_mgr_config world_cfg(world* w, const char* name, uint64_t inc) {
     tfrdv_mgr_config c = tfrdv_mgr_config_init();
     c.hooks = fx_hooks(&w->a);
@@ -67,15 +62,23 @@ static tfrdv_rendezvous* init_step(tfrdv_mgr* m, int64_t id) {
     TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
     return r;
 }
-/* ca: A's config (from world_cfg, tweaked); B is plain */
-static void world_start(world* w, const tfrdv_mgr_config* ca) {
-    tfrdv_mgr_config cb = world_cfg(w, WB, INC_B);
+/* ca: A's config (from world_cfg, tweaked); cb: B's, or NULL for a plain B */
+static void world_start_ab(world* w, const tfrdv_mgr_config* ca, const tfrdv_mgr_config* cb) {
+    tfrdv_mgr_config plain = world_cfg(w, WB, INC_B);
     w->ma = mk(ca);
-    w->mb = mk(&cb);
+    w->mb = mk(cb ? cb : &plain);
     faults_register(w->f, WA, w->ma);
     faults_register(w->f, WB, w->mb);
     w->ra = init_step(w->ma, STEP);
     w->rb = init_step(w->mb, STEP);
+}
+static void world_start(world* w, const tfrdv_mgr_config* ca) { world_start_ab(w, ca, 0); }
+/* world_begin and world_start with a plain A and B */
+static void world_open(world* w, uint64_t seed) {
+    tfrdv_mgr_config ca;
+    world_begin(w, seed);
+    ca = world_cfg(w, WA, INC_A);
+    world_start(w, &ca);
 }
 /* "restart" B: a new manager with a new incarnation under the same name */
 static void world_restart_b(world* w) {
@@ -104,19 +107,7 @@ static void world_end(world* w) {
     TT_CHECK_EQ_INT(faults_destroy(w->f), 0);
     tfrdv_loopback_destroy(w->lb);
     for (i = 0; i < w->ncms; i++) tfrdv_cancel_mgr_destroy(w->cms[i]);
-    TT_CHECK_EQ_INT(fx_live(&w->a), 0);
-    TT_CHECK_EQ_INT(fx_live_bytes(&w->a), 0);
-    TT_CHECK_EQ_INT(w->a.bad_frees, 0);
-}
-static tfrdv_mgr_stats stats(tfrdv_mgr* m) {
-    tfrdv_mgr_stats s;
-    memset(&s, 0, sizeof s);
-    tfrdv_mgr_get_stats(m, &s);
-    return s;
-}
-static void key(fx_key* k, const char* src, uint64_t inc, const char* dst, const char* edge) {
-    int ok = fx_key_make(k, src, inc, dst, edge);
-    TT_CHECK(ok);
+    FX_CHECK_EMPTY(&w->a);
 }
 static void send(tfrdv_rendezvous* r, const fx_key* k, tfrdv_value* v) {
     tfrdv_status st;
@@ -207,14 +198,11 @@ static void test_remote_recv_then_send_delivers_bytes_and_shape_zero_copy(void) 
 
 static void test_remote_send_then_recv_delivers_at_once(void) {
     world w;
-    tfrdv_mgr_config ca;
     fx_key k;
     fx_value v;
     fx_recv r;
     memset(&r, 0, sizeof r);
-    world_begin(&w, 2);
-    ca = world_cfg(&w, WA, INC_A);
-    world_start(&w, &ca); /* FAULT_PASS: through the loopback */
+    world_open(&w, 2); /* FAULT_PASS: through the loopback */
     key(&k, B0, INC_B, A0, "t");
     send(w.rb, &k, fx_value_init(&v, 12));
     recv(w.ra, &k, 0, &r);
@@ -240,7 +228,6 @@ static void test_remote_send_then_recv_delivers_at_once(void) {
 
 static void test_remote_recv_into_receiver_memory_with_alloc_fn(void) {
     world w;
-    tfrdv_mgr_config ca;
     fx_key k;
     fx_value v, v2;
     fx_recv r, r2;
@@ -252,9 +239,7 @@ static void test_remote_recv_into_receiver_memory_with_alloc_fn(void) {
     heap_live = heap_allocs = 0;
     args.alloc_fn = heap_alloc;
     args.alloc_user = &fail;
-    world_begin(&w, 3);
-    ca = world_cfg(&w, WA, INC_A);
-    world_start(&w, &ca);
+    world_open(&w, 3);
     key(&k, B0, INC_B, A0, "into");
     recv(w.ra, &k, &args, &r);
     send(w.rb, &k, fx_value_init(&v, 14));
@@ -279,16 +264,13 @@ static void test_remote_recv_into_receiver_memory_with_alloc_fn(void) {
 
 static void test_remote_dead_values_arrive_dead(void) {
     world w;
-    tfrdv_mgr_config ca;
     fx_key k1, k2;
     fx_value v;
     fx_recv r1, r2;
     tfrdv_status st;
     memset(&r1, 0, sizeof r1);
     memset(&r2, 0, sizeof r2);
-    world_begin(&w, 4);
-    ca = world_cfg(&w, WA, INC_A);
-    world_start(&w, &ca);
+    world_open(&w, 4);
     key(&k1, B0, INC_B, A0, "dead_empty");
     key(&k2, B0, INC_B, A0, "dead_value");
     recv(w.ra, &k1, 0, &r1);
@@ -372,14 +354,11 @@ static void test_same_worker_different_devices_uses_the_copy_hook(void) {
 
 static void test_same_worker_without_hook_shares_the_buffer(void) {
     world w;
-    tfrdv_mgr_config ca;
     fx_key k;
     fx_value v;
     fx_recv r;
     memset(&r, 0, sizeof r);
-    world_begin(&w, 6);
-    ca = world_cfg(&w, WA, INC_A);
-    world_start(&w, &ca);
+    world_open(&w, 6);
     key(&k, A0, INC_A, A1, "host_memory");
     recv(w.ra, &k, 0, &r);
     send(w.ra, &k, fx_value_init(&v, 24));
@@ -394,14 +373,11 @@ static void test_same_worker_without_hook_shares_the_buffer(void) {
    ============================================================================================ */
 static void test_recv_with_dst_not_on_this_worker_is_invalid_argument_synchronously(void) {
     world w;
-    tfrdv_mgr_config ca;
     fx_key k;
     fx_recv r;
     tfrdv_rendezvous* fresh = 0;
     memset(&r, 0, sizeof r);
-    world_begin(&w, 7);
-    ca = world_cfg(&w, WA, INC_A);
-    world_start(&w, &ca);
+    world_open(&w, 7);
     key(&k, B0, INC_B, C0, "not_for_me");
     TT_CHECK_EQ_INT(tfrdv_recv_async(w.ra, &k.pk, 0, fx_recv_done, &r), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(r.calls, 0);
@@ -419,14 +395,11 @@ static void test_recv_with_dst_not_on_this_worker_is_invalid_argument_synchronou
 /* RecvFromRemoteAsync: a source device without a type and id cannot name a remote task */
 static void test_invalid_remote_source_device_is_internal(void) {
     world w;
-    tfrdv_mgr_config ca;
     fx_recv r;
     tfrdv_parsed_key pk;
     const char* keytxt = "/job:b/replica:0/task:0/device:CPU:*;00000000000000b7;" A0 ";wild;0:0";
     memset(&r, 0, sizeof r);
-    world_begin(&w, 31);
-    ca = world_cfg(&w, WA, INC_A);
-    world_start(&w, &ca);
+    world_open(&w, 31);
     TT_CHECK_EQ_INT(tfrdv_key_parse(keytxt, strlen(keytxt), &pk, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_recv_async(w.ra, &pk, 0, fx_recv_done, &r), TFRDV_OK);
     TT_CHECK_EQ_INT(r.calls, 1);
@@ -474,14 +447,11 @@ static void test_unknown_worker_is_internal_no_worker_known_as(void) {
 
 static void test_unregistered_worker_on_loopback_is_unavailable(void) {
     world w;
-    tfrdv_mgr_config ca;
     fx_key kc;
     fx_recv r, r2;
     memset(&r, 0, sizeof r);
     memset(&r2, 0, sizeof r2);
-    world_begin(&w, 9);
-    ca = world_cfg(&w, WA, INC_A);
-    world_start(&w, &ca);
+    world_open(&w, 9);
     key(&kc, C0, 1, A0, "nobody");
     recv(w.ra, &kc, 0, &r); /* loopback */
     TT_CHECK_EQ_INT(r.calls, 1);
@@ -499,19 +469,15 @@ static void test_unregistered_worker_on_loopback_is_unavailable(void) {
    ============================================================================================ */
 static void test_cancel_before_recv_completes_cancelled_without_a_call(void) {
     world w;
-    tfrdv_mgr_config ca;
     fx_key k;
     fx_recv r;
     tfrdv_cancel_mgr* cm = 0;
     tfrdv_args args;
     memset(&r, 0, sizeof r);
-    memset(&args, 0, sizeof args);
-    world_begin(&w, 10);
-    ca = world_cfg(&w, WA, INC_A);
-    world_start(&w, &ca);
+    world_open(&w, 10);
     cm = world_cm(&w);
     tfrdv_cancel_start(cm);
-    args.cancel = cm;
+    args = cancel_args(cm);
     key(&k, B0, INC_B, A0, "c");
     recv(w.ra, &k, &args, &r);
     TT_CHECK_EQ_INT(r.calls, 1);
@@ -557,14 +523,13 @@ static void test_every_event_while_in_flight_completes_once_and_late_answer_is_r
             tfrdv_args args;
             int before;
             memset(&r, 0, sizeof r);
-            memset(&args, 0, sizeof args);
             world_begin(&w, 11);
             ca = world_cfg(&w, WA, INC_A);
             ca.call_timeout_ns = 1000;
             world_start(&w, &ca);
             faults_set(w.f, kind ? FAULT_NONE : FAULT_PASS);
             cm = world_cm(&w);
-            args.cancel = cm;
+            args = cancel_args(cm);
             key(&k, B0, INC_B, A0, "in_flight");
             recv(w.ra, &k, &args, &r);
             TT_CHECK_EQ_INT(r.calls, 0);
@@ -595,19 +560,15 @@ static void test_every_event_while_in_flight_completes_once_and_late_answer_is_r
 
 static void test_cancel_after_completion_is_harmless(void) {
     world w;
-    tfrdv_mgr_config ca;
     fx_key k;
     fx_value v;
     fx_recv r;
     tfrdv_cancel_mgr* cm = 0;
     tfrdv_args args;
     memset(&r, 0, sizeof r);
-    memset(&args, 0, sizeof args);
-    world_begin(&w, 12);
-    ca = world_cfg(&w, WA, INC_A);
-    world_start(&w, &ca);
+    world_open(&w, 12);
     cm = world_cm(&w);
-    args.cancel = cm;
+    args = cancel_args(cm);
     key(&k, B0, INC_B, A0, "done_then_cancel");
     recv(w.ra, &k, &args, &r);
     send(w.rb, &k, fx_value_init(&v, 31));
@@ -678,7 +639,6 @@ static void test_event_between_registration_and_start_completes_once(void) {
             tfrdv_args args;
             memset(&r, 0, sizeof r);
             memset(&x, 0, sizeof x);
-            memset(&args, 0, sizeof args);
             world_begin(&w, 14);
             ca = world_cfg(&w, WA, INC_A);
             ca.call_timeout_ns = 1000;
@@ -686,7 +646,7 @@ static void test_event_between_registration_and_start_completes_once(void) {
             x.w = &w;
             x.ev = ev;
             x.cm = world_cm(&w);
-            args.cancel = x.cm;
+            args = cancel_args(x.cm);
             ca.transport.user_data = &x;
             ca.transport.start_call = racer_start;
             ca.transport.cancel_call = racer_cancel;
@@ -716,13 +676,10 @@ static void test_event_between_registration_and_start_completes_once(void) {
 
 static void test_abort_before_recv_completes_at_once_with_abort_status(void) {
     world w;
-    tfrdv_mgr_config ca;
     fx_key k;
     fx_recv r;
     memset(&r, 0, sizeof r);
-    world_begin(&w, 15);
-    ca = world_cfg(&w, WA, INC_A);
-    world_start(&w, &ca);
+    world_open(&w, 15);
     tfrdv_abort(w.ra, TFRDV_CANCELLED, "early abort");
     key(&k, B0, INC_B, A0, "x");
     recv(w.ra, &k, 0, &r);
@@ -751,14 +708,11 @@ static void cleanup_from_callback(void* u, const tfrdv_status* st, const tfrdv_a
 }
 static void test_callback_may_drop_the_step_and_clean_it_up(void) {
     world w;
-    tfrdv_mgr_config ca;
     fx_key k;
     fx_value v;
     int sync;
     for (sync = 0; sync < 2; sync++) {
-        world_begin(&w, 16);
-        ca = world_cfg(&w, WA, INC_A);
-        world_start(&w, &ca);
+        world_open(&w, 16);
         faults_set(w.f, sync ? FAULT_PASS : FAULT_DELAY);
         cb_mgr = w.ma;
         cb_r = w.ra;
@@ -797,15 +751,12 @@ static void chain_done(void* u, const tfrdv_status* st, const tfrdv_args* sa, co
 }
 static void test_callback_may_start_the_next_remote_receive(void) {
     world w;
-    tfrdv_mgr_config ca;
     static fx_key keys[20];
     static fx_value v[20];
     chain c;
     int i;
     char edge[16];
-    world_begin(&w, 17);
-    ca = world_cfg(&w, WA, INC_A);
-    world_start(&w, &ca);
+    world_open(&w, 17);
     for (i = 0; i < 20; i++) {
         snprintf(edge, sizeof edge, "chain%d", i);
         key(&keys[i], B0, INC_B, A0, edge);
@@ -958,7 +909,6 @@ static void test_every_event_during_backoff_completes_once_without_restart(void)
         tfrdv_cancel_mgr* cm = 0;
         tfrdv_args args;
         memset(&r, 0, sizeof r);
-        memset(&args, 0, sizeof args);
         world_begin(&w, 22);
         ca = world_cfg(&w, WA, INC_A);
         ca.call_max_retries = 3;
@@ -968,7 +918,7 @@ static void test_every_event_during_backoff_completes_once_without_restart(void)
         ca.call_timeout_ns = ev == EV_DEADLINE ? 1000 : 0;
         world_start(&w, &ca);
         cm = world_cm(&w);
-        args.cancel = cm;
+        args = cancel_args(cm);
         faults_set_fail(w.f, TFRDV_UNAVAILABLE, 1);
         key(&k, B0, INC_B, A0, "backoff");
         recv(w.ra, &k, &args, &r);
@@ -993,15 +943,12 @@ static void test_double_finish_is_counted_and_ignored(void) {
     int ready;
     for (ready = 0; ready < 2; ready++) {
         world w;
-        tfrdv_mgr_config ca;
         fx_key k;
         fx_value v;
         fx_recv r;
         int asserts = tt_asserts;
         memset(&r, 0, sizeof r);
-        world_begin(&w, 23);
-        ca = world_cfg(&w, WA, INC_A);
-        world_start(&w, &ca);
+        world_open(&w, 23);
         faults_set(w.f, FAULT_DUP_FINISH);
         key(&k, B0, INC_B, A0, "twice");
         fx_value_init(&v, 50);
@@ -1021,7 +968,6 @@ static void test_double_finish_is_counted_and_ignored(void) {
 
 static void test_cancel_call_after_finish_is_harmless(void) {
     world w;
-    tfrdv_mgr_config ca;
     fx_key k;
     fx_value v[2];
     fx_recv r[2];
@@ -1030,9 +976,7 @@ static void test_cancel_call_after_finish_is_harmless(void) {
     int via;
     memset(r, 0, sizeof r);
     memset(&s, 0, sizeof s);
-    world_begin(&w, 24);
-    ca = world_cfg(&w, WA, INC_A);
-    world_start(&w, &ca);
+    world_open(&w, 24);
     w.f->on_start = observe;
     w.f->on_start_user = &s;
     lbt = tfrdv_loopback_transport(w.lb);
@@ -1063,14 +1007,11 @@ static void test_duplicate_request_is_rejected_by_the_server_and_not_double_comp
     int ready;
     for (ready = 0; ready < 2; ready++) {
         world w;
-        tfrdv_mgr_config ca;
         fx_key k;
         fx_value v;
         fx_recv r;
         memset(&r, 0, sizeof r);
-        world_begin(&w, 25);
-        ca = world_cfg(&w, WA, INC_A);
-        world_start(&w, &ca);
+        world_open(&w, 25);
         faults_set(w.f, FAULT_DUP_REQUEST);
         key(&k, B0, INC_B, A0, "dup");
         fx_value_init(&v, 53);
@@ -1099,12 +1040,7 @@ static void test_duplicate_request_with_response_cache_gets_the_same_answer_once
     ca = world_cfg(&w, WA, INC_A);
     cb = world_cfg(&w, WB, INC_B);
     cb.response_cache = 1;
-    w.ma = mk(&ca);
-    w.mb = mk(&cb);
-    faults_register(w.f, WA, w.ma);
-    faults_register(w.f, WB, w.mb);
-    w.ra = init_step(w.ma, STEP);
-    w.rb = init_step(w.mb, STEP);
+    world_start_ab(&w, &ca, &cb);
     faults_set(w.f, FAULT_DUP_REQUEST);
     key(&k, B0, INC_B, A0, "cached_dup");
     recv(w.ra, &k, 0, &r);
@@ -1124,15 +1060,12 @@ static void test_restarted_worker_fails_with_incarnation_text(void) {
     int via;
     for (via = 0; via < 2; via++) {
         world w;
-        tfrdv_mgr_config ca;
         fx_key k;
         fx_value v;
         fx_recv r;
         char want[300];
         memset(&r, 0, sizeof r);
-        world_begin(&w, 27);
-        ca = world_cfg(&w, WA, INC_A);
-        world_start(&w, &ca);
+        world_open(&w, 27);
         faults_set(w.f, via ? FAULT_NONE : FAULT_PASS);
         key(&k, B0, INC_B, A0, "restart");
         send(w.rb, &k, fx_value_init(&v, 55));
@@ -1155,15 +1088,12 @@ static void test_delay_and_reorder_deliver_each_value_to_its_receiver(void) {
     int order;
     for (order = FAULTS_FIFO; order <= FAULTS_RANDOM; order++) {
         world w;
-        tfrdv_mgr_config ca;
         static fx_key k[64];
         static fx_value v[64];
         static fx_recv r[64];
         int i, ok = 0;
         char edge[16];
-        world_begin(&w, 28 + (uint64_t)order);
-        ca = world_cfg(&w, WA, INC_A);
-        world_start(&w, &ca);
+        world_open(&w, 28 + (uint64_t)order);
         faults_set(w.f, FAULT_DELAY);
         memset(r, 0, sizeof r);
         for (i = 0; i < 64; i++) {
@@ -1216,15 +1146,12 @@ static void test_dropped_call_completes_only_when_cancelled(void) {
 
 static void test_destroy_receiver_with_calls_in_flight(void) {
     world w;
-    tfrdv_mgr_config ca;
     fx_key k[3];
     fx_value v[3];
     fx_recv r[3];
     int i;
     memset(r, 0, sizeof r);
-    world_begin(&w, 30);
-    ca = world_cfg(&w, WA, INC_A);
-    world_start(&w, &ca);
+    world_open(&w, 30);
     key(&k[0], B0, INC_B, A0, "pass");
     key(&k[1], B0, INC_B, A0, "drop");
     key(&k[2], B0, INC_B, A0, "delay");
@@ -1320,7 +1247,10 @@ static void sc_cancel(void* u, tfrdv_call* call) {
     (void)call;
     ((script*)u)->cancels++; /* the finish comes later, from the test */
 }
-static void sc_world(world* w, script* sc, tfrdv_mgr_config* ca) {
+/* world_begin, and in ca A's config with the scripted provider sc (zeroed here) for world_start */
+static void sc_world(world* w, uint64_t seed, script* sc, tfrdv_mgr_config* ca) {
+    memset(sc, 0, sizeof *sc);
+    world_begin(w, seed);
     *ca = world_cfg(w, WA, INC_A);
     ca->transport.user_data = sc;
     ca->transport.start_call = sc_start;
@@ -1339,15 +1269,12 @@ static void test_provider_finishing_after_cancel_releases_its_value_and_recycles
         tfrdv_cancel_mgr* cm;
         tfrdv_args args;
         tfrdv_call* call;
-        memset(&sc, 0, sizeof sc);
         memset(&r, 0, sizeof r);
-        memset(&args, 0, sizeof args);
-        world_begin(&w, 40);
-        sc_world(&w, &sc, &ca);
+        sc_world(&w, 40, &sc, &ca);
         ca.call_timeout_ns = 1000;
         world_start(&w, &ca);
         cm = world_cm(&w);
-        args.cancel = cm;
+        args = cancel_args(cm);
         args.device_context = &sc;
         key(&k, B0, INC_B, A0, "held");
         recv(w.ra, &k, &args, &r);
@@ -1391,10 +1318,8 @@ static void test_error_finish_with_a_value_releases_the_value(void) {
     fx_key k;
     fx_value v;
     fx_recv r;
-    memset(&sc, 0, sizeof sc);
     memset(&r, 0, sizeof r);
-    world_begin(&w, 41);
-    sc_world(&w, &sc, &ca);
+    sc_world(&w, 41, &sc, &ca);
     world_start(&w, &ca);
     sc.mode = SC_ERROR_WITH_VALUE;
     sc.v = &v;
@@ -1417,10 +1342,8 @@ static void test_second_finish_of_a_backing_off_call_is_counted_and_ignored(void
     fx_value v;
     fx_recv r;
     int asserts = tt_asserts;
-    memset(&sc, 0, sizeof sc);
     memset(&r, 0, sizeof r);
-    world_begin(&w, 42);
-    sc_world(&w, &sc, &ca);
+    sc_world(&w, 42, &sc, &ca);
     ca.call_max_retries = 1;
     ca.retry_backoff_ns = 10;
     world_start(&w, &ca);
@@ -1449,10 +1372,8 @@ static void test_call_alloc_value_uses_the_manager_allocator(void) {
     tfrdv_mgr_config ca;
     fx_key k;
     fx_recv r;
-    memset(&sc, 0, sizeof sc);
     memset(&r, 0, sizeof r);
-    world_begin(&w, 43);
-    sc_world(&w, &sc, &ca);
+    sc_world(&w, 43, &sc, &ca);
     world_start(&w, &ca);
     sc.mode = SC_ALLOC_VALUE;
     key(&k, B0, INC_B, A0, "alloc");
@@ -1597,9 +1518,8 @@ static void matrix_cell(int mf, int ev) {
     if (ev == EV_DEADLINE) ca.call_timeout_ns = 1000;
     world_start(&w, &ca);
     cm = world_cm(&w);
-    memset(&args_cm, 0, sizeof args_cm);
     memset(&args_heap, 0, sizeof args_heap);
-    args_cm.cancel = cm;
+    args_cm = cancel_args(cm);
     args_heap.alloc_fn = heap_alloc; /* some receives land in receiver memory */
     args_heap.cancel = ev == EV_CANCEL ? cm : 0;
     switch (mf) {
@@ -1749,8 +1669,7 @@ static void test_threads_receive_send_cancel_flush_exactly_once(void) {
     memset(rs, 0, sizeof rs);
     for (i = 0; i < 8; i++) {
         cms[i] = world_cm(&w);
-        memset(&args[i], 0, sizeof args[i]);
-        args[i].cancel = cms[i];
+        args[i] = cancel_args(cms[i]);
     }
     for (i = 0; i < TN; i++) {
         snprintf(edge, sizeof edge, "t%d", i);
