@@ -518,7 +518,7 @@ TFRDV_API tfrdv_mgr_config tfrdv_mgr_config_init(void);
 
 TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** out,
                                       tfrdv_status* st);
-/* Aborts every step (ABORTED "Shutdown"), fails deferred requests, releases the manager. Memory
+/* Aborts every step (ABORTED "Shutdown: step <id>"), fails deferred requests, releases the manager. Memory
    goes when the last rendezvous reference and the last transport call are gone. */
 TFRDV_API void tfrdv_mgr_destroy(tfrdv_mgr* mgr);
 TFRDV_API const char* tfrdv_mgr_worker_name(const tfrdv_mgr* mgr);
@@ -777,6 +777,9 @@ TFRDV_API int64_t tfrdv_now_ns(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
 #endif
+}
+TFRDV__PRIVATE int64_t tfrdv__sat_add(int64_t a, int64_t b) {
+    return (b > 0 && a > INT64_MAX - b) ? INT64_MAX : a + b;
 }
 TFRDV__PRIVATE int64_t tfrdv__now(const tfrdv_clock* c) {
     if (c->now_ns) return c->now_ns(c->user_data);
@@ -1631,6 +1634,13 @@ TFRDV_API void tfrdv_cancel_start(tfrdv_cancel_mgr* cm) {
     cm->cancel_done = 1;
     tfrdv__cm_wake(cm);
     free_now = cm->destroy_pending;
+    while (free_now && cm->users) {
+        cm->waiters++;
+        tfrdv__unlock(&cm->mu);
+        tfrdv__event_wait(&cm->ev, -1);
+        tfrdv__lock(&cm->mu);
+        cm->waiters--;
+    }
     tfrdv__unlock(&cm->mu);
     tfrdv__frame_pop(&cf);
     if (free_now) tfrdv__cm_free(cm);
@@ -2019,8 +2029,10 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
         ri = 0;
     }
     if (!ri) {
+        tfrdv_status est;
         tfrdv__unlock(&s->mu);
-        return TFRDV_RESOURCE_EXHAUSTED;
+        tfrdv__err(&est, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_recv_async: out of memory (key %S)", &key->full);
+        return tfrdv__log_status(&r->hooks, &est);
     }
     ri->chan = c;
     ri->shard = s;
@@ -2399,7 +2411,8 @@ TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
     if (x.timer_cm) tfrdv_cancel_mgr_destroy(x.timer_cm);
     tfrdv__mutex_destroy(&x.mu);
     tfrdv__event_destroy(&x.ev);
-    if (timed_out && x.st.code == TFRDV_CANCELLED && !x.user_cancelled)
+    if (timed_out && x.st.code == TFRDV_CANCELLED && !x.user_cancelled &&
+        (strcmp(x.st.msg, "RecvAsync is cancelled.") == 0 || strcmp(x.st.msg, "RecvFromRemoteAsync is cancelled.") == 0))
         tfrdv__err(&x.st, TFRDV_DEADLINE_EXCEEDED, "Timed out waiting for notification (key %S)", &key->full);
     tfrdv__status_copy(st, &x.st);
     *value = x.value;
@@ -2689,8 +2702,8 @@ TFRDV__PRIVATE void tfrdv__idset_remove(tfrdv__idset* s, int64_t id) {
 }
 /* drop entries older than ttl; returns when the oldest live one expires (INT64_MAX: none) */
 TFRDV__PRIVATE int64_t tfrdv__idset_expire(tfrdv__idset* s, int64_t now, int64_t ttl) {
-    while (s->used && (!s->live[s->tail] || s->times[s->tail] <= now - ttl)) tfrdv__idset_pop_oldest(s);
-    return s->used ? s->times[s->tail] + ttl : INT64_MAX;
+    while (s->used && (!s->live[s->tail] || tfrdv__sat_add(s->times[s->tail], ttl) <= now)) tfrdv__idset_pop_oldest(s);
+    return s->used ? tfrdv__sat_add(s->times[s->tail], ttl) : INT64_MAX;
 }
 
 /* >>mgr */
@@ -2699,6 +2712,7 @@ struct tfrdv_call {
     tfrdv_call* next; /* r->calls while linked; the free list when idle */
     tfrdv_call* prev;
     tfrdv_call* action; /* a private list of work collected under a lock */
+    tfrdv_call* restart_next;
     tfrdv_mgr* mgr;
     tfrdv_rendezvous* r; /* one reference while the call is in use */
     /* state: IDLE -> STARTED (start) -> BACKOFF (UNAVAILABLE, retry later) -> STARTED ...
@@ -3158,6 +3172,8 @@ TFRDV__PRIVATE void tfrdv__serve_finish(tfrdv__serve* op, const tfrdv_status* st
         e->is_dead = dead;
         w = e->waiters;
         e->waiters = 0;
+        { tfrdv__serve* x; for (x = w; x; x = x->next) tfrdv_value_retain(v); }
+        tfrdv_value_retain(v); /* op's */
         /* Keep only successful answers (the receiver acks them, or the step's cleanup drops
            them). A failed answer consumed no tensor, and may come before any step exists, so
            nothing would ever remove it. */
@@ -3172,12 +3188,10 @@ TFRDV__PRIVATE void tfrdv__serve_finish(tfrdv__serve* op, const tfrdv_status* st
         tfrdv__unlock(&mgr->mu);
         while (w) {
             tfrdv__serve* nx = w->next;
-            tfrdv_value_retain(v);
             w->done(w->user, st, v, dead);
             tfrdv__serve_free(w);
             w = nx;
         }
-        tfrdv_value_retain(v);
         op->done(op->user, st, v, dead);
         if (e) tfrdv__centry_free(mgr, e);
     } else {
@@ -3321,7 +3335,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char
     if (!tfrdv__atomic_load(&r->initialized) && !tfrdv__atomic_load(&r->aborted)) {
         /* RecvTensor may arrive before the step starts here: defer it, with a deadline */
         int64_t to = mgr->cfg.deferred_timeout_ns;
-        op->deadline = to > 0 ? tfrdv__now(&mgr->hooks.clock) + to : INT64_MAX;
+        op->deadline = to > 0 ? tfrdv__sat_add(tfrdv__now(&mgr->hooks.clock), to) : INT64_MAX;
         op->next = r->deferred;
         r->deferred = op;
         tfrdv__unlock(&r->mu);
@@ -3684,7 +3698,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_pa
     call->recv_args = ra;
     call->done = done;
     call->user = user;
-    call->deadline = mgr->cfg.call_timeout_ns > 0 ? tfrdv__now(&mgr->hooks.clock) + mgr->cfg.call_timeout_ns : INT64_MAX;
+    call->deadline = mgr->cfg.call_timeout_ns > 0 ? tfrdv__sat_add(tfrdv__now(&mgr->hooks.clock), mgr->cfg.call_timeout_ns) : INT64_MAX;
     call->r = r;
     tfrdv_ref(r);
     tfrdv__lock(&r->mu);
@@ -3724,7 +3738,7 @@ TFRDV__PRIVATE int64_t tfrdv__backoff(const tfrdv_mgr* mgr, int attempt) {
     int i;
     for (i = 0; i < attempt && b < (double)mgr->cfg.retry_backoff_max_ns; i++) b *= 1.3;
     if (b > (double)mgr->cfg.retry_backoff_max_ns) b = (double)mgr->cfg.retry_backoff_max_ns;
-    return (int64_t)b;
+    return b >= 9.2e18 ? INT64_MAX : (int64_t)b; /* (double)INT64_MAX does not convert back */
 }
 
 TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
@@ -3751,9 +3765,9 @@ TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* 
     switch (call->state) {
     case TFRDV__CALL_STARTED:
         if (code == TFRDV_UNAVAILABLE && call->attempt < mgr->cfg.call_max_retries && !r->aborted &&
-            now + tfrdv__backoff(mgr, call->attempt) < call->deadline) {
+            tfrdv__sat_add(now, tfrdv__backoff(mgr, call->attempt)) < call->deadline) {
             call->state = TFRDV__CALL_BACKOFF; /* provider: STARTED -> BACKOFF, retried by expire() */
-            call->retry_at = now + tfrdv__backoff(mgr, call->attempt);
+            call->retry_at = tfrdv__sat_add(now, tfrdv__backoff(mgr, call->attempt));
             tfrdv__unlock(&r->mu);
             tfrdv_value_release(value);
             return;
@@ -3900,7 +3914,7 @@ TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now
             c->attempt++;
             c->busy++;
             c->starting = 1;
-            c->action = *restarts;
+            c->restart_next = *restarts;
             *restarts = c;
             if (c->deadline < next) next = c->deadline;
         } else {
@@ -3944,7 +3958,7 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
         tfrdv__serve* op;
         tfrdv_call* c;
         for (op = defs; op; op = op->next) mgr->stats.deferred_expired++;
-        for (c = restarts; c; c = c->action) mgr->stats.calls_retried++;
+        for (c = restarts; c; c = c->restart_next) mgr->stats.calls_retried++;
     }
     tfrdv__unlock(&mgr->mu);
     acted = defs || calls || restarts || strays;
@@ -3963,7 +3977,7 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
     }
     while (restarts) {
         tfrdv_call* c = restarts;
-        restarts = c->action;
+        restarts = c->restart_next;
         tfrdv__call_start(c);
     }
     while (strays) {
