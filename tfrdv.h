@@ -19,13 +19,16 @@
      TFRDV_NO_THREADS        GLOBALLY            off       single-threaded build: no locks, no events,
                                                            no blocking tfrdv_recv(); callbacks still run
                                                            outside every library critical section
-     TFRDV_THREADS_CUSTOM    GLOBALLY            off       no built-in POSIX/Win32 primitives: every
+     TFRDV_THREADS_CUSTOM    implementation TU   off       no built-in POSIX/Win32 primitives: every
                                                            config must carry a tfrdv_sync hook table
      TFRDV_STATUS_MSG_MAX    GLOBALLY            256       bytes of a status message (incl. NUL); messages
                                                            are truncated, never allocated
-     TFRDV_NO_TLS            GLOBALLY            off       no thread-local frame stack: destroying a
+     TFRDV_NO_TLS            implementation TU   off       no thread-local frame stack: destroying a
                                                            rendezvous from inside its own callback is then
-                                                           not detected (and would deadlock)
+                                                           not detected (and would deadlock); also the
+                                                           case on compilers with no thread-local keyword
+                                                           (not GNU, MSVC, C11, C++11). No effect with
+                                                           TFRDV_NO_THREADS (a plain static is used)
      TFRDV_ASSERT(x)         implementation TU   assert(x) debug tripwire; NDEBUG or ((void)0) turns it off
      TFRDV_NO_MALLOC         implementation TU   off       no reference to malloc/free; every create needs
                                                            a tfrdv_allocator or fails INVALID_ARGUMENT
@@ -54,14 +57,16 @@
 
    CALLBACK RULES (every async entry point keeps them)
      1. Exactly once. Every accepted async operation calls its done callback exactly once: with OK,
-        the abort status, CANCELLED, DEADLINE_EXCEEDED or a transport error. Only argument errors
-        (NULL object, malformed key, misuse) are returned synchronously; then no callback runs. An
-        operation on an aborted rendezvous is accepted and completes at once with the abort status.
+        the abort status, CANCELLED, DEADLINE_EXCEEDED, or an error of the remote path (transport,
+        serving side, same-worker copy hook). Only refusals (NULL object, malformed key, misuse,
+        out of memory) are returned synchronously; then no callback runs. An operation on an
+        aborted rendezvous is accepted and completes at once with the abort status.
      2. Whoever unlinks completes. A pending operation is live while it is linked in its table;
         the party that removes it under the lock (matching send, cancel, abort, timeout, transport
         finish) runs its callback.
-     3. No user code under a library lock. Callbacks may call back into the library (send from a
-        recv callback, abort, unref, even destroy the rendezvous whose callback is running).
+     3. No user code under a library lock, except the allocator and sync hooks (which must not
+        call into tfrdv). Callbacks may call back into the library (send from a recv callback,
+        abort, unref, even destroy the rendezvous whose callback is running).
      4. Ordering. Per key, values are received in send order; receivers are served in arrival order.
      5. Abort is sticky and the first status wins. Aborting with OK is an argument error.
      6. Ownership. A successful send transfers the value reference to the rendezvous; a failed
@@ -145,7 +150,8 @@ TFRDV_API const char* tfrdv_code_str(tfrdv_code code);
 TFRDV_API tfrdv_code tfrdv_status_set(tfrdv_status* st, tfrdv_code code, const char* msg);
 
 /* ---------------------------------------------------------------------------------------------
-   Hooks. Every member is optional; a zeroed struct means "built-in".
+   Hooks. Every member is optional; a zeroed struct means "built-in" (except the allocator under
+   TFRDV_NO_MALLOC and the sync table under TFRDV_THREADS_CUSTOM, which are then required).
    --------------------------------------------------------------------------------------------- */
 /* alloc_fn must return memory aligned like malloc's (for any fundamental type, long double
    included), or NULL. Both functions or neither. */
@@ -267,12 +273,14 @@ typedef struct tfrdv_parsed_key {
     tfrdv_str frame_iter; /* part 4, not validated (as TensorFlow); see tfrdv_frame_iter_parse */
     uint64_t src_incarnation;
     tfrdv_device_name src, dst;
-    uint64_t hash; /* table placement only; you may overwrite it (matching compares full keys) */
+    uint64_t hash; /* places the key (shard, bucket); matching needs equal hash AND equal bytes.
+                      Overwrite it only consistently for a local table (e.g. tests forcing
+                      collisions): the serving side of a step manager re-parses keys. */
 } tfrdv_parsed_key;
 
 /* Rendezvous::ParseKey, newest rules: 5 ';'-separated parts (one trailing empty part tolerated),
-   devices parse, incarnation is 1..16 hex digits (either case, overflow rejected), edge and
-   frame parts non-empty. Never allocates. INVALID_ARGUMENT "Invalid rendezvous key: <key> (...)". */
+   devices parse, incarnation is hex digits of either case whose value fits 64 bits (leading
+   zeros allowed, overflow rejected), edge and frame parts non-empty. Never allocates. INVALID_ARGUMENT "Invalid rendezvous key: <key> (...)". */
 TFRDV_API tfrdv_code tfrdv_key_parse(const char* key, size_t len, tfrdv_parsed_key* out,
                                      tfrdv_status* st);
 /* "frame:iter" -> numbers (frame unsigned decimal, iter signed decimal). */
@@ -298,8 +306,9 @@ TFRDV_API void tfrdv_value_retain(tfrdv_value* v);
 TFRDV_API void tfrdv_value_release(tfrdv_value* v); /* NULL is fine */
 
 /* Receiver-chosen memory for remote bytes (TensorFlow alloc_attrs/InitAlloc, generalised). Return
-   a value with dtype/rank set, ->dims pointing at a copy of dims, ->data at least size bytes
-   (the transport writes the bytes there), or NULL (the receive then fails RESOURCE_EXHAUSTED). */
+   a value with dtype/rank set, ->dims pointing at a copy of dims, ->data at least size bytes and
+   ->size >= size (the transport writes the bytes there), and a release hook that frees it; or
+   NULL (the receive then fails RESOURCE_EXHAUSTED). */
 typedef tfrdv_value* (*tfrdv_alloc_fn)(void* user_data, int32_t dtype, int32_t rank,
                                        const int64_t* dims, uint64_t size);
 
@@ -333,7 +342,7 @@ typedef struct tfrdv_cancel_node {
     struct tfrdv_cancel_node* next; /* private */
     tfrdv_cancel_fn fn;             /* private */
     void* user;                     /* private */
-    int state;                      /* private: 0 idle, 1 registered, 2 running, 3 done */
+    int state;                      /* private: 0 idle, 1 registered, 2 taken by a cancellation */
 } tfrdv_cancel_node;
 
 TFRDV_API tfrdv_code tfrdv_cancel_mgr_create(const tfrdv_hooks* hooks, tfrdv_cancel_mgr** out,
@@ -344,8 +353,8 @@ TFRDV_API void tfrdv_cancel_mgr_destroy(tfrdv_cancel_mgr* cm);
 /* 1: registered. 0: already cancelled or cancelling (fn is not called; handle it yourself). */
 TFRDV_API int tfrdv_cancel_register(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* node,
                                     tfrdv_cancel_fn fn, void* user);
-/* 1: removed before it ran. 0: its callback ran or is running; if running on another thread,
-   waits until it returned (so after return nothing touches the node). */
+/* 1: removed before it ran. 0: its callback ran or is running (if on another thread, waits until
+   it returned, so nothing touches the node afterwards), or the node was not registered. */
 TFRDV_API int tfrdv_cancel_deregister(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* node);
 /* Like deregister but never waits: 0 means the callback has run or is running right now. */
 TFRDV_API int tfrdv_cancel_try_deregister(tfrdv_cancel_mgr* cm, tfrdv_cancel_node* node);
@@ -378,7 +387,9 @@ TFRDV_API void tfrdv_destroy(tfrdv_rendezvous* r);
 /* Keys: every function below copies the key bytes it needs before returning, so a key (and the
    buffer its parsed views point into) only has to live for the duration of the call. */
 /* Never blocks. OK: value (may be NULL only when is_dead) now belongs to the rendezvous.
-   Aborted: returns the abort code and the value stays yours. Argument errors: INVALID_ARGUMENT. */
+   Otherwise the value stays yours and the code says why: the abort code (aborted),
+   INVALID_ARGUMENT (NULL argument; on a step rendezvous a source device not on this worker),
+   FAILED_PRECONDITION (step rendezvous not initialised), RESOURCE_EXHAUSTED (out of memory). */
 TFRDV_API tfrdv_code tfrdv_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                 const tfrdv_args* args, tfrdv_value* value, int is_dead,
                                 tfrdv_status* st);
@@ -393,14 +404,16 @@ TFRDV_API tfrdv_code tfrdv_recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_ke
 #ifndef TFRDV_NO_THREADS
 /* Blocking receive. timeout_ns <= 0 waits forever. On DEADLINE_EXCEEDED the waiter is removed
    (nothing is delivered later; a value sent afterwards stays buffered for the next receiver).
-   On OK *value is an owned reference. A timed receive creates a private cancellation manager
-   for its duration (one allocation); use tfrdv_recv_async on hot paths. */
+   On OK *value is an owned reference. A value already buffered in a local table is taken at
+   once; otherwise a timed receive creates a private cancellation manager for its duration (one
+   allocation): use tfrdv_recv_async on hot paths. */
 TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                 const tfrdv_args* args, int64_t timeout_ns, tfrdv_value** value,
                                 int* is_dead, tfrdv_status* st);
 #endif
-/* Sticky abort, first status wins. code OK is INVALID_ARGUMENT. Waiting receivers complete with
-   the status, buffered values are released, remote calls are cancelled. */
+/* Sticky abort, first status wins (a later abort returns OK and changes nothing). A NULL r, code OK
+   or a code above 16 is INVALID_ARGUMENT. Waiting receivers complete with the status, buffered
+   values are released, remote calls are cancelled, deferred requests fail with the status. */
 TFRDV_API tfrdv_code tfrdv_abort(tfrdv_rendezvous* r, tfrdv_code code, const char* msg);
 /* OK or the abort status. */
 TFRDV_API tfrdv_code tfrdv_get_status(tfrdv_rendezvous* r, tfrdv_status* out);
@@ -413,7 +426,9 @@ TFRDV_API tfrdv_code tfrdv_send_batch(tfrdv_rendezvous* r, size_t n, const tfrdv
 /* RecvOutputsFromRendezvousAsync: one callback when all n keys arrived or at the first error.
    values[] and is_dead[] (caller memory, valid until done) are filled; on OK the callback owns
    every value reference; on error every value already received has been released and values[]
-   are NULL. */
+   are NULL. If a later key's receive is refused (out of memory, a key the rendezvous refuses)
+   that is reported through the callback; receives already posted for earlier keys stay posted
+   and release whatever they later receive. */
 typedef void (*tfrdv_batch_done_fn)(void* user, const tfrdv_status* status, size_t n,
                                     tfrdv_value** values, int* is_dead);
 TFRDV_API tfrdv_code tfrdv_recv_batch_async(tfrdv_rendezvous* r, size_t n,
@@ -421,8 +436,10 @@ TFRDV_API tfrdv_code tfrdv_recv_batch_async(tfrdv_rendezvous* r, size_t n,
                                             tfrdv_value** values, int* is_dead,
                                             tfrdv_batch_done_fn done, void* user);
 
-/* Introspection for hangs: calls fn once per pending key (snapshot taken under the lock, fn
-   called outside it). Returns the number of entries reported. */
+/* Introspection for hangs: calls fn once per pending key of the local table (with the count of
+   buffered sends or waiting receivers) and once per remote call or deferred request (count 1, so
+   a key can appear more than once). Snapshot taken under the locks, fn called outside them; if
+   memory runs out the snapshot is cut short. Returns the number of entries reported. */
 typedef enum tfrdv_pending_kind {
     TFRDV_PENDING_SEND = 0,        /* buffered values nobody received yet */
     TFRDV_PENDING_RECV = 1,        /* receivers waiting for a send */
@@ -490,7 +507,8 @@ typedef void (*tfrdv_copy_fn)(void* user, const tfrdv_parsed_key* key,
 typedef struct tfrdv_mgr_config {
     tfrdv_hooks hooks;
     const char* worker_name;       /* "/job:w/replica:0/task:0" (required) */
-    uint64_t incarnation;          /* of this worker's devices (0: derived from the clock) */
+    uint64_t incarnation;          /* of this worker's devices (0: random-looking, from the clock
+                                      and the manager's address) */
     /* Optional per-device incarnation (return 0 for an unknown device -> NOT_FOUND). */
     uint64_t (*device_incarnation)(void* user, const char* device, size_t len);
     void* device_incarnation_user;
@@ -534,7 +552,9 @@ TFRDV_API tfrdv_code tfrdv_mgr_find(tfrdv_mgr* mgr, int64_t step_id, tfrdv_rende
 TFRDV_API tfrdv_code tfrdv_mgr_initialize(tfrdv_rendezvous* r, const char* worker_name,
                                           tfrdv_status* st);
 /* Abort the step with ABORTED "Cleanup <step>" and forget it; a request arriving later for it
-   fails at once with that status (bounded tombstone). Unknown step: OK (it is tombstoned). */
+   fails at once with ABORTED "Cleanup <step> (the step was cleaned up before ...)" while its
+   tombstone lasts (until tombstone_ttl_ns ages it out in tfrdv_mgr_expire, tombstone_max newer
+   ones push it out, or tfrdv_mgr_find creates the step again). Unknown steps are tombstoned too. */
 TFRDV_API void tfrdv_mgr_cleanup(tfrdv_mgr* mgr, int64_t step_id);
 TFRDV_API void tfrdv_mgr_cleanup_all(tfrdv_mgr* mgr);
 /* Acts on every deadline <= now_ns (deferred requests, call deadlines, retries, tombstones).
@@ -549,9 +569,12 @@ TFRDV_API size_t tfrdv_mgr_pending(tfrdv_mgr* mgr, tfrdv_pending_fn fn, void* us
 
 /* Serving side: answer a remote RecvTensor(step_id, key, request_id) from this worker's tables.
    done runs exactly once with OK + value (one owned reference; NULL only if dead) + is_dead, or
-   an error: INVALID_ARGUMENT (bad key / source not on this worker), NOT_FOUND (unknown device),
-   ABORTED (incarnation mismatch, duplicate request id, cleaned step, aborted step),
-   DEADLINE_EXCEEDED (step never initialised). Returns INVALID_ARGUMENT only for NULL mgr/done. */
+   an error: INVALID_ARGUMENT (bad key / source not on this worker), NOT_FOUND (the
+   device_incarnation hook does not know the device), ABORTED (incarnation mismatch, duplicate
+   request id, cleaned step, manager shutting down), the step's own abort status, DEADLINE_EXCEEDED
+   (step not initialised before deferred_timeout_ns; acted on by tfrdv_mgr_expire),
+   RESOURCE_EXHAUSTED. Returns INVALID_ARGUMENT (and no callback) only for a NULL mgr or done, or a
+   NULL key with a non-zero length. */
 typedef void (*tfrdv_serve_done_fn)(void* user, const tfrdv_status* status, tfrdv_value* value,
                                     int is_dead);
 TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char* key,
@@ -1445,7 +1468,7 @@ TFRDV_API tfrdv_code tfrdv_key_parse(const char* key, size_t len, tfrdv_parsed_k
     if (tfrdv_device_parse(parts[0].ptr, parts[0].len, &out->src, 0) != TFRDV_OK)
         return tfrdv__key_bad(st, &full, "source device name does not parse");
     if (!tfrdv__parse_hex(parts[1], &out->src_incarnation))
-        return tfrdv__key_bad(st, &full, "incarnation is not 1..16 hex digits");
+        return tfrdv__key_bad(st, &full, "incarnation is not a 64-bit hex number");
     if (tfrdv_device_parse(parts[2].ptr, parts[2].len, &out->dst, 0) != TFRDV_OK)
         return tfrdv__key_bad(st, &full, "destination device name does not parse");
     if (parts[3].len == 0) return tfrdv__key_bad(st, &full, "empty edge name");
