@@ -107,6 +107,14 @@ FX_FN tfrdv_hooks fx_hooks(fx_alloc* a) {
     h.clock.now_ns = fx_clock_fn;
     return h;
 }
+/* a step-manager config for `worker` with incarnation `inc`, the counting allocator and fake clock */
+FX_FN tfrdv_mgr_config fx_mgr_config(const char* worker, uint64_t inc, fx_alloc* a) {
+    tfrdv_mgr_config c = tfrdv_mgr_config_init();
+    c.hooks = fx_hooks(a);
+    c.worker_name = worker;
+    c.incarnation = inc;
+    return c;
+}
 #endif /* TFRDV_NO_MALLOC */
 
 /* ---- xorshift64: never returns 0 for a non-zero state ---- */

@@ -20,17 +20,10 @@
 #define INC_A 0xa1u
 #define INC_B 0xb7u
 
-static tfrdv_mgr_config cfg(const char* worker, uint64_t inc, fx_alloc* a) {
-    tfrdv_mgr_config c = tfrdv_mgr_config_init();
-    c.hooks = fx_hooks(a);
-    c.worker_name = worker;
-    c.incarnation = inc;
-    return c;
-}
 /* managers A and B on one loopback, both on allocator a; returns tfrdv_loopback_create's code */
 static tfrdv_code loopback_pair(fx_alloc* a, tfrdv_loopback** lb, tfrdv_mgr** ma, tfrdv_mgr** mb) {
     tfrdv_hooks h = fx_hooks(a);
-    tfrdv_mgr_config ca = cfg(WA, INC_A, a), cb = cfg(WB, INC_B, a);
+    tfrdv_mgr_config ca = fx_mgr_config(WA, INC_A, a), cb = fx_mgr_config(WB, INC_B, a);
     tfrdv_code rc = tfrdv_loopback_create(&h, lb, 0);
     *ma = *mb = 0;
     if (rc != TFRDV_OK) return rc;
@@ -86,7 +79,7 @@ static long pend_find(const pend* p, int64_t step_id, int kind, const char* k) {
    ============================================================================================ */
 static void test_find_returns_same_rendezvous_per_step_and_counts_refs(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WA, INC_A, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WA, INC_A, &a);
     tfrdv_mgr* m = mk(&c);
     tfrdv_rendezvous *r1, *r2, *r3, *r4;
     tfrdv_status st;
@@ -120,7 +113,7 @@ static void test_find_returns_same_rendezvous_per_step_and_counts_refs(void) {
 }
 
 static void test_find_argument_errors(void) {
-    tfrdv_mgr_config c = cfg(WA, INC_A, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WA, INC_A, 0);
     tfrdv_mgr* m = mk(&c);
     tfrdv_rendezvous* r = (tfrdv_rendezvous*)&c; /* must be overwritten with NULL */
     tfrdv_status st;
@@ -142,7 +135,7 @@ static void noop_call(void* u, tfrdv_call* call) {
 }
 static void test_create_rejects_bad_config_without_leaks(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WA, INC_A, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WA, INC_A, &a);
     tfrdv_mgr* m = 0;
     tfrdv_status st;
     transport_destroys = 0;
@@ -177,7 +170,7 @@ static void test_create_rejects_bad_config_without_leaks(void) {
 }
 
 static void test_incarnation_zero_is_derived_nonzero(void) {
-    tfrdv_mgr_config c = cfg(WA, 0, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WA, 0, 0);
     tfrdv_mgr* m = mk(&c);
     TT_CHECK(tfrdv_mgr_incarnation(m) != 0);
     tfrdv_mgr_destroy(m);
@@ -188,7 +181,7 @@ static void test_incarnation_zero_is_derived_nonzero(void) {
    ============================================================================================ */
 static void test_serve_before_initialize_is_deferred_then_answered_in_arrival_order(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
     fx_serve s1, s2;
@@ -230,7 +223,7 @@ static void test_serve_before_initialize_is_deferred_then_answered_in_arrival_or
 }
 
 static void test_initialize_twice_same_name_ok_other_name_internal(void) {
-    tfrdv_mgr_config c = cfg(WB, INC_B, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, 0);
     tfrdv_mgr* m = mk(&c);
     tfrdv_rendezvous* r = step(m, 3, 1);
     tfrdv_rendezvous* r2 = step(m, 4, 0);
@@ -255,7 +248,7 @@ static void test_initialize_twice_same_name_ok_other_name_internal(void) {
 
 static void test_deferred_request_deadline_exceeded_names_step_and_key(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
     fx_serve s, late;
@@ -307,7 +300,7 @@ static void test_deferred_request_deadline_exceeded_names_step_and_key(void) {
    must not stay in the table for ever (100,000 stray step ids would pin 100,000 rendezvous). */
 static void test_expired_stray_request_leaves_no_step_behind(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
     fx_serve s[3];
@@ -332,7 +325,7 @@ static void test_expired_stray_request_leaves_no_step_behind(void) {
 /* ...but a step somebody holds, or one with a request still waiting, stays */
 static void test_expired_request_keeps_a_step_that_is_in_use(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
     fx_serve s1, s2, s3, s4;
@@ -379,7 +372,7 @@ static void test_expired_request_keeps_a_step_that_is_in_use(void) {
    ============================================================================================ */
 static void test_cleanup_aborts_receivers_and_deferred_and_releases_buffered_values(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key kl, kb;
     fx_recv rv;
@@ -421,7 +414,7 @@ static void test_cleanup_aborts_receivers_and_deferred_and_releases_buffered_val
 
 static void test_tombstone_fails_a_late_serve_at_once(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
     fx_serve s, s11;
@@ -450,7 +443,7 @@ static void test_tombstone_fails_a_late_serve_at_once(void) {
 
 static void test_tombstones_are_bounded_by_tombstone_max(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
     fx_serve s6, s1;
@@ -476,7 +469,7 @@ static void test_tombstones_are_bounded_by_tombstone_max(void) {
 
 static void test_tombstones_expire_after_ttl(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
     fx_serve s;
@@ -501,7 +494,7 @@ static void test_tombstones_expire_after_ttl(void) {
 
 static void test_find_after_cleanup_creates_a_fresh_step(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
     fx_serve s;
@@ -534,7 +527,7 @@ static void test_find_after_cleanup_creates_a_fresh_step(void) {
 
 static void test_cleanup_all_aborts_every_step(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
     fx_recv rv[5];
@@ -568,7 +561,7 @@ static void test_cleanup_all_aborts_every_step(void) {
    introspection
    ============================================================================================ */
 static void test_steps_reports_active_ids_up_to_cap(void) {
-    tfrdv_mgr_config c = cfg(WB, INC_B, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, 0);
     tfrdv_mgr* m = mk(&c);
     int64_t ids[3] = {-1, -1, -1};
     int i;
@@ -644,7 +637,7 @@ static void test_pending_reports_send_recv_remote_call_and_deferred(void) {
    serving side checks
    ============================================================================================ */
 static void test_serve_malformed_key_is_invalid_argument_naming_the_key(void) {
-    tfrdv_mgr_config c = cfg(WB, INC_B, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, 0);
     tfrdv_mgr* m = mk(&c);
     fx_serve s;
     const char* bad = "not;a;rendezvous;key";
@@ -663,7 +656,7 @@ static void test_serve_malformed_key_is_invalid_argument_naming_the_key(void) {
 }
 
 static void test_serve_source_not_on_this_worker_is_invalid_argument(void) {
-    tfrdv_mgr_config c = cfg(WB, INC_B, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, 0);
     tfrdv_mgr* m = mk(&c);
     tfrdv_mgr* m1;
     fx_key k, k10;
@@ -689,7 +682,7 @@ static void test_serve_source_not_on_this_worker_is_invalid_argument(void) {
 }
 
 static void test_serve_incarnation_mismatch_is_aborted_with_tensorflow_text(void) {
-    tfrdv_mgr_config c = cfg(WB, 7, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WB, 7, 0);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
     fx_serve s;
@@ -712,7 +705,7 @@ static uint64_t dev_inc(void* u, const char* dev, size_t len) {
     return 0; /* unknown device */
 }
 static void test_serve_device_incarnation_hook_and_unknown_device_not_found(void) {
-    tfrdv_mgr_config c = cfg(WB, 7, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WB, 7, 0);
     tfrdv_mgr* m;
     fx_key k1, kwrong, kok;
     fx_serve s1, swrong, sok;
@@ -741,7 +734,7 @@ static void test_serve_device_incarnation_hook_and_unknown_device_not_found(void
 
 static void test_serve_duplicate_request_id_is_aborted(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
     fx_serve s1, s2;
@@ -770,7 +763,7 @@ static void test_serve_duplicate_request_id_is_aborted(void) {
 }
 
 static void test_serve_request_id_zero_is_never_deduplicated(void) {
-    tfrdv_mgr_config c = cfg(WB, INC_B, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, 0);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
     fx_serve s1, s2;
@@ -794,7 +787,7 @@ static void test_serve_request_id_zero_is_never_deduplicated(void) {
 }
 
 static void test_serve_dedup_window_is_bounded(void) {
-    tfrdv_mgr_config c = cfg(WB, INC_B, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, 0);
     tfrdv_mgr* m;
     fx_key k;
     fx_serve s[8];
@@ -817,7 +810,7 @@ static void test_serve_dedup_window_is_bounded(void) {
 
 static void test_response_cache_answers_a_retry_with_the_same_value_released_once_after_ack(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
     fx_serve s1, s2, s3;
@@ -854,7 +847,7 @@ static void test_response_cache_answers_a_retry_with_the_same_value_released_onc
 
 static void test_response_cache_waiters_share_one_answer_released_once_by_cleanup(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
     fx_serve s1, s2, s3;
@@ -891,7 +884,7 @@ static void test_response_cache_waiters_share_one_answer_released_once_by_cleanu
    that id is rejected instead of consuming a second tensor. */
 static void test_response_cache_replay_after_ack_is_a_duplicate(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k;
     fx_serve s1, s2;
@@ -918,7 +911,7 @@ static void test_response_cache_replay_after_ack_is_a_duplicate(void) {
 }
 
 static void test_response_cache_full_falls_back_to_dedup(void) {
-    tfrdv_mgr_config c = cfg(WB, INC_B, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, 0);
     tfrdv_mgr* m;
     fx_key k;
     fx_serve s[4];
@@ -947,7 +940,7 @@ static void test_response_cache_full_falls_back_to_dedup(void) {
    must not use up response_cache_max and silently turn caching off for later requests. */
 static void test_response_cache_is_not_filled_by_requests_that_never_reached_a_step(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m;
     fx_key k5, k6, kbadinc;
     fx_serve s[8];
@@ -995,7 +988,7 @@ static void test_response_cache_is_not_filled_by_requests_that_never_reached_a_s
    sends on a step
    ============================================================================================ */
 static void test_send_before_initialize_is_failed_precondition(void) {
-    tfrdv_mgr_config c = cfg(WB, INC_B, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, 0);
     tfrdv_mgr* m = mk(&c);
     tfrdv_rendezvous* r = step(m, 80, 0);
     fx_key k;
@@ -1011,7 +1004,7 @@ static void test_send_before_initialize_is_failed_precondition(void) {
 }
 
 static void test_send_with_source_of_another_worker_is_invalid_argument(void) {
-    tfrdv_mgr_config c = cfg(WB, INC_B, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, 0);
     tfrdv_mgr* m = mk(&c);
     tfrdv_rendezvous* r = step(m, 81, 1);
     fx_key k;
@@ -1036,7 +1029,7 @@ static int cmp_i64(const void* a, const void* b) {
     return x < y ? -1 : x > y;
 }
 static void test_new_request_id_is_nonzero_and_unique_over_100000_draws(void) {
-    tfrdv_mgr_config c = cfg(WB, INC_B, 0);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, 0);
     tfrdv_mgr* m = mk(&c);
     enum { N = 100000 };
     int64_t* ids = (int64_t*)malloc(N * sizeof *ids);
@@ -1118,7 +1111,7 @@ static void test_destroy_with_live_steps_and_requests_completes_everything_once(
 
 static void test_memory_100000_steps_return_to_baseline_plus_bounded_tombstones(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m;
     long base_blocks, base_bytes;
     int64_t i;
@@ -1198,7 +1191,7 @@ static void* race_expirer(void* p) {
 }
 static void test_threads_serve_initialize_expire_cleanup_exactly_once(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     static fx_key keys[RN];
     static fx_value vals[RN];
     static fx_serve srv[RN];
@@ -1269,7 +1262,7 @@ static void* handoff_sender(void* p) {
 }
 static void test_threads_last_unref_right_after_a_callback_signals(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = cfg(WB, INC_B, &a);
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
     tfrdv_mgr* m = mk(&c);
     fx_key k;
     fx_value v;

@@ -333,7 +333,7 @@ static void abort_on_other_thread(void* p) {
 static void test_expire_retry_list_survives_a_concurrent_abort(void) {
     fx_alloc a = {0};
     st_transport t;
-    tfrdv_mgr_config c = tfrdv_mgr_config_init();
+    tfrdv_mgr_config c;
     tfrdv_mgr* m;
     tfrdv_rendezvous* r = 0;
     fx_key ka, kb, kc;
@@ -343,9 +343,7 @@ static void test_expire_retry_list_survives_a_concurrent_abort(void) {
     memset(&rb, 0, sizeof rb);
     memset(&rc, 0, sizeof rc);
     fx_set_now(1000);
-    c.hooks = fx_hooks(&a);
-    c.worker_name = WA;
-    c.incarnation = INC_A;
+    c = fx_mgr_config(WA, INC_A, &a);
     c.transport = st_vtable(&t);
     c.call_max_retries = 1;
     c.retry_backoff_ns = 10;
@@ -447,15 +445,13 @@ static void test_cancel_mgr_destroyed_in_callback_waits_for_a_blocked_deregister
    ============================================================================================= */
 static void test_deferred_timeout_near_int64_max_does_not_expire_at_once(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = tfrdv_mgr_config_init();
+    tfrdv_mgr_config c;
     tfrdv_mgr* m;
     fx_key k;
     fx_serve s;
     memset(&s, 0, sizeof s);
     fx_set_now(1000);
-    c.hooks = fx_hooks(&a);
-    c.worker_name = WB;
-    c.incarnation = INC_B;
+    c = fx_mgr_config(WB, INC_B, &a);
     c.deferred_timeout_ns = INT64_MAX;
     m = mk(&c);
     TT_CHECK(m != 0);
@@ -472,7 +468,7 @@ static void test_deferred_timeout_near_int64_max_does_not_expire_at_once(void) {
 static void test_call_timeout_near_int64_max_does_not_expire_at_once(void) {
     fx_alloc a = {0};
     st_transport t;
-    tfrdv_mgr_config c = tfrdv_mgr_config_init();
+    tfrdv_mgr_config c;
     tfrdv_mgr* m;
     tfrdv_rendezvous* r = 0;
     fx_key k;
@@ -480,9 +476,7 @@ static void test_call_timeout_near_int64_max_does_not_expire_at_once(void) {
     memset(&t, 0, sizeof t);
     memset(&rc, 0, sizeof rc);
     fx_set_now(1000);
-    c.hooks = fx_hooks(&a);
-    c.worker_name = WA;
-    c.incarnation = INC_A;
+    c = fx_mgr_config(WA, INC_A, &a);
     c.transport = st_vtable(&t);
     c.call_timeout_ns = INT64_MAX;
     m = mk(&c);
@@ -505,13 +499,11 @@ static void test_call_timeout_near_int64_max_does_not_expire_at_once(void) {
 }
 static void test_tombstone_ttl_near_int64_max_gives_a_sane_next_deadline(void) {
     fx_alloc a = {0};
-    tfrdv_mgr_config c = tfrdv_mgr_config_init();
+    tfrdv_mgr_config c;
     tfrdv_mgr* m;
     int64_t next;
     fx_set_now(1000);
-    c.hooks = fx_hooks(&a);
-    c.worker_name = WB;
-    c.incarnation = INC_B;
+    c = fx_mgr_config(WB, INC_B, &a);
     c.tombstone_ttl_ns = INT64_MAX;
     m = mk(&c);
     TT_CHECK(m != 0);
