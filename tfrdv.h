@@ -361,6 +361,11 @@ TFRDV_API int tfrdv_cancel_try_deregister(tfrdv_cancel_mgr* cm, tfrdv_cancel_nod
 /* Runs every registered callback once; later registrations fail. Idempotent. */
 TFRDV_API void tfrdv_cancel_start(tfrdv_cancel_mgr* cm);
 TFRDV_API int tfrdv_cancel_is_cancelled(tfrdv_cancel_mgr* cm);
+/* Makes a manager whose cancellation has finished (or never started) usable again, so a
+   transport can keep one per connection or request slot instead of creating one per request.
+   FAILED_PRECONDITION while a cancellation is running, a blocking deregister waits, or nodes are
+   still registered (they would never be cancelled); INVALID_ARGUMENT for NULL. */
+TFRDV_API tfrdv_code tfrdv_cancel_mgr_reset(tfrdv_cancel_mgr* cm);
 
 /* ---------------------------------------------------------------------------------------------
    Rendezvous (local table; also the per-step object of a step manager)
@@ -370,7 +375,11 @@ typedef struct tfrdv_rendezvous tfrdv_rendezvous;
 typedef struct tfrdv_local_config {
     tfrdv_hooks hooks;
     int num_shards; /* lock shards (0: 4); keys are spread over shards by hash */
-    int min_buckets; /* initial hash buckets per shard, power of two (0: 16); tables grow */
+    int min_buckets; /* initial hash buckets per shard, power of two (0: 16); tables grow, and
+                        shrink back towards this size as keys leave */
+    int free_max;    /* recycled items kept per shard and kind (0: 256; <0: none). Within it the
+                        steady state allocates nothing; beyond it memory goes back after a burst */
+    size_t max_key_len; /* longest key accepted (0: 4096 bytes); longer: INVALID_ARGUMENT */
 } tfrdv_local_config;
 TFRDV_API tfrdv_local_config tfrdv_local_config_init(void);
 
@@ -486,6 +495,10 @@ TFRDV_API void* tfrdv_call_scratch(tfrdv_call* call);
    allocator (value->dims and ->data point into one block; release frees it). NULL on failure. */
 TFRDV_API tfrdv_value* tfrdv_call_alloc_value(tfrdv_call* call, int32_t dtype, int32_t rank,
                                               const int64_t* dims, uint64_t size);
+/* The call's deadline (tfrdv_mgr_config.call_timeout_ns after the receive was posted), absolute
+   on the manager's clock (tfrdv_mgr_now), or INT64_MAX when there is none: put it on the wire
+   (a gRPC deadline, a verbs timeout). The core enforces it too, in tfrdv_mgr_expire. */
+TFRDV_API int64_t tfrdv_call_deadline(const tfrdv_call* call);
 /* Exactly once per start_call. value (may be NULL) is one owned reference handed to the core. */
 TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
                                  tfrdv_value* value, int is_dead);
@@ -503,6 +516,29 @@ typedef void (*tfrdv_copy_done_fn)(void* done_ctx, tfrdv_code code, const char* 
 typedef void (*tfrdv_copy_fn)(void* user, const tfrdv_parsed_key* key,
                               const tfrdv_args* send_args, const tfrdv_args* recv_args,
                               tfrdv_value* in, tfrdv_copy_done_fn done, void* done_ctx);
+
+/* Transfer trace (optional, per manager): one event per completed transfer of a step rendezvous,
+   called outside every library lock, possibly from several threads at once. Unset, it costs
+   nothing (no clock reads). Times are on the manager's clock. key and the event are borrowed
+   for the call. */
+typedef enum tfrdv_trace_side {
+    TFRDV_TRACE_LOCAL = 0, /* a receive on this worker met its send (the same worker) */
+    TFRDV_TRACE_FETCH = 1, /* a receive fetched from another worker (a remote call) */
+    TFRDV_TRACE_SERVE = 2  /* this worker answered another worker's request (tfrdv_mgr_serve) */
+} tfrdv_trace_side;
+typedef struct tfrdv_trace_event {
+    int64_t step_id;
+    tfrdv_str key;
+    uint64_t bytes;         /* value->size (0 on error or for a dead value without payload) */
+    int32_t dtype;          /* value->dtype, or 0 */
+    int is_dead;
+    tfrdv_trace_side side;
+    tfrdv_code code;        /* how it completed */
+    int64_t start_ns;       /* LOCAL: the earlier of send and receive; FETCH: receive posted;
+                               SERVE: request arrived */
+    int64_t end_ns;         /* completion */
+} tfrdv_trace_event;
+typedef void (*tfrdv_trace_fn)(void* user, const tfrdv_trace_event* ev);
 
 typedef struct tfrdv_mgr_config {
     tfrdv_hooks hooks;
@@ -523,22 +559,41 @@ typedef struct tfrdv_mgr_config {
     int64_t deferred_timeout_ns;   /* remote requests for an uninitialised step (0: 60 s; <0 none) */
     int tombstone_max;             /* cleaned step ids remembered (0: 1024) */
     int64_t tombstone_ttl_ns;      /* and for how long (0: 60 s) */
-    int request_id_window;         /* recent request ids kept for dedup (0: 16384) */
+    int request_id_window;         /* recent request ids kept for dedup (0: 16384; <0: no dedup) */
     int response_cache;            /* answer a retried request id with the same response */
     int response_cache_max;        /* cached entries (0: 4096); beyond it requests are uncached */
     int64_t call_timeout_ns;       /* remote-call deadline per receive (0: none) */
     int call_max_retries;          /* retries on UNAVAILABLE (0: none) */
     int64_t retry_backoff_ns;      /* first backoff (0: 1 ms); x1.3 per retry */
     int64_t retry_backoff_max_ns;  /* cap (0: 10 s) */
-    int call_freelist_max;         /* recycled call objects kept (0: 1000) */
+    int call_freelist_max;         /* recycled call objects kept (0: 1000; <0: none) */
+    int free_max;                  /* recycled items per step shard and kind, and recycled serve
+                                      records (0: 256; <0: none) */
+    size_t max_key_len;            /* longest key sent, received or served (0: 4096 bytes) */
+    int max_deferred;              /* requests waiting for step initialisation, all steps together
+                                      (0: 65536); beyond it RESOURCE_EXHAUSTED */
+    tfrdv_trace_fn trace;          /* optional transfer trace, see tfrdv_trace_event */
+    void* trace_user;
 } tfrdv_mgr_config;
 TFRDV_API tfrdv_mgr_config tfrdv_mgr_config_init(void);
 
 TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** out,
                                       tfrdv_status* st);
-/* Aborts every step (ABORTED "Shutdown: step <id>"), fails deferred requests, releases the manager. Memory
-   goes when the last rendezvous reference and the last transport call are gone. */
+/* Starts shutdown and drops the owner's reference: marks the manager shut down (from now on
+   tfrdv_mgr_serve answers ABORTED and tfrdv_mgr_find fails FAILED_PRECONDITION), aborts every step
+   (ABORTED "Shutdown: step <id>"), fails deferred requests. Needs no memory. The manager's memory
+   and transport.destroy() go with the last reference: the owner's, tfrdv_mgr_ref's, each step
+   rendezvous' and each transport call's. */
 TFRDV_API void tfrdv_mgr_destroy(tfrdv_mgr* mgr);
+/* References for code that may call in while the owner destroys the manager: a server thread, a
+   transport. Take one before handing the pointer to such code and drop it when that code can no
+   longer call in; every function stays memory-safe on a destroyed manager that you hold a
+   reference to (serve answers ABORTED, find fails). Never call tfrdv_mgr_unref for the owner's
+   reference: tfrdv_mgr_destroy drops that one. */
+TFRDV_API void tfrdv_mgr_ref(tfrdv_mgr* mgr);
+TFRDV_API void tfrdv_mgr_unref(tfrdv_mgr* mgr);
+/* The manager's clock (hooks.clock, else tfrdv_now_ns()): deadlines and tfrdv_mgr_expire use it. */
+TFRDV_API int64_t tfrdv_mgr_now(const tfrdv_mgr* mgr);
 TFRDV_API const char* tfrdv_mgr_worker_name(const tfrdv_mgr* mgr);
 TFRDV_API uint64_t tfrdv_mgr_incarnation(const tfrdv_mgr* mgr);
 
@@ -568,19 +623,30 @@ TFRDV_API size_t tfrdv_mgr_steps(tfrdv_mgr* mgr, int64_t* out, size_t cap);
 TFRDV_API size_t tfrdv_mgr_pending(tfrdv_mgr* mgr, tfrdv_pending_fn fn, void* user);
 
 /* Serving side: answer a remote RecvTensor(step_id, key, request_id) from this worker's tables.
-   done runs exactly once with OK + value (one owned reference; NULL only if dead) + is_dead, or
-   an error: INVALID_ARGUMENT (bad key / source not on this worker), NOT_FOUND (the
-   device_incarnation hook does not know the device), ABORTED (incarnation mismatch, duplicate
-   request id, cleaned step, manager shutting down), the step's own abort status, DEADLINE_EXCEEDED
-   (step not initialised before deferred_timeout_ns; acted on by tfrdv_mgr_expire),
-   RESOURCE_EXHAUSTED. Returns INVALID_ARGUMENT (and no callback) only for a NULL mgr or done, or a
-   NULL key with a non-zero length. */
-typedef void (*tfrdv_serve_done_fn)(void* user, const tfrdv_status* status, tfrdv_value* value,
-                                    int is_dead);
+   done runs exactly once with OK + the sender's args (device_context, alloc_attrs: copy a device
+   tensor to host before encoding it) + value (one owned reference; NULL only if dead) + is_dead,
+   or an error (send_args then all zero): INVALID_ARGUMENT (bad or too long key, source not on this
+   worker), NOT_FOUND (the device_incarnation hook does not know the device), ABORTED (incarnation
+   mismatch, duplicate request id, cleaned step, manager shutting down), the step's own abort
+   status, DEADLINE_EXCEEDED (step not initialised before deferred_timeout_ns; acted on by
+   tfrdv_mgr_expire), RESOURCE_EXHAUSTED (out of memory, max_deferred reached), CANCELLED
+   (withdrawn). done may run inline, before tfrdv_mgr_serve returns.
+   Withdrawing: cancel (optional; it must outlive the request, i.e. until done ran) withdraws the
+   request when cancelled, e.g. because the client cancelled its RPC. A withdrawn request
+   completes done exactly once with CANCELLED "RecvTensor withdrawn ..." (unless its answer was
+   already being delivered), takes nothing: a value sent later stays buffered for the next
+   receiver, and its request id leaves the dedup window so a retry with the same id is served.
+   TensorFlow instead aborts the whole step when a served RPC is cancelled. Retries waiting on a
+   withdrawn request's response-cache entry (same request id) complete with CANCELLED too.
+   Returns INVALID_ARGUMENT (and no callback) only for a NULL mgr or done, or a NULL key with a
+   non-zero length. */
+typedef void (*tfrdv_serve_done_fn)(void* user, const tfrdv_status* status,
+                                    const tfrdv_args* send_args, tfrdv_value* value, int is_dead);
 TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char* key,
-                                     size_t key_len, int64_t request_id, tfrdv_serve_done_fn done,
-                                     void* user);
-/* MarkRecvFinished: drop the response-cache entry of request_id. */
+                                     size_t key_len, int64_t request_id, tfrdv_cancel_mgr* cancel,
+                                     tfrdv_serve_done_fn done, void* user);
+/* MarkRecvFinished: drop the response-cache entry of request_id. The cache is keyed by request
+   id only, as TensorFlow's: a request reusing a cached id gets the cached answer whatever its key. */
 TFRDV_API void tfrdv_mgr_ack(tfrdv_mgr* mgr, int64_t request_id);
 
 typedef struct tfrdv_mgr_stats {
@@ -611,6 +677,91 @@ TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb);
    "restart"); mgr NULL removes it. */
 TFRDV_API tfrdv_code tfrdv_loopback_register(tfrdv_loopback* lb, const char* worker_name,
                                              tfrdv_mgr* mgr, tfrdv_status* st);
+
+/* ---------------------------------------------------------------------------------------------
+   Convenience helpers (values with their own storage, keys that own their bytes, printing)
+   --------------------------------------------------------------------------------------------- */
+/* >>helpers-api-begin */
+/* Printing a tfrdv_str (not NUL-terminated) with printf:
+       printf("key " TFRDV_STR_FMT "\n", TFRDV_STR_ARG(k.parsed.edge_name));
+   TFRDV_STR_ARG evaluates its argument twice. */
+#define TFRDV_STR_FMT "%.*s"
+#define TFRDV_STR_ARG(s) (int)(s).len, (s).ptr
+
+/* TensorFlow DataType numbers (types.proto) for tfrdv_value.dtype; any other number is carried
+   through unchanged. */
+typedef enum tfrdv_dtype {
+    TFRDV_DT_INVALID = 0, TFRDV_DT_FLOAT = 1, TFRDV_DT_DOUBLE = 2, TFRDV_DT_INT32 = 3,
+    TFRDV_DT_UINT8 = 4, TFRDV_DT_INT16 = 5, TFRDV_DT_INT8 = 6, TFRDV_DT_STRING = 7,
+    TFRDV_DT_COMPLEX64 = 8, TFRDV_DT_INT64 = 9, TFRDV_DT_BOOL = 10, TFRDV_DT_BFLOAT16 = 14,
+    TFRDV_DT_UINT16 = 17, TFRDV_DT_COMPLEX128 = 18, TFRDV_DT_HALF = 19, TFRDV_DT_UINT32 = 22,
+    TFRDV_DT_UINT64 = 23
+} tfrdv_dtype;
+
+/* A value with its own storage: ONE allocation holds the tfrdv_value, a copy of the rank dims and
+   size bytes of data, copied from data (or zeroed when data is NULL). The reference returned is
+   yours (send it, or tfrdv_value_release it); the release of the last reference frees the block.
+   ->data is aligned like malloc's; ->user is yours. NULL on out of memory, rank < 0, rank > 0
+   with dims NULL, or a size that cannot be allocated. The library does not check size against
+   dtype and dims. Under TFRDV_NO_MALLOC use tfrdv_value_new_with (tfrdv_value_new returns NULL).
+       int64_t dims[2] = {2, 3};
+       tfrdv_value* v = tfrdv_value_new(TFRDV_DT_FLOAT, 2, dims, NULL, 6 * sizeof(float));
+       if (v) ((float*)v->data)[0] = 1.0f;  */
+TFRDV_API tfrdv_value* tfrdv_value_new(int32_t dtype, int32_t rank, const int64_t* dims,
+                                       const void* data, uint64_t size);
+/* The same from an allocator (alloc_fn and free_fn both set, or both NULL for malloc/free);
+   the block is returned with a sized free to the same allocator. */
+TFRDV_API tfrdv_value* tfrdv_value_new_with(const tfrdv_allocator* allocator, int32_t dtype,
+                                            int32_t rank, const int64_t* dims, const void* data,
+                                            uint64_t size);
+/* A tfrdv_value by value, for embedding in your own tensor object without designated
+   initializers (C++): extra_refs is 0. dims and data are not copied: they must stay valid until
+   release runs (release may be NULL for static storage). */
+TFRDV_API tfrdv_value tfrdv_value_make(int32_t dtype, int32_t rank, const int64_t* dims,
+                                       void* data, uint64_t size,
+                                       void (*release)(tfrdv_value* v), void* user);
+
+/* A key that owns its bytes: the text in buf (NUL-terminated) and its parsed view, whose pointers
+   point into buf. Pass &k.parsed to tfrdv_send / tfrdv_recv_async / tfrdv_recv. A tfrdv_key can
+   live on the stack (about 1.3 KiB) and needs no cleanup. Do NOT copy it with = or memcpy: the
+   copy's views would still point into the original; use tfrdv_key_copy. Keys longer than
+   TFRDV_KEY_MAX - 1 bytes fail with RESOURCE_EXHAUSTED (TensorFlow keys are far shorter; build
+   longer ones with tfrdv_key_create into your own buffer). After a failed call k holds an
+   empty key (len 0, "" in buf): check the code, do not send or receive on it. */
+#define TFRDV_KEY_MAX 1024
+typedef struct tfrdv_key {
+    tfrdv_parsed_key parsed; /* views into buf */
+    size_t len;              /* bytes of key text in buf (without the NUL) */
+    char buf[TFRDV_KEY_MAX];
+} tfrdv_key;
+/* tfrdv_key_create + tfrdv_key_parse in one call (same validation and messages). */
+TFRDV_API tfrdv_code tfrdv_key_make(tfrdv_key* k, const char* src_device,
+                                    uint64_t src_incarnation, const char* dst_device,
+                                    const char* edge_name, tfrdv_frame_iter frame_iter,
+                                    tfrdv_status* st);
+/* Copies len bytes of key text (e.g. a tfrdv_str from a trace event or a transport) and parses
+   it with tfrdv_key_parse. */
+TFRDV_API tfrdv_code tfrdv_key_from(tfrdv_key* k, const char* text, size_t len, tfrdv_status* st);
+/* The key of one loop iteration: base with its frame:iter part replaced by frame_iter (TensorFlow
+   builds the prefix once per Send/Recv kernel and adds ";frame_id:iter" per execution). k may be
+   base itself (changed in place). */
+TFRDV_API tfrdv_code tfrdv_key_make_frame(tfrdv_key* k, const tfrdv_key* base,
+                                          tfrdv_frame_iter frame_iter, tfrdv_status* st);
+/* dst = an independent copy of src (dst may be src). */
+TFRDV_API tfrdv_code tfrdv_key_copy(tfrdv_key* dst, const tfrdv_key* src, tfrdv_status* st);
+
+/* A worker on a loopback transport in one call: tfrdv_mgr_create with cfg (NULL: defaults), its
+   worker_name and transport replaced by worker_name and lb's, then tfrdv_loopback_register.
+   On failure nothing is left behind and *out is NULL. Destroy it with tfrdv_mgr_destroy, before
+   tfrdv_loopback_destroy. */
+TFRDV_API tfrdv_code tfrdv_loopback_add_worker(tfrdv_loopback* lb, const char* worker_name,
+                                               const tfrdv_mgr_config* cfg, tfrdv_mgr** out,
+                                               tfrdv_status* st);
+/* tfrdv_mgr_find + tfrdv_mgr_initialize(worker_name NULL) in one call, for a worker that knows
+   its step is starting. *out is a new reference (tfrdv_unref it); NULL on failure. */
+TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv_rendezvous** out,
+                                          tfrdv_status* st);
+/* >>helpers-api-end */
 
 #ifdef __cplusplus
 }
@@ -1060,7 +1211,7 @@ TFRDV__PRIVATE void tfrdv__sb_hex16(tfrdv__sb* b, uint64_t v) {
     tfrdv__sb_put(b, t, 16);
 }
 /* Status message from a mini format: %s (C string), %S (tfrdv_str*), %d (int), %I (int64_t),
-   %U (uint64_t), %% */
+   %U (uint64_t), %X (uint64_t as 16 hex digits, as in keys), %% */
 TFRDV__PRIVATE tfrdv_code tfrdv__err(tfrdv_status* st, tfrdv_code code, const char* fmt, ...) {
     va_list ap;
     tfrdv__sb b;
@@ -1084,6 +1235,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__err(tfrdv_status* st, tfrdv_code code, const ch
         case 'd': tfrdv__sb_i64(&b, (int64_t)va_arg(ap, int)); break;
         case 'I': tfrdv__sb_i64(&b, va_arg(ap, int64_t)); break;
         case 'U': tfrdv__sb_u64(&b, va_arg(ap, uint64_t)); break;
+        case 'X': tfrdv__sb_hex16(&b, va_arg(ap, uint64_t)); break;
         default: tfrdv__sb_put(&b, p, 1); break;
         }
     }
@@ -1676,6 +1828,15 @@ TFRDV_API int tfrdv_cancel_is_cancelled(tfrdv_cancel_mgr* cm) {
     tfrdv__unlock(&cm->mu);
     return c;
 }
+TFRDV_API tfrdv_code tfrdv_cancel_mgr_reset(tfrdv_cancel_mgr* cm) {
+    tfrdv_code rc = TFRDV_OK;
+    if (!cm) return TFRDV_INVALID_ARGUMENT;
+    tfrdv__lock(&cm->mu);
+    if ((cm->cancelled && !cm->cancel_done) || cm->users || cm->first || cm->destroy_pending) rc = TFRDV_FAILED_PRECONDITION;
+    else cm->cancelled = cm->cancel_done = 0;
+    tfrdv__unlock(&cm->mu);
+    return rc;
+}
 TFRDV_API void tfrdv_cancel_mgr_destroy(tfrdv_cancel_mgr* cm) {
     if (!cm) return;
     if (tfrdv__frame_in(cm)) { /* inside its own start: that call frees it when it ends */
@@ -1698,10 +1859,11 @@ TFRDV_API void tfrdv_cancel_mgr_destroy(tfrdv_cancel_mgr* cm) {
 }
 
 /* >>local  sharded table of per-key FIFO channels */
-typedef struct tfrdv__sitem { /* a buffered send: 32 bytes on LP64 */
+typedef struct tfrdv__sitem { /* a buffered send: 40 bytes on LP64 */
     struct tfrdv__sitem* next;
     tfrdv_value* value;
     void* device_context;
+    int64_t t0; /* when it was sent (only when a trace hook is set) */
     uint32_t alloc_attrs;
     int is_dead;
 } tfrdv__sitem;
@@ -1717,30 +1879,34 @@ typedef struct tfrdv__ritem { /* a waiting receiver */
     void* user;
     tfrdv_args args;
     tfrdv_cancel_node cnode;
+    int64_t t0; /* when it was posted (only when traced) */
     int linked;
     int orphan; /* unlinked while its cancellation callback was already running: that callback recycles it */
+    int trace;  /* report a TFRDV_TRACE_LOCAL event when it completes */
 } tfrdv__ritem;
 
 enum { TFRDV__CHAN_SEND = 0, TFRDV__CHAN_RECV = 1 };
-typedef struct tfrdv__chan {
+typedef struct tfrdv__chan { /* the key's bytes follow it in the same allocation */
     struct tfrdv__chan* next; /* bucket chain, or free list */
     uint64_t hash;
-    char* key;
-    size_t key_len, key_cap;
     void* head; /* tfrdv__sitem* or tfrdv__ritem* by kind */
     void* tail;
     size_t count;
+    size_t key_len, key_cap;
     int kind;
     int detached; /* taken out of the table by abort */
 } tfrdv__chan;
+#define TFRDV__CHAN_KEY(c) ((char*)(void*)((c) + 1))
+#define TFRDV__CHAN_KEEP_MAX 256 /* longer key buffers are not recycled */
 
 typedef struct tfrdv__shard {
     tfrdv__mutex mu;
     tfrdv__chan** buckets;
-    size_t nbuckets, nchans;
+    size_t nbuckets, nchans, min_buckets;
     tfrdv__sitem* free_s;
     tfrdv__ritem* free_r;
     tfrdv__chan* free_c;
+    size_t nfree_s, nfree_r, nfree_c;
     char pad[64];
 } tfrdv__shard;
 
@@ -1756,9 +1922,12 @@ struct tfrdv_rendezvous {
     tfrdv_status status;
     int nshards;
     tfrdv__shard* shards;
+    size_t free_max;    /* recycled items kept per shard and kind */
+    size_t max_key_len;
     /* step manager part (mgr != NULL) */
     tfrdv_mgr* mgr;
     int64_t step_id;
+    uint64_t gen; /* creation order in the manager (cleanup-all takes the steps existing then) */
     tfrdv_rendezvous* mgr_next;
     volatile long initialized; /* 0 -> 1 once, under mu; read lock-free (worker is set before) */
     char* worker;
@@ -1799,14 +1968,15 @@ TFRDV__PRIVATE tfrdv__chan** tfrdv__chan_find(tfrdv__shard* s, uint64_t h, const
     tfrdv__chan** pp = &s->buckets[h & (s->nbuckets - 1)];
     for (; *pp; pp = &(*pp)->next) {
         tfrdv__chan* c = *pp;
-        if (c->hash == h && c->key_len == len && memcmp(c->key, key, len) == 0) return pp;
+        if (c->hash == h && c->key_len == len && memcmp(TFRDV__CHAN_KEY(c), key, len) == 0) return pp;
     }
     return pp;
 }
-TFRDV__PRIVATE void tfrdv__grow(tfrdv_rendezvous* r, tfrdv__shard* s) {
-    size_t n = s->nbuckets * 2, i;
+/* rehash the shard into n buckets (a power of two); out of memory keeps the old table */
+TFRDV__PRIVATE void tfrdv__rehash(tfrdv_rendezvous* r, tfrdv__shard* s, size_t n) {
+    size_t i;
     tfrdv__chan** nb = (tfrdv__chan**)tfrdv__zalloc(&r->hooks.allocator, n * sizeof *nb);
-    if (!nb) return; /* longer chains, still correct */
+    if (!nb) return; /* longer chains (or a sparse table), still correct */
     for (i = 0; i < s->nbuckets; i++) {
         tfrdv__chan* c = s->buckets[i];
         while (c) {
@@ -1821,30 +1991,31 @@ TFRDV__PRIVATE void tfrdv__grow(tfrdv_rendezvous* r, tfrdv__shard* s) {
     s->buckets = nb;
     s->nbuckets = n;
 }
+/* grow at more channels than buckets; shrink to a quarter below one channel per 8 buckets */
+TFRDV__PRIVATE void tfrdv__resize(tfrdv_rendezvous* r, tfrdv__shard* s) {
+    if (s->nchans > s->nbuckets) {
+        tfrdv__rehash(r, s, s->nbuckets * 2);
+    } else if (s->nbuckets > s->min_buckets && s->nchans * 8 < s->nbuckets) {
+        size_t n = s->nbuckets / 4;
+        tfrdv__rehash(r, s, n < s->min_buckets ? s->min_buckets : n);
+    }
+}
+TFRDV__PRIVATE size_t tfrdv__chan_bytes(size_t key_cap) { return sizeof(tfrdv__chan) + key_cap; }
 /* a channel for key, linked at *pp (from tfrdv__chan_find); NULL when out of memory */
 TFRDV__PRIVATE tfrdv__chan* tfrdv__chan_new(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__chan** pp,
                                             const tfrdv_parsed_key* key, int kind) {
     tfrdv__chan* c = s->free_c;
     size_t len = key->full.len;
-    if (c) {
+    if (c && c->key_cap >= len) {
         s->free_c = c->next;
+        s->nfree_c--;
     } else {
-        c = (tfrdv__chan*)tfrdv__zalloc(&r->hooks.allocator, sizeof *c);
-        if (!c) return 0;
-    }
-    if (c->key_cap < len || !c->key) {
         size_t cap = (len + 63) & ~(size_t)63;
-        char* k = (char*)tfrdv__alloc(&r->hooks.allocator, cap ? cap : 64);
-        if (!k) {
-            c->next = s->free_c;
-            s->free_c = c;
-            return 0;
-        }
-        tfrdv__free(&r->hooks.allocator, c->key, c->key_cap);
-        c->key = k;
-        c->key_cap = cap ? cap : 64;
+        c = (tfrdv__chan*)tfrdv__alloc(&r->hooks.allocator, tfrdv__chan_bytes(cap));
+        if (!c) return 0;
+        c->key_cap = cap;
     }
-    memcpy(c->key, key->full.ptr, len);
+    memcpy(TFRDV__CHAN_KEY(c), key->full.ptr, len);
     c->key_len = len;
     c->hash = key->hash;
     c->head = c->tail = 0;
@@ -1856,13 +2027,55 @@ TFRDV__PRIVATE tfrdv__chan* tfrdv__chan_new(tfrdv_rendezvous* r, tfrdv__shard* s
     s->nchans++;
     return c;
 }
-/* unlink the (empty) channel at *pp and keep it for reuse */
-TFRDV__PRIVATE void tfrdv__chan_drop(tfrdv__shard* s, tfrdv__chan** pp) {
+/* free lists: keep up to free_max of each kind per shard (channels with short keys only) */
+TFRDV__PRIVATE void tfrdv__chan_recycle(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__chan* c) {
+    if (s->nfree_c < r->free_max && c->key_cap <= TFRDV__CHAN_KEEP_MAX) {
+        c->next = s->free_c;
+        s->free_c = c;
+        s->nfree_c++;
+    } else {
+        tfrdv__free(&r->hooks.allocator, c, tfrdv__chan_bytes(c->key_cap));
+    }
+}
+TFRDV__PRIVATE void tfrdv__sitem_recycle(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__sitem* si) {
+    if (s->nfree_s < r->free_max) {
+        si->next = s->free_s;
+        s->free_s = si;
+        s->nfree_s++;
+    } else {
+        tfrdv__free(&r->hooks.allocator, si, sizeof *si);
+    }
+}
+TFRDV__PRIVATE void tfrdv__ritem_recycle(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__ritem* ri) {
+    if (s->nfree_r < r->free_max) {
+        ri->next = s->free_r;
+        s->free_r = ri;
+        s->nfree_r++;
+    } else {
+        tfrdv__free(&r->hooks.allocator, ri, sizeof *ri);
+    }
+}
+TFRDV__PRIVATE tfrdv__sitem* tfrdv__sitem_get(tfrdv_rendezvous* r, tfrdv__shard* s) {
+    tfrdv__sitem* si = s->free_s;
+    if (!si) return (tfrdv__sitem*)tfrdv__alloc(&r->hooks.allocator, sizeof *si);
+    s->free_s = si->next;
+    s->nfree_s--;
+    return si;
+}
+TFRDV__PRIVATE tfrdv__ritem* tfrdv__ritem_get(tfrdv_rendezvous* r, tfrdv__shard* s) {
+    tfrdv__ritem* ri = s->free_r;
+    if (!ri) return (tfrdv__ritem*)tfrdv__alloc(&r->hooks.allocator, sizeof *ri);
+    s->free_r = ri->next;
+    s->nfree_r--;
+    return ri;
+}
+/* unlink the (empty) channel at *pp, recycle it, shrink the table if it emptied out */
+TFRDV__PRIVATE void tfrdv__chan_drop(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__chan** pp) {
     tfrdv__chan* c = *pp;
     *pp = c->next;
-    c->next = s->free_c;
-    s->free_c = c;
     s->nchans--;
+    tfrdv__chan_recycle(r, s, c);
+    if (s->nchans * 8 < s->nbuckets && s->nbuckets > s->min_buckets) tfrdv__resize(r, s);
 }
 TFRDV__PRIVATE void tfrdv__chan_push(tfrdv__chan* c, void* item) {
     /* both item kinds start with their `next` pointer */
@@ -1882,22 +2095,27 @@ TFRDV__PRIVATE void* tfrdv__chan_pop(tfrdv__chan* c) {
 
 /* Shard lock held: ri has just left its queue. The cancellation manager is alive here (its
    callback for ri would need this lock), so deregister now, without waiting, and never touch the
-   manager again. Returns 1 if the caller may recycle ri; 0 if ri's cancellation callback is
-   already running: it will find ri unlinked and recycle it (r is held for it). */
-TFRDV__PRIVATE int tfrdv__ritem_detach(tfrdv_rendezvous* r, tfrdv__ritem* ri) {
+   manager again. Recycles ri unless its cancellation callback is already running: that callback
+   will find ri unlinked and recycle it (r is held for it). */
+TFRDV__PRIVATE void tfrdv__ritem_detach(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__ritem* ri) {
     ri->linked = 0;
     if (ri->args.cancel && !tfrdv_cancel_try_deregister(ri->args.cancel, &ri->cnode)) {
         ri->orphan = 1;
         tfrdv__hold(r);
-        return 0;
+        return;
     }
-    return 1;
+    tfrdv__ritem_recycle(r, s, ri);
 }
 
 TFRDV__PRIVATE void tfrdv__copy_status(tfrdv_rendezvous* r, tfrdv_status* st) {
     /* r->status is immutable once r->aborted is set */
     if (st) tfrdv__status_copy(st, &r->status);
 }
+
+/* the manager's trace hook for step tables (NULL for a local table or when unset) */
+TFRDV__PRIVATE tfrdv_trace_fn tfrdv__trace_of(const tfrdv_rendezvous* r);
+TFRDV__PRIVATE void tfrdv__trace_local(tfrdv_rendezvous* r, const char* key, size_t len, int64_t t0,
+                                       const tfrdv_status* st, const tfrdv_value* v, int dead);
 
 TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                             const tfrdv_args* args, tfrdv_value* value, int is_dead,
@@ -1909,6 +2127,9 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
     tfrdv_args sa, ra;
     tfrdv_done_fn done;
     void* user;
+    int64_t t0 = 0;
+    int traced;
+    if (tfrdv__trace_of(r)) t0 = tfrdv__now(&r->hooks.clock); /* the clock never runs under a lock */
     tfrdv__lock(&s->mu);
     if (tfrdv__atomic_load(&r->aborted)) {
         tfrdv__unlock(&s->mu);
@@ -1918,12 +2139,9 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
     pp = tfrdv__chan_find(s, key->hash, key->full.ptr, key->full.len);
     c = *pp;
     if (!c || c->kind == TFRDV__CHAN_SEND) {
-        tfrdv__sitem* si = s->free_s;
-        if (si) s->free_s = si->next;
-        else si = (tfrdv__sitem*)tfrdv__alloc(&r->hooks.allocator, sizeof *si);
+        tfrdv__sitem* si = tfrdv__sitem_get(r, s);
         if (si && !c && !(c = tfrdv__chan_new(r, s, pp, key, TFRDV__CHAN_SEND))) {
-            si->next = s->free_s;
-            s->free_s = si;
+            tfrdv__sitem_recycle(r, s, si);
             si = 0;
         }
         if (!si) {
@@ -1934,21 +2152,21 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
         si->is_dead = is_dead;
         si->device_context = args ? args->device_context : 0;
         si->alloc_attrs = args ? args->alloc_attrs : 0;
+        si->t0 = t0;
         tfrdv__chan_push(c, si);
-        if (s->nchans > s->nbuckets) tfrdv__grow(r, s);
+        if (s->nchans > s->nbuckets) tfrdv__resize(r, s);
         tfrdv__unlock(&s->mu);
         return TFRDV_OK;
     }
     /* a receiver is waiting: the later arrival (us) runs its callback */
     ri = (tfrdv__ritem*)tfrdv__chan_pop(c);
-    if (c->count == 0) tfrdv__chan_drop(s, pp);
+    if (c->count == 0) tfrdv__chan_drop(r, s, pp);
     done = ri->done;
     user = ri->user;
     ra = ri->args;
-    if (tfrdv__ritem_detach(r, ri)) {
-        ri->next = s->free_r;
-        s->free_r = ri;
-    }
+    traced = ri->trace && t0;
+    if (traced) t0 = ri->t0;
+    tfrdv__ritem_detach(r, s, ri);
     tfrdv__hold(r);
     tfrdv__unlock(&s->mu);
     sa = tfrdv__no_args;
@@ -1956,6 +2174,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
         sa.device_context = args->device_context;
         sa.alloc_attrs = args->alloc_attrs;
     }
+    if (traced) tfrdv__trace_local(r, key->full.ptr, key->full.len, t0, &tfrdv__ok_status, value, is_dead);
     tfrdv__deliver(r, done, user, &tfrdv__ok_status, &sa, &ra, value, is_dead);
     return TFRDV_OK;
 }
@@ -1974,8 +2193,7 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
         int orphan = ri->orphan;
         if (orphan) {
             ri->orphan = 0;
-            ri->next = s->free_r;
-            s->free_r = ri;
+            tfrdv__ritem_recycle(r, s, ri);
         }
         tfrdv__unlock(&s->mu);
         if (orphan) tfrdv__let_go(r);
@@ -1991,13 +2209,12 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
         if ((tfrdv__ritem*)c->tail == ri) c->tail = prev;
         c->count--;
     }
-    if (c->count == 0 && !c->detached) tfrdv__chan_drop(s, tfrdv__chan_find(s, c->hash, c->key, c->key_len));
+    if (c->count == 0 && !c->detached) tfrdv__chan_drop(r, s, tfrdv__chan_find(s, c->hash, TFRDV__CHAN_KEY(c), c->key_len));
     ri->linked = 0;
     done = ri->done;
     user = ri->user;
     ra = ri->args;
-    ri->next = s->free_r;
-    s->free_r = ri;
+    tfrdv__ritem_recycle(r, s, ri);
     tfrdv__hold(r);
     tfrdv__unlock(&s->mu);
     tfrdv__err(&cst, TFRDV_CANCELLED, "RecvAsync is cancelled.");
@@ -2005,26 +2222,32 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
 }
 
 /* shard lock held, c (at *pp) holds sends: take the oldest one */
-TFRDV__PRIVATE tfrdv_value* tfrdv__take_send(tfrdv__shard* s, tfrdv__chan** pp, tfrdv_args* sa, int* dead) {
+TFRDV__PRIVATE tfrdv_value* tfrdv__take_send(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__chan** pp,
+                                             tfrdv_args* sa, int* dead, int64_t* t0) {
     tfrdv__chan* c = *pp;
     tfrdv__sitem* si = (tfrdv__sitem*)tfrdv__chan_pop(c);
     tfrdv_value* v = si->value;
-    if (c->count == 0) tfrdv__chan_drop(s, pp);
+    if (c->count == 0) tfrdv__chan_drop(r, s, pp);
     *sa = tfrdv__no_args;
     sa->device_context = si->device_context;
     sa->alloc_attrs = si->alloc_attrs;
     *dead = si->is_dead;
-    si->next = s->free_s;
-    s->free_s = si;
+    *t0 = si->t0;
+    tfrdv__sitem_recycle(r, s, si);
     return v;
 }
+/* trace: report a TFRDV_TRACE_LOCAL event when the receive completes (not for serving) */
 TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
-                                            const tfrdv_args* args, tfrdv_done_fn done, void* user) {
+                                            const tfrdv_args* args, tfrdv_done_fn done, void* user,
+                                            int trace, tfrdv_status* est) {
     tfrdv__shard* s = tfrdv__shard_of(r, key->hash);
     tfrdv__chan** pp;
     tfrdv__chan* c;
     tfrdv__ritem* ri;
     tfrdv_args ra = args ? *args : tfrdv__no_args;
+    int64_t t0 = 0;
+    if (trace && tfrdv__trace_of(r)) t0 = tfrdv__now(&r->hooks.clock);
+    else trace = 0;
     tfrdv__lock(&s->mu);
     if (tfrdv__atomic_load(&r->aborted)) {
         tfrdv__hold(r);
@@ -2037,25 +2260,22 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
     if (c && c->kind == TFRDV__CHAN_SEND) {
         tfrdv_args sa;
         int dead;
-        tfrdv_value* v = tfrdv__take_send(s, pp, &sa, &dead);
+        int64_t ts;
+        tfrdv_value* v = tfrdv__take_send(r, s, pp, &sa, &dead, &ts);
         tfrdv__hold(r);
         tfrdv__unlock(&s->mu);
+        if (trace) tfrdv__trace_local(r, key->full.ptr, key->full.len, ts && ts < t0 ? ts : t0, &tfrdv__ok_status, v, dead);
         tfrdv__deliver(r, done, user, &tfrdv__ok_status, &sa, &ra, v, dead);
         return TFRDV_OK;
     }
-    ri = s->free_r;
-    if (ri) s->free_r = ri->next;
-    else ri = (tfrdv__ritem*)tfrdv__alloc(&r->hooks.allocator, sizeof *ri);
+    ri = tfrdv__ritem_get(r, s);
     if (ri && !c && !(c = tfrdv__chan_new(r, s, pp, key, TFRDV__CHAN_RECV))) {
-        ri->next = s->free_r;
-        s->free_r = ri;
+        tfrdv__ritem_recycle(r, s, ri);
         ri = 0;
     }
     if (!ri) {
-        tfrdv_status est;
         tfrdv__unlock(&s->mu);
-        tfrdv__err(&est, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_recv_async: out of memory (key %S)", &key->full);
-        return tfrdv__log_status(&r->hooks, &est);
+        return tfrdv__err(est, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_recv_async: out of memory (key %S)", &key->full);
     }
     ri->chan = c;
     ri->shard = s;
@@ -2065,13 +2285,14 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
     ri->args = ra;
     ri->linked = 1;
     ri->orphan = 0;
+    ri->trace = trace;
+    ri->t0 = t0;
     memset(&ri->cnode, 0, sizeof ri->cnode);
     if (ra.cancel && !tfrdv_cancel_register(ra.cancel, &ri->cnode, tfrdv__ritem_cancelled, ri)) {
         tfrdv_status cst;
-        if (c->count == 0) tfrdv__chan_drop(s, pp);
+        if (c->count == 0) tfrdv__chan_drop(r, s, pp);
         ri->linked = 0;
-        ri->next = s->free_r;
-        s->free_r = ri;
+        tfrdv__ritem_recycle(r, s, ri);
         tfrdv__hold(r);
         tfrdv__unlock(&s->mu);
         tfrdv__err(&cst, TFRDV_CANCELLED, "RecvAsync is cancelled.");
@@ -2079,7 +2300,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
         return TFRDV_OK;
     }
     tfrdv__chan_push(c, ri);
-    if (s->nchans > s->nbuckets) tfrdv__grow(r, s);
+    if (s->nchans > s->nbuckets) tfrdv__resize(r, s);
     tfrdv__unlock(&s->mu);
     return TFRDV_OK;
 }
@@ -2110,8 +2331,7 @@ TFRDV__PRIVATE void tfrdv__drain_tables(tfrdv_rendezvous* r) {
                 if (c->kind == TFRDV__CHAN_SEND) {
                     tfrdv__sitem* si = (tfrdv__sitem*)tfrdv__chan_pop(c);
                     tfrdv_value* v = si->value;
-                    si->next = s->free_s;
-                    s->free_s = si;
+                    tfrdv__sitem_recycle(r, s, si);
                     tfrdv__unlock(&s->mu);
                     tfrdv_value_release(v);
                 } else {
@@ -2119,10 +2339,7 @@ TFRDV__PRIVATE void tfrdv__drain_tables(tfrdv_rendezvous* r) {
                     tfrdv_done_fn done = ri->done;
                     void* user = ri->user;
                     tfrdv_args ra = ri->args;
-                    if (tfrdv__ritem_detach(r, ri)) {
-                        ri->next = s->free_r;
-                        s->free_r = ri;
-                    }
+                    tfrdv__ritem_detach(r, s, ri);
                     tfrdv__hold(r);
                     tfrdv__unlock(&s->mu);
                     tfrdv__deliver(r, done, user, &r->status, 0, &ra, 0, 0);
@@ -2133,9 +2350,9 @@ TFRDV__PRIVATE void tfrdv__drain_tables(tfrdv_rendezvous* r) {
         while ((c = list) != 0) {
             list = c->next;
             c->detached = 0;
-            c->next = s->free_c;
-            s->free_c = c;
+            tfrdv__chan_recycle(r, s, c);
         }
+        if (s->nbuckets > s->min_buckets) tfrdv__rehash(r, s, s->min_buckets);
         tfrdv__unlock(&s->mu);
     }
 }
@@ -2147,7 +2364,8 @@ TFRDV_API tfrdv_local_config tfrdv_local_config_init(void) {
 }
 
 TFRDV__PRIVATE tfrdv_code tfrdv__rdv_new(const tfrdv_hooks* hooks, int nshards, int min_buckets,
-                                         tfrdv_rendezvous** out, tfrdv_status* st) {
+                                         int free_max, size_t max_key_len, tfrdv_rendezvous** out,
+                                         tfrdv_status* st) {
     tfrdv_rendezvous* r;
     size_t size, nb = 16;
     int i;
@@ -2168,11 +2386,13 @@ TFRDV__PRIVATE tfrdv_code tfrdv__rdv_new(const tfrdv_hooks* hooks, int nshards, 
     r->inflight = 1; /* the open unit */
     r->nshards = nshards;
     r->shards = (tfrdv__shard*)(void*)(r + 1);
+    r->free_max = free_max < 0 ? 0 : (size_t)TFRDV__DEF(free_max, 256);
+    r->max_key_len = TFRDV__DEF(max_key_len, 4096);
     if (!tfrdv__mutex_init(&r->mu, hooks->sync)) goto fail0;
     if (!tfrdv__event_init(&r->drain_ev, hooks->sync)) goto fail1;
     for (i = 0; i < nshards; i++) {
         tfrdv__shard* s = &r->shards[i];
-        s->nbuckets = nb;
+        s->nbuckets = s->min_buckets = nb;
         s->buckets = (tfrdv__chan**)tfrdv__zalloc(&hooks->allocator, nb * sizeof *s->buckets);
         if (!s->buckets || !tfrdv__mutex_init(&s->mu, hooks->sync)) {
             tfrdv__free(&hooks->allocator, s->buckets, nb * sizeof *s->buckets);
@@ -2199,7 +2419,7 @@ TFRDV_API tfrdv_code tfrdv_local_create(const tfrdv_local_config* cfg, tfrdv_ren
     tfrdv_local_config c = cfg ? *cfg : tfrdv_local_config_init();
     if (!out) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_local_create: NULL out");
     *out = 0;
-    return tfrdv__rdv_new(&c.hooks, c.num_shards, c.min_buckets, out, st);
+    return tfrdv__rdv_new(&c.hooks, c.num_shards, c.min_buckets, c.free_max, c.max_key_len, out, st);
 }
 
 TFRDV__PRIVATE void tfrdv__mgr_unref(tfrdv_mgr* mgr);
@@ -2224,8 +2444,7 @@ TFRDV__PRIVATE void tfrdv__free_rdv(tfrdv_rendezvous* r) {
         while (s->free_c) {
             tfrdv__chan* x = s->free_c;
             s->free_c = x->next;
-            tfrdv__free(&a, x->key, x->key_cap);
-            tfrdv__free(&a, x, sizeof *x);
+            tfrdv__free(&a, x, tfrdv__chan_bytes(x->key_cap));
         }
         tfrdv__free(&a, s->buckets, s->nbuckets * sizeof *s->buckets);
         tfrdv__mutex_destroy(&s->mu);
@@ -2292,21 +2511,26 @@ TFRDV_API void tfrdv_destroy(tfrdv_rendezvous* r) {
     tfrdv_unref(r);
 }
 
-TFRDV__PRIVATE tfrdv_code tfrdv__check_key(const tfrdv_parsed_key* key, const char* fn, tfrdv_status* st) {
+TFRDV__PRIVATE tfrdv_code tfrdv__check_key(const tfrdv_rendezvous* r, const tfrdv_parsed_key* key, const char* fn,
+                                           tfrdv_status* st) {
     if (!key || !key->full.ptr || key->full.len == 0)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "%s: NULL or empty key (parse it with tfrdv_key_parse)", fn);
+    if (key->full.len > r->max_key_len)
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "%s: key of %U bytes is longer than max_key_len (%U)", fn,
+                          (uint64_t)key->full.len, (uint64_t)r->max_key_len);
     return TFRDV_OK;
 }
 TFRDV__PRIVATE tfrdv_code tfrdv__remote_send_check(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                                    tfrdv_status* st);
 TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
-                                             const tfrdv_args* args, tfrdv_done_fn done, void* user);
+                                             const tfrdv_args* args, tfrdv_done_fn done, void* user,
+                                             tfrdv_status* est);
 
 TFRDV_API tfrdv_code tfrdv_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                 const tfrdv_args* args, tfrdv_value* value, int is_dead,
                                 tfrdv_status* st) {
     if (!r) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_send: NULL rendezvous");
-    if (tfrdv__check_key(key, "tfrdv_send", st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+    if (tfrdv__check_key(r, key, "tfrdv_send", st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
     if (!value && !is_dead)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_send: NULL value for a live tensor (key %S)", &key->full);
     if (r->mgr) {
@@ -2316,49 +2540,105 @@ TFRDV_API tfrdv_code tfrdv_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
     return tfrdv__local_send(r, key, args, value, is_dead, st);
 }
 
+/* refusals fill est (and run no callback) */
+TFRDV__PRIVATE tfrdv_code tfrdv__recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                            const tfrdv_args* args, tfrdv_done_fn done, void* user,
+                                            tfrdv_status* est) {
+    if (!r || !done) return tfrdv__err(est, TFRDV_INVALID_ARGUMENT, "tfrdv_recv_async: NULL rendezvous or callback");
+    if (tfrdv__check_key(r, key, "tfrdv_recv_async", est) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+    if (r->mgr) return tfrdv__remote_recv(r, key, args, done, user, est);
+    return tfrdv__local_recv(r, key, args, done, user, 1, est);
+}
 TFRDV_API tfrdv_code tfrdv_recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                       const tfrdv_args* args, tfrdv_done_fn done, void* user) {
-    if (!r || !done || tfrdv__check_key(key, "tfrdv_recv_async", 0) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
-    if (r->mgr) return tfrdv__remote_recv(r, key, args, done, user);
-    return tfrdv__local_recv(r, key, args, done, user);
+    tfrdv_status est;
+    tfrdv_code rc = tfrdv__recv_async(r, key, args, done, user, &est);
+    return rc == TFRDV_OK || !r ? rc : tfrdv__log_status(&r->hooks, &est);
 }
 
 #ifndef TFRDV_NO_THREADS
 typedef struct tfrdv__sync_recv {
-    tfrdv__event ev;
+    tfrdv__event ev;  /* completion; and the end of the user-cancel callback */
+    tfrdv__mutex mu;  /* every field below */
     tfrdv_status st;
     tfrdv_value* value;
     int is_dead;
-    tfrdv_cancel_mgr* timer_cm; /* cancelled by us on timeout */
+    int completed;
+    int why;          /* why our timer manager was cancelled first: TFRDV__WHY_* */
+    int why_at_done;  /* the reason in force when the receive completed */
+    tfrdv_cancel_mgr* timer_cm; /* cancelled on timeout or by the user's manager */
     tfrdv_cancel_mgr* user_cm;
     tfrdv_cancel_node user_node;
-    tfrdv__mutex mu; /* orders the user manager's callback against our deregistration */
-    int user_fired;   /* that callback ran: never touch user_cm again */
-    int user_cancelled;
-    int abandoned;    /* we are leaving: the callback must not cancel, only signal ev */
+    int cb;           /* the user-cancel callback: 0 not run, 1 running, 2 finished */
+    int abandoned;    /* tfrdv_recv is leaving: that callback must not cancel, only finish */
 } tfrdv__sync_recv;
+enum { TFRDV__WHY_NONE = 0, TFRDV__WHY_TIMEOUT = 1, TFRDV__WHY_USER = 2 };
+/* Signals happen under x->mu: tfrdv_recv frees x only after it saw the flag under x->mu. */
 TFRDV__PRIVATE void tfrdv__sync_done(void* u, const tfrdv_status* st, const tfrdv_args* sa,
                                      const tfrdv_args* ra, tfrdv_value* v, int dead) {
     tfrdv__sync_recv* x = (tfrdv__sync_recv*)u;
     TFRDV__UNUSED(sa);
     TFRDV__UNUSED(ra);
+    tfrdv__lock(&x->mu);
     tfrdv__status_copy(&x->st, st);
     x->value = v;
     x->is_dead = dead;
+    x->why_at_done = x->why;
+    x->completed = 1;
     tfrdv__event_signal(&x->ev);
+    tfrdv__unlock(&x->mu);
 }
+/* the user's cancellation manager fired: cancel our timer manager (outside every lock) */
 TFRDV__PRIVATE void tfrdv__sync_user_cancel(void* u) {
     tfrdv__sync_recv* x = (tfrdv__sync_recv*)u;
-    int abandoned;
     tfrdv__lock(&x->mu);
-    x->user_fired = 1;
-    abandoned = x->abandoned;
-    if (!abandoned) {
-        x->user_cancelled = 1;
-        tfrdv_cancel_start(x->timer_cm);
+    if (x->abandoned) {
+        x->cb = 2;
+        tfrdv__event_signal(&x->ev);
+        tfrdv__unlock(&x->mu);
+        return;
+    }
+    x->cb = 1;
+    if (x->why == TFRDV__WHY_NONE) x->why = TFRDV__WHY_USER;
+    tfrdv__unlock(&x->mu);
+    tfrdv_cancel_start(x->timer_cm);
+    tfrdv__lock(&x->mu);
+    x->cb = 2;
+    tfrdv__event_signal(&x->ev);
+    tfrdv__unlock(&x->mu);
+}
+TFRDV__PRIVATE void tfrdv__sync_timeout(tfrdv__sync_recv* x) {
+    tfrdv__lock(&x->mu);
+    if (x->why == TFRDV__WHY_NONE) x->why = TFRDV__WHY_TIMEOUT;
+    tfrdv__unlock(&x->mu);
+    tfrdv_cancel_start(x->timer_cm); /* completes the receive now, or it already did */
+}
+/* waits for the completion; on timeout cancels the receive and waits for that completion */
+TFRDV__PRIVATE void tfrdv__sync_wait(tfrdv__sync_recv* x, int64_t timeout_ns) {
+    int64_t end = timeout_ns > 0 ? tfrdv__sat_add(tfrdv_now_ns(), timeout_ns) : 0;
+    int fired = timeout_ns <= 0;
+    tfrdv__lock(&x->mu);
+    while (!x->completed) {
+        tfrdv__unlock(&x->mu);
+        if (fired) {
+            tfrdv__event_wait(&x->ev, -1);
+        } else {
+            int64_t left = end - tfrdv_now_ns();
+            if (left <= 0 || !tfrdv__event_wait(&x->ev, left)) {
+                fired = 1;
+                tfrdv__sync_timeout(x);
+            }
+        }
+        tfrdv__lock(&x->mu);
+    }
+    /* the user's manager: never touch it again once we leave; its callback may be running */
+    if (x->user_cm && x->cb == 0 && !tfrdv_cancel_try_deregister(x->user_cm, &x->user_node)) x->abandoned = 1;
+    while (x->cb == 1 || (x->abandoned && x->cb != 2)) {
+        tfrdv__unlock(&x->mu);
+        tfrdv__event_wait(&x->ev, -1);
+        tfrdv__lock(&x->mu);
     }
     tfrdv__unlock(&x->mu);
-    if (abandoned) tfrdv__event_signal(&x->ev); /* tfrdv_recv waits for this before returning */
 }
 TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                 const tfrdv_args* args, int64_t timeout_ns, tfrdv_value** value,
@@ -2366,20 +2646,20 @@ TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
     tfrdv__sync_recv x;
     tfrdv_args a = args ? *args : tfrdv__no_args;
     tfrdv_code rc;
-    int timed_out = 0;
     if (value) *value = 0;
     if (is_dead) *is_dead = 0;
     if (!r || !value) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_recv: NULL rendezvous or value pointer");
-    if (tfrdv__check_key(key, "tfrdv_recv", st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+    if (tfrdv__check_key(r, key, "tfrdv_recv", st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
     if (!r->mgr) { /* a value already buffered: take it without building the waiting machinery */
         tfrdv__shard* s = tfrdv__shard_of(r, key->hash);
         tfrdv__chan** pp;
         tfrdv_args sa;
         int dead;
+        int64_t t0;
         tfrdv__lock(&s->mu);
         pp = tfrdv__chan_find(s, key->hash, key->full.ptr, key->full.len);
         if (!tfrdv__atomic_load(&r->aborted) && *pp && (*pp)->kind == TFRDV__CHAN_SEND) {
-            *value = tfrdv__take_send(s, pp, &sa, &dead);
+            *value = tfrdv__take_send(r, s, pp, &sa, &dead, &t0);
             tfrdv__unlock(&s->mu);
             if (is_dead) *is_dead = dead;
             return tfrdv__err(st, TFRDV_OK, "");
@@ -2402,40 +2682,26 @@ TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
         if (a.cancel) {
             x.user_cm = a.cancel;
             if (!tfrdv_cancel_register(a.cancel, &x.user_node, tfrdv__sync_user_cancel, &x)) {
-                x.user_fired = x.user_cancelled = 1;
+                x.user_cm = 0; /* already cancelled: nothing registered */
+                x.why = TFRDV__WHY_USER;
                 tfrdv_cancel_start(x.timer_cm);
             }
         }
         a.cancel = x.timer_cm;
     }
-    rc = tfrdv_recv_async(r, key, &a, tfrdv__sync_done, &x);
+    rc = tfrdv__recv_async(r, key, &a, tfrdv__sync_done, &x, &x.st);
     if (rc == TFRDV_OK) {
-        if (!tfrdv__event_wait(&x.ev, timeout_ns > 0 ? timeout_ns : -1)) {
-            timed_out = 1;
-            tfrdv_cancel_start(x.timer_cm); /* completes the receive now, or it already did */
-            tfrdv__event_wait(&x.ev, -1);
-        }
+        tfrdv__sync_wait(&x, timeout_ns);
     } else {
-        tfrdv__err(&x.st, rc, "tfrdv_recv: receive not accepted (%s)", tfrdv_code_str(rc));
-    }
-    if (x.user_cm) {
-        /* While its callback has not run, the user's manager is alive (the callback would need
-           x.mu, which we hold). If the callback is running but blocked on x.mu, let it finish
-           without cancelling and wait for its signal; then never touch the manager again. */
-        int wait_cb = 0;
-        tfrdv__lock(&x.mu);
-        if (!x.user_fired && !tfrdv_cancel_try_deregister(x.user_cm, &x.user_node)) {
-            x.abandoned = 1;
-            wait_cb = 1;
-        }
-        tfrdv__unlock(&x.mu);
-        if (wait_cb) tfrdv__event_wait(&x.ev, -1);
+        x.why_at_done = TFRDV__WHY_NONE;
+        x.completed = 1;
+        tfrdv__sync_wait(&x, 0); /* only settles the user's manager */
     }
     if (x.timer_cm) tfrdv_cancel_mgr_destroy(x.timer_cm);
     tfrdv__mutex_destroy(&x.mu);
     tfrdv__event_destroy(&x.ev);
-    if (timed_out && x.st.code == TFRDV_CANCELLED && !x.user_cancelled &&
-        (strcmp(x.st.msg, "RecvAsync is cancelled.") == 0 || strcmp(x.st.msg, "RecvFromRemoteAsync is cancelled.") == 0))
+    /* decided by who cancelled, never by the message (which may be truncated) */
+    if (x.st.code == TFRDV_CANCELLED && x.why_at_done == TFRDV__WHY_TIMEOUT)
         tfrdv__err(&x.st, TFRDV_DEADLINE_EXCEEDED, "Timed out waiting for notification (key %S)", &key->full);
     tfrdv__status_copy(st, &x.st);
     *value = x.value;
@@ -2535,7 +2801,7 @@ TFRDV_API tfrdv_code tfrdv_recv_batch_async(tfrdv_rendezvous* r, size_t n,
     size_t i;
     if (!r || !done || (n && (!keys || !values))) return TFRDV_INVALID_ARGUMENT;
     for (i = 0; i < n; i++)
-        if (tfrdv__check_key(&keys[i], "tfrdv_recv_batch_async", 0) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+        if (tfrdv__check_key(r, &keys[i], "tfrdv_recv_batch_async", 0) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
     if (n == 0) {
         done(user, &tfrdv__ok_status, 0, values, is_dead);
         return TFRDV_OK;
@@ -2577,7 +2843,7 @@ typedef struct tfrdv__snap_ent {
     int kind;
 } tfrdv__snap_ent;
 typedef struct tfrdv__snap {
-    const tfrdv_allocator* a;
+    tfrdv_allocator a; /* a copy: fn may destroy the object reported on */
     tfrdv__snap_ent* ents;
     size_t n, cap;
     char* bytes;
@@ -2590,19 +2856,19 @@ TFRDV__PRIVATE void tfrdv__snap_add(tfrdv__snap* s, int64_t step, int kind, cons
     if (s->oom) return;
     if (s->n == s->cap) {
         size_t nc = s->cap ? s->cap * 2 : 16;
-        tfrdv__snap_ent* e = (tfrdv__snap_ent*)tfrdv__alloc(s->a, nc * sizeof *e);
+        tfrdv__snap_ent* e = (tfrdv__snap_ent*)tfrdv__alloc(&s->a, nc * sizeof *e);
         if (!e) { s->oom = 1; return; }
         if (s->n) memcpy(e, s->ents, s->n * sizeof *e);
-        tfrdv__free(s->a, s->ents, s->cap * sizeof *e);
+        tfrdv__free(&s->a, s->ents, s->cap * sizeof *e);
         s->ents = e;
         s->cap = nc;
     }
     if (s->blen + len > s->bcap) {
         size_t nc = (s->bcap ? s->bcap * 2 : 1024) + len;
-        char* b = (char*)tfrdv__alloc(s->a, nc);
+        char* b = (char*)tfrdv__alloc(&s->a, nc);
         if (!b) { s->oom = 1; return; }
         if (s->blen) memcpy(b, s->bytes, s->blen);
-        tfrdv__free(s->a, s->bytes, s->bcap);
+        tfrdv__free(&s->a, s->bytes, s->bcap);
         s->bytes = b;
         s->bcap = nc;
     }
@@ -2615,12 +2881,13 @@ TFRDV__PRIVATE void tfrdv__snap_add(tfrdv__snap* s, int64_t step, int kind, cons
     s->n++;
     s->blen += len;
 }
+/* outside every lock; touches only the snapshot, so fn may re-enter or destroy the object */
 TFRDV__PRIVATE size_t tfrdv__snap_report(tfrdv__snap* s, tfrdv_pending_fn fn, void* user) {
     size_t i, n = s->n;
     for (i = 0; i < n && fn; i++)
         fn(user, s->ents[i].step, (tfrdv_pending_kind)s->ents[i].kind, s->bytes + s->ents[i].off, s->ents[i].len, s->ents[i].count);
-    tfrdv__free(s->a, s->ents, s->cap * sizeof *s->ents);
-    tfrdv__free(s->a, s->bytes, s->bcap);
+    tfrdv__free(&s->a, s->ents, s->cap * sizeof *s->ents);
+    tfrdv__free(&s->a, s->bytes, s->bcap);
     return n;
 }
 TFRDV__PRIVATE void tfrdv__remote_snap(tfrdv_rendezvous* r, tfrdv__snap* s);
@@ -2633,7 +2900,7 @@ TFRDV__PRIVATE void tfrdv__rdv_snap(tfrdv_rendezvous* r, tfrdv__snap* snap) {
         for (b = 0; b < s->nbuckets; b++) {
             tfrdv__chan* c;
             for (c = s->buckets[b]; c; c = c->next)
-                tfrdv__snap_add(snap, r->step_id, c->kind == TFRDV__CHAN_SEND ? TFRDV_PENDING_SEND : TFRDV_PENDING_RECV, c->key, c->key_len, c->count);
+                tfrdv__snap_add(snap, r->step_id, c->kind == TFRDV__CHAN_SEND ? TFRDV_PENDING_SEND : TFRDV_PENDING_RECV, TFRDV__CHAN_KEY(c), c->key_len, c->count);
         }
         tfrdv__unlock(&s->mu);
     }
@@ -2643,7 +2910,7 @@ TFRDV_API size_t tfrdv_pending(tfrdv_rendezvous* r, tfrdv_pending_fn fn, void* u
     tfrdv__snap snap;
     if (!r) return 0;
     memset(&snap, 0, sizeof snap);
-    snap.a = &r->hooks.allocator;
+    snap.a = r->hooks.allocator;
     tfrdv__rdv_snap(r, &snap);
     return tfrdv__snap_report(&snap, fn, user);
 }
@@ -2751,6 +3018,7 @@ struct tfrdv_call {
     int cm_registered; /* cnode is registered with recv_args.cancel */
     int cm_orphan;     /* its cancellation callback was running when we took over: it unbusies */
     int64_t step_id, request_id, deadline, retry_at;
+    int64_t t0;        /* when the receive was posted (only when traced) */
     char* buf;
     size_t buf_cap;
     tfrdv_str key, worker;
@@ -2773,18 +3041,36 @@ typedef struct tfrdv__centry { /* response cache entry */
     int64_t request_id, step_id;
     int finished, doomed, is_dead;
     tfrdv_status st;
+    tfrdv_args sa;
     tfrdv_value* value;
     struct tfrdv__serve* waiters;
 } tfrdv__centry;
 
-typedef struct tfrdv__serve { /* one RecvTensor being served */
+/* Where a request being served is, and so which lock guards it and who completes it:
+     NEW      being routed by tfrdv_mgr_serve (nobody else can see it)
+     WAITER   queued on a cache entry another request computes (mgr->mu; e->waiters)
+     DEFERRED waiting for its step's initialisation (r->mu; r->deferred)
+     LOCAL    a receive in the step's table (its canceller is the table's cancellation path)
+     DONE     being answered
+   In WAITER and DEFERRED, op->cnode is registered with op->cm (when given). Whoever moves the
+   request out of those states deregisters it without waiting, under the state's lock (which the
+   cancellation callback needs too, so the manager is alive); if the callback is already running
+   it finds the request moved on and only drops the reference we leave it (cm_orphan). */
+enum { TFRDV__SERVE_NEW, TFRDV__SERVE_WAITER, TFRDV__SERVE_DEFERRED, TFRDV__SERVE_LOCAL, TFRDV__SERVE_DONE };
+typedef struct tfrdv__serve { /* one RecvTensor being served; the key's bytes follow it */
     struct tfrdv__serve* next;
     tfrdv_mgr* mgr;
-    tfrdv_rendezvous* r; /* one reference while deferred or waiting */
+    tfrdv_rendezvous* r;  /* one reference while deferred or waiting in the table */
     tfrdv__centry* entry; /* the cache entry this request computes */
-    int64_t step_id, request_id, deadline;
+    tfrdv__centry* wait_entry; /* WAITER: the entry it waits on */
+    int64_t step_id, request_id, deadline, t0;
     tfrdv_serve_done_fn done;
     void* user;
+    tfrdv_cancel_mgr* cm;
+    tfrdv_cancel_node cnode;
+    volatile long refs; /* 1 for the answer, +1 for an orphaned cancellation callback */
+    int state;
+    int cm_registered, cm_orphan;
     char* key;
     size_t key_cap;
     tfrdv_parsed_key parsed;
@@ -2808,6 +3094,9 @@ struct tfrdv_mgr {
     tfrdv_call* free_calls;
     size_t nfree_calls, ncalls;
     tfrdv__serve* free_serves;
+    size_t nfree_serves, free_max;
+    volatile long ndeferred;
+    uint64_t step_gen;
     tfrdv__centry* cache[TFRDV__CACHE_BUCKETS];
     size_t ncache;
     uint64_t rid_counter, rid_key;
@@ -2859,24 +3148,27 @@ TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** o
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: incomplete allocator or sync hooks (give all functions or none)");
     if (!c.transport.start_call != !c.transport.cancel_call)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: transport needs both start_call and cancel_call");
-    if (c.num_shards < 0 || c.tombstone_max < 0 || c.request_id_window < 0 || c.response_cache_max < 0 ||
-        c.call_max_retries < 0 || c.call_timeout_ns < 0 || c.retry_backoff_ns < 0 || c.retry_backoff_max_ns < 0 ||
-        c.tombstone_ttl_ns < 0 || c.call_freelist_max < 0)
+    if (c.num_shards < 0 || c.tombstone_max < 0 || c.response_cache_max < 0 || c.call_max_retries < 0 ||
+        c.call_timeout_ns < 0 || c.retry_backoff_ns < 0 || c.retry_backoff_max_ns < 0 || c.tombstone_ttl_ns < 0 ||
+        c.max_deferred < 0)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: negative size, count or time in the config");
     c.num_shards = TFRDV__DEF(c.num_shards, 1);
     c.deferred_timeout_ns = TFRDV__DEF(c.deferred_timeout_ns, (int64_t)60 * 1000000000);
     c.tombstone_max = TFRDV__DEF(c.tombstone_max, 1024);
     c.tombstone_ttl_ns = TFRDV__DEF(c.tombstone_ttl_ns, (int64_t)60 * 1000000000);
-    c.request_id_window = TFRDV__DEF(c.request_id_window, 16384);
+    c.request_id_window = c.request_id_window < 0 ? 0 : TFRDV__DEF(c.request_id_window, 16384);
     c.response_cache_max = TFRDV__DEF(c.response_cache_max, 4096);
     c.retry_backoff_ns = TFRDV__DEF(c.retry_backoff_ns, (int64_t)1000000);
     c.retry_backoff_max_ns = TFRDV__DEF(c.retry_backoff_max_ns, (int64_t)10 * 1000000000);
-    c.call_freelist_max = TFRDV__DEF(c.call_freelist_max, 1000);
+    c.call_freelist_max = c.call_freelist_max < 0 ? 0 : TFRDV__DEF(c.call_freelist_max, 1000);
+    c.max_key_len = TFRDV__DEF(c.max_key_len, (size_t)4096);
+    c.max_deferred = TFRDV__DEF(c.max_deferred, 65536);
     mgr = (tfrdv_mgr*)tfrdv__zalloc(&c.hooks.allocator, sizeof *mgr);
     if (!mgr) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_mgr_create: out of memory");
     mgr->cfg = c;
     mgr->hooks = c.hooks;
     mgr->refs = 1;
+    mgr->free_max = c.free_max < 0 ? 0 : (size_t)TFRDV__DEF(c.free_max, 256);
     wl = strlen(c.worker_name);
     mgr->worker = (char*)tfrdv__alloc(&c.hooks.allocator, wl + 1);
     mgr->nb = 16;
@@ -2954,9 +3246,11 @@ TFRDV__PRIVATE tfrdv_code tfrdv__find_locked(tfrdv_mgr* mgr, int64_t step, tfrdv
         if (r->step_id == step) break;
     if (!r) {
         size_t b;
-        if (tfrdv__rdv_new(&mgr->hooks, mgr->cfg.num_shards, 0, &r, st) != TFRDV_OK) return st ? st->code : TFRDV_RESOURCE_EXHAUSTED;
+        if (tfrdv__rdv_new(&mgr->hooks, mgr->cfg.num_shards, 0, mgr->cfg.free_max, mgr->cfg.max_key_len, &r, st) != TFRDV_OK)
+            return st ? st->code : TFRDV_RESOURCE_EXHAUSTED;
         r->mgr = mgr;
         r->step_id = step;
+        r->gen = ++mgr->step_gen;
         tfrdv__mgr_ref(mgr);
         if (mgr->nsteps >= mgr->nb) { /* grow the step table */
             size_t nnb = mgr->nb * 2, i;
@@ -3037,53 +3331,71 @@ TFRDV__PRIVATE tfrdv__centry* tfrdv__cache_drop_step(tfrdv_mgr* mgr, int64_t ste
     }
     return out;
 }
-TFRDV__PRIVATE void tfrdv__cleanup(tfrdv_mgr* mgr, int64_t step, tfrdv_code code, const char* why) {
-    tfrdv_rendezvous* r;
-    tfrdv__centry* dropped;
-    tfrdv_status msg;
-    int64_t now = tfrdv__now(&mgr->hooks.clock);
-    tfrdv__lock(&mgr->mu);
-    r = tfrdv__unlink_step(mgr, step);
+/* mgr->mu held: forget the step (r: its unlinked table entry, or NULL), tombstone the id and
+   collect its cached responses (returned, to free outside the lock). Allocates nothing. */
+TFRDV__PRIVATE tfrdv__centry* tfrdv__forget_locked(tfrdv_mgr* mgr, int64_t step, int64_t now) {
     tfrdv__idset_remove(&mgr->tombs, step);
     tfrdv__idset_insert(&mgr->tombs, step, now);
-    dropped = mgr->ncache ? tfrdv__cache_drop_step(mgr, step, 0) : 0;
     mgr->stats.steps_cleaned++;
-    tfrdv__unlock(&mgr->mu);
+    return mgr->ncache ? tfrdv__cache_drop_step(mgr, step, 0) : 0;
+}
+/* outside every lock: free the dropped cache entries, abort and release the step */
+TFRDV__PRIVATE void tfrdv__forget_finish(tfrdv_mgr* mgr, tfrdv_rendezvous* r, int64_t step, tfrdv__centry* dropped,
+                                         const char* why) {
+    tfrdv_status msg;
     while (dropped) {
         tfrdv__centry* e = dropped;
         dropped = e->next;
         tfrdv__centry_free(mgr, e);
     }
     if (r) {
-        tfrdv__err(&msg, code, "%s %I", why, step);
-        tfrdv_abort(r, code, msg.msg);
+        tfrdv__err(&msg, TFRDV_ABORTED, "%s %I", why, step);
+        tfrdv_abort(r, TFRDV_ABORTED, msg.msg);
         tfrdv_unref(r);
     }
 }
 TFRDV_API void tfrdv_mgr_cleanup(tfrdv_mgr* mgr, int64_t step_id) {
-    if (mgr) tfrdv__cleanup(mgr, step_id, TFRDV_ABORTED, "Cleanup");
-}
-/* every step id in the table (mgr->mu held); *n receives the count; NULL if out of memory */
-TFRDV__PRIVATE int64_t* tfrdv__step_ids_locked(tfrdv_mgr* mgr, size_t* n) {
-    size_t i, k = 0;
-    int64_t* ids = (int64_t*)tfrdv__alloc(&mgr->hooks.allocator, (mgr->nsteps + 1) * sizeof *ids);
-    *n = 0;
-    if (!ids) return 0;
-    for (i = 0; i < mgr->nb; i++) {
-        tfrdv_rendezvous* r;
-        for (r = mgr->steps[i]; r; r = r->mgr_next) ids[k++] = r->step_id;
-    }
-    *n = k;
-    return ids;
-}
-TFRDV__PRIVATE void tfrdv__cleanup_all(tfrdv_mgr* mgr, const char* why) {
-    size_t n = 0, i;
-    int64_t* ids;
+    tfrdv_rendezvous* r;
+    tfrdv__centry* dropped;
+    int64_t now;
+    if (!mgr) return;
+    now = tfrdv__now(&mgr->hooks.clock);
     tfrdv__lock(&mgr->mu);
-    ids = tfrdv__step_ids_locked(mgr, &n);
+    r = tfrdv__unlink_step(mgr, step_id);
+    dropped = tfrdv__forget_locked(mgr, step_id, now);
     tfrdv__unlock(&mgr->mu);
-    for (i = 0; i < n; i++) tfrdv__cleanup(mgr, ids[i], TFRDV_ABORTED, why);
-    tfrdv__free(&mgr->hooks.allocator, ids, (n + 1) * sizeof *ids);
+    tfrdv__forget_finish(mgr, r, step_id, dropped, "Cleanup");
+}
+/* Every step that exists now (created before this call: steps created meanwhile stay), walked
+   in place: teardown needs no memory, so it works when allocations fail. */
+TFRDV__PRIVATE void tfrdv__cleanup_all(tfrdv_mgr* mgr, const char* why) {
+    int64_t now = tfrdv__now(&mgr->hooks.clock);
+    size_t i = 0, nb;
+    uint64_t gen;
+    tfrdv__lock(&mgr->mu);
+    gen = mgr->step_gen;
+    nb = mgr->nb;
+    while (i < mgr->nb) {
+        tfrdv_rendezvous* r;
+        tfrdv__centry* dropped;
+        int64_t step;
+        if (mgr->nb != nb) { /* the table grew while it was unlocked: start over */
+            nb = mgr->nb;
+            i = 0;
+        }
+        for (r = mgr->steps[i]; r && r->gen > gen; r = r->mgr_next) {}
+        if (!r) {
+            i++;
+            continue;
+        }
+        step = r->step_id;
+        tfrdv__unlink_step(mgr, step);
+        dropped = tfrdv__forget_locked(mgr, step, now);
+        tfrdv__unlock(&mgr->mu);
+        tfrdv__forget_finish(mgr, r, step, dropped, why);
+        tfrdv__lock(&mgr->mu);
+    }
+    tfrdv__unlock(&mgr->mu);
 }
 TFRDV_API void tfrdv_mgr_cleanup_all(tfrdv_mgr* mgr) {
     if (mgr) tfrdv__cleanup_all(mgr, "Cleanup");
@@ -3096,6 +3408,13 @@ TFRDV_API void tfrdv_mgr_destroy(tfrdv_mgr* mgr) {
     tfrdv__cleanup_all(mgr, "Shutdown: step");
     tfrdv__mgr_unref(mgr);
 }
+TFRDV_API void tfrdv_mgr_ref(tfrdv_mgr* mgr) {
+    if (mgr) tfrdv__mgr_ref(mgr);
+}
+TFRDV_API void tfrdv_mgr_unref(tfrdv_mgr* mgr) {
+    if (mgr) tfrdv__mgr_unref(mgr);
+}
+TFRDV_API int64_t tfrdv_mgr_now(const tfrdv_mgr* mgr) { return mgr ? tfrdv__now(&mgr->hooks.clock) : tfrdv_now_ns(); }
 TFRDV_API size_t tfrdv_mgr_steps(tfrdv_mgr* mgr, int64_t* out, size_t cap) {
     size_t i, k = 0;
     if (!mgr) return 0;
@@ -3142,169 +3461,268 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_send_check(tfrdv_rendezvous* r, const tf
     return TFRDV_OK;
 }
 
+/* ---- trace ---- */
+TFRDV__PRIVATE tfrdv_trace_fn tfrdv__trace_of(const tfrdv_rendezvous* r) { return r->mgr ? r->mgr->cfg.trace : 0; }
+/* outside every lock; v is still the caller's (read before it is handed on) */
+TFRDV__PRIVATE void tfrdv__trace(tfrdv_mgr* mgr, int64_t step, const char* key, size_t len, tfrdv_trace_side side,
+                                 int64_t t0, const tfrdv_status* st, const tfrdv_value* v, int dead) {
+    tfrdv_trace_event ev;
+    ev.step_id = step;
+    ev.key.ptr = key;
+    ev.key.len = len;
+    ev.bytes = st->code == TFRDV_OK && v ? v->size : 0;
+    ev.dtype = st->code == TFRDV_OK && v ? v->dtype : 0;
+    ev.is_dead = st->code == TFRDV_OK && dead;
+    ev.side = side;
+    ev.code = st->code;
+    ev.end_ns = tfrdv__now(&mgr->hooks.clock);
+    ev.start_ns = t0 && t0 <= ev.end_ns ? t0 : ev.end_ns;
+    mgr->cfg.trace(mgr->cfg.trace_user, &ev);
+}
+TFRDV__PRIVATE void tfrdv__trace_local(tfrdv_rendezvous* r, const char* key, size_t len, int64_t t0,
+                                       const tfrdv_status* st, const tfrdv_value* v, int dead) {
+    tfrdv__trace(r->mgr, r->step_id, key, len, TFRDV_TRACE_LOCAL, t0, st, v, dead);
+}
+
 /* ---- serving side ---- */
-/* a request record with room for the key in the same allocation (recycled) */
+TFRDV__PRIVATE size_t tfrdv__serve_bytes(size_t key_cap) { return sizeof(tfrdv__serve) + key_cap; }
+/* a request record with room for the key in the same allocation (recycled when short) */
 TFRDV__PRIVATE tfrdv__serve* tfrdv__serve_new(tfrdv_mgr* mgr, const char* key, size_t len) {
     tfrdv__serve* op;
+    size_t cap;
     tfrdv__lock(&mgr->mu);
     op = mgr->free_serves;
-    if (op) mgr->free_serves = op->next;
-    tfrdv__unlock(&mgr->mu);
-    if (op && op->key_cap < len + 1) {
-        tfrdv__free(&mgr->hooks.allocator, op, sizeof *op + op->key_cap);
+    if (op && op->key_cap > len) {
+        mgr->free_serves = op->next;
+        mgr->nfree_serves--;
+    } else {
         op = 0;
     }
-    if (!op) {
-        size_t cap = (len + 64) & ~(size_t)63;
-        op = (tfrdv__serve*)tfrdv__alloc(&mgr->hooks.allocator, sizeof *op + cap);
+    tfrdv__unlock(&mgr->mu);
+    if (op) {
+        cap = op->key_cap;
+    } else {
+        cap = (len + 64) & ~(size_t)63;
+        op = (tfrdv__serve*)tfrdv__alloc(&mgr->hooks.allocator, tfrdv__serve_bytes(cap));
         if (!op) return 0;
-        memset(op, 0, sizeof *op);
-        op->key = (char*)(op + 1);
-        op->key_cap = cap;
     }
+    memset(op, 0, sizeof *op);
+    op->key_cap = cap;
+    op->key = (char*)(void*)(op + 1);
     if (len) memcpy(op->key, key, len);
     op->key[len] = 0;
     op->parsed.full.ptr = op->key;
     op->parsed.full.len = len;
     op->mgr = mgr;
-    op->r = 0;
-    op->entry = 0;
-    op->next = 0;
+    op->refs = 1;
+    op->state = TFRDV__SERVE_NEW;
     tfrdv__mgr_ref(mgr);
     return op;
 }
-TFRDV__PRIVATE void tfrdv__serve_free(tfrdv__serve* op) {
+TFRDV__PRIVATE void tfrdv__serve_unref(tfrdv__serve* op) {
     tfrdv_mgr* mgr = op->mgr;
+    int keep;
+    if (tfrdv__atomic_add(&op->refs, -1) != 0) return;
     tfrdv__lock(&mgr->mu);
-    op->next = mgr->free_serves;
-    mgr->free_serves = op;
+    keep = mgr->nfree_serves < mgr->free_max && op->key_cap <= TFRDV__CHAN_KEEP_MAX;
+    if (keep) {
+        op->next = mgr->free_serves;
+        mgr->free_serves = op;
+        mgr->nfree_serves++;
+    }
     tfrdv__unlock(&mgr->mu);
+    if (!keep) tfrdv__free(&mgr->hooks.allocator, op, tfrdv__serve_bytes(op->key_cap));
     tfrdv__mgr_unref(mgr);
 }
-/* answer the request (and everyone queued on its cache entry); v is one owned reference */
-TFRDV__PRIVATE void tfrdv__serve_finish(tfrdv__serve* op, const tfrdv_status* st, tfrdv_value* v, int dead) {
+/* Under the lock of op's WAITER or DEFERRED state: op leaves it. Deregister without waiting; a
+   cancellation callback already running gets a reference to drop (it finds op moved on). */
+TFRDV__PRIVATE void tfrdv__serve_leave(tfrdv__serve* op, int state) {
+    if (op->state == TFRDV__SERVE_DEFERRED) tfrdv__atomic_add(&op->mgr->ndeferred, -1);
+    op->state = state;
+    if (!op->cm_registered) return;
+    op->cm_registered = 0;
+    if (!tfrdv_cancel_try_deregister(op->cm, &op->cnode)) {
+        op->cm_orphan = 1;
+        tfrdv__atomic_add(&op->refs, 1);
+    }
+}
+/* outside every lock: trace, then the caller's callback */
+TFRDV__PRIVATE void tfrdv__serve_answer(tfrdv__serve* op, const tfrdv_status* st, const tfrdv_args* sa,
+                                        tfrdv_value* v, int dead) {
+    tfrdv_mgr* mgr = op->mgr;
+    if (mgr->cfg.trace) tfrdv__trace(mgr, op->step_id, op->key, op->parsed.full.len, TFRDV_TRACE_SERVE, op->t0, st, v, dead);
+    op->done(op->user, st, sa && st->code == TFRDV_OK ? sa : &tfrdv__no_args, v, dead);
+}
+/* Answer the request, and everyone queued on the cache entry it computes; v is one owned
+   reference. A withdrawn request (CANCELLED by its own manager) leaves the dedup window. */
+TFRDV__PRIVATE void tfrdv__serve_finish(tfrdv__serve* op, const tfrdv_status* st, const tfrdv_args* sa,
+                                        tfrdv_value* v, int dead) {
     tfrdv_mgr* mgr = op->mgr;
     tfrdv__centry* e = op->entry;
     tfrdv_rendezvous* r = op->r;
-    if (e) {
-        tfrdv__serve* w;
+    tfrdv__serve* w = 0;
+    int withdrawn = st->code == TFRDV_CANCELLED && op->cm && !op->wait_entry && op->request_id != 0 &&
+                    tfrdv_cancel_is_cancelled(op->cm);
+    op->state = TFRDV__SERVE_DONE;
+    if (e || withdrawn) {
         tfrdv__lock(&mgr->mu);
-        e->finished = 1;
-        tfrdv__status_copy(&e->st, st);
-        e->value = v; /* the cache keeps this reference */
-        e->is_dead = dead;
-        w = e->waiters;
-        e->waiters = 0;
-        { tfrdv__serve* x; for (x = w; x; x = x->next) tfrdv_value_retain(v); }
-        tfrdv_value_retain(v); /* op's */
-        /* Keep only successful answers (the receiver acks them, or the step's cleanup drops
-           them). A failed answer consumed no tensor, and may come before any step exists, so
-           nothing would ever remove it. */
-        if (e->doomed || st->code != TFRDV_OK) {
-            tfrdv__centry** pp = &mgr->cache[(uint64_t)e->request_id % TFRDV__CACHE_BUCKETS];
-            while (*pp != e) pp = &(*pp)->next;
-            *pp = e->next;
-            mgr->ncache--;
-        } else {
-            e = 0;
+        if (withdrawn) tfrdv__idset_remove(&mgr->recent, op->request_id);
+        if (e) {
+            tfrdv__serve* x;
+            e->finished = 1;
+            tfrdv__status_copy(&e->st, st);
+            e->sa = sa && st->code == TFRDV_OK ? *sa : tfrdv__no_args;
+            e->value = v; /* the cache keeps this reference */
+            e->is_dead = dead;
+            w = e->waiters;
+            e->waiters = 0;
+            for (x = w; x; x = x->next) {
+                tfrdv__serve_leave(x, TFRDV__SERVE_DONE);
+                tfrdv_value_retain(v);
+            }
+            tfrdv_value_retain(v); /* op's */
+            /* Keep only successful answers (the receiver acks them, or the step's cleanup drops
+               them). A failed answer consumed no tensor, and may come before any step exists, so
+               nothing would ever remove it. */
+            if (e->doomed || st->code != TFRDV_OK) {
+                tfrdv__centry** pp = &mgr->cache[(uint64_t)e->request_id % TFRDV__CACHE_BUCKETS];
+                while (*pp != e) pp = &(*pp)->next;
+                *pp = e->next;
+                mgr->ncache--;
+            } else {
+                e = 0;
+            }
         }
         tfrdv__unlock(&mgr->mu);
         while (w) {
             tfrdv__serve* nx = w->next;
-            w->done(w->user, st, v, dead);
-            tfrdv__serve_free(w);
+            tfrdv__serve_answer(w, st, sa, v, dead);
+            tfrdv__serve_unref(w);
             w = nx;
         }
-        op->done(op->user, st, v, dead);
-        if (e) tfrdv__centry_free(mgr, e);
-    } else {
-        op->done(op->user, st, v, dead);
     }
-    tfrdv__serve_free(op);
+    tfrdv__serve_answer(op, st, sa, v, dead);
+    if (e) tfrdv__centry_free(mgr, e);
+    tfrdv__serve_unref(op);
     if (r) tfrdv_unref(r);
 }
-TFRDV__PRIVATE void tfrdv__serve_fail(tfrdv__serve* op, tfrdv_code code, const char* fmt_msg) {
+/* fails op with a message whose format takes the step id (%I) and then the key (%S) */
+TFRDV__PRIVATE void tfrdv__serve_fail(tfrdv__serve* op, tfrdv_code code, const char* fmt) {
     tfrdv_status st;
-    tfrdv_status_set(&st, code, fmt_msg);
-    tfrdv__serve_finish(op, &st, 0, 0);
+    tfrdv__err(&st, code, fmt, op->step_id, &op->parsed.full);
+    tfrdv__serve_finish(op, &st, 0, 0, 0);
 }
+#define TFRDV__WITHDRAWN "RecvTensor withdrawn by its caller (step %I, key %S)"
 TFRDV__PRIVATE void tfrdv__serve_recv_done(void* u, const tfrdv_status* st, const tfrdv_args* sa,
                                            const tfrdv_args* ra, tfrdv_value* v, int dead) {
-    TFRDV__UNUSED(sa);
     TFRDV__UNUSED(ra);
-    tfrdv__serve_finish((tfrdv__serve*)u, st, v, dead);
+    tfrdv__serve_finish((tfrdv__serve*)u, st, sa, v, dead);
 }
+/* LOCAL: a receive in the step's table; withdrawing it is that receive's cancellation */
 TFRDV__PRIVATE void tfrdv__serve_local(tfrdv__serve* op) {
-    if (tfrdv__local_recv(op->r, &op->parsed, 0, tfrdv__serve_recv_done, op) != TFRDV_OK)
-        tfrdv__serve_fail(op, TFRDV_RESOURCE_EXHAUSTED, "RecvTensor: out of memory on the serving worker");
+    tfrdv_args a = tfrdv__no_args;
+    tfrdv_status est;
+    a.cancel = op->cm;
+    op->state = TFRDV__SERVE_LOCAL;
+    if (tfrdv__local_recv(op->r, &op->parsed, &a, tfrdv__serve_recv_done, op, 0, &est) != TFRDV_OK)
+        tfrdv__serve_finish(op, &est, 0, 0, 0);
+}
+/* the request's cancellation manager fired while it was a WAITER or DEFERRED (or after it left) */
+TFRDV__PRIVATE void tfrdv__serve_cancelled(void* p) {
+    tfrdv__serve* op = (tfrdv__serve*)p;
+    tfrdv_mgr* mgr = op->mgr;
+    tfrdv_rendezvous* r = op->r; /* set before op could be DEFERRED; NULL for a WAITER */
+    int take = 0, orphan = 0;
+    tfrdv__lock(&mgr->mu); /* lock order mgr -> step */
+    if (r) tfrdv__lock(&r->mu);
+    if (op->state == TFRDV__SERVE_WAITER) {
+        tfrdv__serve** pp = &op->wait_entry->waiters;
+        while (*pp != op) pp = &(*pp)->next;
+        *pp = op->next;
+        take = 1;
+    } else if (op->state == TFRDV__SERVE_DEFERRED) {
+        tfrdv__serve** pp = &r->deferred;
+        while (*pp != op) pp = &(*pp)->next;
+        *pp = op->next;
+        take = 1;
+    } else if (op->cm_orphan) {
+        op->cm_orphan = 0;
+        orphan = 1;
+    }
+    if (take) {
+        op->cm_registered = 0; /* we are its callback: nothing to deregister */
+        if (op->state == TFRDV__SERVE_DEFERRED) tfrdv__atomic_add(&mgr->ndeferred, -1);
+        op->state = TFRDV__SERVE_DONE;
+    }
+    if (r) tfrdv__unlock(&r->mu);
+    tfrdv__unlock(&mgr->mu);
+    if (take) tfrdv__serve_fail(op, TFRDV_CANCELLED, TFRDV__WITHDRAWN);
+    else if (orphan) tfrdv__serve_unref(op);
 }
 
-TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char* key,
-                                     size_t key_len, int64_t request_id, tfrdv_serve_done_fn done,
-                                     void* user) {
-    tfrdv__serve* op;
-    tfrdv_status st;
-    tfrdv_rendezvous* r = 0;
-    tfrdv_code rc;
-    uint64_t inc;
-    if (!mgr || !done || (!key && key_len)) return TFRDV_INVALID_ARGUMENT;
-    op = tfrdv__serve_new(mgr, key, key_len);
-    if (!op) {
-        tfrdv__err(&st, TFRDV_RESOURCE_EXHAUSTED, "RecvTensor: out of memory on the serving worker");
-        done(user, &st, 0, 0);
-        return TFRDV_OK;
-    }
-    op->step_id = step_id;
-    op->request_id = request_id;
-    op->done = done;
-    op->user = user;
+/* Phase 1, under mgr->mu: shutdown, the response cache, duplicate request ids. Returns 1 when op
+   was answered or queued on a cache entry. */
+TFRDV__PRIVATE int tfrdv__serve_admit(tfrdv__serve* op) {
+    tfrdv_mgr* mgr = op->mgr;
+    int64_t rid = op->request_id;
     tfrdv__lock(&mgr->mu);
     mgr->stats.requests_served++;
     if (mgr->destroyed) {
         tfrdv__unlock(&mgr->mu);
-        tfrdv__serve_fail(op, TFRDV_ABORTED, "RecvTensor: the worker is shutting down");
-        return TFRDV_OK;
+        tfrdv__serve_fail(op, TFRDV_ABORTED, "RecvTensor: the worker is shutting down (step %I, key %S)");
+        return 1;
     }
-    if (mgr->cfg.response_cache && request_id != 0) {
+    if (mgr->cfg.response_cache && rid != 0) {
         /* before the duplicate check (as TensorFlow): a retry gets the same answer */
-        tfrdv__centry** head = &mgr->cache[(uint64_t)request_id % TFRDV__CACHE_BUCKETS];
         tfrdv__centry* e;
-        for (e = *head; e && e->request_id != request_id; e = e->next) {}
+        for (e = mgr->cache[(uint64_t)rid % TFRDV__CACHE_BUCKETS]; e && e->request_id != rid; e = e->next) {}
         if (e && e->finished) {
             tfrdv_status cst = e->st;
+            tfrdv_args sa = e->sa;
             tfrdv_value* v = e->value;
             int dead = e->is_dead;
             tfrdv_value_retain(v);
             mgr->stats.cache_hits++;
             tfrdv__unlock(&mgr->mu);
-            op->done(op->user, &cst, v, dead);
-            tfrdv__serve_free(op);
-            return TFRDV_OK;
+            op->state = TFRDV__SERVE_DONE;
+            tfrdv__serve_answer(op, &cst, &sa, v, dead);
+            tfrdv__serve_unref(op);
+            return 1;
         }
         if (e) { /* being computed: answer with it */
+            if (op->cm && !tfrdv_cancel_register(op->cm, &op->cnode, tfrdv__serve_cancelled, op)) {
+                tfrdv__unlock(&mgr->mu);
+                op->wait_entry = e; /* not the computing request: its id stays */
+                tfrdv__serve_fail(op, TFRDV_CANCELLED, TFRDV__WITHDRAWN);
+                return 1;
+            }
+            op->cm_registered = op->cm != 0;
+            op->state = TFRDV__SERVE_WAITER;
+            op->wait_entry = e;
             op->next = e->waiters;
             e->waiters = op;
             mgr->stats.cache_hits++;
             tfrdv__unlock(&mgr->mu);
-            return TFRDV_OK;
+            return 1;
         }
     }
-    if (request_id != 0) {
-        if (tfrdv__idset_find(&mgr->recent, request_id) >= 0) {
+    if (rid != 0) {
+        if (tfrdv__idset_find(&mgr->recent, rid) >= 0) {
+            tfrdv_status st;
             mgr->stats.duplicate_requests++;
             tfrdv__unlock(&mgr->mu);
             tfrdv__err(&st, TFRDV_ABORTED, "The same RecvTensor request was received twice. step_id: %I rendezvous_key: \"%S\" request_id: %I",
-                       step_id, &op->parsed.full, request_id);
-            tfrdv__serve_finish(op, &st, 0, 0);
-            return TFRDV_OK;
+                       op->step_id, &op->parsed.full, rid);
+            tfrdv__serve_finish(op, &st, 0, 0, 0);
+            return 1;
         }
-        tfrdv__idset_insert(&mgr->recent, request_id, 0);
+        tfrdv__idset_insert(&mgr->recent, rid, 0);
         if (mgr->cfg.response_cache && mgr->ncache < (size_t)mgr->cfg.response_cache_max) {
             tfrdv__centry* e = (tfrdv__centry*)tfrdv__zalloc(&mgr->hooks.allocator, sizeof *e);
             if (e) { /* this request computes the answer retries will get */
-                tfrdv__centry** head = &mgr->cache[(uint64_t)request_id % TFRDV__CACHE_BUCKETS];
-                e->request_id = request_id;
-                e->step_id = step_id;
+                tfrdv__centry** head = &mgr->cache[(uint64_t)rid % TFRDV__CACHE_BUCKETS];
+                e->request_id = rid;
+                e->step_id = op->step_id;
                 e->next = *head;
                 *head = e;
                 mgr->ncache++;
@@ -3313,62 +3731,127 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char
         }
     }
     tfrdv__unlock(&mgr->mu);
-    if (tfrdv_key_parse(op->key, key_len, &op->parsed, &st) != TFRDV_OK) {
-        tfrdv__serve_finish(op, &st, 0, 0);
-        return TFRDV_OK;
+    return 0;
+}
+/* Phase 2, no lock: the key parses, its source is on this worker, the incarnation matches.
+   Returns 1 when op was answered (with the error). */
+TFRDV__PRIVATE int tfrdv__serve_check(tfrdv__serve* op) {
+    tfrdv_mgr* mgr = op->mgr;
+    tfrdv_status st;
+    uint64_t inc = mgr->incarnation;
+    if (tfrdv_key_parse(op->key, op->parsed.full.len, &op->parsed, &st) != TFRDV_OK) {
+        tfrdv__serve_finish(op, &st, 0, 0, 0);
+        return 1;
     }
     if (!tfrdv__implicit(&op->parsed.src) && !tfrdv__on_worker(op->parsed.src_device, mgr->worker, mgr->worker_len)) {
         tfrdv__err(&st, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key (src): %S @ %s", &op->parsed.full, mgr->worker);
-        tfrdv__serve_finish(op, &st, 0, 0);
-        return TFRDV_OK;
+        tfrdv__serve_finish(op, &st, 0, 0, 0);
+        return 1;
     }
-    inc = mgr->incarnation;
     if (mgr->cfg.device_incarnation) {
         inc = mgr->cfg.device_incarnation(mgr->cfg.device_incarnation_user, op->parsed.src_device.ptr, op->parsed.src_device.len);
         if (inc == 0) {
             tfrdv__err(&st, TFRDV_NOT_FOUND, "RecvTensor: unknown device %S on worker %s", &op->parsed.src_device, mgr->worker);
-            tfrdv__serve_finish(op, &st, 0, 0);
-            return TFRDV_OK;
+            tfrdv__serve_finish(op, &st, 0, 0, 0);
+            return 1;
         }
     }
     if (inc != op->parsed.src_incarnation) {
         tfrdv__err(&st, TFRDV_ABORTED,
-                   "RecvTensor expects a different device incarnation: %U vs. %U. Your worker job (\"%s\") was probably restarted. Check your worker job for the reason why it was restarted.",
+                   "RecvTensor expects a different device incarnation: %X vs. %X. Your worker job (\"%s\") was probably restarted. Check your worker job for the reason why it was restarted.",
                    op->parsed.src_incarnation, inc, mgr->worker);
-        tfrdv__serve_finish(op, &st, 0, 0);
-        return TFRDV_OK;
+        tfrdv__serve_finish(op, &st, 0, 0, 0);
+        return 1;
     }
+    return 0;
+}
+enum { TFRDV__ROUTE_LOCAL, TFRDV__ROUTE_DEFERRED, TFRDV__ROUTE_FULL, TFRDV__ROUTE_WITHDRAWN };
+/* Phase 3: tombstone, find or create the step, then defer (not initialised yet) or wait in its
+   table (an aborted step answers with its status). */
+TFRDV__PRIVATE void tfrdv__serve_route(tfrdv__serve* op) {
+    tfrdv_mgr* mgr = op->mgr;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_status st;
+    tfrdv_code rc;
     tfrdv__lock(&mgr->mu);
-    if (tfrdv__idset_find(&mgr->tombs, step_id) >= 0) {
+    if (tfrdv__idset_find(&mgr->tombs, op->step_id) >= 0) {
         mgr->stats.tombstone_hits++;
         tfrdv__unlock(&mgr->mu);
-        tfrdv__err(&st, TFRDV_ABORTED, "Cleanup %I (the step was cleaned up before this RecvTensor for %S arrived)", step_id, &op->parsed.full);
-        tfrdv__serve_finish(op, &st, 0, 0);
-        return TFRDV_OK;
+        tfrdv__serve_fail(op, TFRDV_ABORTED, "Cleanup %I (the step was cleaned up before this RecvTensor for %S arrived)");
+        return;
     }
-    rc = mgr->destroyed ? TFRDV_ABORTED : tfrdv__find_locked(mgr, step_id, &r, &st);
+    rc = mgr->destroyed ? TFRDV_ABORTED : tfrdv__find_locked(mgr, op->step_id, &r, &st);
     tfrdv__unlock(&mgr->mu);
     if (rc != TFRDV_OK) {
         if (rc == TFRDV_ABORTED) tfrdv__err(&st, rc, "RecvTensor: the worker is shutting down");
-        tfrdv__serve_finish(op, &st, 0, 0);
-        return TFRDV_OK;
+        tfrdv__serve_finish(op, &st, 0, 0, 0);
+        return;
     }
     op->r = r; /* the reference find gave us */
-    tfrdv__lock(&r->mu);
     if (!tfrdv__atomic_load(&r->initialized) && !tfrdv__atomic_load(&r->aborted)) {
         /* RecvTensor may arrive before the step starts here: defer it, with a deadline */
         int64_t to = mgr->cfg.deferred_timeout_ns;
-        op->deadline = to > 0 ? tfrdv__sat_add(tfrdv__now(&mgr->hooks.clock), to) : INT64_MAX;
-        op->next = r->deferred;
-        r->deferred = op;
-        tfrdv__unlock(&r->mu);
+        int64_t deadline = to > 0 ? tfrdv__sat_add(tfrdv__now(&mgr->hooks.clock), to) : INT64_MAX; /* clock: no lock held */
+        int how = TFRDV__ROUTE_LOCAL;
         tfrdv__lock(&mgr->mu);
-        mgr->stats.requests_deferred++;
+        tfrdv__lock(&r->mu);
+        if (!r->initialized && !r->aborted) {
+            if (tfrdv__atomic_add(&mgr->ndeferred, 1) > (long)mgr->cfg.max_deferred) {
+                tfrdv__atomic_add(&mgr->ndeferred, -1);
+                how = TFRDV__ROUTE_FULL;
+            } else if (op->cm && !tfrdv_cancel_register(op->cm, &op->cnode, tfrdv__serve_cancelled, op)) {
+                tfrdv__atomic_add(&mgr->ndeferred, -1);
+                how = TFRDV__ROUTE_WITHDRAWN;
+            } else {
+                op->cm_registered = op->cm != 0;
+                op->deadline = deadline;
+                op->state = TFRDV__SERVE_DEFERRED;
+                op->next = r->deferred;
+                r->deferred = op;
+                mgr->stats.requests_deferred++;
+                how = TFRDV__ROUTE_DEFERRED;
+            }
+        }
+        tfrdv__unlock(&r->mu);
         tfrdv__unlock(&mgr->mu);
+        if (how == TFRDV__ROUTE_FULL) {
+            tfrdv__err(&st, TFRDV_RESOURCE_EXHAUSTED, "RecvTensor for step %I: %d requests already wait for their steps to be initialised (max_deferred)",
+                       op->step_id, mgr->cfg.max_deferred);
+            tfrdv__serve_finish(op, &st, 0, 0, 0);
+        } else if (how == TFRDV__ROUTE_WITHDRAWN) {
+            tfrdv__serve_fail(op, TFRDV_CANCELLED, TFRDV__WITHDRAWN);
+        }
+        if (how != TFRDV__ROUTE_LOCAL) return;
+    }
+    tfrdv__serve_local(op);
+}
+
+TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char* key,
+                                     size_t key_len, int64_t request_id, tfrdv_cancel_mgr* cancel,
+                                     tfrdv_serve_done_fn done, void* user) {
+    tfrdv__serve* op;
+    tfrdv_status st;
+    if (!mgr || !done || (!key && key_len)) return TFRDV_INVALID_ARGUMENT;
+    if (key_len > mgr->cfg.max_key_len) { /* before copying anything */
+        tfrdv__err(&st, TFRDV_INVALID_ARGUMENT, "RecvTensor: key of %U bytes is longer than max_key_len (%U)",
+                   (uint64_t)key_len, (uint64_t)mgr->cfg.max_key_len);
+        done(user, &st, &tfrdv__no_args, 0, 0);
         return TFRDV_OK;
     }
-    tfrdv__unlock(&r->mu);
-    tfrdv__serve_local(op); /* an aborted step answers with its status */
+    op = tfrdv__serve_new(mgr, key, key_len);
+    if (!op) {
+        tfrdv__err(&st, TFRDV_RESOURCE_EXHAUSTED, "RecvTensor: out of memory on the serving worker");
+        done(user, &st, &tfrdv__no_args, 0, 0);
+        return TFRDV_OK;
+    }
+    op->step_id = step_id;
+    op->request_id = request_id;
+    op->done = done;
+    op->user = user;
+    op->cm = cancel;
+    if (mgr->cfg.trace) op->t0 = tfrdv__now(&mgr->hooks.clock);
+    if (tfrdv__serve_admit(op) || tfrdv__serve_check(op)) return TFRDV_OK;
+    tfrdv__serve_route(op);
     return TFRDV_OK;
 }
 
@@ -3392,12 +3875,26 @@ TFRDV_API void tfrdv_mgr_ack(tfrdv_mgr* mgr, int64_t request_id) {
     if (e) tfrdv__centry_free(mgr, e);
 }
 
+/* r->mu held: take the deferred requests out (in arrival order), each leaving DEFERRED */
+TFRDV__PRIVATE tfrdv__serve* tfrdv__take_deferred(tfrdv_rendezvous* r, int state) {
+    tfrdv__serve* list = r->deferred;
+    tfrdv__serve* rev = 0;
+    r->deferred = 0;
+    while (list) {
+        tfrdv__serve* nx = list->next;
+        tfrdv__serve_leave(list, state);
+        list->next = rev;
+        rev = list;
+        list = nx;
+    }
+    return rev;
+}
+
 TFRDV_API tfrdv_code tfrdv_mgr_initialize(tfrdv_rendezvous* r, const char* worker_name,
                                           tfrdv_status* st) {
     const char* name;
     size_t len;
     tfrdv__serve* list;
-    tfrdv__serve* rev = 0;
     char* copy;
     if (!r || !r->mgr) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_initialize: not a step rendezvous of a tfrdv_mgr");
     name = worker_name ? worker_name : r->mgr->worker;
@@ -3423,19 +3920,12 @@ TFRDV_API tfrdv_code tfrdv_mgr_initialize(tfrdv_rendezvous* r, const char* worke
     r->worker = copy;
     r->worker_len = len;
     tfrdv__atomic_store(&r->initialized, 1);
-    list = r->deferred;
-    r->deferred = 0;
+    list = tfrdv__take_deferred(r, TFRDV__SERVE_LOCAL);
     tfrdv__unlock(&r->mu);
-    while (list) { /* arrival order */
+    while (list) {
         tfrdv__serve* nx = list->next;
-        list->next = rev;
-        rev = list;
+        tfrdv__serve_local(list);
         list = nx;
-    }
-    while (rev) {
-        tfrdv__serve* nx = rev->next;
-        tfrdv__serve_local(rev);
-        rev = nx;
     }
     return TFRDV_OK;
 }
@@ -3513,6 +4003,8 @@ TFRDV__PRIVATE void tfrdv__call_settle(tfrdv_call* call, int cancel, tfrdv_value
     tfrdv_mgr* mgr = call->mgr;
     tfrdv_args ra = call->recv_args;
     if (cancel && mgr->cfg.transport.cancel_call) mgr->cfg.transport.cancel_call(mgr->cfg.transport.user_data, call);
+    if (mgr->cfg.trace)
+        tfrdv__trace(mgr, call->step_id, call->key.ptr, call->key.len, TFRDV_TRACE_FETCH, call->t0, &call->result, v, dead);
     tfrdv__deliver(call->r, call->done, call->user, &call->result, 0, &ra, v, dead);
     tfrdv__call_unbusy(call);
 }
@@ -3605,7 +4097,10 @@ TFRDV__PRIVATE tfrdv_call* tfrdv__call_new(tfrdv_mgr* mgr, size_t bytes) {
     return call;
 }
 
-/* same worker, different devices: local receive, then the runtime's copy hook */
+/* same worker, different devices: local receive, then the runtime's copy hook. The copy holds a
+   reference on the step (not the in-flight count), so teardown never waits for a copy that an
+   event loop completes later, and never frees the step under it: the last reference goes when
+   the copy completes. */
 typedef struct tfrdv__swcopy {
     tfrdv_rendezvous* r;
     tfrdv_done_fn done;
@@ -3625,7 +4120,9 @@ TFRDV__PRIVATE void tfrdv__swcopy_done(void* p, tfrdv_code code, const char* msg
         tfrdv_value_release(out);
         out = 0;
     }
-    tfrdv__deliver(r, c.done, c.user, &st, &c.sa, &c.ra, out, 0); /* lets go of our hold */
+    tfrdv__hold(r);
+    tfrdv__deliver(r, c.done, c.user, &st, &c.sa, &c.ra, out, 0); /* lets go of that hold */
+    tfrdv_unref(r); /* the copy's reference: may free r */
 }
 TFRDV__PRIVATE void tfrdv__swcopy_recv(void* p, const tfrdv_status* st, const tfrdv_args* sa,
                                        const tfrdv_args* ra, tfrdv_value* v, int dead) {
@@ -3639,15 +4136,104 @@ TFRDV__PRIVATE void tfrdv__swcopy_recv(void* p, const tfrdv_status* st, const tf
         return;
     }
     x->sa = *sa;
-    tfrdv__hold(r); /* until the copy completes */
+    tfrdv_ref(r); /* until the copy completes */
     mgr->cfg.same_worker_copy(mgr->cfg.same_worker_copy_user, &x->key, &x->sa, &x->ra, v, tfrdv__swcopy_done, x);
 }
 TFRDV__PRIVATE int tfrdv__same_device(const tfrdv_device_name* a, const tfrdv_device_name* b) {
     return a->has_type == b->has_type && a->has_id == b->has_id && tfrdv__str_eq(a->type, b->type) && a->id == b->id;
 }
-
+/* a receive on this worker whose source is another device of it: local, then the copy hook */
+TFRDV__PRIVATE tfrdv_code tfrdv__recv_same_worker(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+                                                  const tfrdv_args* args, tfrdv_done_fn done, void* user,
+                                                  tfrdv_status* est) {
+    tfrdv_mgr* mgr = r->mgr;
+    tfrdv__swcopy* x;
+    size_t size;
+    if (!mgr->cfg.same_worker_copy || tfrdv__implicit(&key->src) || tfrdv__same_device(&key->src, &key->dst))
+        return tfrdv__local_recv(r, key, args, done, user, 1, est);
+    size = sizeof *x + key->full.len;
+    x = (tfrdv__swcopy*)tfrdv__alloc(&r->hooks.allocator, size);
+    if (!x) return tfrdv__err(est, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_recv_async: out of memory (key %S)", &key->full);
+    x->r = r;
+    x->done = done;
+    x->user = user;
+    x->ra = args ? *args : tfrdv__no_args;
+    x->size = size;
+    memcpy(x + 1, key->full.ptr, key->full.len);
+    tfrdv_key_parse((const char*)(x + 1), key->full.len, &x->key, 0);
+    x->key.hash = key->hash;
+    if (tfrdv__local_recv(r, key, args, tfrdv__swcopy_recv, x, 1, est) != TFRDV_OK) {
+        tfrdv__free(&r->hooks.allocator, x, size);
+        return est->code;
+    }
+    return TFRDV_OK;
+}
+/* a new call for a fetch of key from the worker `task`; NULL when out of memory */
+TFRDV__PRIVATE tfrdv_call* tfrdv__call_prepare(tfrdv_rendezvous* r, const tfrdv_parsed_key* key, const char* task,
+                                               size_t task_len, void* endpoint, const tfrdv_args* ra,
+                                               tfrdv_done_fn done, void* user) {
+    tfrdv_mgr* mgr = r->mgr;
+    tfrdv_call* call = tfrdv__call_new(mgr, key->full.len + task_len + 2);
+    int64_t now = 0;
+    if (!call) return 0;
+    if (mgr->cfg.call_timeout_ns > 0 || mgr->cfg.trace) now = tfrdv__now(&mgr->hooks.clock);
+    memcpy(call->buf, key->full.ptr, key->full.len);
+    call->buf[key->full.len] = 0;
+    memcpy(call->buf + key->full.len + 1, task, task_len + 1);
+    call->key.ptr = call->buf;
+    call->key.len = key->full.len;
+    call->worker.ptr = call->buf + key->full.len + 1;
+    call->worker.len = task_len;
+    call->endpoint = endpoint;
+    call->step_id = r->step_id;
+    call->recv_args = *ra;
+    call->done = done;
+    call->user = user;
+    call->t0 = mgr->cfg.trace ? now : 0;
+    call->deadline = mgr->cfg.call_timeout_ns > 0 ? tfrdv__sat_add(now, mgr->cfg.call_timeout_ns) : INT64_MAX;
+    call->r = r;
+    tfrdv_ref(r);
+    return call;
+}
+/* link the call into its step and start it (or complete it at once: aborted, cancelled) */
+TFRDV__PRIVATE void tfrdv__call_launch(tfrdv_call* call) {
+    tfrdv_rendezvous* r = call->r;
+    tfrdv__lock(&r->mu);
+    if (r->aborted) { /* aborted since the receive looked: complete at once, never start */
+        tfrdv_args ra = call->recv_args;
+        call->state = TFRDV__CALL_DONE;
+        tfrdv__unlock(&r->mu);
+        tfrdv__fail_now(r, call->done, call->user, &ra, &r->status);
+        tfrdv__call_recycle(call);
+        return;
+    }
+    call->state = TFRDV__CALL_STARTED; /* starter: IDLE -> STARTED */
+    call->busy = 1;
+    call->starting = 1;
+    call->linked = 1;
+    call->prev = 0;
+    call->next = r->calls;
+    if (r->calls) r->calls->prev = call;
+    r->calls = call;
+    if (call->recv_args.cancel)
+        call->cm_registered = tfrdv_cancel_register(call->recv_args.cancel, &call->cnode, tfrdv__call_cancelled, call);
+    if (call->recv_args.cancel && !call->cm_registered) {
+        tfrdv_status st;
+        tfrdv__err(&st, TFRDV_CANCELLED, "RecvFromRemoteAsync is cancelled.");
+        call->state = TFRDV__CALL_BACKOFF; /* never started: nothing for the provider to cancel */
+        call->starting = 0;
+        tfrdv__call_take(call, &st, 0);
+        call->busy--; /* the start that will not happen */
+        tfrdv__unlock(&r->mu);
+        tfrdv__call_complete(call);
+        return;
+    }
+    tfrdv__unlock(&r->mu);
+    tfrdv__call_start(call);
+}
 TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
-                                             const tfrdv_args* args, tfrdv_done_fn done, void* user) {
+                                             const tfrdv_args* args, tfrdv_done_fn done, void* user,
+                                             tfrdv_status* est) {
     tfrdv_mgr* mgr = r->mgr;
     tfrdv_args ra = args ? *args : tfrdv__no_args;
     tfrdv_status st;
@@ -3660,36 +4246,12 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_pa
         tfrdv__fail_now(r, done, user, &ra, &r->status);
         return TFRDV_OK;
     }
-    if (!init) {
-        tfrdv__err(&st, TFRDV_FAILED_PRECONDITION, "tfrdv_recv_async before tfrdv_mgr_initialize (step %I, key %S)", r->step_id, &key->full);
-        return tfrdv__log_status(&r->hooks, &st);
-    }
-    if (!tfrdv__on_worker(key->dst_device, r->worker, r->worker_len)) {
-        tfrdv__err(&st, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key (dst): %S @ %s", &key->full, r->worker);
-        return tfrdv__log_status(&r->hooks, &st);
-    }
-    if (tfrdv__implicit(&key->src) || tfrdv_device_name_same_address_space(&key->src, &key->dst)) {
-        tfrdv__swcopy* x;
-        size_t size;
-        if (!mgr->cfg.same_worker_copy || tfrdv__implicit(&key->src) || tfrdv__same_device(&key->src, &key->dst))
-            return tfrdv__local_recv(r, key, args, done, user);
-        size = sizeof *x + key->full.len;
-        x = (tfrdv__swcopy*)tfrdv__alloc(&r->hooks.allocator, size);
-        if (!x) return TFRDV_RESOURCE_EXHAUSTED;
-        x->r = r;
-        x->done = done;
-        x->user = user;
-        x->ra = ra;
-        x->size = size;
-        memcpy(x + 1, key->full.ptr, key->full.len);
-        tfrdv_key_parse((const char*)(x + 1), key->full.len, &x->key, 0);
-        x->key.hash = key->hash;
-        if (tfrdv__local_recv(r, key, args, tfrdv__swcopy_recv, x) != TFRDV_OK) {
-            tfrdv__free(&r->hooks.allocator, x, size);
-            return TFRDV_RESOURCE_EXHAUSTED;
-        }
-        return TFRDV_OK;
-    }
+    if (!init)
+        return tfrdv__err(est, TFRDV_FAILED_PRECONDITION, "tfrdv_recv_async before tfrdv_mgr_initialize (step %I, key %S)", r->step_id, &key->full);
+    if (!tfrdv__on_worker(key->dst_device, r->worker, r->worker_len))
+        return tfrdv__err(est, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key (dst): %S @ %s", &key->full, r->worker);
+    if (tfrdv__implicit(&key->src) || tfrdv_device_name_same_address_space(&key->src, &key->dst))
+        return tfrdv__recv_same_worker(r, key, args, done, user, est);
     /* another worker: a remote call */
     {
         tfrdv__sb tb; /* SplitDeviceName's task part, from the already parsed source device */
@@ -3707,52 +4269,9 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_pa
         tfrdv__fail_now(r, done, user, &ra, &st);
         return TFRDV_OK;
     }
-    call = tfrdv__call_new(mgr, key->full.len + task_len + 2);
-    if (!call) return TFRDV_RESOURCE_EXHAUSTED;
-    memcpy(call->buf, key->full.ptr, key->full.len);
-    call->buf[key->full.len] = 0;
-    memcpy(call->buf + key->full.len + 1, task, task_len + 1);
-    call->key.ptr = call->buf;
-    call->key.len = key->full.len;
-    call->worker.ptr = call->buf + key->full.len + 1;
-    call->worker.len = task_len;
-    call->endpoint = endpoint;
-    call->step_id = r->step_id;
-    call->recv_args = ra;
-    call->done = done;
-    call->user = user;
-    call->deadline = mgr->cfg.call_timeout_ns > 0 ? tfrdv__sat_add(tfrdv__now(&mgr->hooks.clock), mgr->cfg.call_timeout_ns) : INT64_MAX;
-    call->r = r;
-    tfrdv_ref(r);
-    tfrdv__lock(&r->mu);
-    if (r->aborted) { /* aborted since we looked: complete at once, never start */
-        call->state = TFRDV__CALL_DONE;
-        tfrdv__unlock(&r->mu);
-        tfrdv__fail_now(r, done, user, &ra, &r->status);
-        tfrdv__call_recycle(call);
-        return TFRDV_OK;
-    }
-    call->state = TFRDV__CALL_STARTED; /* starter: IDLE -> STARTED */
-    call->busy = 1;
-    call->starting = 1;
-    call->linked = 1;
-    call->prev = 0;
-    call->next = r->calls;
-    if (r->calls) r->calls->prev = call;
-    r->calls = call;
-    if (ra.cancel) call->cm_registered = tfrdv_cancel_register(ra.cancel, &call->cnode, tfrdv__call_cancelled, call);
-    if (ra.cancel && !call->cm_registered) {
-        tfrdv__err(&st, TFRDV_CANCELLED, "RecvFromRemoteAsync is cancelled.");
-        call->state = TFRDV__CALL_BACKOFF; /* never started: nothing for the provider to cancel */
-        call->starting = 0;
-        tfrdv__call_take(call, &st, 0);
-        call->busy--; /* the start that will not happen */
-        tfrdv__unlock(&r->mu);
-        tfrdv__call_complete(call);
-        return TFRDV_OK;
-    }
-    tfrdv__unlock(&r->mu);
-    tfrdv__call_start(call);
+    call = tfrdv__call_prepare(r, key, task, task_len, endpoint, &ra, done, user);
+    if (!call) return tfrdv__err(est, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_recv_async: out of memory (key %S)", &key->full);
+    tfrdv__call_launch(call);
     return TFRDV_OK;
 }
 
@@ -3840,6 +4359,7 @@ TFRDV_API tfrdv_str tfrdv_call_src_worker(const tfrdv_call* call) {
 TFRDV_API void* tfrdv_call_endpoint(const tfrdv_call* call) { return call ? call->endpoint : 0; }
 TFRDV_API const tfrdv_args* tfrdv_call_recv_args(const tfrdv_call* call) { return call ? &call->recv_args : 0; }
 TFRDV_API int tfrdv_call_attempt(const tfrdv_call* call) { return call ? call->attempt : 0; }
+TFRDV_API int64_t tfrdv_call_deadline(const tfrdv_call* call) { return call ? call->deadline : INT64_MAX; }
 TFRDV_API void* tfrdv_call_scratch(tfrdv_call* call) { return call ? (void*)call->scratch.bytes : 0; }
 
 typedef struct tfrdv__vblock { /* a value, its dims and its bytes in one allocation */
@@ -3882,8 +4402,7 @@ TFRDV__PRIVATE void tfrdv__remote_abort(tfrdv_rendezvous* r) {
     tfrdv_call* c;
     tfrdv__serve* def;
     tfrdv__lock(&r->mu);
-    def = r->deferred;
-    r->deferred = 0;
+    def = tfrdv__take_deferred(r, TFRDV__SERVE_DONE);
     while ((c = r->calls) != 0) {
         tfrdv__call_take(c, &r->status, 0);
         c->action = list;
@@ -3896,7 +4415,7 @@ TFRDV__PRIVATE void tfrdv__remote_abort(tfrdv_rendezvous* r) {
     }
     while (def) {
         tfrdv__serve* nx = def->next;
-        tfrdv__serve_finish(def, &r->status, 0, 0);
+        tfrdv__serve_finish(def, &r->status, 0, 0, 0);
         def = nx;
     }
 }
@@ -3915,6 +4434,7 @@ TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now
         tfrdv__serve* op = *pp;
         if (op->deadline <= now) {
             *pp = op->next;
+            tfrdv__serve_leave(op, TFRDV__SERVE_DONE);
             op->next = *defs;
             *defs = op;
             expired++;
@@ -3991,7 +4511,7 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
         defs = op->next;
         tfrdv__err(&st, TFRDV_DEADLINE_EXCEEDED, "RecvTensor for step %I, key %S: the step was not initialised on this worker within %I ms",
                    op->step_id, &op->parsed.full, mgr->cfg.deferred_timeout_ns / 1000000);
-        tfrdv__serve_finish(op, &st, 0, 0);
+        tfrdv__serve_finish(op, &st, 0, 0, 0);
     }
     while (calls) {
         tfrdv_call* c = calls;
@@ -4040,46 +4560,40 @@ TFRDV__PRIVATE void tfrdv__remote_snap(tfrdv_rendezvous* r, tfrdv__snap* s) {
 }
 TFRDV_API size_t tfrdv_mgr_pending(tfrdv_mgr* mgr, tfrdv_pending_fn fn, void* user) {
     tfrdv__snap snap;
-    size_t n = 0, i;
-    int64_t* ids;
+    size_t i;
     if (!mgr) return 0;
     memset(&snap, 0, sizeof snap);
-    snap.a = &mgr->hooks.allocator;
-    tfrdv__lock(&mgr->mu);
-    ids = tfrdv__step_ids_locked(mgr, &n);
-    tfrdv__unlock(&mgr->mu);
-    for (i = 0; i < n; i++) {
-        tfrdv_rendezvous* r = 0;
-        tfrdv__lock(&mgr->mu);
-        for (r = mgr->steps[tfrdv__step_bucket(mgr, ids[i])]; r && r->step_id != ids[i]; r = r->mgr_next) {}
-        if (r) tfrdv_ref(r);
-        tfrdv__unlock(&mgr->mu);
-        if (r) {
-            tfrdv__rdv_snap(r, &snap);
-            tfrdv_unref(r);
-        }
+    snap.a = mgr->hooks.allocator;
+    tfrdv__lock(&mgr->mu); /* lock order mgr -> step -> shard */
+    for (i = 0; i < mgr->nb; i++) {
+        tfrdv_rendezvous* r;
+        for (r = mgr->steps[i]; r; r = r->mgr_next) tfrdv__rdv_snap(r, &snap);
     }
-    tfrdv__free(&mgr->hooks.allocator, ids, (n + 1) * sizeof *ids);
+    tfrdv__unlock(&mgr->mu);
     return tfrdv__snap_report(&snap, fn, user);
 }
 
 /* >>loopback */
-typedef struct tfrdv__lb_req {
+typedef struct tfrdv__lb_req { /* one fetch being served by another manager of the loopback */
     struct tfrdv__lb_req* next;
     tfrdv_loopback* lb;
-    tfrdv_call* call; /* NULL once finished or cancelled */
+    tfrdv_call* call;     /* NULL once answered or cancelled (lb->mu) */
+    tfrdv_cancel_mgr* cm; /* withdraws the served request when the call is cancelled */
+    int refs;             /* the serve answer + a canceller running (lb->mu) */
 } tfrdv__lb_req;
 typedef struct tfrdv__lb_worker {
     char* name;
     size_t len;
     tfrdv_mgr* mgr;
 } tfrdv__lb_worker;
+#define TFRDV__LB_FREE_MAX 256
 struct tfrdv_loopback {
-    tfrdv_allocator a;
+    tfrdv_hooks hooks;
     tfrdv__mutex mu;
     tfrdv__lb_worker* w;
     size_t n, cap;
     tfrdv__lb_req* free_reqs;
+    size_t nfree;
 };
 
 TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopback** out,
@@ -4094,7 +4608,7 @@ TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopb
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_loopback_create: incomplete allocator or sync hooks");
     lb = (tfrdv_loopback*)tfrdv__zalloc(&h.allocator, sizeof *lb);
     if (!lb) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_loopback_create: out of memory");
-    lb->a = h.allocator;
+    lb->hooks = h;
     if (!tfrdv__mutex_init(&lb->mu, h.sync)) {
         tfrdv__free(&h.allocator, lb, sizeof *lb);
         return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_loopback_create: mutex init failed");
@@ -4102,21 +4616,25 @@ TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopb
     *out = lb;
     return TFRDV_OK;
 }
+TFRDV__PRIVATE void tfrdv__lb_req_free(tfrdv_loopback* lb, tfrdv__lb_req* q) {
+    tfrdv_cancel_mgr_destroy(q->cm);
+    tfrdv__free(&lb->hooks.allocator, q, sizeof *q);
+}
 TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb) {
     size_t i;
     if (!lb) return;
     for (i = 0; i < lb->n; i++) {
-        tfrdv__free(&lb->a, lb->w[i].name, lb->w[i].len + 1);
+        tfrdv__free(&lb->hooks.allocator, lb->w[i].name, lb->w[i].len + 1);
         tfrdv__mgr_unref(lb->w[i].mgr);
     }
-    tfrdv__free(&lb->a, lb->w, lb->cap * sizeof *lb->w);
+    tfrdv__free(&lb->hooks.allocator, lb->w, lb->cap * sizeof *lb->w);
     while (lb->free_reqs) {
         tfrdv__lb_req* q = lb->free_reqs;
         lb->free_reqs = q->next;
-        tfrdv__free(&lb->a, q, sizeof *q);
+        tfrdv__lb_req_free(lb, q);
     }
     tfrdv__mutex_destroy(&lb->mu);
-    tfrdv__free(&lb->a, lb, sizeof *lb);
+    tfrdv__free(&lb->hooks.allocator, lb, sizeof *lb);
 }
 TFRDV_API tfrdv_code tfrdv_loopback_register(tfrdv_loopback* lb, const char* worker_name,
                                              tfrdv_mgr* mgr, tfrdv_status* st) {
@@ -4139,18 +4657,18 @@ TFRDV_API tfrdv_code tfrdv_loopback_register(tfrdv_loopback* lb, const char* wor
             lb->w[i] = lb->w[--lb->n];
         }
     } else if (mgr) {
-        char* name = (char*)tfrdv__alloc(&lb->a, len + 1);
+        char* name = (char*)tfrdv__alloc(&lb->hooks.allocator, len + 1);
         if (lb->n == lb->cap) {
             size_t nc = lb->cap ? lb->cap * 2 : 4;
-            tfrdv__lb_worker* nw = (tfrdv__lb_worker*)tfrdv__alloc(&lb->a, nc * sizeof *nw);
+            tfrdv__lb_worker* nw = (tfrdv__lb_worker*)tfrdv__alloc(&lb->hooks.allocator, nc * sizeof *nw);
             if (!nw || !name) {
                 tfrdv__unlock(&lb->mu);
-                tfrdv__free(&lb->a, nw, nc * sizeof *nw);
-                tfrdv__free(&lb->a, name, len + 1);
+                tfrdv__free(&lb->hooks.allocator, nw, nc * sizeof *nw);
+                tfrdv__free(&lb->hooks.allocator, name, len + 1);
                 return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_loopback_register: out of memory");
             }
             if (lb->n) memcpy(nw, lb->w, lb->n * sizeof *nw);
-            tfrdv__free(&lb->a, lb->w, lb->cap * sizeof *nw);
+            tfrdv__free(&lb->hooks.allocator, lb->w, lb->cap * sizeof *nw);
             lb->w = nw;
             lb->cap = nc;
         }
@@ -4166,22 +4684,51 @@ TFRDV_API tfrdv_code tfrdv_loopback_register(tfrdv_loopback* lb, const char* wor
         lb->n++;
     }
     tfrdv__unlock(&lb->mu);
-    tfrdv__free(&lb->a, name_to_free, name_len + 1);
+    tfrdv__free(&lb->hooks.allocator, name_to_free, name_len + 1);
     if (old) tfrdv__mgr_unref(old);
     return TFRDV_OK;
 }
-TFRDV__PRIVATE void tfrdv__lb_served(void* u, const tfrdv_status* st, tfrdv_value* v, int dead) {
+/* lb->mu held: a request record with its cancellation manager (recycled) */
+TFRDV__PRIVATE tfrdv__lb_req* tfrdv__lb_req_get(tfrdv_loopback* lb) {
+    tfrdv__lb_req* q = lb->free_reqs;
+    if (q) {
+        lb->free_reqs = q->next;
+        lb->nfree--;
+        return q;
+    }
+    q = (tfrdv__lb_req*)tfrdv__zalloc(&lb->hooks.allocator, sizeof *q);
+    if (q && tfrdv_cancel_mgr_create(&lb->hooks, &q->cm, 0) != TFRDV_OK) {
+        tfrdv__free(&lb->hooks.allocator, q, sizeof *q);
+        q = 0;
+    }
+    return q;
+}
+TFRDV__PRIVATE void tfrdv__lb_req_unref(tfrdv__lb_req* q) {
+    tfrdv_loopback* lb = q->lb;
+    int gone;
+    tfrdv__lock(&lb->mu);
+    gone = --q->refs == 0;
+    if (gone && lb->nfree < TFRDV__LB_FREE_MAX && tfrdv_cancel_mgr_reset(q->cm) == TFRDV_OK) {
+        q->next = lb->free_reqs;
+        lb->free_reqs = q;
+        lb->nfree++;
+        gone = 0;
+    }
+    tfrdv__unlock(&lb->mu);
+    if (gone) tfrdv__lb_req_free(lb, q);
+}
+TFRDV__PRIVATE void tfrdv__lb_served(void* u, const tfrdv_status* st, const tfrdv_args* sa, tfrdv_value* v, int dead) {
     tfrdv__lb_req* q = (tfrdv__lb_req*)u;
     tfrdv_loopback* lb = q->lb;
     tfrdv_call* call;
+    TFRDV__UNUSED(sa);
     tfrdv__lock(&lb->mu);
     call = q->call;
     q->call = 0;
     if (call) *(tfrdv__lb_req**)tfrdv_call_scratch(call) = 0;
-    q->next = lb->free_reqs;
-    lb->free_reqs = q;
     tfrdv__unlock(&lb->mu);
-    if (!call) { /* cancelled meanwhile: the answer has nowhere to go */
+    tfrdv__lb_req_unref(q);
+    if (!call) { /* cancelled while the answer was on its way: it has nowhere to go */
         tfrdv_value_release(v);
         return;
     }
@@ -4215,15 +4762,11 @@ TFRDV__PRIVATE void tfrdv__lb_start(void* user, tfrdv_call* call) {
             break;
         }
     }
-    if (target) {
-        q = lb->free_reqs;
-        if (q) lb->free_reqs = q->next;
-        else q = (tfrdv__lb_req*)tfrdv__alloc(&lb->a, sizeof *q);
-        if (q) {
-            q->lb = lb;
-            q->call = call;
-            *(tfrdv__lb_req**)tfrdv_call_scratch(call) = q;
-        }
+    if (target && (q = tfrdv__lb_req_get(lb)) != 0) {
+        q->lb = lb;
+        q->call = call;
+        q->refs = 1; /* the serve answer */
+        *(tfrdv__lb_req**)tfrdv_call_scratch(call) = q;
     }
     tfrdv__unlock(&lb->mu);
     if (!target) {
@@ -4237,9 +4780,12 @@ TFRDV__PRIVATE void tfrdv__lb_start(void* user, tfrdv_call* call) {
         tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "loopback: out of memory", 0, 0);
         return;
     }
-    tfrdv_mgr_serve(target, tfrdv_call_step_id(call), key.ptr, key.len, tfrdv_call_request_id(call), tfrdv__lb_served, q);
+    tfrdv_mgr_serve(target, tfrdv_call_step_id(call), key.ptr, key.len, tfrdv_call_request_id(call), q->cm,
+                    tfrdv__lb_served, q);
     tfrdv__mgr_unref(target);
 }
+/* the fetch was cancelled: withdraw the served request (a value sent later stays buffered on the
+   serving worker, as with a network transport whose client cancels its RPC) */
 TFRDV__PRIVATE void tfrdv__lb_cancel(void* user, tfrdv_call* call) {
     tfrdv_loopback* lb = (tfrdv_loopback*)user;
     tfrdv__lb_req* q;
@@ -4249,10 +4795,13 @@ TFRDV__PRIVATE void tfrdv__lb_cancel(void* user, tfrdv_call* call) {
     if (q) {
         c = q->call;
         q->call = 0;
+        q->refs++;
         *(tfrdv__lb_req**)tfrdv_call_scratch(call) = 0;
     }
     tfrdv__unlock(&lb->mu);
-    /* the serving side keeps waiting; its eventual answer is dropped (like a network) */
+    if (!q) return;
+    tfrdv_cancel_start(q->cm); /* the serve answer (CANCELLED) finds no call and is dropped */
+    tfrdv__lb_req_unref(q);
     if (c) tfrdv_call_finish(c, TFRDV_CANCELLED, "loopback: call cancelled", 0, 0);
 }
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
@@ -4264,6 +4813,154 @@ TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
     return t;
 }
 
+/* >>helpers-impl-begin */
+TFRDV_API tfrdv_value* tfrdv_value_new_with(const tfrdv_allocator* allocator, int32_t dtype,
+                                            int32_t rank, const int64_t* dims, const void* data,
+                                            uint64_t size) {
+    tfrdv__vblock* b;
+    tfrdv_allocator a;
+    size_t head, total;
+    if (rank < 0 || (rank > 0 && !dims) || !tfrdv__allocator_ok(allocator)) return 0;
+    if (allocator) a = *allocator;
+    else memset(&a, 0, sizeof a);
+    if ((uint64_t)rank > ((size_t)-1 - sizeof(tfrdv__vblock) - 15) / sizeof(int64_t)) return 0;
+    head = (sizeof(tfrdv__vblock) + (size_t)rank * sizeof(int64_t) + 15) & ~(size_t)15;
+    if (size > (uint64_t)((size_t)-1 - head)) return 0;
+    total = head + (size_t)size;
+    b = (tfrdv__vblock*)tfrdv__alloc(&a, total);
+    if (!b) return 0;
+    memset(&b->v, 0, sizeof b->v);
+    b->a = a;
+    b->total = total;
+    if (rank) memcpy(b + 1, dims, (size_t)rank * sizeof(int64_t));
+    b->v.dtype = dtype;
+    b->v.rank = rank;
+    b->v.dims = (const int64_t*)(void*)(b + 1);
+    b->v.data = (char*)b + head;
+    b->v.size = size;
+    b->v.release = tfrdv__vblock_release;
+    if (size) {
+        if (data) memcpy(b->v.data, data, (size_t)size);
+        else memset(b->v.data, 0, (size_t)size);
+    }
+    return &b->v;
+}
+TFRDV_API tfrdv_value* tfrdv_value_new(int32_t dtype, int32_t rank, const int64_t* dims,
+                                       const void* data, uint64_t size) {
+    return tfrdv_value_new_with(0, dtype, rank, dims, data, size);
+}
+TFRDV_API tfrdv_value tfrdv_value_make(int32_t dtype, int32_t rank, const int64_t* dims,
+                                       void* data, uint64_t size,
+                                       void (*release)(tfrdv_value* v), void* user) {
+    tfrdv_value v;
+    memset(&v, 0, sizeof v);
+    v.dtype = dtype;
+    v.rank = rank;
+    v.dims = dims;
+    v.data = data;
+    v.size = size;
+    v.release = release;
+    v.user = user;
+    return v;
+}
+
+TFRDV__PRIVATE void tfrdv__key_clear(tfrdv_key* k) {
+    memset(&k->parsed, 0, sizeof k->parsed);
+    k->parsed.full.ptr = k->buf;
+    k->len = 0;
+    k->buf[0] = 0;
+}
+/* k->buf holds len bytes of key text: terminate and parse it in place */
+TFRDV__PRIVATE tfrdv_code tfrdv__key_finish(tfrdv_key* k, tfrdv_code rc, size_t len,
+                                            tfrdv_status* st) {
+    if (rc == TFRDV_RESOURCE_EXHAUSTED)
+        rc = tfrdv__err(st, rc, "key too long for a tfrdv_key: %U bytes, at most %U (build it with "
+                        "tfrdv_key_create into a larger buffer)", (uint64_t)len, (uint64_t)(TFRDV_KEY_MAX - 1));
+    if (rc == TFRDV_OK) {
+        k->buf[len] = 0;
+        rc = tfrdv_key_parse(k->buf, len, &k->parsed, st);
+    }
+    if (rc != TFRDV_OK) {
+        tfrdv__key_clear(k);
+        return rc;
+    }
+    k->len = len;
+    return TFRDV_OK;
+}
+TFRDV_API tfrdv_code tfrdv_key_make(tfrdv_key* k, const char* src_device,
+                                    uint64_t src_incarnation, const char* dst_device,
+                                    const char* edge_name, tfrdv_frame_iter frame_iter,
+                                    tfrdv_status* st) {
+    size_t len = 0;
+    tfrdv_code rc;
+    if (!k) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_make: NULL key");
+    rc = tfrdv_key_create(src_device, src_incarnation, dst_device, edge_name, frame_iter, k->buf,
+                          sizeof k->buf, &len, st);
+    return tfrdv__key_finish(k, rc, len, st);
+}
+TFRDV_API tfrdv_code tfrdv_key_from(tfrdv_key* k, const char* text, size_t len, tfrdv_status* st) {
+    tfrdv_code rc = TFRDV_OK;
+    if (!k || (!text && len)) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_from: NULL argument");
+    if (len >= sizeof k->buf) rc = TFRDV_RESOURCE_EXHAUSTED;
+    else if (text != k->buf) memmove(k->buf, text, len);
+    return tfrdv__key_finish(k, rc, len, st);
+}
+TFRDV_API tfrdv_code tfrdv_key_make_frame(tfrdv_key* k, const tfrdv_key* base,
+                                          tfrdv_frame_iter frame_iter, tfrdv_status* st) {
+    size_t plen, len = 0;
+    tfrdv_code rc;
+    if (!k || !base) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_make_frame: NULL key");
+    if (base->len == 0 || base->parsed.frame_iter.ptr <= base->buf ||
+        base->parsed.frame_iter.ptr >= base->buf + base->len) /* empty, or copied with = */
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_make_frame: base is not a parsed key");
+    plen = (size_t)(base->parsed.frame_iter.ptr - base->buf) - 1; /* "src;inc;dst;edge" */
+    if (k != base) memcpy(k->buf, base->buf, plen);
+    rc = tfrdv_key_with_frame(k->buf, plen, frame_iter, k->buf, sizeof k->buf, &len, st);
+    return tfrdv__key_finish(k, rc, len, st);
+}
+TFRDV_API tfrdv_code tfrdv_key_copy(tfrdv_key* dst, const tfrdv_key* src, tfrdv_status* st) {
+    if (!dst || !src) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_copy: NULL key");
+    return tfrdv_key_from(dst, src->buf, src->len, st);
+}
+
+TFRDV_API tfrdv_code tfrdv_loopback_add_worker(tfrdv_loopback* lb, const char* worker_name,
+                                               const tfrdv_mgr_config* cfg, tfrdv_mgr** out,
+                                               tfrdv_status* st) {
+    tfrdv_mgr_config c = cfg ? *cfg : tfrdv_mgr_config_init();
+    tfrdv_code rc;
+    if (!out) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_loopback_add_worker: NULL out");
+    *out = 0;
+    if (!lb || !worker_name)
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_loopback_add_worker: NULL loopback or worker name");
+    c.worker_name = worker_name;
+    c.transport = tfrdv_loopback_transport(lb);
+    rc = tfrdv_mgr_create(&c, out, st);
+    if (rc != TFRDV_OK) return rc;
+    rc = tfrdv_loopback_register(lb, worker_name, *out, st);
+    if (rc != TFRDV_OK) {
+        tfrdv_mgr_destroy(*out);
+        *out = 0;
+    }
+    return rc;
+}
+TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv_rendezvous** out,
+                                          tfrdv_status* st) {
+    tfrdv_code rc;
+    if (!out) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_start_step: NULL out");
+    rc = tfrdv_mgr_find(mgr, step_id, out, st);
+    if (rc != TFRDV_OK) {
+        *out = 0;
+        return rc;
+    }
+    rc = tfrdv_mgr_initialize(*out, 0, st);
+    if (rc != TFRDV_OK) {
+        tfrdv_unref(*out);
+        *out = 0;
+    }
+    return rc;
+}
+/* >>helpers-impl-end */
+
 #ifdef __cplusplus
 }
 #endif
@@ -4274,6 +4971,10 @@ TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
 #undef TFRDV__EAT
 #undef TFRDV__TLS
 #undef TFRDV__CACHE_BUCKETS
+#undef TFRDV__WITHDRAWN
+#undef TFRDV__LB_FREE_MAX
+#undef TFRDV__CHAN_KEY
+#undef TFRDV__CHAN_KEEP_MAX
 #undef TFRDV__HAS_FRAMES
 #undef TFRDV__HAS_POSIX
 #undef TFRDV__HAS_WIN32

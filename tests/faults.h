@@ -178,7 +178,8 @@ FX_FN void faults_finish(faults* f, tfrdv_call* call, faults_kind kind, const tf
     }
 }
 
-FX_FN void faults_served(void* u, const tfrdv_status* st, tfrdv_value* v, int dead) {
+FX_FN void faults_served(void* u, const tfrdv_status* st, const tfrdv_args* sa, tfrdv_value* v, int dead) {
+    (void)sa;
     faults_ticket* t = (faults_ticket*)u;
     faults_req* q = t->req;
     faults* f = q->f;
@@ -297,7 +298,7 @@ FX_FN void faults_start(void* user, tfrdv_call* call) {
     pthread_mutex_unlock(&f->mu);
     /* the record stays alive until both serves answered, whatever the call does meanwhile */
     for (i = 0; i < nserves; i++)
-        tfrdv_mgr_serve(target, tfrdv_call_step_id(call), key.ptr, key.len, tfrdv_call_request_id(call), faults_served, &q->t[i]);
+        tfrdv_mgr_serve(target, tfrdv_call_step_id(call), key.ptr, key.len, tfrdv_call_request_id(call), 0, faults_served, &q->t[i]);
 }
 
 FX_FN void faults_cancel(void* user, tfrdv_call* call) {

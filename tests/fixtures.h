@@ -336,15 +336,37 @@ typedef struct fx_serve {
     int dead;
     int keep;
     tfrdv_value* kept;
+    tfrdv_args send_args;
 } fx_serve;
-FX_FN void fx_serve_done(void* u, const tfrdv_status* st, tfrdv_value* v, int dead) {
+FX_FN void fx_serve_done(void* u, const tfrdv_status* st, const tfrdv_args* sa, tfrdv_value* v, int dead) {
     fx_serve* s = (fx_serve*)u;
     s->calls++;
+    s->send_args = *sa;
     tfrdv_status_set(&s->st, st->code, st->msg);
     s->value_ptr = v;
     s->dead = dead;
     if (s->keep) s->kept = v;
     else tfrdv_value_release(v);
+}
+
+/* ---- pending introspection: how many items of one kind a rendezvous holds ---- */
+typedef struct fx_pending_count {
+    tfrdv_pending_kind kind;
+    size_t n;
+} fx_pending_count;
+FX_FN void fx_pending_add(void* u, int64_t step, tfrdv_pending_kind kind, const char* key, size_t len, size_t count) {
+    fx_pending_count* c = (fx_pending_count*)u;
+    (void)step;
+    (void)key;
+    (void)len;
+    if (kind == c->kind) c->n += count;
+}
+FX_FN size_t pending_of(tfrdv_rendezvous* r, tfrdv_pending_kind kind) {
+    fx_pending_count c;
+    c.kind = kind;
+    c.n = 0;
+    tfrdv_pending(r, fx_pending_add, &c);
+    return c.n;
 }
 
 /* ---- managers ---- */

@@ -1,7 +1,8 @@
 /* test_mgr.c - the step manager: find-or-create, two-phase init, deferred requests and their
    deadline, cleanup and tombstones, introspection, the serving side (TensorFlow's
    RecvTensor checks, RecentRequestIds, the response cache), request ids, teardown and memory.
-   Contracts: tfrdv.h (step manager, serving side), design.md section 3-4, tf-facts.md 4 and 6.
+   Contracts: tfrdv.h (step manager, serving side, CALLBACK RULES) and TensorFlow's
+   RpcRemoteRendezvous / RecvTensor checks (incarnation, RecentRequestIds, response cache).
    Time is a fake clock (fixtures.h): tests set it and call tfrdv_mgr_expire. */
 #define _POSIX_C_SOURCE 200809L
 #define TT_COUNT_ASSERTS
@@ -42,7 +43,7 @@ static tfrdv_rendezvous* step(tfrdv_mgr* m, int64_t id, int init) {
     return r;
 }
 static void serve(tfrdv_mgr* m, int64_t step_id, const fx_key* k, int64_t rid, fx_serve* s) {
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, step_id, k->buf, k->len, rid, fx_serve_done, s), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, step_id, k->buf, k->len, rid, 0, fx_serve_done, s), TFRDV_OK);
 }
 
 /* ---- pending-key collector ---- */
@@ -294,10 +295,11 @@ static void test_deferred_request_deadline_exceeded_names_step_and_key(void) {
     FX_CHECK_EMPTY(&a);
 }
 
-/* design.md 4: "a RecvTensor for a step that never starts ... deferred requests have a deadline"
-   and "no leaks". A stray request for a step this worker never runs creates the step (any lookup
-   creates, as TensorFlow); once its only request expired nothing refers to it any more, so it
-   must not stay in the table for ever (100,000 stray step ids would pin 100,000 rendezvous). */
+/* Where tfrdv differs from TensorFlow (README): a RecvTensor for a step that never starts waits
+   forever in TensorFlow; here deferred requests have a deadline, and nothing leaks. A stray
+   request for a step this worker never runs creates the step (any lookup creates, as
+   TensorFlow); once its only request expired nothing refers to it any more, so it must not stay
+   in the table for ever (100,000 stray step ids would pin 100,000 rendezvous). */
 static void test_expired_stray_request_leaves_no_step_behind(void) {
     fx_alloc a = {0};
     tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
@@ -642,15 +644,15 @@ static void test_serve_malformed_key_is_invalid_argument_naming_the_key(void) {
     fx_serve s;
     const char* bad = "not;a;rendezvous;key";
     memset(&s, 0, sizeof s);
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1, bad, strlen(bad), 1, fx_serve_done, &s), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1, bad, strlen(bad), 1, 0, fx_serve_done, &s), TFRDV_OK);
     TT_CHECK_EQ_INT(s.calls, 1);
     TT_CHECK_EQ_INT(s.st.code, TFRDV_INVALID_ARGUMENT);
     TT_CHECK_CONTAINS(s.st.msg, bad);
     TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 0);
     /* argument errors are synchronous and run no callback */
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(0, 1, bad, strlen(bad), 1, fx_serve_done, &s), TFRDV_INVALID_ARGUMENT);
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1, bad, strlen(bad), 1, 0, &s), TFRDV_INVALID_ARGUMENT);
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1, 0, 5, 1, fx_serve_done, &s), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(0, 1, bad, strlen(bad), 1, 0, fx_serve_done, &s), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1, bad, strlen(bad), 1, 0, 0, &s), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1, 0, 5, 1, 0, fx_serve_done, &s), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(s.calls, 1);
     tfrdv_mgr_destroy(m);
 }
@@ -692,7 +694,7 @@ static void test_serve_incarnation_mismatch_is_aborted_with_tensorflow_text(void
     TT_CHECK_EQ_INT(s.calls, 1);
     TT_CHECK_EQ_INT(s.st.code, TFRDV_ABORTED);
     TT_CHECK_STR(s.st.msg,
-                 "RecvTensor expects a different device incarnation: 5 vs. 7. Your worker job "
+                 "RecvTensor expects a different device incarnation: 0000000000000005 vs. 0000000000000007. Your worker job "
                  "(\"/job:b/replica:0/task:0\") was probably restarted. Check your worker job for "
                  "the reason why it was restarted.");
     TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 0);
@@ -724,7 +726,7 @@ static void test_serve_device_incarnation_hook_and_unknown_device_not_found(void
     serve(m, 1, &kwrong, 2, &swrong); /* the device's incarnation, not the worker's, counts */
     TT_CHECK_EQ_INT(swrong.calls, 1);
     TT_CHECK_EQ_INT(swrong.st.code, TFRDV_ABORTED);
-    TT_CHECK_CONTAINS(swrong.st.msg, "incarnation: 7 vs. 112");
+    TT_CHECK_CONTAINS(swrong.st.msg, "incarnation: 0000000000000007 vs. 0000000000000070");
     serve(m, 1, &kok, 3, &sok);
     TT_CHECK_EQ_INT(sok.calls, 0); /* accepted: deferred (step 1 not initialised) */
     tfrdv_mgr_destroy(m);
@@ -879,8 +881,8 @@ static void test_response_cache_waiters_share_one_answer_released_once_by_cleanu
     FX_CHECK_EMPTY(&a);
 }
 
-/* TensorFlow (tf-facts 6.2): with the cache on, a request that is computed (QueueRequest false)
-   is still tracked by RecentRequestIds, so once the receiver acked (EraseRequestId) a replay of
+/* TensorFlow's GrpcWorker::RecvTensorAsync with the RPC response cache: with the cache on, a
+   request that is computed (QueueRequest false) is still tracked by RecentRequestIds, so once the receiver acked (EraseRequestId) a replay of
    that id is rejected instead of consuming a second tensor. */
 static void test_response_cache_replay_after_ack_is_a_duplicate(void) {
     fx_alloc a = {0};
@@ -1093,7 +1095,7 @@ static void test_destroy_with_live_steps_and_requests_completes_everything_once(
     TT_CHECK_EQ_INT(tfrdv_send(rb1, &kbuf.pk, 0, fx_value_init(&vlate, 2), 0, &st), TFRDV_ABORTED);
     TT_CHECK_EQ_INT(fx_released(&vlate), 0);
     /* a request reaching the dead worker through the loopback (still registered) fails */
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(mb, 4, kdef.buf, kdef.len, 5, fx_serve_done, &sdead), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(mb, 4, kdef.buf, kdef.len, 5, 0, fx_serve_done, &sdead), TFRDV_OK);
     TT_CHECK_EQ_INT(sdead.calls, 1);
     TT_CHECK_EQ_INT(sdead.st.code, TFRDV_ABORTED);
     tfrdv_unref(rb1);
@@ -1162,7 +1164,7 @@ typedef struct race {
 static void* race_server(void* p) {
     race* x = (race*)p;
     int i;
-    for (i = 0; i < RN; i++) tfrdv_mgr_serve(x->m, i, x->keys[i].buf, x->keys[i].len, i + 1, fx_serve_done, &x->srv[i]);
+    for (i = 0; i < RN; i++) tfrdv_mgr_serve(x->m, i, x->keys[i].buf, x->keys[i].len, i + 1, 0, fx_serve_done, &x->srv[i]);
     return 0;
 }
 static void* race_owner(void* p) {

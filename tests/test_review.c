@@ -202,10 +202,10 @@ typedef struct serve_probe {
     fx_value* v;
     int released_at_done;
 } serve_probe;
-static void probe_serve_done(void* u, const tfrdv_status* st, tfrdv_value* v, int dead) {
+static void probe_serve_done(void* u, const tfrdv_status* st, const tfrdv_args* sa, tfrdv_value* v, int dead) {
     serve_probe* p = (serve_probe*)u;
     p->released_at_done = fx_released(p->v);
-    fx_serve_done(&p->s, st, v, dead);
+    fx_serve_done(&p->s, st, sa, v, dead);
 }
 static void test_serve_finish_takes_its_references_before_the_cache_entry_can_be_acked(void) {
     rv_sync ss;
@@ -232,7 +232,7 @@ static void test_serve_finish_takes_its_references_before_the_cache_entry_can_be
     memset(&p, 0, sizeof p);
     p.v = &v;
     fx_value_init(&v, 7);
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 70, k.buf, k.len, 42, probe_serve_done, &p), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 70, k.buf, k.len, 42, 0, probe_serve_done, &p), TFRDV_OK);
     TT_CHECK_EQ_INT(p.s.calls, 0); /* waits for the send */
     /* the next unlock of mgr->mu on this thread is serve_finish's, after it published the answer */
     ack.m = m;
@@ -457,7 +457,7 @@ static void test_deferred_timeout_near_int64_max_does_not_expire_at_once(void) {
     TT_CHECK(m != 0);
     if (!m) return;
     key(&k, B0, INC_B, A0, "late");
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 5, k.buf, k.len, 0, fx_serve_done, &s), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 5, k.buf, k.len, 0, 0, fx_serve_done, &s), TFRDV_OK);
     TT_CHECK_EQ_INT(s.calls, 0); /* deferred: step 5 is not initialised */
     tfrdv_mgr_expire(m, 2000);
     TT_CHECK_EQ_INT(s.calls, 0); /* 1 us later it must still wait */
