@@ -10,6 +10,10 @@ B        ?= build/default
 LDLIBS   := -lpthread
 CFLAGS_T  = $(STD) $(OPT) $(WARN) $(SAN) -I. -Itests
 # the test files include tt.h's helpers; -Wmissing-prototypes is off for them (static tests)
+# `make V=1 ...` shows the full compiler command lines; by default one short line per binary
+V        ?= 0
+Q         = $(if $(filter 1,$(V)),,@)
+SAY       = $(if $(filter 1,$(V)),@true,@printf '  %-5s %s\n')
 TEST_SRCS    := $(wildcard tests/test_*.c)
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 TESTS    := $(patsubst tests/%.c,$(B)/%,$(TEST_SRCS))
@@ -21,35 +25,44 @@ all: $(TESTS) $(EXAMPLES)
 
 $(B)/test_%: tests/test_%.c $(HEADERS)
 	@mkdir -p $(B)
-	$(CC) $(CFLAGS_T) -o $@ $< $(LDLIBS)
+	$(SAY) CC $@
+	$(Q)$(CC) $(CFLAGS_T) -o $@ $< $(LDLIBS)
 
 $(B)/ex_%: examples/%.c $(HEADERS)
 	@mkdir -p $(B)
-	$(CC) $(STD) $(OPT) -Wall -Wextra -Werror $(SAN) -I. -o $@ $< $(LDLIBS)
+	$(SAY) CC $@
+	$(Q)$(CC) $(STD) $(OPT) -Wall -Wextra -Werror $(SAN) -I. -o $@ $< $(LDLIBS)
 
 # the README's test command: every suite, every example, the build matrix
 RUN_MATRIX ?= 1
 TFRDV_STRESS_OPS ?= 1000000
 test: all
-	@B=$(B) CC=$(CC) CXX=$(CXX) SAN="$(SAN)" RUN_MATRIX=$(RUN_MATRIX) TFRDV_STRESS_OPS=$(TFRDV_STRESS_OPS) bash tests/run.sh
+	@B=$(B) CC=$(CC) CXX=$(CXX) SAN="$(SAN)" V=$(V) RUN_MATRIX=$(RUN_MATRIX) TFRDV_STRESS_OPS=$(TFRDV_STRESS_OPS) bash tests/run.sh
 
+NEED_CLANG = @command -v clang > /dev/null || { echo "make $@ needs clang: sudo apt-get install -y --no-install-recommends clang libclang-rt-14-dev"; exit 1; }
 asan:
+	$(NEED_CLANG)
 	@$(MAKE) --no-print-directory test B=build/asan CC=clang CXX=clang++ OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" RUN_MATRIX=0
 tsan:
+	$(NEED_CLANG)
 	@$(MAKE) --no-print-directory test B=build/tsan CC=clang CXX=clang++ OPT="-O1 -g" SAN="-fsanitize=thread" RUN_MATRIX=0 TFRDV_STRESS_OPS=300000
 valgrind: all
 	@B=$(B) VALGRIND=1 RUN_MATRIX=0 TFRDV_STRESS_OPS=100000 bash tests/run.sh
 
+# `make demo DEMO_ARGS="--trace out.json"` also writes a timeline for ui.perfetto.dev
+DEMO_ARGS ?=
 demo: $(B)/ex_two_workers
-	@$(B)/ex_two_workers
+	@$(B)/ex_two_workers $(DEMO_ARGS)
 
 fuzz:
 	@bash tests/fuzz.sh
 
 bench:
 	@mkdir -p build/bench
-	$(CC) -std=c99 -O2 -DNDEBUG -I. -Wall -Wextra -o build/bench/bench bench/bench.c $(LDLIBS)
+	$(SAY) CC build/bench/bench
+	$(Q)$(CC) -std=c99 -O2 -DNDEBUG -I. -Wall -Wextra -o build/bench/bench bench/bench.c $(LDLIBS)
 	@./build/bench/bench
 
 clean:
 	rm -rf build
+-include tests/grpc/grpc.mk

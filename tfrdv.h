@@ -10,6 +10,8 @@
      COMPILE-TIME OPTIONS   which macros exist and where to define them
      CONCEPTS               keys, values, the local table, steps, remote calls, transports
      CALLBACK RULES         the exactly-once contract every async function keeps
+     THREADS                what may be called from which thread, what may run inline
+     MEMORY                 what is kept for reuse, what comes back, the caps
      QUICK START            see README.md ("A 20-line example") and examples/
 
    COMPILE-TIME OPTIONS
@@ -65,8 +67,10 @@
         the party that removes it under the lock (matching send, cancel, abort, timeout, transport
         finish) runs its callback.
      3. No user code under a library lock, except the allocator and sync hooks (which must not
-        call into tfrdv). Callbacks may call back into the library (send from a recv callback,
-        abort, unref, even destroy the rendezvous whose callback is running).
+        call into tfrdv). Callbacks, the clock, the logger, the trace hook, the copy hook, the
+        resolver and the transport's start_call/cancel_call all run outside every library lock
+        and may call back into the library (send from a recv callback, abort, unref, even
+        destroy the rendezvous whose callback is running, or the object tfrdv_pending reports).
      4. Ordering. Per key, values are received in send order; receivers are served in arrival order.
      5. Abort is sticky and the first status wins. Aborting with OK is an argument error.
      6. Ownership. A successful send transfers the value reference to the rendezvous; a failed
@@ -79,6 +83,34 @@
         returns.
      8. No hidden threads. The core never starts a thread. Deadlines (deferred requests, remote
         calls, retry backoff, tombstones) are absolute times acted on by tfrdv_mgr_expire(now).
+
+   THREADS
+     Thread-safe (any thread, concurrently, on the same object): tfrdv_send, tfrdv_recv_async,
+     tfrdv_recv, tfrdv_abort, tfrdv_get_status, tfrdv_ref/unref, the batch calls, tfrdv_pending;
+     the cancellation manager's functions; tfrdv_mgr_find, _initialize, _cleanup, _cleanup_all,
+     _expire, _serve, _ack, _pending, _steps, _get_stats, _new_request_id, tfrdv_mgr_ref/unref;
+     tfrdv_call_finish and every tfrdv_call_* accessor (from start_call until the finish);
+     tfrdv_loopback_register. tfrdv_value_retain/release are atomic.
+     Not concurrently with other use of the same object: the *_create functions (nothing else
+     has the object yet), tfrdv_destroy / the last unref of a rendezvous, tfrdv_mgr_destroy
+     (other threads must hold a tfrdv_mgr_ref to keep calling in), tfrdv_loopback_destroy,
+     tfrdv_cancel_mgr_destroy and _reset.
+     Inline completion: any done callback may run inside the call that accepted the operation
+     (tfrdv_recv_async when the value is already there, tfrdv_mgr_serve when it can answer at
+     once, a transport's start_call finishing at once) or inside the call that completes it
+     (tfrdv_send, tfrdv_abort, tfrdv_cancel_start, tfrdv_mgr_expire, tfrdv_call_finish) on
+     that caller's thread. Never hold your own lock across those calls if the callback takes it.
+     Under TFRDV_NO_THREADS everything runs on the caller's thread, in these same places.
+
+   MEMORY
+     Items (buffered sends, waiting receivers), channels, serve records and call objects are
+     recycled through free lists, so a steady state allocates nothing; each free list keeps at
+     most free_max / call_freelist_max entries (defaults 256 per shard and kind, 1000 calls), and
+     hash tables shrink when they empty out, so memory returns to about that after a burst. A
+     key is stored inline in its channel (one allocation per new key plus one per item).
+     Bounds on hostile load: max_key_len (4096 bytes), max_deferred (65536 requests waiting for
+     step initialisation), tombstone_max, request_id_window, response_cache_max. Teardown
+     (abort, cleanup, destroy) allocates nothing.
 */
 /* The implementation needs POSIX clock_gettime and pthread_condattr_setclock even under -std=c99:
    include tfrdv.h with TFRDV_IMPLEMENTATION before any system header, or define
@@ -1991,11 +2023,17 @@ TFRDV__PRIVATE void tfrdv__rehash(tfrdv_rendezvous* r, tfrdv__shard* s, size_t n
     s->buckets = nb;
     s->nbuckets = n;
 }
-/* grow at more channels than buckets; shrink to a quarter below one channel per 8 buckets */
+/* Grow at more channels than buckets. Shrink a large table (over TFRDV__SHRINK_FROM buckets) to
+   a quarter below one channel per 16 buckets: memory comes back after a burst, and a small
+   working set that empties and refills (the steady state) never reallocates its table. */
+#define TFRDV__SHRINK_FROM 1024
+TFRDV__PRIVATE int tfrdv__should_shrink(const tfrdv__shard* s) {
+    return s->nbuckets > TFRDV__SHRINK_FROM && s->nbuckets > s->min_buckets && s->nchans * 16 < s->nbuckets;
+}
 TFRDV__PRIVATE void tfrdv__resize(tfrdv_rendezvous* r, tfrdv__shard* s) {
     if (s->nchans > s->nbuckets) {
         tfrdv__rehash(r, s, s->nbuckets * 2);
-    } else if (s->nbuckets > s->min_buckets && s->nchans * 8 < s->nbuckets) {
+    } else if (tfrdv__should_shrink(s)) {
         size_t n = s->nbuckets / 4;
         tfrdv__rehash(r, s, n < s->min_buckets ? s->min_buckets : n);
     }
@@ -2075,7 +2113,7 @@ TFRDV__PRIVATE void tfrdv__chan_drop(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv
     *pp = c->next;
     s->nchans--;
     tfrdv__chan_recycle(r, s, c);
-    if (s->nchans * 8 < s->nbuckets && s->nbuckets > s->min_buckets) tfrdv__resize(r, s);
+    if (tfrdv__should_shrink(s)) tfrdv__resize(r, s);
 }
 TFRDV__PRIVATE void tfrdv__chan_push(tfrdv__chan* c, void* item) {
     /* both item kinds start with their `next` pointer */
@@ -4301,7 +4339,8 @@ TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* 
         tfrdv_value_release(value);
         return;
     }
-    now = tfrdv__now(&mgr->hooks.clock);
+    /* the clock only for a possible retry, and never under the lock */
+    now = code == TFRDV_UNAVAILABLE && mgr->cfg.call_max_retries > 0 ? tfrdv__now(&mgr->hooks.clock) : 0;
     tfrdv_status_set(&st, code, msg);
     tfrdv__lock(&r->mu);
     switch (call->state) {
@@ -4973,6 +5012,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
 #undef TFRDV__CACHE_BUCKETS
 #undef TFRDV__WITHDRAWN
 #undef TFRDV__LB_FREE_MAX
+#undef TFRDV__SHRINK_FROM
 #undef TFRDV__CHAN_KEY
 #undef TFRDV__CHAN_KEEP_MAX
 #undef TFRDV__HAS_FRAMES

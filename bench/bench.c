@@ -581,6 +581,85 @@ static void bench_memory(keyset* ks1024) {
 }
 
 /* =============================================================================================
+   4b. memory after a burst, and deferred-request memory (the caps at work)
+   ============================================================================================= */
+#define BURST_KEYS 1000000
+static void serve_drop(void* u, const tfrdv_status* st, const tfrdv_args* sa, tfrdv_value* v, int dead) {
+    (void)st;
+    (void)sa;
+    (void)dead;
+    ++*(long*)u;
+    tfrdv_value_release(v);
+}
+static void bench_burst(void) {
+    bu_counter cnt;
+    tfrdv_local_config cfg;
+    tfrdv_mgr_config mc;
+    tfrdv_rendezvous* r;
+    tfrdv_mgr* m;
+    tfrdv_value* vals;
+    keyset big;
+    counter_cb cb;
+    int64_t live0, peak;
+    long i, answered = 0;
+    char val[64], key[256];
+    size_t klen = 0;
+    tfrdv_frame_iter fi = {0, 0};
+
+    memset(&cnt, 0, sizeof cnt);
+    cfg = tfrdv_local_config_init();
+    cfg.hooks = bu_counting_hooks(&cnt);
+    bu_section("4b. memory after a burst (free_max 256 per shard and kind, tables shrink; max_deferred 65536)");
+    vals = (tfrdv_value*)calloc(BURST_KEYS, sizeof *vals);
+    if (!vals) bu_die("out of memory");
+    keyset_make(&big, BURST_KEYS, SRC_DEV, KEY_INC, DST_DEV);
+    if (tfrdv_local_create(&cfg, &r, 0) != TFRDV_OK) bu_die("local_create");
+    live0 = cnt.live_bytes;
+    for (i = 0; i < BURST_KEYS; i++)
+        if (tfrdv_send(r, &big.parsed[i], 0, &vals[i], 0, 0) != TFRDV_OK) bu_die("send");
+    peak = cnt.live_bytes - live0;
+    snprintf(val, sizeof val, "%.1f B/key", (double)peak / BURST_KEYS);
+    bu_row("1,000,000 keys sent, none received yet", val, 0, 0, 0, -1);
+    memset(&cb, 0, sizeof cb);
+    for (i = 0; i < BURST_KEYS; i++) tfrdv_recv_async(r, &big.parsed[i], 0, count_done, &cb);
+    check_count(&cb, BURST_KEYS, "burst");
+    snprintf(val, sizeof val, "%lld B (%.3f%% of the peak)", (long long)(cnt.live_bytes - live0),
+             100.0 * (double)(cnt.live_bytes - live0) / (double)peak);
+    bu_row("  held after receiving all of them", val, 0, 0, "<= 1 MiB", cnt.live_bytes - live0 <= (1 << 20));
+    tfrdv_destroy(r);
+    keyset_free(&big);
+    free(vals);
+    if (cnt.live_bytes != 0) bu_die("live bytes after destroy (burst)");
+
+    /* deferred requests: 100,000 on one step that is never initialised, then expired */
+    mc = tfrdv_mgr_config_init();
+    mc.hooks = cfg.hooks;
+    mc.worker_name = "/job:ps/replica:0/task:0";
+    mc.incarnation = KEY_INC;
+    if (tfrdv_mgr_create(&mc, &m, 0) != TFRDV_OK) bu_die("mgr_create");
+    if (tfrdv_key_create("/job:ps/replica:0/task:0/device:CPU:0", KEY_INC, DST_DEV, "early_edge", fi, key, sizeof key,
+                         &klen, 0) != TFRDV_OK)
+        bu_die("key_create");
+    live0 = cnt.live_bytes;
+    for (i = 0; i < 100000; i++) tfrdv_mgr_serve(m, 1, key, klen, i + 1, 0, serve_drop, &answered);
+    snprintf(val, sizeof val, "%.1f B/request", (double)(cnt.live_bytes - live0) / 100000);
+    bu_row("100,000 deferred requests, one step", val, 0, 0, 0, -1);
+    tfrdv_mgr_expire(m, INT64_MAX - 1);
+    snprintf(val, sizeof val, "%lld B", (long long)(cnt.live_bytes - live0));
+    bu_row("  held after they expired", val, 0, 0, "<= 256 KiB", cnt.live_bytes - live0 <= 256 * 1024);
+    live0 = cnt.live_bytes;
+    for (i = 0; i < 10000; i++) tfrdv_mgr_serve(m, 100 + i, key, klen, 200000 + i, 0, serve_drop, &answered);
+    snprintf(val, sizeof val, "%.1f B/request", (double)(cnt.live_bytes - live0) / 10000);
+    bu_row("10,000 deferred requests, each its own step", val, 0, 0, 0, -1);
+    tfrdv_mgr_expire(m, INT64_MAX - 1);
+    snprintf(val, sizeof val, "%lld B", (long long)(cnt.live_bytes - live0));
+    bu_row("  held after they expired", val, 0, 0, "<= 256 KiB", cnt.live_bytes - live0 <= 256 * 1024);
+    tfrdv_mgr_destroy(m);
+    if (answered != 110000) bu_die("deferred requests not all answered");
+    if (cnt.live_bytes != 0) bu_die("live bytes after destroy (deferred)");
+}
+
+/* =============================================================================================
    5. remote fetch over the loopback transport
    ============================================================================================= */
 #define W_A "/job:worker/replica:0/task:0"
@@ -813,6 +892,7 @@ int main(void) {
     bench_producer_consumer(&ks);
     bench_keys();
     bench_memory(&ks);
+    bench_burst();
     bench_remote();
     bench_churn();
     keyset_free(&ks);

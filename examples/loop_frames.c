@@ -10,7 +10,6 @@
 #define DEAD_ITER 3
 
 typedef struct slot { /* one posted receive */
-    char key[256]; /* the key text, alive while the receive is pending */
     int done, dead;
     float value;
 } slot;
@@ -26,18 +25,15 @@ static void on_recv(void* user, const tfrdv_status* st, const tfrdv_args* send_a
     (void)send_args; (void)recv_args;
     s->done = st->code == TFRDV_OK ? 1 : -1;
     s->dead = is_dead;
-    if (v) s->value = *(const float*)v->data;
-    tfrdv_value_release(v); /* NULL (a dead value without payload) is fine */
+    if (st->code == TFRDV_OK && !is_dead) s->value = *(const float*)v->data;
+    tfrdv_value_release(v); /* NULL (an error, or a dead value without payload) is fine */
 }
 
-/* Build, parse and check the key of one iteration (TensorFlow: GetRendezvousKey + ParseKey). */
-static int iter_key(const char* prefix, size_t plen, uint64_t frame, int64_t iter, char* buf,
-                    size_t cap, tfrdv_parsed_key* k) {
+/* The key of one iteration (TensorFlow: GetRendezvousKey), checked by parsing frame:iter back. */
+static int iter_key(const tfrdv_key* base, uint64_t frame, int64_t iter, tfrdv_key* k) {
     tfrdv_frame_iter fi = {frame, iter}, back;
-    size_t len;
     tfrdv_status st;
-    if (tfrdv_key_with_frame(prefix, plen, fi, buf, cap, &len, &st) != TFRDV_OK ||
-        tfrdv_key_parse(buf, len, k, &st) != TFRDV_OK || tfrdv_frame_iter_parse(k->frame_iter, &back, &st) != TFRDV_OK) {
+    if (tfrdv_key_make_frame(k, base, fi, &st) != TFRDV_OK || tfrdv_frame_iter_parse(k->parsed.frame_iter, &back, &st) != TFRDV_OK) {
         fprintf(stderr, "key: %s\n", st.msg);
         return 0;
     }
@@ -47,38 +43,33 @@ static int iter_key(const char* prefix, size_t plen, uint64_t frame, int64_t ite
 int main(void) {
     const char* frame_name = "while/while_context";
     uint64_t frame_id = tfrdv_hash_bytes(frame_name, strlen(frame_name)); /* TF: Hash64(frame name) */
-    char prefix[256], buf[256];
-    size_t plen;
+    tfrdv_frame_iter top = {0, 0};
+    tfrdv_key base, k; /* k is reused: the library copies the key bytes it needs during each call */
     slot slots[ITERS];
     tfrdv_rendezvous* r;
-    tfrdv_parsed_key k;
     tfrdv_status st;
     int64_t i;
     int ok = 1;
+    memset(slots, 0, sizeof slots);
     /* The prefix is built once per Send/Recv kernel; only frame:iter changes per execution. */
-    if (tfrdv_key_prefix("/job:w/replica:0/task:0/device:CPU:0", 0xabcdef, "/job:w/replica:0/task:0/device:GPU:0",
-                         "edge_7_while/body/add", prefix, sizeof prefix, &plen, &st) != TFRDV_OK ||
+    if (tfrdv_key_make(&base, "/job:w/replica:0/task:0/device:CPU:0", 0xabcdef, "/job:w/replica:0/task:0/device:GPU:0",
+                       "edge_7_while/body/add", top, &st) != TFRDV_OK ||
         tfrdv_local_create(NULL, &r, &st) != TFRDV_OK) {
         fprintf(stderr, "setup: %s\n", st.msg);
         return 1;
     }
-    for (i = ITERS - 1; i >= 0; i--) { /* receiver first, out of order */
-        slot* s = &slots[i];
-        memset(s, 0, sizeof *s);
-        if (!iter_key(prefix, plen, frame_id, i, s->key, sizeof s->key, &k) || tfrdv_recv_async(r, &k, NULL, on_recv, s) != TFRDV_OK)
-            return 1;
-    }
+    for (i = ITERS - 1; i >= 0; i--) /* receiver first, out of order */
+        if (!iter_key(&base, frame_id, i, &k) || tfrdv_recv_async(r, &k.parsed, NULL, on_recv, &slots[i]) != TFRDV_OK) return 1;
     for (i = 0; i < ITERS; i++) { /* sender: one execution per iteration; each matches its own key */
         int dead = i == DEAD_ITER;
         payload[i] = 100.0f + (float)i;
-        values[i].dtype = 1; /* DT_FLOAT, a scalar: rank 0 */
-        values[i].data = &payload[i];
-        values[i].size = sizeof(float);
-        values[i].release = on_release;
-        if (!iter_key(prefix, plen, frame_id, i, buf, sizeof buf, &k) ||
-            tfrdv_send(r, &k, NULL, dead ? NULL : &values[i], dead, &st) != TFRDV_OK)
+        values[i] = tfrdv_value_make(TFRDV_DT_FLOAT, 0 /* a scalar */, NULL, &payload[i], sizeof(float), on_release, NULL);
+        if (!iter_key(&base, frame_id, i, &k)) return 1;
+        if (tfrdv_send(r, &k.parsed, NULL, dead ? NULL : &values[i], dead, &st) != TFRDV_OK) {
+            fprintf(stderr, "send: %s\n", st.msg);
             return 1;
-        if (i == 0) printf("iteration keys look like: %.*s\n", (int)k.full.len, k.full.ptr);
+        }
+        if (i == 0) printf("iteration keys look like: %s\n", k.buf);
     }
     for (i = 0; i < ITERS; i++) {
         slot* s = &slots[i];

@@ -7,7 +7,6 @@
 #include "tfrdv.h"
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 enum { A, B, ITERS = 3, STEP = 1 };
@@ -15,8 +14,8 @@ static const char* worker[2] = {"/job:worker/replica:0/task:0", "/job:worker/rep
 static const char* device[2] = {"/job:worker/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:1/device:CPU:0"};
 static const float X[4] = {1, 2, 3, 4}, W[4] = {5, 6, 7, 8}; /* 2x2, row-major */
 
-typedef enum { CONST, MATMUL, RELU, LOOPVAR, SCALE, ADD, PRED, SWITCH, DOUBLE, NEGATE, MERGE } op;
-typedef struct { const char* name; int dev; op op; int in_loop; const float* k; } node;
+typedef enum { CONST, MATMUL, RELU, LOOPVAR, SCALE, ADD, PRED, SWITCH, DOUBLE, NEGATE, MERGE } opcode;
+typedef struct { const char* name; int dev; opcode op; int in_loop; const float* k; } node;
 static const node nodes[] = {
     {"x", A, CONST, 0, X}, {"w", A, CONST, 0, W}, {"matmul", A, MATMUL, 0, 0}, {"relu", B, RELU, 0, 0},
     {"while/h", B, LOOPVAR, 1, 0},   /* Enter(relu) in iteration 0, NextIteration(add) after */
@@ -33,12 +32,10 @@ static const edge edges[] = {
 #define NN (int)(sizeof nodes / sizeof nodes[0])
 #define NE (int)(sizeof edges / sizeof edges[0])
 
-typedef struct { float v[4]; int dead; } t4;            /* the executor's tensors */
-typedef struct { tfrdv_value v; int64_t dims[2]; float d[4]; } wire; /* what goes through tfrdv */
-static void wire_free(tfrdv_value* v) { free(v); }
+typedef struct { float v[4]; int dead; } t4; /* the executor's tensors; 2x2 float32 on the wire */
+static const int64_t dims2x2[2] = {2, 2};
 
-static char prefix[NE][256]; /* per cut edge, built once at partition time (as Send/Recv kernels) */
-static size_t prefix_len[NE];
+static tfrdv_key edge_base[NE]; /* per cut edge, built once at partition time (as Send/Recv kernels) */
 static uint64_t loop_frame;
 
 typedef struct {
@@ -69,36 +66,28 @@ static void compute(const node* n, const t4* in, t4* o) {
     if (n->op == MERGE) o[0] = in[0].dead ? in[1] : in[0]; /* dead only if both inputs are */
 }
 
-static int edge_key(int e, int iter, char* buf, size_t cap, tfrdv_parsed_key* k) {
+/* the key of edge e in loop iteration iter (top level 0:0 outside the loop) */
+static tfrdv_code edge_key(int e, int iter, tfrdv_key* k, tfrdv_status* st) {
     tfrdv_frame_iter fi = {0, 0};
-    size_t len;
     if (nodes[edges[e].dst].in_loop) { fi.frame_id = loop_frame; fi.iter_id = iter; }
-    return tfrdv_key_with_frame(prefix[e], prefix_len[e], fi, buf, cap, &len, NULL) == TFRDV_OK &&
-           tfrdv_key_parse(buf, len, k, NULL) == TFRDV_OK;
+    return tfrdv_key_make_frame(k, &edge_base[e], fi, st);
 }
 static void send_edge(ctx* c, int e, int iter, const t4* t) {
-    char buf[300];
-    tfrdv_parsed_key k;
+    tfrdv_key k;
     tfrdv_status st;
-    wire* w = t->dead ? NULL : (wire*)malloc(sizeof *w);
-    if (w) {
-        w->v = (tfrdv_value){.dtype = 1, .rank = 2, .dims = w->dims, .data = w->d, .size = 16, .release = wire_free};
-        w->dims[0] = w->dims[1] = 2;
-        memcpy(w->d, t->v, sizeof w->d);
-    }
-    if ((!w && !t->dead) || !edge_key(e, iter, buf, sizeof buf, &k) ||
-        tfrdv_send(c->rdv, &k, NULL, w ? &w->v : NULL, t->dead, &st) != TFRDV_OK) {
-        tfrdv_value_release(w ? &w->v : NULL); /* a failed send leaves the value with us */
+    tfrdv_value* v = t->dead ? NULL : tfrdv_value_new(TFRDV_DT_FLOAT, 2, dims2x2, t->v, sizeof t->v);
+    if (edge_key(e, iter, &k, &st) != TFRDV_OK || tfrdv_send(c->rdv, &k.parsed, NULL, v, t->dead, &st) != TFRDV_OK) {
+        fprintf(stderr, "%s: send %s: %s\n", device[c->dev], k.buf, st.msg);
+        tfrdv_value_release(v); /* a failed send leaves the value with us */
         c->failed = 1;
     }
 }
 static void recv_edge(ctx* c, int e, int iter, t4* t) {
-    char buf[300];
-    tfrdv_parsed_key k;
-    tfrdv_status st = {TFRDV_INTERNAL, "bad key"};
+    tfrdv_key k;
+    tfrdv_status st;
     tfrdv_value* v = NULL;
-    if (!edge_key(e, iter, buf, sizeof buf, &k) || tfrdv_recv(c->rdv, &k, NULL, 2000000000, &v, &t->dead, &st) != TFRDV_OK) {
-        fprintf(stderr, "%s: recv %s: %s\n", device[c->dev], buf, st.msg);
+    if (edge_key(e, iter, &k, &st) != TFRDV_OK || tfrdv_recv(c->rdv, &k.parsed, NULL, 2000000000, &v, &t->dead, &st) != TFRDV_OK) {
+        fprintf(stderr, "%s: recv %s: %s\n", device[c->dev], k.buf, st.msg);
         c->failed = t->dead = 1;
         return;
     }
@@ -136,9 +125,12 @@ static tfrdv_mgr* mgr[2];
 static void* partition(void* arg) { /* one worker's RunGraph for the step */
     ctx* c = (ctx*)arg;
     tfrdv_status st;
-    if (tfrdv_mgr_find(mgr[c->dev], STEP, &c->rdv, &st) != TFRDV_OK) { c->failed = 1; return NULL; }
-    if (tfrdv_mgr_initialize(c->rdv, NULL, &st) != TFRDV_OK) c->failed = 1;
-    else run(c);
+    if (tfrdv_mgr_start_step(mgr[c->dev], STEP, &c->rdv, &st) != TFRDV_OK) {
+        fprintf(stderr, "%s: %s\n", device[c->dev], st.msg);
+        c->failed = 1;
+        return NULL;
+    }
+    run(c);
     if (c->failed) tfrdv_abort(c->rdv, TFRDV_ABORTED, "partition failed"); /* fail the peer fast */
     tfrdv_unref(c->rdv);
     return NULL;
@@ -148,15 +140,15 @@ int main(void) {
     static ctx part[2], whole;
     pthread_t th[2];
     tfrdv_loopback* lb;
+    tfrdv_status st;
     int d, e, ok;
     const t4* r = &part[B].out[NN - 1][0]; /* cond/merge, the graph's output, lives on B */
+    tfrdv_frame_iter top = {0, 0};
     loop_frame = tfrdv_hash_bytes("while", 5); /* TensorFlow: Hash64 of the frame name */
-    if (tfrdv_loopback_create(NULL, &lb, NULL) != TFRDV_OK) return 1;
-    for (d = A; d <= B; d++) {
-        tfrdv_mgr_config cfg = tfrdv_mgr_config_init();
-        cfg.worker_name = worker[d];
-        cfg.transport = tfrdv_loopback_transport(lb);
-        if (tfrdv_mgr_create(&cfg, &mgr[d], NULL) != TFRDV_OK || tfrdv_loopback_register(lb, worker[d], mgr[d], NULL) != TFRDV_OK) return 1;
+    if (tfrdv_loopback_create(NULL, &lb, &st) != TFRDV_OK || tfrdv_loopback_add_worker(lb, worker[A], NULL, &mgr[A], &st) != TFRDV_OK ||
+        tfrdv_loopback_add_worker(lb, worker[B], NULL, &mgr[B], &st) != TFRDV_OK) {
+        fprintf(stderr, "setup: %s\n", st.msg);
+        return 1;
     }
     printf("A = %s, B = %s\ncut edges (Send on the source device, Recv on the destination; loop frame id %llu):\n",
            device[A], device[B], (unsigned long long)loop_frame);
@@ -165,8 +157,10 @@ int main(void) {
         char name[64];
         if (s == t) continue;
         snprintf(name, sizeof name, "edge_%d_%s", e, nodes[edges[e].src].name);
-        if (tfrdv_key_prefix(device[s], tfrdv_mgr_incarnation(mgr[s]), device[t], name, prefix[e], sizeof prefix[e],
-                             &prefix_len[e], NULL) != TFRDV_OK) return 1;
+        if (tfrdv_key_make(&edge_base[e], device[s], tfrdv_mgr_incarnation(mgr[s]), device[t], name, top, &st) != TFRDV_OK) {
+            fprintf(stderr, "%s: %s\n", name, st.msg);
+            return 1;
+        }
         printf("  %-20s %c -> %c  %s\n", name, "AB"[s], "AB"[t], nodes[edges[e].dst].in_loop ? "frame \"while\", iterations 0..2" : "top level 0:0");
     }
     for (d = A; d <= B; d++) {

@@ -4,48 +4,26 @@
 #include "tfrdv.h"
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #define N 1000
 #define SRC "/job:localhost/replica:0/task:0/device:CPU:0"
 #define DST "/job:localhost/replica:0/task:0/device:GPU:0"
 
-typedef struct tensor { /* your tensor type, with the rendezvous view embedded first */
-    tfrdv_value v;
-    int64_t dims[1];
-    float data[4];
-} tensor;
-static void tensor_free(tfrdv_value* v) { free(v); } /* v is the first member: same address */
-
 static tfrdv_rendezvous* rdv;
-static char prefix[256]; /* "src;incarnation;dst;edge": built once, like TensorFlow's Send/Recv ops */
-static size_t prefix_len;
-
-/* Key for iteration i of frame 1; buf must outlive every use of *k (k points into it). */
-static int make_key(int64_t i, char* buf, size_t cap, tfrdv_parsed_key* k) {
-    tfrdv_frame_iter fi = {1, i};
-    size_t len;
-    return tfrdv_key_with_frame(prefix, prefix_len, fi, buf, cap, &len, NULL) == TFRDV_OK &&
-           tfrdv_key_parse(buf, len, k, NULL) == TFRDV_OK;
-}
+static tfrdv_key base; /* "src;incarnation;dst;edge;0:0": built once, like TensorFlow's Send/Recv ops */
 
 static void* producer(void* arg) {
-    int64_t i;
+    int64_t i, dims[1] = {4};
     (void)arg;
     for (i = 0; i < N; i++) {
-        char buf[300];
-        tfrdv_parsed_key k;
+        tfrdv_frame_iter fi = {1, i}; /* frame 1, iteration i */
+        tfrdv_key k;
         tfrdv_status st;
-        int j;
-        tensor* t = (tensor*)malloc(sizeof *t);
-        if (!t || !make_key(i, buf, sizeof buf, &k)) { free(t); return NULL; }
-        t->v = (tfrdv_value){.dtype = 1 /* DT_FLOAT */, .rank = 1, .dims = t->dims, .data = t->data,
-                             .size = sizeof t->data, .release = tensor_free};
-        t->dims[0] = 4;
-        for (j = 0; j < 4; j++) t->data[j] = (float)i + 0.25f * (float)j;
-        if (tfrdv_send(rdv, &k, NULL, &t->v, 0, &st) != TFRDV_OK) { /* failed send: still ours */
-            fprintf(stderr, "send %d: %s\n", (int)i, st.msg);
-            tfrdv_value_release(&t->v);
+        float data[4] = {(float)i, (float)i + 0.25f, (float)i + 0.5f, (float)i + 0.75f};
+        tfrdv_value* v = tfrdv_value_new(TFRDV_DT_FLOAT, 1, dims, data, sizeof data); /* copies data */
+        if (tfrdv_key_make_frame(&k, &base, fi, &st) != TFRDV_OK || tfrdv_send(rdv, &k.parsed, NULL, v, 0, &st) != TFRDV_OK) {
+            fprintf(stderr, "send %d: %s %s\n", (int)i, tfrdv_code_str(st.code), st.msg);
+            tfrdv_value_release(v); /* a failed send leaves the value with us */
             return NULL;
         }
     }
@@ -56,7 +34,8 @@ int main(void) {
     pthread_t th;
     int64_t i, good = 0, t0;
     tfrdv_status st;
-    if (tfrdv_key_prefix(SRC, 0x1234, DST, "edge_4_pipeline/x", prefix, sizeof prefix, &prefix_len, &st) != TFRDV_OK ||
+    tfrdv_frame_iter top = {0, 0};
+    if (tfrdv_key_make(&base, SRC, 0x1234, DST, "edge_4_pipeline/x", top, &st) != TFRDV_OK ||
         tfrdv_local_create(NULL, &rdv, &st) != TFRDV_OK) {
         fprintf(stderr, "setup: %s\n", st.msg);
         return 1;
@@ -64,13 +43,13 @@ int main(void) {
     t0 = tfrdv_now_ns();
     if (pthread_create(&th, NULL, producer, NULL) != 0) return 1;
     for (i = 0; i < N; i++) {
-        char buf[300];
-        tfrdv_parsed_key k;
+        tfrdv_frame_iter fi = {1, i};
+        tfrdv_key k;
         tfrdv_value* v = NULL;
         const float* f;
         int dead = 0;
-        if (!make_key(i, buf, sizeof buf, &k)) break;
-        if (tfrdv_recv(rdv, &k, NULL, 2000000000 /* 2 s */, &v, &dead, &st) != TFRDV_OK) {
+        if (tfrdv_key_make_frame(&k, &base, fi, &st) != TFRDV_OK ||
+            tfrdv_recv(rdv, &k.parsed, NULL, 2000000000 /* 2 s */, &v, &dead, &st) != TFRDV_OK) {
             fprintf(stderr, "recv %d: %s %s\n", (int)i, tfrdv_code_str(st.code), st.msg);
             break;
         }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The build matrix (portability contracts of tfrdv.h). Prints one line per cell:
-#   [ OK ] name  |  [FAIL] name (+ the compiler output, indented)  |  [SKIP] name (reason)
-# Works in a temp dir; always exits 0 (tests/run.sh counts the lines).
+#   [ OK ] name  |  [FAIL] name (+ the compiler output, indented)  |  [SKIP] name (needs PACKAGES)
+# A cell whose compiler is not installed is skipped, naming the Debian packages that provide it.
+# V=1 prints each cell's command. Works in a temp dir; always exits 0 (tests/run.sh counts the lines).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -19,15 +20,26 @@ have() { command -v "$1" > /dev/null 2>&1; }
 # cell NAME CMD...: runs the command (a shell string), OK or FAIL with its output indented
 cell() {
   local name=$1; shift
+  [ "${V:-0}" = 1 ] && echo "      \$ $*"
   if out=$(eval "$*" 2>&1); then echo "[ OK ] $name"
   else echo "[FAIL] $name"; printf '%s\n' "$out" | head -30 | sed 's/^/      /'; fi
 }
-skip() { echo "[SKIP] $1 ($2)"; }
+# skip NAME TOOL: the packages (apt-get install --no-install-recommends ...) that provide TOOL
+skip() {
+  local pkgs
+  case $2 in
+    clang|clang++) pkgs="clang libclang-rt-14-dev";;
+    arm-none-eabi-gcc) pkgs="gcc-arm-none-eabi libnewlib-arm-none-eabi";;
+    x86_64-w64-mingw32-gcc) pkgs="gcc-mingw-w64-x86-64";;
+    *) pkgs="build-essential";;
+  esac
+  echo "[SKIP] $1 (needs $pkgs)"
+}
 
 # 1. C: declarations-only and implementation TUs, {gcc, clang} x {c99, c11}, full warnings
 for cc in gcc clang; do
   for std in c99 c11; do
-    if ! have $cc; then skip "$cc -std=$std decl+impl" "$cc not installed"; continue; fi
+    if ! have $cc; then skip "$cc -std=$std decl+impl" $cc; continue; fi
     cell "$cc -std=$std declarations" $cc -std=$std $CWARN $INC -c decl.c -o decl_${cc}_$std.o
     cell "$cc -std=$std implementation" $cc -std=$std $CWARN $INC -c impl.c -o impl_${cc}_$std.o
   done
@@ -36,7 +48,7 @@ done
 # 2. C++: implementation + runtime smoke use, {g++, clang++} x {c++11, c++17}
 for cxx in g++ clang++; do
   for std in c++11 c++17; do
-    if ! have $cxx; then skip "$cxx -std=$std compile_cpp" "$cxx not installed"; continue; fi
+    if ! have $cxx; then skip "$cxx -std=$std compile_cpp" $cxx; continue; fi
     cell "$cxx -std=$std compile_cpp (build + run)" \
       "$cxx -std=$std $CXXWARN $INC -o cpp_$std $root/tests/compile_cpp.cpp -lpthread && ./cpp_$std"
   done
@@ -44,7 +56,7 @@ done
 
 # 3. linking: implementation in exactly one of two TUs; TFRDV_STATIC in two TUs
 for cc in gcc clang; do
-  if ! have $cc; then skip "$cc link/static" "$cc not installed"; continue; fi
+  if ! have $cc; then skip "$cc link/static" $cc; continue; fi
   cell "$cc two TUs, implementation in one (link + run)" \
     "$cc -std=c99 $CWARN $INC -o link_$cc $root/tests/link_a.c $root/tests/link_b.c -lpthread && ./link_$cc"
   cell "$cc TFRDV_STATIC in two TUs (link + run)" \
@@ -53,7 +65,7 @@ done
 
 # 4. option builds, warning-free
 for cc in gcc clang; do
-  if ! have $cc; then skip "$cc options" "$cc not installed"; continue; fi
+  if ! have $cc; then skip "$cc options" $cc; continue; fi
   cell "$cc -DTFRDV_NO_THREADS" $cc -std=c99 $CWARN $INC -DTFRDV_NO_THREADS -c impl.c -o nt_$cc.o
   cell "$cc -DTFRDV_NO_MALLOC -DTFRDV_NO_CLOCK" \
     $cc -std=c99 $CWARN $INC -DTFRDV_NO_MALLOC -DTFRDV_NO_CLOCK -c impl.c -o nm_$cc.o
@@ -66,7 +78,7 @@ if have arm-none-eabi-gcc; then
     arm-none-eabi-gcc -std=c99 -ffreestanding -mcpu=cortex-m4 -mthumb -Os -Wall -Wextra -Werror \
       -DTFRDV_NO_THREADS -DTFRDV_NO_MALLOC -DTFRDV_NO_CLOCK $INC -c impl.c -o arm.o
 else
-  skip "arm-none-eabi-gcc cortex-m4 freestanding" "arm-none-eabi-gcc not installed"
+  skip "arm-none-eabi-gcc cortex-m4 freestanding" arm-none-eabi-gcc
 fi
 
 # 6. hygiene: no private macro after the implementation, no private or foreign external symbol
@@ -75,7 +87,7 @@ if have x86_64-w64-mingw32-gcc; then
   cell "x86_64-w64-mingw32-gcc -std=c99 implementation (Win32 threads)" \
     x86_64-w64-mingw32-gcc -std=c99 $CWARN $INC -c impl.c -o impl_win32.o
 else
-  skip "x86_64-w64-mingw32-gcc implementation (Win32 threads)" "gcc-mingw-w64-x86-64 not installed"
+  skip "x86_64-w64-mingw32-gcc implementation (Win32 threads)" x86_64-w64-mingw32-gcc
 fi
 
 macros() {
@@ -94,4 +106,17 @@ symbols() {
 }
 cell "hygiene: no TFRDV__ macro leaks" macros
 cell "hygiene: external symbols are tfrdv_* only" symbols
+
+# 7. copy-paste code: every example and the README example compile as C99 and as C++11, warning-free
+#    (examples of the companion headers are built by their own cells)
+awk '/readme-example/{f=1;next} f&&/^```c/{g=1;next} g&&/^```/{exit} g{print}' "$root/README.md" > readme_example.c
+for src in "$root"/examples/*.c readme_example.c; do
+  grep -q 'tfrdv_grpc\.h\|tfrdv_verbs\.h' "$src" && continue
+  name=$(basename "$src" .c)
+  [ "$name" = readme_example ] && name="README example" || name="examples/$name.c"
+  if have gcc; then cell "$name as C99" gcc -std=c99 -Wall -Wextra -Werror $INC -o ex_c "'$src'" -lpthread
+  else skip "$name as C99" gcc; fi
+  if have g++; then cell "$name as C++11" g++ -x c++ -std=c++11 -Wall -Wextra -Werror $INC -o ex_cxx "'$src'" -lpthread
+  else skip "$name as C++11" g++; fi
+done
 exit 0

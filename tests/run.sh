@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Runs every test binary and example in $B, then the build matrix, and prints the total as the
-# last line: "N passed, N failed". Used by `make test`, `make asan`, `make tsan`, `make valgrind`.
+# last line: "N passed, N failed" (", N skipped" when a matrix cell's compiler is not installed).
+# Used by `make test`, `make asan`, `make tsan`, `make valgrind`. TFRDV_REQUIRE_ALL=1 (CI) counts
+# every skipped cell as a failure.
 set -u
 B=${B:-build/default}
 CC=${CC:-cc}
 CXX=${CXX:-c++}
 RUN_MATRIX=${RUN_MATRIX:-1}
-pass=0; fail=0
+pass=0; fail=0; skipped=0; need=""
 log=$(mktemp -d); trap 'rm -rf "$log"' EXIT
 wrap=()
-[ "${VALGRIND:-0}" = 1 ] && wrap=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite)
+if [ "${VALGRIND:-0}" = 1 ]; then
+  if ! command -v valgrind > /dev/null 2>&1; then
+    echo "valgrind is not installed: sudo apt-get install -y --no-install-recommends valgrind"; exit 1
+  fi
+  wrap=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite)
+fi
 
 ok()   { pass=$((pass + 1)); printf '[ OK ] %s\n' "$1"; }
 bad()  { fail=$((fail + 1)); printf '[FAIL] %s\n' "$1"; }
@@ -47,16 +54,29 @@ else bad "README example"; cat "$log/readme.out" "$log/readme.run" 2>/dev/null |
 
 # 4. the build matrix (portability contracts); skipped under sanitizers (RUN_MATRIX=0)
 if [ "$RUN_MATRIX" = 1 ]; then
-  bash tests/matrix.sh > "$log/matrix.out" 2>&1
+  V=${V:-0} bash tests/matrix.sh > "$log/matrix.out" 2>&1
   while IFS= read -r line; do
     case "$line" in
       "[ OK ] "*) ok "${line#\[ OK \] }";;
       "[FAIL] "*) bad "${line#\[FAIL\] }";;
-      "[SKIP] "*) echo "$line";;
+      "[SKIP] "*)
+        if [ "${TFRDV_REQUIRE_ALL:-0}" = 1 ]; then bad "${line#\[SKIP\] } (TFRDV_REQUIRE_ALL=1)"
+        else skipped=$((skipped + 1)); echo "$line"; fi
+        for p in $(printf '%s\n' "$line" | sed -n 's/.*(needs \(.*\))$/\1/p'); do
+          case " $need " in *" $p "*) ;; *) need="$need $p";; esac
+        done;;
       *) echo "  $line";;
     esac
   done < "$log/matrix.out"
 fi
 
-echo "$pass passed, $fail failed"
+if [ -n "$need" ]; then
+  echo "Some matrix cells need compilers that are not installed. To run them too (as CI does):"
+  echo "  sudo apt-get install -y --no-install-recommends$need"
+fi
+if [ "$skipped" -gt 0 ]; then
+  echo "$pass passed, $fail failed, $skipped skipped"
+else
+  echo "$pass passed, $fail failed"
+fi
 [ "$fail" -eq 0 ]

@@ -1,5 +1,5 @@
-/* test_keys.c - rendezvous keys, device names, frame:iter, hash, status codes: the vectors of
-   tf-facts.md sections 1.3 and 2.4 (TensorFlow rendezvous.cc / device_name_utils_test.cc). */
+/* test_keys.c - rendezvous keys, device names, frame:iter, hash, status codes: test vectors taken
+   from TensorFlow's rendezvous.cc (CreateKey, ParseKey) and device_name_utils_test.cc. */
 #define _POSIX_C_SOURCE 200809L /* tt.h comes first (it counts TFRDV_ASSERTs): its stdio.h must
                                    already see the POSIX level tfrdv.h's implementation needs */
 #define TT_COUNT_ASSERTS       /* TFRDV_ASSERT tripwires are counted; test_no_assert_tripped checks */

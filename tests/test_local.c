@@ -1,4 +1,4 @@
-/* test_local.c - the local rendezvous contracts (design.md section 3, tf-facts.md section 3):
+/* test_local.c - the local rendezvous contracts (tfrdv.h CALLBACK RULES, TF's LocalRendezvous):
    delivery in both orders, args pass-through, dead values, FIFO, full-key matching, sticky abort,
    cancellation, blocking receive with timeout, re-entrancy, teardown, batch helpers,
    introspection, allocator and sync hooks. Every test counts callback invocations and value

@@ -407,6 +407,60 @@ static void test_nt_mgr_loopback_remote_recv(void) {
     ARENA_CHECK_EMPTY();
 }
 
+/* defect 2 of the outside review: a same-worker copy hook that completes later (an event loop)
+   while the last reference to the step goes; the step must stay until the copy completes, and
+   the receiver hears exactly once */
+typedef struct nt_copy {
+    tfrdv_copy_done_fn done;
+    void* ctx;
+    tfrdv_value* in;
+} nt_copy;
+static nt_copy g_nt_copy;
+static void nt_copy_later(void* user, const tfrdv_parsed_key* key, const tfrdv_args* sa, const tfrdv_args* ra,
+                          tfrdv_value* in, tfrdv_copy_done_fn done, void* done_ctx) {
+    (void)user;
+    (void)key;
+    (void)sa;
+    (void)ra;
+    g_nt_copy.done = done;
+    g_nt_copy.ctx = done_ctx;
+    g_nt_copy.in = in;
+}
+static void test_nt_copy_in_flight_when_the_step_goes(void) {
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_mgr* m = 0;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_status st;
+    tkey k;
+    tval v;
+    rcv x;
+    memset(&g_nt_copy, 0, sizeof g_nt_copy);
+    mc.hooks = hooks();
+    mc.worker_name = WA;
+    mc.incarnation = INC_A;
+    mc.same_worker_copy = nt_copy_later;
+    TT_CHECK_EQ_INT(tfrdv_mgr_create(&mc, &m, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 3, &r, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, NULL, &st), TFRDV_OK);
+    tkey_make(&k, WA "/device:CPU:0", INC_A, WA "/device:GPU:0", "to_gpu");
+    tval_init(&v, 4);
+    rcv_init(&x);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v.v, 0, &st), TFRDV_OK);
+    TT_CHECK(g_nt_copy.done != 0);
+    TT_CHECK_EQ_INT(x.calls, 0);
+    tfrdv_unref(r); /* the last user reference, */
+    tfrdv_mgr_destroy(m); /* and the table's, while the copy is in flight */
+    TT_CHECK_EQ_INT(x.calls, 0);
+    TT_CHECK(arena_live > 0); /* not freed under the copy */
+    if (g_nt_copy.done) g_nt_copy.done(g_nt_copy.ctx, TFRDV_OK, "", g_nt_copy.in); /* the event loop */
+    TT_CHECK_EQ_INT(x.calls, 1);
+    TT_CHECK_EQ_INT(x.code, TFRDV_OK);
+    TT_CHECK_EQ_INT(x.id, 4);
+    TT_CHECK_EQ_INT(v.releases, 1);
+    ARENA_CHECK_EMPTY();
+}
+
 static void test_nt_no_assert_tripped(void) { TT_CHECK_EQ_INT(tt_asserts, 0); }
 
 int main(int argc, char** argv) {
@@ -419,6 +473,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_nt_destroy_from_inside_callback);
     TT_RUN(test_nt_batch);
     TT_RUN(test_nt_mgr_loopback_remote_recv);
+    TT_RUN(test_nt_copy_in_flight_when_the_step_goes);
     TT_RUN(test_nt_no_assert_tripped);
     return TT_MAIN_END();
 }

@@ -3,7 +3,8 @@
    manager that is cancelled at random moments (a new manager per batch of operations), and one
    abort by one thread near the end. Every operation has its own slot; after destroy every
    accepted receive completed exactly once, every sent value was released exactly once, and the
-   OK deliveries equal the values consumed. */
+   OK deliveries equal the values consumed. The seed is random per run (printed with the exact
+   command that replays it); TFRDV_STRESS_SEED=<seed> fixes it. */
 #define _POSIX_C_SOURCE 200809L /* tt.h comes first (it counts TFRDV_ASSERTs) */
 #define TT_COUNT_ASSERTS
 #include "tt.h"
@@ -40,6 +41,7 @@ typedef struct op { /* one slot per operation */
 static tfrdv_rendezvous* g_r;
 static op* g_ops;
 static long g_nops;
+static const char* g_argv0 = "test_stress"; /* for the replay line */
 static char g_keybuf[NKEYS][160];
 static tfrdv_parsed_key g_keys[NKEYS];
 static long g_ok, g_cancelled, g_aborted, g_bad, g_send_failed;
@@ -254,9 +256,10 @@ static void test_stress_exactly_once(void) {
         }
     }
     printf("    %ld ops (seed %llu) in %.2f s: %ld sends (%ld accepted, %ld refused after abort), %ld "
-           "receives (%ld OK, %ld cancelled, %ld aborted), %ld cancel managers\n",
+           "receives (%ld OK, %ld cancelled, %ld aborted), %ld cancel managers\n"
+           "    replay this run: TFRDV_STRESS_SEED=%llu TFRDV_STRESS_OPS=%ld %s\n",
            g_nops, (unsigned long long)seed, now_s() - t0, sends, sends_ok, g_send_failed, recvs, g_ok,
-           g_cancelled, g_aborted, cms);
+           g_cancelled, g_aborted, cms, (unsigned long long)seed, g_nops, g_argv0);
     TT_CHECK_EQ_INT(send_bad, 0);
     TT_CHECK_EQ_INT(recv_bad, 0);
     TT_CHECK_EQ_INT(g_ok, consumed);
@@ -271,6 +274,7 @@ static void test_stress_exactly_once(void) {
 
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
+    g_argv0 = argv[0];
     TT_RUN(test_stress_exactly_once);
     return TT_MAIN_END();
 }

@@ -1,0 +1,1372 @@
+/* test_hardening.c - regressions for the eight defects an outside adversarial suite found, the
+   behaviours it asked to make explicit, and the API network transports build on:
+     D1 tfrdv_pending / tfrdv_mgr_pending callbacks may destroy what they report on
+     D2 a same-worker copy completing after the last reference went (threaded build here; the
+        single-threaded build is in test_nothreads.c)
+     D3 a value sent after a remote receive gave up (timeout, call deadline, cancel) is not lost
+     D4 cleanup-all and manager teardown work when every allocation fails
+     D5 no decision depends on status text (the TFRDV_STATUS_MSG_MAX=16 build is test_msgmax.c)
+     D6 the clock hook never runs under a library lock
+     D7 the provider's cancel_call never runs under a library lock
+     D8 memory comes back after a burst; caps on free lists, key length, deferred requests
+   plus: withdrawable serve (and its races with send, abort, cleanup), tfrdv_mgr_ref after destroy
+   started, tfrdv_call_deadline, the sender's args on the serving side, the trace hook, the
+   response cache keyed by request id only, destroy of a step from tfrdv_mgr_find, re-creating a
+   cleaned step, turning the dedup window and the call free list off, tfrdv_cancel_mgr_reset. */
+#define _POSIX_C_SOURCE 200809L
+#define TT_COUNT_ASSERTS
+#include "tt.h"
+#define TFRDV_IMPLEMENTATION
+#include "tfrdv.h"
+#include "fixtures.h"
+#include <pthread.h>
+#include <time.h>
+
+#define WA "/job:a/replica:0/task:0"
+#define WB "/job:b/replica:0/task:0"
+#define A0 WA "/device:CPU:0"
+#define A1 WA "/device:CPU:1"
+#define B0 WB "/device:CPU:0"
+#define INC_A 0xa1u
+#define INC_B 0xb7u
+
+static void sleep_ms(int ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    nanosleep(&ts, 0);
+}
+
+/* ---- lock-aware sync hooks: count the library locks this thread holds ---- */
+static __thread int held_locks;
+static long hook_violations; /* a hook (clock, cancel_call) ran while a library lock was held */
+static int lk_mutex_init(void* u, void** m) {
+    pthread_mutex_t* p = (pthread_mutex_t*)malloc(sizeof *p);
+    (void)u;
+    if (!p) return 1;
+    pthread_mutex_init(p, 0);
+    *m = p;
+    return 0;
+}
+static void lk_mutex_destroy(void* u, void* m) {
+    (void)u;
+    if (!m) return;
+    pthread_mutex_destroy((pthread_mutex_t*)m);
+    free(m);
+}
+static void lk_lock(void* u, void* m) {
+    (void)u;
+    pthread_mutex_lock((pthread_mutex_t*)m);
+    held_locks++;
+}
+static void lk_unlock(void* u, void* m) {
+    (void)u;
+    held_locks--;
+    pthread_mutex_unlock((pthread_mutex_t*)m);
+}
+typedef struct lk_event {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    unsigned count;
+} lk_event;
+static int lk_event_init(void* u, void** e) {
+    lk_event* x = (lk_event*)calloc(1, sizeof *x);
+    (void)u;
+    if (!x) return 1;
+    pthread_mutex_init(&x->m, 0);
+    pthread_cond_init(&x->c, 0);
+    *e = x;
+    return 0;
+}
+static void lk_event_destroy(void* u, void* e) {
+    lk_event* x = (lk_event*)e;
+    (void)u;
+    if (!x) return;
+    pthread_cond_destroy(&x->c);
+    pthread_mutex_destroy(&x->m);
+    free(x);
+}
+static int lk_event_wait(void* u, void* e, int64_t timeout_ns) {
+    lk_event* x = (lk_event*)e;
+    int ok = 1;
+    (void)u;
+    pthread_mutex_lock(&x->m);
+    if (timeout_ns < 0) {
+        while (!x->count) pthread_cond_wait(&x->c, &x->m);
+    } else {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += (time_t)(timeout_ns / 1000000000);
+        dl.tv_nsec += (long)(timeout_ns % 1000000000);
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+        while (!x->count)
+            if (pthread_cond_timedwait(&x->c, &x->m, &dl) != 0) break;
+        ok = x->count != 0;
+    }
+    if (ok) x->count--;
+    pthread_mutex_unlock(&x->m);
+    return ok;
+}
+static void lk_event_signal(void* u, void* e) {
+    lk_event* x = (lk_event*)e;
+    (void)u;
+    pthread_mutex_lock(&x->m);
+    x->count++;
+    pthread_cond_signal(&x->c);
+    pthread_mutex_unlock(&x->m);
+}
+static const tfrdv_sync lk_sync = {0, lk_mutex_init, lk_mutex_destroy, lk_lock, lk_unlock,
+                                   lk_event_init, lk_event_destroy, lk_event_wait, lk_event_signal};
+/* a clock that checks it is read outside every library lock, and counts its reads */
+static long clock_reads;
+static int64_t lk_clock(void* u) {
+    (void)u;
+    __atomic_add_fetch(&clock_reads, 1, __ATOMIC_SEQ_CST);
+    if (held_locks) __atomic_add_fetch(&hook_violations, 1, __ATOMIC_SEQ_CST);
+    return tfrdv_now_ns();
+}
+
+/* ---- a loopback world: managers A and B, a step on each, optional config tweaks ---- */
+typedef struct world {
+    fx_alloc a;
+    tfrdv_loopback* lb;
+    tfrdv_mgr* ma;
+    tfrdv_mgr* mb;
+    tfrdv_rendezvous* ra;
+    tfrdv_rendezvous* rb;
+    tfrdv_transport inner; /* the loopback's vtable (wrapped by tests that watch cancel_call) */
+} world;
+#define STEP 500
+static void world_up(world* w, void (*tweak)(tfrdv_mgr_config* ca, tfrdv_mgr_config* cb, world* w)) {
+    tfrdv_hooks h;
+    tfrdv_mgr_config ca, cb;
+    memset(w, 0, sizeof *w);
+    h = fx_alloc_hooks(&w->a);
+    TT_CHECK_EQ_INT(tfrdv_loopback_create(&h, &w->lb, 0), TFRDV_OK);
+    w->inner = tfrdv_loopback_transport(w->lb);
+    ca = tfrdv_mgr_config_init();
+    ca.hooks = h;
+    ca.worker_name = WA;
+    ca.incarnation = INC_A;
+    ca.transport = w->inner;
+    cb = ca;
+    cb.worker_name = WB;
+    cb.incarnation = INC_B;
+    if (tweak) tweak(&ca, &cb, w);
+    w->ma = mk(&ca);
+    w->mb = mk(&cb);
+    tfrdv_loopback_register(w->lb, WA, w->ma, 0);
+    tfrdv_loopback_register(w->lb, WB, w->mb, 0);
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(w->ma, STEP, &w->ra, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(w->mb, STEP, &w->rb, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(w->ra, 0, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(w->rb, 0, 0), TFRDV_OK);
+}
+static void world_down(world* w) {
+    tfrdv_unref(w->ra);
+    tfrdv_unref(w->rb);
+    tfrdv_mgr_destroy(w->ma);
+    tfrdv_mgr_destroy(w->mb);
+    tfrdv_loopback_destroy(w->lb);
+    FX_CHECK_EMPTY(&w->a);
+}
+static void send_v(tfrdv_rendezvous* r, const fx_key* k, tfrdv_value* v) {
+    tfrdv_status st;
+    TT_CHECK_EQ_INT(tfrdv_send(r, &k->pk, 0, v, 0, &st), TFRDV_OK);
+}
+static void recv_into(tfrdv_rendezvous* r, const fx_key* k, const tfrdv_args* args, fx_recv* out) {
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k->pk, args, fx_recv_done, out), TFRDV_OK);
+}
+
+/* ============================================================================================
+   D1: the pending callback may destroy the object it reports on
+   ============================================================================================ */
+typedef struct destroyer {
+    tfrdv_rendezvous* r;
+    tfrdv_mgr* m;
+    int calls;
+} destroyer;
+static void destroy_in_pending(void* u, int64_t step, tfrdv_pending_kind kind, const char* key, size_t len, size_t n) {
+    destroyer* d = (destroyer*)u;
+    (void)step;
+    (void)kind;
+    (void)key;
+    (void)len;
+    (void)n;
+    d->calls++;
+    if (d->r) {
+        tfrdv_destroy(d->r);
+        d->r = 0;
+    }
+    if (d->m) {
+        tfrdv_mgr_destroy(d->m);
+        d->m = 0;
+    }
+}
+static void test_d1_pending_callback_destroys_the_rendezvous(void) {
+    fx_alloc a;
+    tfrdv_local_config c = tfrdv_local_config_init();
+    tfrdv_rendezvous* r = 0;
+    tkey k1, k2;
+    tval v1, v2;
+    destroyer d;
+    memset(&a, 0, sizeof a);
+    c.hooks = fx_alloc_hooks(&a);
+    TT_CHECK_EQ_INT(tfrdv_local_create(&c, &r, 0), TFRDV_OK);
+    tkey_make(&k1, A0, 1, A1, "one");
+    tkey_make(&k2, A0, 1, A1, "two");
+    tval_init(&v1, 1);
+    tval_init(&v2, 2);
+    TT_CHECK_EQ_INT(tfrdv_send(r, &k1.pk, 0, &v1.v, 0, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_send(r, &k2.pk, 0, &v2.v, 0, 0), TFRDV_OK);
+    memset(&d, 0, sizeof d);
+    d.r = r;
+    TT_CHECK_EQ_INT(tfrdv_pending(r, destroy_in_pending, &d), 2); /* both entries, after the destroy */
+    TT_CHECK_EQ_INT(d.calls, 2);
+    TT_CHECK_EQ_INT(rel(&v1) + rel(&v2), 2);
+    FX_CHECK_EMPTY(&a);
+}
+static void test_d1_mgr_pending_callback_destroys_the_manager(void) {
+    world w;
+    fx_key k;
+    fx_value v;
+    destroyer d;
+    world_up(&w, 0);
+    key(&k, B0, INC_B, A0, "pending");
+    send_v(w.rb, &k, fx_value_init(&v, 1));
+    tfrdv_unref(w.rb);
+    w.rb = 0;
+    memset(&d, 0, sizeof d);
+    d.m = w.mb;
+    w.mb = 0;
+    TT_CHECK_EQ_INT(tfrdv_mgr_pending(d.m, destroy_in_pending, &d), 1);
+    TT_CHECK_EQ_INT(fx_released(&v), 1); /* the manager's destroy cleaned the step */
+    tfrdv_unref(w.ra);
+    tfrdv_mgr_destroy(w.ma);
+    tfrdv_loopback_destroy(w.lb);
+    FX_CHECK_EMPTY(&w.a);
+}
+
+/* ============================================================================================
+   D2: a same-worker copy still in flight when the last reference goes (threaded build)
+   ============================================================================================ */
+typedef struct held_copy {
+    tfrdv_copy_done_fn done;
+    void* ctx;
+    tfrdv_value* in;
+    int started;
+} held_copy;
+static void hold_copy(void* user, const tfrdv_parsed_key* key, const tfrdv_args* sa, const tfrdv_args* ra,
+                      tfrdv_value* in, tfrdv_copy_done_fn done, void* done_ctx) {
+    held_copy* h = (held_copy*)user;
+    (void)key;
+    (void)sa;
+    (void)ra;
+    h->done = done;
+    h->ctx = done_ctx;
+    h->in = in;
+    h->started++;
+}
+static held_copy g_copy;
+static void tweak_copy(tfrdv_mgr_config* ca, tfrdv_mgr_config* cb, world* w) {
+    (void)cb;
+    (void)w;
+    ca->same_worker_copy = hold_copy;
+    ca->same_worker_copy_user = &g_copy;
+}
+static void test_d2_copy_pending_at_last_unref_neither_frees_nor_blocks(void) {
+    world w;
+    fx_key k;
+    fx_value v;
+    fx_recv r;
+    memset(&g_copy, 0, sizeof g_copy);
+    memset(&r, 0, sizeof r);
+    world_up(&w, tweak_copy);
+    key(&k, A0, INC_A, A1, "to_gpu");
+    recv_into(w.ra, &k, 0, &r);
+    send_v(w.ra, &k, fx_value_init(&v, 3));
+    TT_CHECK_EQ_INT(g_copy.started, 1);
+    TT_CHECK_EQ_INT(r.calls, 0);
+    /* the owner lets go of everything while the copy is in flight: must return at once */
+    tfrdv_mgr_cleanup(w.ma, STEP);
+    tfrdv_unref(w.ra);
+    w.ra = 0;
+    /* the event loop completes the copy later: the receiver hears about it exactly once */
+    g_copy.done(g_copy.ctx, TFRDV_OK, "", g_copy.in);
+    TT_CHECK_EQ_INT(r.calls, 1);
+    TT_CHECK_EQ_INT(r.st.code, TFRDV_OK);
+    TT_CHECK(fx_recv_matches(&r, 3));
+    TT_CHECK_EQ_INT(fx_released(&v), 1);
+    tfrdv_unref(w.rb);
+    tfrdv_mgr_destroy(w.ma);
+    tfrdv_mgr_destroy(w.mb);
+    tfrdv_loopback_destroy(w.lb);
+    FX_CHECK_EMPTY(&w.a);
+}
+
+/* ============================================================================================
+   D3: a value sent after a remote receive gave up is not lost
+   ============================================================================================ */
+static void test_d3_value_after_timed_out_remote_recv_is_kept(void) {
+    world w;
+    fx_key k;
+    fx_value v;
+    tfrdv_value* got = 0;
+    tfrdv_status st;
+    int dead = 0;
+    world_up(&w, 0);
+    key(&k, B0, INC_B, A0, "late");
+    TT_CHECK_EQ_INT(tfrdv_recv(w.ra, &k.pk, 0, 2000000, &got, &dead, &st), TFRDV_DEADLINE_EXCEEDED);
+    TT_CHECK(got == 0);
+    send_v(w.rb, &k, fx_value_init(&v, 4));
+    TT_CHECK_EQ_INT(fx_released(&v), 0);
+    TT_CHECK_EQ_INT(pending_of(w.rb, TFRDV_PENDING_SEND), 1);
+    TT_CHECK_EQ_INT(tfrdv_recv(w.ra, &k.pk, 0, 2000000000, &got, &dead, &st), TFRDV_OK);
+    TT_CHECK(got == &v.v); /* zero copy: the very value */
+    tfrdv_value_release(got);
+    TT_CHECK_EQ_INT(fx_released(&v), 1);
+    world_down(&w);
+}
+static void tweak_call_timeout(tfrdv_mgr_config* ca, tfrdv_mgr_config* cb, world* w) {
+    (void)cb;
+    (void)w;
+    ca->hooks.clock.now_ns = fx_clock_fn;
+    ca->call_timeout_ns = 1000;
+}
+static void test_d3_value_after_call_deadline_or_cancel_is_kept(void) {
+    int how;
+    for (how = 0; how < 2; how++) {
+        world w;
+        fx_key k;
+        fx_value v;
+        fx_recv r1, r2;
+        tfrdv_cancel_mgr* cm = 0;
+        tfrdv_args args;
+        memset(&r1, 0, sizeof r1);
+        memset(&r2, 0, sizeof r2);
+        fx_set_now(10);
+        world_up(&w, tweak_call_timeout);
+        key(&k, B0, INC_B, A0, "late2");
+        TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
+        args = cancel_args(cm);
+        recv_into(w.ra, &k, &args, &r1);
+        TT_CHECK_EQ_INT(pending_of(w.rb, TFRDV_PENDING_RECV), 1); /* served, waiting on B */
+        if (how == 0) tfrdv_mgr_expire(w.ma, 5000); /* the call's deadline */
+        else tfrdv_cancel_start(cm);
+        TT_CHECK_EQ_INT(r1.calls, 1);
+        TT_CHECK_EQ_INT(r1.st.code, how == 0 ? TFRDV_DEADLINE_EXCEEDED : TFRDV_CANCELLED);
+        TT_CHECK_EQ_INT(pending_of(w.rb, TFRDV_PENDING_RECV), 0); /* withdrawn on B */
+        send_v(w.rb, &k, fx_value_init(&v, 5));
+        TT_CHECK_EQ_INT(fx_released(&v), 0);
+        recv_into(w.ra, &k, 0, &r2); /* the same request id is not reused: a new call */
+        TT_CHECK_EQ_INT(r2.calls, 1);
+        TT_CHECK_EQ_INT(r2.st.code, TFRDV_OK);
+        TT_CHECK(fx_recv_matches(&r2, 5));
+        TT_CHECK_EQ_INT(fx_released(&v), 1);
+        tfrdv_cancel_mgr_destroy(cm);
+        world_down(&w);
+    }
+}
+
+/* ============================================================================================
+   D4: teardown with every allocation failing
+   ============================================================================================ */
+static int fail_allocs;
+static void* maybe_alloc(void* u, size_t n) { return fail_allocs ? 0 : fx_alloc_fn(u, n); }
+static void test_d4_cleanup_all_and_destroy_need_no_memory(void) {
+    int phase;
+    for (phase = 0; phase < 2; phase++) {
+        fx_alloc a;
+        tfrdv_mgr_config c;
+        tfrdv_mgr* m;
+        fx_key k;
+        fx_serve s[40];
+        fx_value v[40];
+        int i;
+        memset(&a, 0, sizeof a);
+        memset(s, 0, sizeof s);
+        c = fx_mgr_config(WB, INC_B, &a);
+        c.hooks.allocator.alloc_fn = maybe_alloc;
+        m = mk(&c);
+        key(&k, B0, INC_B, A0, "deferred");
+        for (i = 0; i < 40; i++) { /* 20 steps with a deferred request, 20 with a buffered value */
+            if (i < 20) {
+                TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 100 + i, k.buf, k.len, i + 1, 0, fx_serve_done, &s[i]), TFRDV_OK);
+            } else {
+                tfrdv_rendezvous* r = 0;
+                TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 100 + i, &r, 0), TFRDV_OK);
+                TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
+                send_v(r, &k, fx_value_init(&v[i], i));
+                tfrdv_unref(r);
+            }
+        }
+        TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 40);
+        fail_allocs = 1;
+        if (phase == 0) {
+            tfrdv_mgr_cleanup_all(m);
+            TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 0);
+        }
+        tfrdv_mgr_destroy(m);
+        fail_allocs = 0;
+        for (i = 0; i < 40; i++) {
+            if (i < 20) {
+                TT_CHECK_EQ_INT(s[i].calls, 1);
+                TT_CHECK_EQ_INT(s[i].st.code, TFRDV_ABORTED);
+            } else {
+                TT_CHECK_EQ_INT(fx_released(&v[i]), 1);
+            }
+        }
+        FX_CHECK_EMPTY(&a);
+    }
+}
+
+/* ============================================================================================
+   D6 + D7: no clock hook and no provider cancel_call under a library lock
+   ============================================================================================ */
+static void watch_cancel(void* u, tfrdv_call* call) {
+    world* w = (world*)u;
+    if (held_locks) __atomic_add_fetch(&hook_violations, 1, __ATOMIC_SEQ_CST);
+    w->inner.cancel_call(w->inner.user_data, call);
+}
+static void watch_start(void* u, tfrdv_call* call) {
+    world* w = (world*)u;
+    if (held_locks) __atomic_add_fetch(&hook_violations, 1, __ATOMIC_SEQ_CST);
+    w->inner.start_call(w->inner.user_data, call);
+}
+static void trace_count(void* u, const tfrdv_trace_event* ev) {
+    (void)ev;
+    if (held_locks) __atomic_add_fetch(&hook_violations, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch((long*)u, 1, __ATOMIC_SEQ_CST);
+}
+static long g_traces;
+static void tweak_locks(tfrdv_mgr_config* ca, tfrdv_mgr_config* cb, world* w) {
+    ca->hooks.sync = &lk_sync;
+    cb->hooks.sync = &lk_sync;
+    ca->hooks.clock.now_ns = lk_clock;
+    cb->hooks.clock.now_ns = lk_clock;
+    ca->transport.user_data = w;
+    ca->transport.start_call = watch_start;
+    ca->transport.cancel_call = watch_cancel;
+    ca->call_timeout_ns = 50000000000;
+    ca->trace = trace_count;
+    ca->trace_user = &g_traces;
+    cb->trace = trace_count;
+    cb->trace_user = &g_traces;
+}
+typedef struct cancel_later {
+    tfrdv_cancel_mgr* cm;
+    int ms;
+} cancel_later;
+static void* cancel_thread(void* p) {
+    cancel_later* c = (cancel_later*)p;
+    sleep_ms(c->ms);
+    tfrdv_cancel_start(c->cm);
+    return 0;
+}
+static void test_d6_d7_hooks_run_outside_library_locks(void) {
+    world w;
+    fx_key k, kl;
+    fx_value v;
+    fx_serve s;
+    fx_recv r;
+    tfrdv_value* got = 0;
+    tfrdv_status st;
+    tfrdv_cancel_mgr* cm = 0;
+    tfrdv_args args;
+    cancel_later cl;
+    pthread_t th;
+    tfrdv_rendezvous* r9 = 0;
+    hook_violations = 0;
+    clock_reads = 0;
+    world_up(&w, tweak_locks);
+    key(&k, B0, INC_B, A0, "watched");
+    key(&kl, A0, INC_A, A1, "local");
+    /* deferred serve (the clock stamps its deadline), then initialise */
+    memset(&s, 0, sizeof s);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(w.mb, 9, k.buf, k.len, 77, 0, fx_serve_done, &s), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(w.mb, 9, &r9, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r9, 0, 0), TFRDV_OK);
+    send_v(r9, &k, fx_value_init(&v, 6));
+    TT_CHECK_EQ_INT(s.calls, 1);
+    tfrdv_unref(r9);
+    /* a timed remote receive with the user's cancellation manager, cancelled from another thread
+       (the timer manager's cancellation reaches the provider's cancel_call) */
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
+    args = cancel_args(cm);
+    cl.cm = cm;
+    cl.ms = 20;
+    pthread_create(&th, 0, cancel_thread, &cl);
+    TT_CHECK_EQ_INT(tfrdv_recv(w.ra, &k.pk, &args, 5000000000, &got, 0, &st), TFRDV_CANCELLED);
+    pthread_join(th, 0);
+    tfrdv_cancel_mgr_destroy(cm);
+    /* a timed remote receive that times out */
+    TT_CHECK_EQ_INT(tfrdv_recv(w.ra, &k.pk, 0, 5000000, &got, 0, &st), TFRDV_DEADLINE_EXCEEDED);
+    /* an async remote receive cut by the call deadline through expire */
+    memset(&r, 0, sizeof r);
+    recv_into(w.ra, &k, 0, &r);
+    tfrdv_mgr_expire(w.ma, INT64_MAX - 1);
+    TT_CHECK_EQ_INT(r.calls, 1);
+    TT_CHECK_EQ_INT(r.st.code, TFRDV_DEADLINE_EXCEEDED);
+    /* local transfers on a traced step */
+    memset(&r, 0, sizeof r);
+    recv_into(w.ra, &kl, 0, &r);
+    send_v(w.ra, &kl, fx_value_init(&v, 7));
+    TT_CHECK_EQ_INT(r.calls, 1);
+    tfrdv_mgr_cleanup_all(w.mb);
+    TT_CHECK(clock_reads > 0);
+    TT_CHECK(g_traces > 0);
+    TT_CHECK_EQ_INT(hook_violations, 0);
+    world_down(&w);
+}
+
+/* ============================================================================================
+   D8: memory after a burst, caps
+   ============================================================================================ */
+static void burst(tfrdv_rendezvous* r, int n, int tag) {
+    static tkey keys[512];
+    static tval vals[512];
+    int done = 0;
+    while (done < n) {
+        int m = n - done < 512 ? n - done : 512, j;
+        for (j = 0; j < m; j++) {
+            char edge[32];
+            snprintf(edge, sizeof edge, "e%d_%d", tag, done + j);
+            tkey_make(&keys[j], A0, 1, A1, edge);
+            tval_init(&vals[j], j);
+            TT_CHECK_EQ_INT(tfrdv_send(r, &keys[j].pk, 0, &vals[j].v, 0, 0), TFRDV_OK);
+        }
+        for (j = 0; j < m; j++) {
+            tfrdv_value* got = 0;
+            TT_CHECK_EQ_INT(tfrdv_recv(r, &keys[j].pk, 0, 0, &got, 0, 0), TFRDV_OK);
+            tfrdv_value_release(got);
+        }
+        done += m;
+    }
+}
+/* keys held at once: the burst keeps every key pending before receiving any */
+static void burst_wide(tfrdv_rendezvous* r, int n, tkey* keys, tval* vals) {
+    int j;
+    for (j = 0; j < n; j++) {
+        char edge[32];
+        snprintf(edge, sizeof edge, "wide_%d", j);
+        tkey_make(&keys[j], A0, 1, A1, edge);
+        tval_init(&vals[j], j);
+        TT_CHECK_EQ_INT(tfrdv_send(r, &keys[j].pk, 0, &vals[j].v, 0, 0), TFRDV_OK);
+    }
+    for (j = 0; j < n; j++) {
+        tfrdv_value* got = 0;
+        TT_CHECK_EQ_INT(tfrdv_recv(r, &keys[j].pk, 0, 0, &got, 0, 0), TFRDV_OK);
+        tfrdv_value_release(got);
+    }
+}
+static void test_d8_memory_returns_after_a_burst_and_steady_state_allocates_nothing(void) {
+    enum { N = 100000 };
+    static tkey keys[N];
+    static tval vals[N];
+    fx_alloc a;
+    tfrdv_local_config c = tfrdv_local_config_init();
+    tfrdv_rendezvous* r = 0;
+    long base, peak, after, allocs;
+    memset(&a, 0, sizeof a);
+    c.hooks = fx_alloc_hooks(&a);
+    TT_CHECK_EQ_INT(tfrdv_local_create(&c, &r, 0), TFRDV_OK);
+    base = fx_live_bytes(&a);
+    burst(r, 300, 0); /* warm: the steady-state working set */
+    {
+        int j;
+        for (j = 0; j < N; j++) {
+            char edge[32];
+            snprintf(edge, sizeof edge, "wide_%d", j);
+            tkey_make(&keys[j], A0, 1, A1, edge);
+            tval_init(&vals[j], j);
+            TT_CHECK_EQ_INT(tfrdv_send(r, &keys[j].pk, 0, &vals[j].v, 0, 0), TFRDV_OK);
+        }
+        peak = fx_live_bytes(&a);
+        for (j = 0; j < N; j++) {
+            tfrdv_value* got = 0;
+            TT_CHECK_EQ_INT(tfrdv_recv(r, &keys[j].pk, 0, 0, &got, 0, 0), TFRDV_OK);
+            tfrdv_value_release(got);
+        }
+    }
+    after = fx_live_bytes(&a);
+    printf("    %d keys: %ld bytes held at the peak (%ld per key), %ld after the receives (base %ld)\n", N, peak - base,
+           (peak - base) / N, after - base, base);
+    TT_CHECK(peak - base > (long)N * 64);
+    TT_CHECK(after - base < 512 * 1024); /* the caps: 4 shards x 256 x 3 kinds, tables shrunk back */
+    allocs = a.allocs;
+    burst(r, 200, 1); /* within the caps: no allocation at all */
+    TT_CHECK_EQ_INT(a.allocs - allocs, 0);
+    tfrdv_destroy(r);
+    FX_CHECK_EMPTY(&a);
+    (void)burst_wide;
+}
+static void test_d8_free_max_negative_keeps_nothing(void) {
+    fx_alloc a;
+    tfrdv_local_config c = tfrdv_local_config_init();
+    tfrdv_rendezvous* r = 0;
+    long base;
+    memset(&a, 0, sizeof a);
+    c.hooks = fx_alloc_hooks(&a);
+    c.free_max = -1;
+    TT_CHECK_EQ_INT(tfrdv_local_create(&c, &r, 0), TFRDV_OK);
+    base = fx_live_bytes(&a);
+    burst(r, 1000, 2);
+    /* no items or channels kept: only the bucket arrays (small tables are not shrunk) */
+    TT_CHECK(fx_live_bytes(&a) - base <= 4 * 1024 * (long)sizeof(void*));
+    tfrdv_destroy(r);
+    FX_CHECK_EMPTY(&a);
+}
+static void test_d8_key_length_is_capped(void) {
+    fx_alloc a;
+    tfrdv_local_config c = tfrdv_local_config_init();
+    tfrdv_rendezvous* r = 0;
+    static char big[6000];
+    tfrdv_parsed_key pk;
+    tfrdv_status st;
+    tval v;
+    rcv rc;
+    tfrdv_mgr_config mc;
+    tfrdv_mgr* m;
+    fx_serve s;
+    long allocs;
+    char* huge;
+    size_t n, hl = (size_t)16 << 20;
+    memset(&a, 0, sizeof a);
+    c.hooks = fx_alloc_hooks(&a);
+    c.max_key_len = 1024;
+    TT_CHECK_EQ_INT(tfrdv_local_create(&c, &r, 0), TFRDV_OK);
+    n = (size_t)snprintf(big, sizeof big, "%s;0000000000000001;%s;", A0, A1);
+    memset(big + n, 'x', 1500);
+    n += 1500;
+    n += (size_t)snprintf(big + n, sizeof big - n, ";0:0");
+    TT_CHECK_EQ_INT(tfrdv_key_parse(big, n, &pk, &st), TFRDV_OK);
+    tval_init(&v, 1);
+    TT_CHECK_EQ_INT(tfrdv_send(r, &pk, 0, &v.v, 0, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "max_key_len");
+    rcv_init(&rc);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &pk, 0, rcv_done, &rc), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(rc.calls, 0);
+    tfrdv_destroy(r);
+    TT_CHECK_EQ_INT(rel(&v), 0); /* a refused send leaves the value with the caller */
+    /* the serving side refuses a 16 MiB key before copying anything */
+    mc = fx_mgr_config(WB, INC_B, &a);
+    m = mk(&mc);
+    huge = (char*)malloc(hl);
+    TT_CHECK(huge != 0);
+    if (huge) {
+        memset(huge, 'k', hl);
+        memset(&s, 0, sizeof s);
+        allocs = a.allocs;
+        TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1, huge, hl, 1, 0, fx_serve_done, &s), TFRDV_OK);
+        TT_CHECK_EQ_INT(s.calls, 1);
+        TT_CHECK_EQ_INT(s.st.code, TFRDV_INVALID_ARGUMENT);
+        TT_CHECK_CONTAINS(s.st.msg, "max_key_len");
+        TT_CHECK_EQ_INT(a.allocs - allocs, 0);
+        free(huge);
+    }
+    tfrdv_mgr_destroy(m);
+    FX_CHECK_EMPTY(&a);
+}
+static void test_d8_deferred_requests_are_capped_and_their_memory_returns(void) {
+    fx_alloc a;
+    tfrdv_mgr_config c;
+    tfrdv_mgr* m;
+    fx_key k;
+    static fx_serve s[2001];
+    long base;
+    int i;
+    memset(&a, 0, sizeof a);
+    memset(s, 0, sizeof s);
+    c = fx_mgr_config(WB, INC_B, &a);
+    c.max_deferred = 2000;
+    m = mk(&c);
+    key(&k, B0, INC_B, A0, "early");
+    fx_set_now(0);
+    base = fx_live_bytes(&a);
+    for (i = 0; i < 2001; i++) TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 7, k.buf, k.len, i + 1, 0, fx_serve_done, &s[i]), TFRDV_OK);
+    TT_CHECK_EQ_INT(s[2000].calls, 1);
+    TT_CHECK_EQ_INT(s[2000].st.code, TFRDV_RESOURCE_EXHAUSTED);
+    TT_CHECK_CONTAINS(s[2000].st.msg, "max_deferred");
+    TT_CHECK_EQ_INT(s[0].calls, 0);
+    tfrdv_mgr_expire(m, INT64_MAX - 1); /* every deferred request expires; the stray step goes */
+    for (i = 0; i < 2000; i++) TT_CHECK_EQ_INT(s[i].calls, 1);
+    TT_CHECK_EQ_INT(s[0].st.code, TFRDV_DEADLINE_EXCEEDED);
+    printf("    2000 expired deferred requests: %ld bytes held afterwards\n", fx_live_bytes(&a) - base);
+    TT_CHECK(fx_live_bytes(&a) - base < 256 * 1024); /* the serve free list is capped (256) */
+    /* the cap counts requests waiting now, not ever: the next one is deferred again */
+    memset(&s[0], 0, sizeof s[0]);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 7, k.buf, k.len, 99999, 0, fx_serve_done, &s[0]), TFRDV_OK);
+    TT_CHECK_EQ_INT(s[0].calls, 0);
+    tfrdv_mgr_destroy(m);
+    TT_CHECK_EQ_INT(s[0].calls, 1);
+    FX_CHECK_EMPTY(&a);
+}
+
+/* ============================================================================================
+   Explicit behaviours
+   ============================================================================================ */
+static void test_response_cache_is_keyed_by_request_id_only(void) {
+    fx_alloc a;
+    tfrdv_mgr_config c;
+    tfrdv_mgr* m;
+    tfrdv_rendezvous* r = 0;
+    fx_key k1, k2;
+    fx_value v;
+    fx_serve s1, s2;
+    memset(&a, 0, sizeof a);
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    c = fx_mgr_config(WB, INC_B, &a);
+    c.response_cache = 1;
+    m = mk(&c);
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 3, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
+    key(&k1, B0, INC_B, A0, "first");
+    key(&k2, B0, INC_B, A0, "second");
+    send_v(r, &k1, fx_value_init(&v, 8));
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 3, k1.buf, k1.len, 555, 0, fx_serve_done, &s1), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 3, k2.buf, k2.len, 555, 0, fx_serve_done, &s2), TFRDV_OK);
+    TT_CHECK_EQ_INT(s1.st.code, TFRDV_OK);
+    TT_CHECK_EQ_INT(s2.calls, 1);
+    TT_CHECK_EQ_INT(s2.st.code, TFRDV_OK);
+    TT_CHECK(s2.value_ptr == &v.v); /* the first key's answer, as TensorFlow's cache gives */
+    tfrdv_mgr_ack(m, 555);
+    TT_CHECK_EQ_INT(fx_released(&v), 1);
+    tfrdv_unref(r);
+    tfrdv_mgr_destroy(m);
+    FX_CHECK_EMPTY(&a);
+}
+static void test_destroy_of_a_found_step_aborts_it_but_the_table_keeps_it(void) {
+    fx_alloc a;
+    tfrdv_mgr_config c;
+    tfrdv_mgr* m;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_rendezvous* again = 0;
+    tfrdv_status st;
+    memset(&a, 0, sizeof a);
+    c = fx_mgr_config(WB, INC_B, &a);
+    m = mk(&c);
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 4, &r, 0), TFRDV_OK);
+    tfrdv_destroy(r); /* aborts (CANCELLED) and drops our reference; the table holds its own */
+    TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 1);
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 4, &again, 0), TFRDV_OK);
+    TT_CHECK(again == r);
+    TT_CHECK_EQ_INT(tfrdv_get_status(again, &st), TFRDV_CANCELLED);
+    TT_CHECK_STR(st.msg, "Rendezvous destroyed");
+    tfrdv_unref(again);
+    tfrdv_mgr_cleanup(m, 4); /* what frees it */
+    TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 0);
+    tfrdv_mgr_destroy(m);
+    FX_CHECK_EMPTY(&a);
+}
+static void test_find_after_cleanup_creates_the_step_again_and_drops_its_tombstone(void) {
+    fx_alloc a;
+    tfrdv_mgr_config c;
+    tfrdv_mgr* m;
+    tfrdv_rendezvous* r = 0;
+    fx_key k;
+    fx_serve s1, s2;
+    memset(&a, 0, sizeof a);
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    c = fx_mgr_config(WB, INC_B, &a);
+    m = mk(&c);
+    key(&k, B0, INC_B, A0, "again");
+    tfrdv_mgr_cleanup(m, 6);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 6, k.buf, k.len, 1, 0, fx_serve_done, &s1), TFRDV_OK);
+    TT_CHECK_EQ_INT(s1.st.code, TFRDV_ABORTED); /* the tombstone answers */
+    /* TensorFlow's FindOrCreate makes a fresh rendezvous for a step id it cleaned up; so do we */
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 6, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_get_status(r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 6, k.buf, k.len, 2, 0, fx_serve_done, &s2), TFRDV_OK);
+    TT_CHECK_EQ_INT(s2.calls, 0); /* deferred, not refused: the tombstone is gone */
+    tfrdv_unref(r);
+    tfrdv_mgr_destroy(m);
+    TT_CHECK_EQ_INT(s2.calls, 1);
+    FX_CHECK_EMPTY(&a);
+}
+static void test_dedup_window_and_call_free_list_can_be_turned_off(void) {
+    world w;
+    fx_key k;
+    fx_value v1, v2;
+    fx_serve s1, s2;
+    fx_recv r;
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    memset(&r, 0, sizeof r);
+    world_up(&w, 0);
+    {
+        /* B with no dedup window: the same request id twice is served twice */
+        tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &w.a);
+        tfrdv_mgr* m;
+        tfrdv_rendezvous* rs = 0;
+        c.request_id_window = -1;
+        m = mk(&c);
+        TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 1, &rs, 0), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_mgr_initialize(rs, 0, 0), TFRDV_OK);
+        key(&k, B0, INC_B, A0, "twice");
+        send_v(rs, &k, fx_value_init(&v1, 1));
+        send_v(rs, &k, fx_value_init(&v2, 2));
+        TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1, k.buf, k.len, 42, 0, fx_serve_done, &s1), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1, k.buf, k.len, 42, 0, fx_serve_done, &s2), TFRDV_OK);
+        TT_CHECK_EQ_INT(s1.st.code, TFRDV_OK);
+        TT_CHECK_EQ_INT(s2.st.code, TFRDV_OK);
+        TT_CHECK_EQ_INT(stats(m).duplicate_requests, 0);
+        tfrdv_unref(rs);
+        tfrdv_mgr_destroy(m);
+    }
+    {
+        /* A with no call free list: calls are freed, none kept */
+        tfrdv_mgr_config c = fx_mgr_config("/job:c/replica:0/task:0", 0xc1, &w.a);
+        tfrdv_mgr* m;
+        tfrdv_rendezvous* rc = 0;
+        fx_key kc;
+        fx_value v3;
+        c.call_freelist_max = -1;
+        c.transport = w.inner;
+        m = mk(&c);
+        TT_CHECK_EQ_INT(tfrdv_mgr_find(m, STEP, &rc, 0), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_mgr_initialize(rc, 0, 0), TFRDV_OK);
+        key(&kc, B0, INC_B, "/job:c/replica:0/task:0/device:CPU:0", "nofree");
+        send_v(w.rb, &kc, fx_value_init(&v3, 3));
+        recv_into(rc, &kc, 0, &r);
+        TT_CHECK_EQ_INT(r.st.code, TFRDV_OK);
+        TT_CHECK_EQ_INT(stats(m).calls_free, 0);
+        TT_CHECK_EQ_INT(stats(m).calls_completed, 1);
+        tfrdv_unref(rc);
+        tfrdv_mgr_destroy(m);
+    }
+    world_down(&w);
+}
+
+/* ============================================================================================
+   API for transports
+   ============================================================================================ */
+static int reset_hits;
+static void count_hit(void* u) {
+    if (u) (*(int*)u)++;
+    else reset_hits++;
+}
+static void test_cancel_mgr_reset_makes_a_manager_reusable(void) {
+    tfrdv_cancel_mgr* cm = 0;
+    tfrdv_cancel_node n;
+    int hits = 0;
+    memset(&n, 0, sizeof n);
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_cancel_register(cm, &n, 0, 0), 0); /* NULL fn */
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_reset(0), TFRDV_INVALID_ARGUMENT);
+    tfrdv_cancel_start(cm);
+    TT_CHECK_EQ_INT(tfrdv_cancel_is_cancelled(cm), 1);
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_reset(cm), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_cancel_is_cancelled(cm), 0);
+    TT_CHECK_EQ_INT(tfrdv_cancel_register(cm, &n, count_hit, &hits), 1);
+    tfrdv_cancel_start(cm);
+    TT_CHECK_EQ_INT(hits, 1);
+    tfrdv_cancel_mgr_destroy(cm);
+}
+static void test_cancel_mgr_reset_refuses_while_nodes_are_registered(void) {
+    tfrdv_cancel_mgr* cm = 0;
+    tfrdv_cancel_node n;
+    memset(&n, 0, sizeof n);
+    reset_hits = 0;
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_cancel_register(cm, &n, count_hit, 0), 1);
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_reset(cm), TFRDV_FAILED_PRECONDITION);
+    tfrdv_cancel_start(cm);
+    TT_CHECK_EQ_INT(reset_hits, 1);
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_reset(cm), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_cancel_register(cm, &n, count_hit, 0), 1);
+    tfrdv_cancel_start(cm);
+    TT_CHECK_EQ_INT(reset_hits, 2);
+    tfrdv_cancel_mgr_destroy(cm);
+}
+
+/* withdraw in each state: LOCAL (waiting in the table), DEFERRED (step not initialised),
+   WAITER (a retry waiting on the response-cache entry of its request id) */
+static void test_withdraw_local_request_keeps_the_later_value_and_frees_its_id(void) {
+    fx_alloc a;
+    tfrdv_mgr_config c;
+    tfrdv_mgr* m;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_cancel_mgr* cm = 0;
+    fx_key k;
+    fx_value v;
+    fx_serve s1, s2;
+    memset(&a, 0, sizeof a);
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    c = fx_mgr_config(WB, INC_B, &a);
+    m = mk(&c);
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 1, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
+    key(&k, B0, INC_B, A0, "w_local");
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1, k.buf, k.len, 31, cm, fx_serve_done, &s1), TFRDV_OK);
+    TT_CHECK_EQ_INT(s1.calls, 0);
+    tfrdv_cancel_start(cm);
+    TT_CHECK_EQ_INT(s1.calls, 1);
+    TT_CHECK_EQ_INT(s1.st.code, TFRDV_CANCELLED);
+    tfrdv_cancel_start(cm); /* again: nothing */
+    TT_CHECK_EQ_INT(s1.calls, 1);
+    send_v(r, &k, fx_value_init(&v, 9));
+    TT_CHECK_EQ_INT(fx_released(&v), 0);
+    TT_CHECK_EQ_INT(pending_of(r, TFRDV_PENDING_SEND), 1);
+    /* the retry with the same request id is served, not refused as a duplicate */
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1, k.buf, k.len, 31, 0, fx_serve_done, &s2), TFRDV_OK);
+    TT_CHECK_EQ_INT(s2.st.code, TFRDV_OK);
+    TT_CHECK(s2.value_ptr == &v.v);
+    TT_CHECK_EQ_INT(fx_released(&v), 1);
+    tfrdv_cancel_mgr_destroy(cm);
+    tfrdv_unref(r);
+    tfrdv_mgr_destroy(m);
+    FX_CHECK_EMPTY(&a);
+}
+static void test_withdraw_deferred_request(void) {
+    fx_alloc a;
+    tfrdv_mgr_config c;
+    tfrdv_mgr* m;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_cancel_mgr* cm = 0;
+    fx_key k;
+    fx_value v;
+    fx_serve s1, s2;
+    memset(&a, 0, sizeof a);
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    c = fx_mgr_config(WB, INC_B, &a);
+    m = mk(&c);
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
+    key(&k, B0, INC_B, A0, "w_deferred");
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 2, k.buf, k.len, 32, cm, fx_serve_done, &s1), TFRDV_OK);
+    TT_CHECK_EQ_INT(stats(m).requests_deferred, 1);
+    tfrdv_cancel_start(cm);
+    TT_CHECK_EQ_INT(s1.calls, 1);
+    TT_CHECK_EQ_INT(s1.st.code, TFRDV_CANCELLED);
+    TT_CHECK_CONTAINS(s1.st.msg, "withdrawn");
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 2, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(s1.calls, 1); /* initialisation does not answer it again */
+    send_v(r, &k, fx_value_init(&v, 10));
+    TT_CHECK_EQ_INT(pending_of(r, TFRDV_PENDING_SEND), 1);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 2, k.buf, k.len, 32, 0, fx_serve_done, &s2), TFRDV_OK);
+    TT_CHECK_EQ_INT(s2.st.code, TFRDV_OK);
+    tfrdv_cancel_mgr_destroy(cm);
+    tfrdv_unref(r);
+    tfrdv_mgr_destroy(m);
+    FX_CHECK_EMPTY(&a);
+}
+static void test_withdraw_with_an_already_cancelled_manager(void) {
+    fx_alloc a;
+    tfrdv_mgr_config c;
+    tfrdv_mgr* m;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_cancel_mgr* cm = 0;
+    fx_key k;
+    fx_serve s1, s2;
+    memset(&a, 0, sizeof a);
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    c = fx_mgr_config(WB, INC_B, &a);
+    m = mk(&c);
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
+    tfrdv_cancel_start(cm);
+    key(&k, B0, INC_B, A0, "w_early");
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 3, k.buf, k.len, 0, cm, fx_serve_done, &s1), TFRDV_OK); /* deferred path */
+    TT_CHECK_EQ_INT(s1.st.code, TFRDV_CANCELLED);
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 3, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 3, k.buf, k.len, 0, cm, fx_serve_done, &s2), TFRDV_OK); /* local path */
+    TT_CHECK_EQ_INT(s2.st.code, TFRDV_CANCELLED);
+    TT_CHECK_EQ_INT(pending_of(r, TFRDV_PENDING_RECV), 0);
+    tfrdv_cancel_mgr_destroy(cm);
+    tfrdv_unref(r);
+    tfrdv_mgr_destroy(m);
+    FX_CHECK_EMPTY(&a);
+}
+static void test_withdraw_a_retry_waiting_on_the_cache_entry(void) {
+    fx_alloc a;
+    tfrdv_mgr_config c;
+    tfrdv_mgr* m;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_cancel_mgr* cm = 0;
+    fx_key k;
+    fx_value v;
+    fx_serve s1, s2;
+    memset(&a, 0, sizeof a);
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    c = fx_mgr_config(WB, INC_B, &a);
+    c.response_cache = 1;
+    m = mk(&c);
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 4, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
+    key(&k, B0, INC_B, A0, "w_waiter");
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 4, k.buf, k.len, 33, 0, fx_serve_done, &s1), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 4, k.buf, k.len, 33, cm, fx_serve_done, &s2), TFRDV_OK); /* the retry */
+    tfrdv_cancel_start(cm);
+    TT_CHECK_EQ_INT(s2.calls, 1);
+    TT_CHECK_EQ_INT(s2.st.code, TFRDV_CANCELLED);
+    send_v(r, &k, fx_value_init(&v, 11));
+    TT_CHECK_EQ_INT(s1.calls, 1); /* the computing request is unaffected */
+    TT_CHECK_EQ_INT(s1.st.code, TFRDV_OK);
+    TT_CHECK_EQ_INT(s2.calls, 1);
+    tfrdv_mgr_ack(m, 33);
+    tfrdv_cancel_mgr_destroy(cm);
+    tfrdv_unref(r);
+    tfrdv_mgr_destroy(m);
+    TT_CHECK_EQ_INT(fx_released(&v), 1);
+    FX_CHECK_EMPTY(&a);
+}
+
+/* races: withdraw against a send, an abort, a cleanup, on two threads; exactly one completion,
+   and the value is either delivered to the request or still buffered (never lost) */
+typedef struct race {
+    tfrdv_mgr* m;
+    tfrdv_rendezvous* r;
+    tfrdv_cancel_mgr* cm;
+    const fx_key* k;
+    fx_value* v;
+    int what; /* 0 send, 1 abort, 2 cleanup */
+    int ready; /* both threads spin until both are here, then act at once */
+    int delay; /* spins before acting on the other thread, varied to sweep the window */
+} race;
+static void race_meet(race* x, int spins) {
+    volatile int i;
+    __atomic_add_fetch(&x->ready, 1, __ATOMIC_ACQ_REL);
+    while (__atomic_load_n(&x->ready, __ATOMIC_ACQUIRE) < 2) {}
+    for (i = 0; i < spins; i++) {}
+}
+static void* race_other(void* p) {
+    race* x = (race*)p;
+    race_meet(x, x->delay);
+    if (x->what == 0) tfrdv_send(x->r, &x->k->pk, 0, &x->v->v, 0, 0);
+    else if (x->what == 1) tfrdv_abort(x->r, TFRDV_ABORTED, "race abort");
+    else tfrdv_mgr_cleanup(x->m, 1);
+    return 0;
+}
+static void test_withdraw_races_send_abort_and_cleanup(void) {
+    int what, i, delivered = 0, withdrawn = 0, kept = 0;
+    for (what = 0; what < 3; what++) {
+        for (i = 0; i < 300; i++) {
+            fx_alloc a;
+            tfrdv_mgr_config c;
+            race x;
+            fx_key k;
+            fx_value v;
+            fx_serve s;
+            pthread_t th;
+            memset(&a, 0, sizeof a);
+            memset(&s, 0, sizeof s);
+            memset(&x, 0, sizeof x);
+            c = fx_mgr_config(WB, INC_B, &a);
+            x.m = mk(&c);
+            TT_CHECK_EQ_INT(tfrdv_mgr_find(x.m, 1, &x.r, 0), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_mgr_initialize(x.r, 0, 0), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &x.cm, 0), TFRDV_OK);
+            key(&k, B0, INC_B, A0, "race");
+            fx_value_init(&v, 12);
+            x.k = &k;
+            x.v = &v;
+            x.what = what;
+            TT_CHECK_EQ_INT(tfrdv_mgr_serve(x.m, 1, k.buf, k.len, 1, x.cm, fx_serve_done, &s), TFRDV_OK);
+            x.delay = (i % 20) * 50;
+            pthread_create(&th, 0, race_other, &x);
+            race_meet(&x, 500);
+            tfrdv_cancel_start(x.cm);
+            pthread_join(th, 0);
+            TT_CHECK_EQ_INT(s.calls, 1);
+            if (what == 0) {
+                if (s.st.code == TFRDV_OK) delivered++;
+                else {
+                    TT_CHECK_EQ_INT(s.st.code, TFRDV_CANCELLED);
+                    withdrawn++;
+                    if (pending_of(x.r, TFRDV_PENDING_SEND) == 1) kept++;
+                    TT_CHECK_EQ_INT(pending_of(x.r, TFRDV_PENDING_SEND), 1); /* not lost */
+                    TT_CHECK_EQ_INT(fx_released(&v), 0);
+                }
+            } else {
+                TT_CHECK(s.st.code == TFRDV_CANCELLED || s.st.code == TFRDV_ABORTED);
+            }
+            tfrdv_cancel_mgr_destroy(x.cm);
+            tfrdv_unref(x.r);
+            tfrdv_mgr_destroy(x.m);
+            if (what == 0) TT_CHECK_EQ_INT(fx_released(&v), 1);
+            FX_CHECK_EMPTY(&a);
+        }
+    }
+    printf("    withdraw vs send: %d delivered, %d withdrawn (%d kept buffered)\n", delivered, withdrawn, kept);
+}
+
+/* a server thread holding a reference keeps calling in while the owner destroys */
+typedef struct server {
+    tfrdv_mgr* m;
+    const fx_key* k;
+    volatile int stop;
+    long answers, aborted;
+} server;
+static void count_answer(void* u, const tfrdv_status* st, const tfrdv_args* sa, tfrdv_value* v, int dead) {
+    server* s = (server*)u;
+    (void)sa;
+    (void)dead;
+    __atomic_add_fetch(&s->answers, 1, __ATOMIC_SEQ_CST);
+    if (st->code == TFRDV_ABORTED) __atomic_add_fetch(&s->aborted, 1, __ATOMIC_SEQ_CST);
+    tfrdv_value_release(v);
+}
+static void* server_thread(void* p) {
+    server* s = (server*)p;
+    int64_t i = 0;
+    while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+        tfrdv_mgr_serve(s->m, 1 + (i % 4), s->k->buf, s->k->len, 0, 0, count_answer, s);
+        i++;
+    }
+    return 0;
+}
+static void test_mgr_ref_keeps_a_destroyed_manager_safe_for_server_threads(void) {
+    fx_alloc a;
+    tfrdv_mgr_config c;
+    server s;
+    pthread_t th;
+    fx_key k;
+    tfrdv_rendezvous* r = 0;
+    fx_serve late;
+    memset(&a, 0, sizeof a);
+    memset(&s, 0, sizeof s);
+    memset(&late, 0, sizeof late);
+    c = fx_mgr_config(WB, INC_B, &a);
+    s.m = mk(&c);
+    key(&k, B0, INC_B, A0, "srv");
+    s.k = &k;
+    tfrdv_mgr_ref(s.m); /* the server's reference */
+    pthread_create(&th, 0, server_thread, &s);
+    sleep_ms(5);
+    tfrdv_mgr_destroy(s.m); /* the owner leaves while the server thread calls in */
+    sleep_ms(5);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(s.m, 9, k.buf, k.len, 0, 0, fx_serve_done, &late), TFRDV_OK);
+    TT_CHECK_EQ_INT(late.st.code, TFRDV_ABORTED);
+    TT_CHECK_CONTAINS(late.st.msg, "shutting down");
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(s.m, 9, &r, 0), TFRDV_FAILED_PRECONDITION);
+    __atomic_store_n(&s.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(th, 0);
+    TT_CHECK(s.answers > 0);
+    TT_CHECK(s.aborted > 0);
+    TT_CHECK(fx_live(&a) > 0); /* still alive: our reference */
+    tfrdv_mgr_unref(s.m);
+    FX_CHECK_EMPTY(&a);
+}
+
+static int64_t seen_deadline;
+static void deadline_start(void* u, tfrdv_call* call) {
+    world* w = (world*)u;
+    seen_deadline = tfrdv_call_deadline(call);
+    w->inner.start_call(w->inner.user_data, call);
+}
+static void deadline_cancel(void* u, tfrdv_call* call) {
+    world* w = (world*)u;
+    w->inner.cancel_call(w->inner.user_data, call);
+}
+static int64_t g_timeout;
+static void tweak_deadline(tfrdv_mgr_config* ca, tfrdv_mgr_config* cb, world* w) {
+    (void)cb;
+    ca->hooks.clock.now_ns = fx_clock_fn;
+    ca->call_timeout_ns = g_timeout;
+    ca->transport.user_data = w;
+    ca->transport.start_call = deadline_start;
+    ca->transport.cancel_call = deadline_cancel;
+}
+static void test_call_deadline_is_visible_to_the_provider(void) {
+    int t;
+    for (t = 0; t < 2; t++) {
+        world w;
+        fx_key k;
+        fx_recv r;
+        memset(&r, 0, sizeof r);
+        g_timeout = t ? 7000 : 0;
+        fx_set_now(1000);
+        world_up(&w, tweak_deadline);
+        TT_CHECK_EQ_INT(tfrdv_mgr_now(w.ma), 1000);
+        key(&k, B0, INC_B, A0, "dl");
+        seen_deadline = 0;
+        recv_into(w.ra, &k, 0, &r);
+        TT_CHECK_EQ_INT(seen_deadline, t ? 8000 : INT64_MAX);
+        TT_CHECK_EQ_INT(tfrdv_call_deadline(0), INT64_MAX);
+        world_down(&w);
+        TT_CHECK_EQ_INT(r.calls, 1);
+    }
+}
+
+static void test_serve_callback_gets_the_senders_args_also_from_the_cache(void) {
+    fx_alloc a;
+    tfrdv_mgr_config c;
+    tfrdv_mgr* m;
+    tfrdv_rendezvous* r = 0;
+    fx_key k;
+    fx_value v;
+    fx_serve s1, s2, s3;
+    tfrdv_args sa;
+    int devctx = 5;
+    memset(&a, 0, sizeof a);
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    memset(&s3, 0, sizeof s3);
+    memset(&sa, 0, sizeof sa);
+    c = fx_mgr_config(WB, INC_B, &a);
+    c.response_cache = 1;
+    m = mk(&c);
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 5, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
+    key(&k, B0, INC_B, A0, "devtensor");
+    sa.device_context = &devctx;
+    sa.alloc_attrs = TFRDV_ALLOC_GPU_COMPATIBLE;
+    TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, &sa, fx_value_init(&v, 13), 0, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 5, k.buf, k.len, 61, 0, fx_serve_done, &s1), TFRDV_OK);
+    TT_CHECK(s1.send_args.device_context == &devctx);
+    TT_CHECK_EQ_INT(s1.send_args.alloc_attrs, TFRDV_ALLOC_GPU_COMPATIBLE);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 5, k.buf, k.len, 61, 0, fx_serve_done, &s2), TFRDV_OK); /* cache hit */
+    TT_CHECK(s2.send_args.device_context == &devctx);
+    TT_CHECK_EQ_INT(s2.send_args.alloc_attrs, TFRDV_ALLOC_GPU_COMPATIBLE);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 77, "bad", 3, 62, 0, fx_serve_done, &s3), TFRDV_OK); /* an error */
+    TT_CHECK(s3.send_args.device_context == 0);
+    tfrdv_mgr_ack(m, 61);
+    tfrdv_unref(r);
+    tfrdv_mgr_destroy(m);
+    FX_CHECK_EMPTY(&a);
+}
+
+/* the trace hook: one event per transfer and side, with bytes, dtype, code and times */
+typedef struct tlog {
+    int n;
+    tfrdv_trace_event ev[16];
+    char keys[16][128];
+} tlog;
+static void trace_log(void* u, const tfrdv_trace_event* ev) {
+    tlog* t = (tlog*)u;
+    if (t->n < 16) {
+        t->ev[t->n] = *ev;
+        snprintf(t->keys[t->n], sizeof t->keys[t->n], "%.*s", (int)ev->key.len, ev->key.ptr);
+    }
+    t->n++;
+}
+static tlog g_tlog;
+static void tweak_trace(tfrdv_mgr_config* ca, tfrdv_mgr_config* cb, world* w) {
+    (void)w;
+    ca->hooks.clock.now_ns = fx_clock_fn;
+    cb->hooks.clock.now_ns = fx_clock_fn;
+    ca->trace = trace_log;
+    ca->trace_user = &g_tlog;
+    cb->trace = trace_log;
+    cb->trace_user = &g_tlog;
+}
+static int find_side(const tlog* t, tfrdv_trace_side side) {
+    int i;
+    for (i = 0; i < t->n && i < 16; i++)
+        if (t->ev[i].side == side) return i;
+    return -1;
+}
+static void test_trace_hook_reports_local_fetch_and_serve(void) {
+    world w;
+    fx_key kr, kl;
+    fx_value v1, v2;
+    fx_recv r1, r2;
+    int i;
+    memset(&g_tlog, 0, sizeof g_tlog);
+    memset(&r1, 0, sizeof r1);
+    memset(&r2, 0, sizeof r2);
+    fx_set_now(100);
+    world_up(&w, tweak_trace);
+    key(&kr, B0, INC_B, A0, "remote_t");
+    key(&kl, A0, INC_A, A0, "local_t");
+    recv_into(w.ra, &kr, 0, &r1);
+    recv_into(w.ra, &kl, 0, &r2);
+    fx_set_now(350);
+    send_v(w.rb, &kr, fx_value_init(&v1, 14));
+    send_v(w.ra, &kl, fx_value_init(&v2, 15));
+    TT_CHECK_EQ_INT(g_tlog.n, 3);
+    i = find_side(&g_tlog, TFRDV_TRACE_FETCH);
+    TT_CHECK(i >= 0);
+    if (i >= 0) {
+        TT_CHECK_EQ_INT(g_tlog.ev[i].start_ns, 100);
+        TT_CHECK_EQ_INT(g_tlog.ev[i].end_ns, 350);
+        TT_CHECK_EQ_INT(g_tlog.ev[i].bytes, 24);
+        TT_CHECK_EQ_INT(g_tlog.ev[i].dtype, 3);
+        TT_CHECK_EQ_INT(g_tlog.ev[i].code, TFRDV_OK);
+        TT_CHECK_EQ_INT(g_tlog.ev[i].step_id, STEP);
+        TT_CHECK_STR(g_tlog.keys[i], kr.buf);
+    }
+    i = find_side(&g_tlog, TFRDV_TRACE_SERVE);
+    TT_CHECK(i >= 0);
+    if (i >= 0) {
+        TT_CHECK_EQ_INT(g_tlog.ev[i].start_ns, 100);
+        TT_CHECK_EQ_INT(g_tlog.ev[i].bytes, 24);
+        TT_CHECK_STR(g_tlog.keys[i], kr.buf);
+    }
+    i = find_side(&g_tlog, TFRDV_TRACE_LOCAL);
+    TT_CHECK(i >= 0);
+    if (i >= 0) {
+        TT_CHECK_EQ_INT(g_tlog.ev[i].start_ns, 100);
+        TT_CHECK_EQ_INT(g_tlog.ev[i].end_ns, 350);
+        TT_CHECK_STR(g_tlog.keys[i], kl.buf);
+    }
+    world_down(&w);
+}
+static void tweak_count_clock(tfrdv_mgr_config* ca, tfrdv_mgr_config* cb, world* w) {
+    (void)w;
+    ca->hooks.clock.now_ns = lk_clock;
+    cb->hooks.clock.now_ns = lk_clock;
+}
+static void test_no_trace_hook_means_no_clock_reads_on_transfers(void) {
+    world w;
+    fx_key kr, kl;
+    fx_value v1, v2;
+    fx_recv r1, r2;
+    memset(&r1, 0, sizeof r1);
+    memset(&r2, 0, sizeof r2);
+    world_up(&w, tweak_count_clock);
+    key(&kr, B0, INC_B, A0, "remote_n");
+    key(&kl, A0, INC_A, A0, "local_n");
+    clock_reads = 0;
+    recv_into(w.ra, &kr, 0, &r1);
+    recv_into(w.ra, &kl, 0, &r2);
+    send_v(w.rb, &kr, fx_value_init(&v1, 16));
+    send_v(w.ra, &kl, fx_value_init(&v2, 17));
+    TT_CHECK_EQ_INT(r1.st.code, TFRDV_OK);
+    TT_CHECK_EQ_INT(r2.st.code, TFRDV_OK);
+    TT_CHECK_EQ_INT(clock_reads, 0);
+    world_down(&w);
+}
+
+int main(int argc, char** argv) {
+    TT_MAIN_BEGIN(argc, argv);
+    TT_RUN(test_d1_pending_callback_destroys_the_rendezvous);
+    TT_RUN(test_d1_mgr_pending_callback_destroys_the_manager);
+    TT_RUN(test_d2_copy_pending_at_last_unref_neither_frees_nor_blocks);
+    TT_RUN(test_d3_value_after_timed_out_remote_recv_is_kept);
+    TT_RUN(test_d3_value_after_call_deadline_or_cancel_is_kept);
+    TT_RUN(test_d4_cleanup_all_and_destroy_need_no_memory);
+    TT_RUN(test_d6_d7_hooks_run_outside_library_locks);
+    TT_RUN(test_d8_memory_returns_after_a_burst_and_steady_state_allocates_nothing);
+    TT_RUN(test_d8_free_max_negative_keeps_nothing);
+    TT_RUN(test_d8_key_length_is_capped);
+    TT_RUN(test_d8_deferred_requests_are_capped_and_their_memory_returns);
+    TT_RUN(test_response_cache_is_keyed_by_request_id_only);
+    TT_RUN(test_destroy_of_a_found_step_aborts_it_but_the_table_keeps_it);
+    TT_RUN(test_find_after_cleanup_creates_the_step_again_and_drops_its_tombstone);
+    TT_RUN(test_dedup_window_and_call_free_list_can_be_turned_off);
+    TT_RUN(test_cancel_mgr_reset_makes_a_manager_reusable);
+    TT_RUN(test_cancel_mgr_reset_refuses_while_nodes_are_registered);
+    TT_RUN(test_withdraw_local_request_keeps_the_later_value_and_frees_its_id);
+    TT_RUN(test_withdraw_deferred_request);
+    TT_RUN(test_withdraw_with_an_already_cancelled_manager);
+    TT_RUN(test_withdraw_a_retry_waiting_on_the_cache_entry);
+    TT_RUN(test_withdraw_races_send_abort_and_cleanup);
+    TT_RUN(test_mgr_ref_keeps_a_destroyed_manager_safe_for_server_threads);
+    TT_RUN(test_call_deadline_is_visible_to_the_provider);
+    TT_RUN(test_serve_callback_gets_the_senders_args_also_from_the_cache);
+    TT_RUN(test_trace_hook_reports_local_fetch_and_serve);
+    TT_RUN(test_no_trace_hook_means_no_clock_reads_on_transfers);
+    TT_CHECK_EQ_INT(tt_asserts, 0);
+    return TT_MAIN_END();
+}
