@@ -10,9 +10,9 @@
      COMPILE-TIME OPTIONS   which macros exist and where to define them
      CONCEPTS               keys, values, the local table, steps, remote calls, transports
      CALLBACK RULES         the exactly-once contract every async function keeps
+     STEP BY STEP           one tensor between two workers, every call in order
      THREADS                what may be called from which thread, what may run inline
      MEMORY                 what is kept for reuse, what comes back, the caps
-     QUICK START            see README.md ("A 20-line example") and examples/
 
    COMPILE-TIME OPTIONS
      macro                   define where        default   meaning
@@ -39,12 +39,16 @@
 
    CONCEPTS
      Key        "src_device;incarnation(16 lowercase hex);dst_device;edge_name;frame:iter", exactly as
-                TensorFlow's Rendezvous::CreateKey. tfrdv_key_parse() applies TensorFlow's acceptance
+                TensorFlow's Rendezvous::CreateKey. The incarnation is the SOURCE device's: the
+                serving worker refuses a key whose incarnation is not its own (ABORTED: it was
+                restarted), so a receiver learns it from the sender (tfrdv_mgr_incarnation, or a
+                transport's status call) and the sender uses its own. tfrdv_key_parse() applies TensorFlow's acceptance
                 rules and fills a tfrdv_parsed_key whose views point into YOUR key memory (keep it alive
                 while the parsed key is used). Matching always compares the full key bytes; the 64-bit
                 hash only places a key in the table.
      Value      tfrdv_value describes a tensor (dtype, shape, data, bytes) and carries a release hook.
-                Embed it in your own tensor object. A successful send hands one reference to the
+                Embed it in your own tensor object (tfrdv_value_make), or let tfrdv_value_new make
+                one that owns a copy of its shape and bytes. A successful send hands one reference to the
                 rendezvous; a receiver gets that reference and calls tfrdv_value_release() when done
                 (zero copy). tfrdv_value_retain() adds references.
      Rendezvous a table of per-key FIFO channels. tfrdv_local_create() makes one; a step manager
@@ -84,6 +88,27 @@
      8. No hidden threads. The core never starts a thread. Deadlines (deferred requests, remote
         calls, retry backoff, tombstones) are absolute times acted on by tfrdv_mgr_expire(now).
 
+   STEP BY STEP (two workers in one process on the loopback transport; see examples/ for more)
+     1. Create:   tfrdv_loopback_create(NULL, &lb, &st);
+                  tfrdv_loopback_add_worker(lb, "/job:w/replica:0/task:0", NULL, &w, &st);
+                  tfrdv_loopback_add_worker(lb, "/job:ps/replica:0/task:0", NULL, &ps, &st);
+                  (each is tfrdv_mgr_create + tfrdv_loopback_register: a network transport fills
+                  tfrdv_mgr_config.transport instead)
+     2. Step:     tfrdv_mgr_start_step(ps, step_id, &rps, &st);  and the same on w -> rw
+                  (tfrdv_mgr_find + tfrdv_mgr_initialize: requests that arrive before the second
+                  phase wait, with a deadline)
+     3. Key:      tfrdv_key_make(&k, "/job:ps/replica:0/task:0/device:CPU:0",
+                                 tfrdv_mgr_incarnation(ps), "/job:w/replica:0/task:0/device:CPU:0",
+                                 "edge_1", frame_iter, &st);
+     4. Transfer: tfrdv_send(rps, &k.parsed, NULL, value, 0, &st);      on the producer
+                  tfrdv_recv_async(rw, &k.parsed, NULL, on_recv, ctx);  on the consumer; on_recv
+                  checks its status, then owns the value: tfrdv_value_release(v) when done
+     5. Release:  tfrdv_unref(rps); tfrdv_unref(rw);      the step references
+     6. Cleanup:  tfrdv_mgr_cleanup(ps, step_id); tfrdv_mgr_cleanup(w, step_id);  at step end
+     7. Destroy:  tfrdv_mgr_destroy(w); tfrdv_mgr_destroy(ps); tfrdv_loopback_destroy(lb);
+     Check every returned code: a refusal (non-OK) means no callback will run. Drive deadlines
+     with tfrdv_mgr_expire(mgr, tfrdv_mgr_now(mgr)) from a timer (or let a companion do it).
+
    THREADS
      Thread-safe (any thread, concurrently, on the same object): tfrdv_send, tfrdv_recv_async,
      tfrdv_recv, tfrdv_abort, tfrdv_get_status, tfrdv_ref/unref, the batch calls, tfrdv_pending;
@@ -112,11 +137,12 @@
      step initialisation), tombstone_max, request_id_window, response_cache_max. Teardown
      (abort, cleanup, destroy) allocates nothing.
 */
-/* The implementation needs POSIX clock_gettime and pthread_condattr_setclock even under -std=c99:
-   include tfrdv.h with TFRDV_IMPLEMENTATION before any system header, or define
-   _POSIX_C_SOURCE (or _GNU_SOURCE) yourself. */
-#if defined(TFRDV_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && \
-    !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE)
+/* The implementation needs POSIX clock_gettime and pthread_condattr_setclock. Compilers' default
+   modes (gnu99/gnu17, and C++ with glibc) declare them already; only in a strict ISO mode
+   (-std=c99/c11, __STRICT_ANSI__) and only when you chose no feature macro yourself does the
+   implementation TU get _POSIX_C_SOURCE 200809L (then include tfrdv.h before system headers). */
+#if defined(TFRDV_IMPLEMENTATION) && !defined(_WIN32) && defined(__STRICT_ANSI__) && \
+    !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE) && !defined(_DEFAULT_SOURCE)
 #define _POSIX_C_SOURCE 200809L
 #endif
 
@@ -267,8 +293,10 @@ TFRDV_API int tfrdv_device_same_address_space(const char* a, size_t alen, const 
                                               size_t blen);
 TFRDV_API int tfrdv_device_name_same_address_space(const tfrdv_device_name* a,
                                                    const tfrdv_device_name* b);
-/* LocalName(fullname): "/device:TYPE:ID" (needs type and id). Returns the full length, or 0 and
-   INVALID_ARGUMENT in st when the name does not parse or lacks type/id (TensorFlow aborts). */
+/* LocalName(fullname): "/device:TYPE:ID" as TensorFlow builds it, an unset or '*' type printed
+   as "" and an unset id as 0 ("" -> "/device::0", "/device:GPU" -> "/device:GPU:0", "/device:*:3"
+   -> "/device::3"). Returns the full length, or 0 and INVALID_ARGUMENT in st when the name does
+   not parse (where TensorFlow CHECK-fails and aborts the process). */
 TFRDV_API size_t tfrdv_device_local_name(const char* name, size_t len, char* buf, size_t cap,
                                          tfrdv_status* st);
 /* ParseLocalName("CPU:10"): type (letter first) ':' digits, all consumed. */
@@ -356,6 +384,9 @@ typedef struct tfrdv_args {
     tfrdv_cancel_mgr* cancel;   /* recv only: cancels the pending receive (not owned) */
     tfrdv_alloc_fn alloc_fn;    /* recv only: where remote bytes land (optional) */
     void* alloc_user;
+    tfrdv_str key;              /* set by the library in the recv_args a done callback gets: the
+                                   key this receive was for (valid during the callback), so one
+                                   callback can serve many keys; ignored on input */
 } tfrdv_args;
 
 /* Completion of a receive. status, send_args and recv_args are borrowed for the call; value (NULL
@@ -713,7 +744,6 @@ TFRDV_API tfrdv_code tfrdv_loopback_register(tfrdv_loopback* lb, const char* wor
 /* ---------------------------------------------------------------------------------------------
    Convenience helpers (values with their own storage, keys that own their bytes, printing)
    --------------------------------------------------------------------------------------------- */
-/* >>helpers-api-begin */
 /* Printing a tfrdv_str (not NUL-terminated) with printf:
        printf("key " TFRDV_STR_FMT "\n", TFRDV_STR_ARG(k.parsed.edge_name));
    TFRDV_STR_ARG evaluates its argument twice. */
@@ -793,7 +823,6 @@ TFRDV_API tfrdv_code tfrdv_loopback_add_worker(tfrdv_loopback* lb, const char* w
    its step is starting. *out is a new reference (tfrdv_unref it); NULL on failure. */
 TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv_rendezvous** out,
                                           tfrdv_status* st);
-/* >>helpers-api-end */
 
 #ifdef __cplusplus
 }
@@ -1502,15 +1531,11 @@ TFRDV_API size_t tfrdv_device_local_name(const char* name, size_t len, char* buf
     tfrdv_device_name dn;
     tfrdv__sb b;
     if (tfrdv_device_parse(name, len, &dn, st) != TFRDV_OK) return 0;
-    if (!dn.has_type || !dn.has_id) {
-        tfrdv__device_bad(st, name, len, "a device type and id are required for a local name");
-        return 0;
-    }
     tfrdv__sb_init(&b, buf, buf ? cap : 0);
     tfrdv__sb_put(&b, "/device:", 8);
-    tfrdv__sb_put(&b, dn.type.ptr, dn.type.len);
+    if (dn.has_type) tfrdv__sb_put(&b, dn.type.ptr, dn.type.len);
     tfrdv__sb_put(&b, ":", 1);
-    tfrdv__sb_i64(&b, dn.id);
+    tfrdv__sb_i64(&b, dn.has_id ? dn.id : 0);
     if (st) tfrdv__err(st, TFRDV_OK, "");
     return b.len;
 }
@@ -1968,7 +1993,7 @@ struct tfrdv_rendezvous {
     tfrdv_call* calls;
 };
 
-static const tfrdv_args tfrdv__no_args = {0, 0, 0, 0, 0};
+static const tfrdv_args tfrdv__no_args = {0, 0, 0, 0, 0, {0, 0}};
 
 TFRDV__PRIVATE void tfrdv__free_rdv(tfrdv_rendezvous* r);
 /* Hold/let go of the table around anything that may run user code and then touch r again. The
@@ -2202,6 +2227,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
     done = ri->done;
     user = ri->user;
     ra = ri->args;
+    ra.key = key->full; /* the sender's copy of the same bytes, valid during this call */
     traced = ri->trace && t0;
     if (traced) t0 = ri->t0;
     tfrdv__ritem_detach(r, s, ri);
@@ -2226,6 +2252,10 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
     void* user;
     tfrdv_args ra;
     tfrdv_status cst;
+    tfrdv_allocator a;
+    char kbuf[256];
+    char* kcopy;
+    size_t klen;
     tfrdv__lock(&s->mu);
     if (!ri->linked) { /* whoever unlinked it completes it; we only recycle it */
         int orphan = ri->orphan;
@@ -2238,6 +2268,10 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
         return;
     }
     c = ri->chan;
+    /* the key for the callback: the channel may be recycled once we unlock */
+    kcopy = c->key_len <= sizeof kbuf ? kbuf : (char*)tfrdv__alloc(&r->hooks.allocator, c->key_len);
+    if (kcopy) memcpy(kcopy, TFRDV__CHAN_KEY(c), c->key_len);
+    klen = kcopy ? c->key_len : 0;
     if ((tfrdv__ritem*)c->head == ri) {
         tfrdv__chan_pop(c);
     } else {
@@ -2256,7 +2290,11 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
     tfrdv__hold(r);
     tfrdv__unlock(&s->mu);
     tfrdv__err(&cst, TFRDV_CANCELLED, "RecvAsync is cancelled.");
+    ra.key.ptr = kcopy;
+    ra.key.len = klen;
+    a = r->hooks.allocator; /* r may be gone after the callback */
     tfrdv__deliver(r, done, user, &cst, 0, &ra, 0, 0);
+    if (kcopy != kbuf) tfrdv__free(&a, kcopy, klen);
 }
 
 /* shard lock held, c (at *pp) holds sends: take the oldest one */
@@ -2284,6 +2322,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
     tfrdv__ritem* ri;
     tfrdv_args ra = args ? *args : tfrdv__no_args;
     int64_t t0 = 0;
+    ra.key = key->full; /* for the callbacks that run inside this call */
     if (trace && tfrdv__trace_of(r)) t0 = tfrdv__now(&r->hooks.clock);
     else trace = 0;
     tfrdv__lock(&s->mu);
@@ -2377,6 +2416,8 @@ TFRDV__PRIVATE void tfrdv__drain_tables(tfrdv_rendezvous* r) {
                     tfrdv_done_fn done = ri->done;
                     void* user = ri->user;
                     tfrdv_args ra = ri->args;
+                    ra.key.ptr = TFRDV__CHAN_KEY(c); /* c stays on our private list until the end */
+                    ra.key.len = c->key_len;
                     tfrdv__ritem_detach(r, s, ri);
                     tfrdv__hold(r);
                     tfrdv__unlock(&s->mu);
@@ -3499,7 +3540,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_send_check(tfrdv_rendezvous* r, const tf
     return TFRDV_OK;
 }
 
-/* ---- trace ---- */
+/* >>trace */
 TFRDV__PRIVATE tfrdv_trace_fn tfrdv__trace_of(const tfrdv_rendezvous* r) { return r->mgr ? r->mgr->cfg.trace : 0; }
 /* outside every lock; v is still the caller's (read before it is handed on) */
 TFRDV__PRIVATE void tfrdv__trace(tfrdv_mgr* mgr, int64_t step, const char* key, size_t len, tfrdv_trace_side side,
@@ -3522,7 +3563,7 @@ TFRDV__PRIVATE void tfrdv__trace_local(tfrdv_rendezvous* r, const char* key, siz
     tfrdv__trace(r->mgr, r->step_id, key, len, TFRDV_TRACE_LOCAL, t0, st, v, dead);
 }
 
-/* ---- serving side ---- */
+/* >>serve  the serving side: answer other workers' RecvTensor requests */
 TFRDV__PRIVATE size_t tfrdv__serve_bytes(size_t key_cap) { return sizeof(tfrdv__serve) + key_cap; }
 /* a request record with room for the key in the same allocation (recycled when short) */
 TFRDV__PRIVATE tfrdv__serve* tfrdv__serve_new(tfrdv_mgr* mgr, const char* key, size_t len) {
@@ -3968,7 +4009,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_initialize(tfrdv_rendezvous* r, const char* worke
     return TFRDV_OK;
 }
 
-/* ---- remote calls ---- */
+/* >>remote  remote calls: fetch from another worker through the transport */
 TFRDV__PRIVATE void tfrdv__call_recycle(tfrdv_call* call) {
     tfrdv_mgr* mgr = call->mgr;
     tfrdv_rendezvous* r = call->r;
@@ -4040,6 +4081,7 @@ TFRDV__PRIVATE void tfrdv__call_take(tfrdv_call* call, const tfrdv_status* st, i
 TFRDV__PRIVATE void tfrdv__call_settle(tfrdv_call* call, int cancel, tfrdv_value* v, int dead) {
     tfrdv_mgr* mgr = call->mgr;
     tfrdv_args ra = call->recv_args;
+    ra.key = call->key;
     if (cancel && mgr->cfg.transport.cancel_call) mgr->cfg.transport.cancel_call(mgr->cfg.transport.user_data, call);
     if (mgr->cfg.trace)
         tfrdv__trace(mgr, call->step_id, call->key.ptr, call->key.len, TFRDV_TRACE_FETCH, call->t0, &call->result, v, dead);
@@ -4150,16 +4192,17 @@ typedef struct tfrdv__swcopy {
 TFRDV__PRIVATE void tfrdv__swcopy_done(void* p, tfrdv_code code, const char* msg, tfrdv_value* out) {
     tfrdv__swcopy* x = (tfrdv__swcopy*)p;
     tfrdv_rendezvous* r = x->r;
-    tfrdv__swcopy c = *x;
+    tfrdv_allocator a = r->hooks.allocator;
     tfrdv_status st;
     tfrdv_status_set(&st, code, msg);
-    tfrdv__free(&r->hooks.allocator, x, x->size);
     if (code != TFRDV_OK) {
         tfrdv_value_release(out);
         out = 0;
     }
+    x->ra.key = x->key.full;
     tfrdv__hold(r);
-    tfrdv__deliver(r, c.done, c.user, &st, &c.sa, &c.ra, out, 0); /* lets go of that hold */
+    tfrdv__deliver(r, x->done, x->user, &st, &x->sa, &x->ra, out, 0); /* lets go of that hold */
+    tfrdv__free(&a, x, x->size);
     tfrdv_unref(r); /* the copy's reference: may free r */
 }
 TFRDV__PRIVATE void tfrdv__swcopy_recv(void* p, const tfrdv_status* st, const tfrdv_args* sa,
@@ -4200,6 +4243,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__recv_same_worker(tfrdv_rendezvous* r, const tfr
     memcpy(x + 1, key->full.ptr, key->full.len);
     tfrdv_key_parse((const char*)(x + 1), key->full.len, &x->key, 0);
     x->key.hash = key->hash;
+    x->ra.key = x->key.full;
     if (tfrdv__local_recv(r, key, args, tfrdv__swcopy_recv, x, 1, est) != TFRDV_OK) {
         tfrdv__free(&r->hooks.allocator, x, size);
         return est->code;
@@ -4225,6 +4269,7 @@ TFRDV__PRIVATE tfrdv_call* tfrdv__call_prepare(tfrdv_rendezvous* r, const tfrdv_
     call->endpoint = endpoint;
     call->step_id = r->step_id;
     call->recv_args = *ra;
+    call->recv_args.key = call->key;
     call->done = done;
     call->user = user;
     call->t0 = mgr->cfg.trace ? now : 0;
@@ -4239,6 +4284,7 @@ TFRDV__PRIVATE void tfrdv__call_launch(tfrdv_call* call) {
     tfrdv__lock(&r->mu);
     if (r->aborted) { /* aborted since the receive looked: complete at once, never start */
         tfrdv_args ra = call->recv_args;
+        ra.key = call->key;
         call->state = TFRDV__CALL_DONE;
         tfrdv__unlock(&r->mu);
         tfrdv__fail_now(r, call->done, call->user, &ra, &r->status);
@@ -4280,6 +4326,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_pa
     size_t task_len = 0;
     void* endpoint = 0;
     long init = tfrdv__atomic_load(&r->initialized);
+    ra.key = key->full;
     if (tfrdv__atomic_load(&r->aborted)) {
         tfrdv__fail_now(r, done, user, &ra, &r->status);
         return TFRDV_OK;
@@ -4852,7 +4899,7 @@ TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
     return t;
 }
 
-/* >>helpers-impl-begin */
+/* >>helpers  values with their own storage, keys that own their bytes, one-call workers and steps */
 TFRDV_API tfrdv_value* tfrdv_value_new_with(const tfrdv_allocator* allocator, int32_t dtype,
                                             int32_t rank, const int64_t* dims, const void* data,
                                             uint64_t size) {
@@ -4998,7 +5045,6 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
     }
     return rc;
 }
-/* >>helpers-impl-end */
 
 #ifdef __cplusplus
 }

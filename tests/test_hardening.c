@@ -1338,6 +1338,76 @@ static void test_no_trace_hook_means_no_clock_reads_on_transfers(void) {
     world_down(&w);
 }
 
+/* ============================================================================================
+   The receive callback knows its key (recv_args->key), on every completion path
+   ============================================================================================ */
+typedef struct keyrec {
+    int calls;
+    tfrdv_code code;
+    char key[160];
+} keyrec;
+static void key_done(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    keyrec* k = (keyrec*)u;
+    (void)sa;
+    (void)dead;
+    k->calls++;
+    k->code = st->code;
+    snprintf(k->key, sizeof k->key, TFRDV_STR_FMT, TFRDV_STR_ARG(ra->key));
+    tfrdv_value_release(v);
+}
+static void test_recv_callback_gets_its_key_on_every_path(void) {
+    tfrdv_rendezvous* r = 0;
+    tfrdv_cancel_mgr* cm = 0;
+    tkey k1, k2, k3, k4;
+    tval v1, v2;
+    keyrec a, b, c, d;
+    tfrdv_args args;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(&c, 0, sizeof c);
+    memset(&d, 0, sizeof d);
+    TT_CHECK_EQ_INT(tfrdv_local_create(0, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
+    tkey_make(&k1, A0, 1, A1, "waits_then_sent");
+    tkey_make(&k2, A0, 1, A1, "already_there");
+    tkey_make(&k3, A0, 1, A1, "cancelled");
+    tkey_make(&k4, A0, 1, A1, "aborted");
+    tval_init(&v1, 1);
+    tval_init(&v2, 2);
+    args = cancel_args(cm);
+    args.key.ptr = "garbage on input is ignored";
+    args.key.len = 5;
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, &args, key_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_send(r, &k1.pk, 0, &v1.v, 0, 0), TFRDV_OK);
+    TT_CHECK_STR(a.key, k1.buf);
+    TT_CHECK_EQ_INT(tfrdv_send(r, &k2.pk, 0, &v2.v, 0, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, 0, key_done, &b), TFRDV_OK);
+    TT_CHECK_STR(b.key, k2.buf);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k3.pk, &args, key_done, &c), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k4.pk, 0, key_done, &d), TFRDV_OK);
+    tfrdv_cancel_start(cm);
+    TT_CHECK_EQ_INT(c.code, TFRDV_CANCELLED);
+    TT_CHECK_STR(c.key, k3.buf);
+    tfrdv_destroy(r);
+    TT_CHECK_EQ_INT(d.code, TFRDV_CANCELLED);
+    TT_CHECK_STR(d.key, k4.buf);
+    tfrdv_cancel_mgr_destroy(cm);
+}
+static void test_remote_recv_callback_gets_its_key(void) {
+    world w;
+    fx_key k;
+    fx_value v;
+    keyrec a;
+    memset(&a, 0, sizeof a);
+    world_up(&w, 0);
+    key(&k, B0, INC_B, A0, "remote_key");
+    TT_CHECK_EQ_INT(tfrdv_recv_async(w.ra, &k.pk, 0, key_done, &a), TFRDV_OK);
+    send_v(w.rb, &k, fx_value_init(&v, 20));
+    TT_CHECK_EQ_INT(a.code, TFRDV_OK);
+    TT_CHECK_STR(a.key, k.buf);
+    world_down(&w);
+}
+
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_d1_pending_callback_destroys_the_rendezvous);
@@ -1367,6 +1437,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_serve_callback_gets_the_senders_args_also_from_the_cache);
     TT_RUN(test_trace_hook_reports_local_fetch_and_serve);
     TT_RUN(test_no_trace_hook_means_no_clock_reads_on_transfers);
+    TT_RUN(test_recv_callback_gets_its_key_on_every_path);
+    TT_RUN(test_remote_recv_callback_gets_its_key);
     TT_CHECK_EQ_INT(tt_asserts, 0);
     return TT_MAIN_END();
 }

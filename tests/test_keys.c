@@ -524,9 +524,15 @@ static void test_device_local_name(void) {
         {"/device:MySpecialDevice:13", "/device:MySpecialDevice:13"},
         {"/job:foo/replica:1/task:2/cpu:3", "/device:CPU:3"},
         {"/job:foo/replica:1/task:2/device:abc:73", "/device:abc:73"},
-        {"/gpu:0/job:x", "/device:GPU:0"}};
-    static const char* const bad[] = {"foobar", "/job:foo/replica:1/task:2", "/device:GPU", "/gpu:*",
-                                      "/device:*:3", "", "/job:foo/cpu:1/"};
+        {"/gpu:0/job:x", "/device:GPU:0"},
+        /* names that parse but lack type or id: TensorFlow 2.21 builds the name from the unset
+           fields (an unset type is "", an unset id 0) instead of failing */
+        {"", "/device::0"},
+        {"/device:GPU", "/device:GPU:0"},
+        {"/device:*:3", "/device::3"},
+        {"/job:foo/replica:1/task:2", "/device::0"},
+        {"/gpu:*", "/device:GPU:0"}};
+    static const char* const bad[] = {"foobar", "/job:foo/cpu:1/", "/device:GPU:x"};
     char buf[64];
     tfrdv_status st;
     size_t i;
