@@ -36,6 +36,9 @@
                                                            a tfrdv_allocator or fails INVALID_ARGUMENT
      TFRDV_NO_CLOCK          implementation TU   off       no built-in monotonic clock; deadlines need a
                                                            tfrdv_clock hook (freestanding targets)
+     TFRDV_NO_FUTEX          implementation TU   off       on Linux/glibc the built-in locks are inline
+                                                           futex words that spin briefly before sleeping;
+                                                           this selects pthread mutexes instead
 
    CONCEPTS
      Key        "src_device;incarnation(16 lowercase hex);dst_device;edge_name;frame:iter", exactly as
@@ -858,6 +861,17 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
 #include <pthread.h>
 #include <errno.h>
 #include <time.h>
+#if defined(__linux__) && defined(__GLIBC__) && !defined(TFRDV_NO_FUTEX) && (defined(__GNUC__) || defined(__clang__))
+/* Linux: the library's locks are futex words with a short spin (an uncontended lock and unlock
+   are one atomic each, inline; a contended one spins briefly before it sleeps in the kernel) */
+#define TFRDV__FUTEX 1
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
+#if !defined(__cplusplus) && !defined(__USE_MISC)
+long syscall(long number, ...); /* declared by <unistd.h> only outside strict ISO modes */
+#endif
+#endif
 #elif defined(TFRDV__HAS_WIN32)
 #ifndef WIN32_LEAN_AND_MEAN
 #define WIN32_LEAN_AND_MEAN
@@ -1025,7 +1039,9 @@ TFRDV__PRIVATE int64_t tfrdv__now(const tfrdv_clock* c) {
 typedef struct tfrdv__mutex {
     const tfrdv_sync* hook;
     void* h;
-#if defined(TFRDV__HAS_POSIX)
+#if defined(TFRDV__FUTEX)
+    int word; /* 0 free, 1 locked, 2 locked with sleepers */
+#elif defined(TFRDV__HAS_POSIX)
     pthread_mutex_t m;
 #elif defined(TFRDV__HAS_WIN32)
     SRWLOCK m;
@@ -1060,7 +1076,10 @@ TFRDV__PRIVATE int tfrdv__mutex_init(tfrdv__mutex* m, const tfrdv_sync* s) {
     m->hook = s;
     m->h = 0;
     if (s) return s->mutex_init(s->user_data, &m->h) == 0;
-#if defined(TFRDV__HAS_POSIX)
+#if defined(TFRDV__FUTEX)
+    m->word = 0;
+    return 1;
+#elif defined(TFRDV__HAS_POSIX)
     return pthread_mutex_init(&m->m, 0) == 0;
 #elif defined(TFRDV__HAS_WIN32)
     InitializeSRWLock(&m->m);
@@ -1074,16 +1093,47 @@ TFRDV__PRIVATE void tfrdv__mutex_destroy(tfrdv__mutex* m) {
         m->hook->mutex_destroy(m->hook->user_data, m->h);
         return;
     }
-#if defined(TFRDV__HAS_POSIX)
+#if defined(TFRDV__HAS_POSIX) && !defined(TFRDV__FUTEX)
     pthread_mutex_destroy(&m->m);
 #endif
 }
+#if defined(TFRDV__FUTEX)
+TFRDV__PRIVATE void tfrdv__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield");
+#endif
+}
+/* the three-state futex lock ("Futexes Are Tricky", mutex 2) with a bounded spin first */
+TFRDV__PRIVATE void tfrdv__futex_lock_slow(int* w) {
+    int c, i;
+    for (i = 0; i < 128; i++) {
+        tfrdv__cpu_relax();
+        c = 0;
+        if (__atomic_load_n(w, __ATOMIC_RELAXED) == 0 &&
+            __atomic_compare_exchange_n(w, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            return;
+    }
+    c = __atomic_exchange_n(w, 2, __ATOMIC_ACQUIRE);
+    while (c != 0) {
+        syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, 2, (void*)0, (void*)0, 0);
+        c = __atomic_exchange_n(w, 2, __ATOMIC_ACQUIRE);
+    }
+}
+#endif
 TFRDV__PRIVATE void tfrdv__lock(tfrdv__mutex* m) {
     if (m->hook) {
         m->hook->mutex_lock(m->hook->user_data, m->h);
         return;
     }
-#if defined(TFRDV__HAS_POSIX)
+#if defined(TFRDV__FUTEX)
+    {
+        int c = 0;
+        if (!__atomic_compare_exchange_n(&m->word, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            tfrdv__futex_lock_slow(&m->word);
+    }
+#elif defined(TFRDV__HAS_POSIX)
     pthread_mutex_lock(&m->m);
 #elif defined(TFRDV__HAS_WIN32)
     AcquireSRWLockExclusive(&m->m);
@@ -1094,7 +1144,10 @@ TFRDV__PRIVATE void tfrdv__unlock(tfrdv__mutex* m) {
         m->hook->mutex_unlock(m->hook->user_data, m->h);
         return;
     }
-#if defined(TFRDV__HAS_POSIX)
+#if defined(TFRDV__FUTEX)
+    if (__atomic_exchange_n(&m->word, 0, __ATOMIC_RELEASE) == 2)
+        syscall(SYS_futex, &m->word, FUTEX_WAKE_PRIVATE, 1, (void*)0, (void*)0, 0);
+#elif defined(TFRDV__HAS_POSIX)
     pthread_mutex_unlock(&m->m);
 #elif defined(TFRDV__HAS_WIN32)
     ReleaseSRWLockExclusive(&m->m);
@@ -5063,6 +5116,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
 #undef TFRDV__CHAN_KEEP_MAX
 #undef TFRDV__HAS_FRAMES
 #undef TFRDV__HAS_POSIX
+#undef TFRDV__FUTEX
 #undef TFRDV__HAS_WIN32
 #undef TFRDV__HAS_NONE
 #undef TFRDV__HAS_CUSTOM
