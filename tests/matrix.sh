@@ -70,6 +70,8 @@ for cc in gcc clang; do
   cell "$cc -DTFRDV_NO_MALLOC -DTFRDV_NO_CLOCK" \
     $cc -std=c99 $CWARN $INC -DTFRDV_NO_MALLOC -DTFRDV_NO_CLOCK -c impl.c -o nm_$cc.o
   cell "$cc -DTFRDV_THREADS_CUSTOM" $cc -std=c99 $CWARN $INC -DTFRDV_THREADS_CUSTOM -c impl.c -o tc_$cc.o
+  cell "$cc -DTFRDV_NO_FUTEX (pthread mutexes)" $cc -std=c99 $CWARN $INC -DTFRDV_NO_FUTEX -c impl.c -o nf_$cc.o
+  cell "$cc -DTFRDV_STATUS_MSG_MAX=16" $cc -std=c99 $CWARN $INC -DTFRDV_STATUS_MSG_MAX=16 -c impl.c -o m16_$cc.o
 done
 
 # 5. freestanding embedded target (compile only)
