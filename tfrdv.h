@@ -898,8 +898,10 @@ extern "C" {
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TFRDV__PRIVATE static __attribute__((unused))
+#define TFRDV__HOT static __inline__ __attribute__((unused, always_inline)) /* the lock fast paths */
 #else
 #define TFRDV__PRIVATE static
+#define TFRDV__HOT static
 #endif
 #define TFRDV__DEF(val, def) (((val) == 0) ? (def) : (val))
 #define TFRDV__UNUSED(x) ((void)(x))
@@ -1122,7 +1124,7 @@ TFRDV__PRIVATE void tfrdv__futex_lock_slow(int* w) {
     }
 }
 #endif
-TFRDV__PRIVATE void tfrdv__lock(tfrdv__mutex* m) {
+TFRDV__HOT void tfrdv__lock(tfrdv__mutex* m) {
     if (m->hook) {
         m->hook->mutex_lock(m->hook->user_data, m->h);
         return;
@@ -1139,7 +1141,7 @@ TFRDV__PRIVATE void tfrdv__lock(tfrdv__mutex* m) {
     AcquireSRWLockExclusive(&m->m);
 #endif
 }
-TFRDV__PRIVATE void tfrdv__unlock(tfrdv__mutex* m) {
+TFRDV__HOT void tfrdv__unlock(tfrdv__mutex* m) {
     if (m->hook) {
         m->hook->mutex_unlock(m->hook->user_data, m->h);
         return;
@@ -2072,7 +2074,8 @@ TFRDV__PRIVATE void tfrdv__deliver(tfrdv_rendezvous* r, tfrdv_done_fn done, void
 }
 
 TFRDV__PRIVATE tfrdv__shard* tfrdv__shard_of(tfrdv_rendezvous* r, uint64_t h) {
-    return &r->shards[(uint32_t)(h >> 32) % (uint32_t)r->nshards];
+    /* the top 32 bits scaled onto 0..nshards-1: a multiply, not a division */
+    return &r->shards[(size_t)(((h >> 32) * (uint64_t)(uint32_t)r->nshards) >> 32)];
 }
 TFRDV__PRIVATE tfrdv__chan** tfrdv__chan_find(tfrdv__shard* s, uint64_t h, const char* key, size_t len) {
     tfrdv__chan** pp = &s->buckets[h & (s->nbuckets - 1)];
@@ -5104,6 +5107,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
 #endif
 
 #undef TFRDV__PRIVATE
+#undef TFRDV__HOT
 #undef TFRDV__DEF
 #undef TFRDV__UNUSED
 #undef TFRDV__EAT
