@@ -1373,33 +1373,55 @@ TFRDV__PRIVATE void tfrdv__status_copy(tfrdv_status* dst, const tfrdv_status* sr
     }
 }
 
-/* >>hash  64-bit, 8 bytes per step; placement only (matching compares full keys) */
+/* >>hash  64-bit, two independent lanes of 8 bytes (16 bytes per step); placement only
+   (matching compares full keys) */
 TFRDV_API uint64_t tfrdv_hash_bytes(const void* data, size_t len) {
     const unsigned char* p = (const unsigned char*)data;
-    uint64_t h = 0x9e3779b97f4a7c15u ^ ((uint64_t)len * 0xff51afd7ed558ccdu);
-    while (len >= 8) {
-        uint64_t k;
+    uint64_t a = 0x9e3779b97f4a7c15u ^ ((uint64_t)len * 0xff51afd7ed558ccdu);
+    uint64_t b = 0xc2b2ae3d27d4eb4fu ^ (uint64_t)len;
+    uint64_t k;
+    while (len >= 16) {
+        uint64_t k2;
         memcpy(&k, p, 8);
-        h = (h ^ k) * 0xbf58476d1ce4e5b9u;
-        h ^= h >> 31;
+        memcpy(&k2, p + 8, 8);
+        a = (a ^ k) * 0xbf58476d1ce4e5b9u;
+        b = (b ^ k2) * 0x94d049bb133111ebu;
+        a ^= a >> 31;
+        b ^= b >> 29;
+        p += 16;
+        len -= 16;
+    }
+    if (len >= 8) {
+        memcpy(&k, p, 8);
+        a = (a ^ k) * 0xbf58476d1ce4e5b9u;
+        a ^= a >> 31;
         p += 8;
         len -= 8;
     }
     if (len) {
-        uint64_t k = 0;
+        k = 0;
         memcpy(&k, p, len);
-        h = (h ^ k) * 0xbf58476d1ce4e5b9u;
+        b = (b ^ k) * 0x94d049bb133111ebu;
+        b ^= b >> 29;
     }
-    h ^= h >> 29;
-    h *= 0x94d049bb133111ebu;
-    h ^= h >> 32;
-    return h;
+    a ^= (b << 32) | (b >> 32);
+    a *= 0xff51afd7ed558ccdu;
+    a ^= a >> 33;
+    a *= 0xc4ceb9fe1a85ec53u;
+    a ^= a >> 29;
+    return a;
 }
 
 /* >>devices  DeviceNameUtils semantics */
-TFRDV__PRIVATE int tfrdv__is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-TFRDV__PRIVATE int tfrdv__is_digit(char c) { return c >= '0' && c <= '9'; }
-TFRDV__PRIVATE int tfrdv__is_word(char c) { return tfrdv__is_alpha(c) || tfrdv__is_digit(c) || c == '_'; }
+/* character classes by table (1 letter, 2 digit, 4 underscore): one load per character */
+static const unsigned char tfrdv__ctype[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 4,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+TFRDV__PRIVATE int tfrdv__is_alpha(char c) { return tfrdv__ctype[(unsigned char)c] & 1; }
+TFRDV__PRIVATE int tfrdv__is_digit(char c) { return (tfrdv__ctype[(unsigned char)c] & 2) != 0; }
+TFRDV__PRIVATE int tfrdv__is_word(char c) { return tfrdv__ctype[(unsigned char)c] != 0; }
 
 typedef struct tfrdv__cursor {
     const char* p;
@@ -1446,6 +1468,21 @@ TFRDV__PRIVATE tfrdv_code tfrdv__device_bad(tfrdv_status* st, const char* name, 
     return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid device name '%S': %s", &s, why);
 }
 
+/* The canonical full name /job:J/replica:R/task:T/device:TYPE:ID in one straight pass (what keys
+   carry almost always). Returns 0 at the first deviation; the general parser then decides, and
+   gives the same result for every name this accepts. */
+TFRDV__PRIVATE int tfrdv__device_parse_canonical(const char* name, size_t len, tfrdv_device_name* dn) {
+    tfrdv__cursor c;
+    c.p = name;
+    c.end = name + len;
+    if (!TFRDV__EAT(&c, "/job:") || !tfrdv__eat_ident(&c, &dn->job, 0) || !TFRDV__EAT(&c, "/replica:") ||
+        !tfrdv__eat_number(&c, &dn->replica) || !TFRDV__EAT(&c, "/task:") || !tfrdv__eat_number(&c, &dn->task) ||
+        !TFRDV__EAT(&c, "/device:") || !tfrdv__eat_ident(&c, &dn->type, 1) || !TFRDV__EAT(&c, ":") ||
+        !tfrdv__eat_number(&c, &dn->id) || c.p != c.end)
+        return 0;
+    dn->has_job = dn->has_replica = dn->has_task = dn->has_type = dn->has_id = 1;
+    return 1;
+}
 TFRDV_API tfrdv_code tfrdv_device_parse(const char* name, size_t len, tfrdv_device_name* out,
                                         tfrdv_status* st) {
     tfrdv__cursor c;
@@ -1453,6 +1490,8 @@ TFRDV_API tfrdv_code tfrdv_device_parse(const char* name, size_t len, tfrdv_devi
     memset(&dn, 0, sizeof dn);
     if (out) memset(out, 0, sizeof *out);
     if (!out || (!name && len)) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_device_parse: NULL argument");
+    if (len > 5 && name[1] == 'j' && tfrdv__device_parse_canonical(name, len, out)) return TFRDV_OK;
+    memset(out, 0, sizeof *out);
     c.p = name;
     c.end = name + len;
     if (len == 1 && name[0] == '/') return TFRDV_OK;
