@@ -1649,17 +1649,33 @@ TFRDV_API tfrdv_code tfrdv_device_parse_local(const char* name, size_t len, tfrd
 }
 
 /* >>keys */
-TFRDV__PRIVATE int tfrdv__has_semicolon(const char* s) { return s && strchr(s, ';') != 0; }
+TFRDV__PRIVATE int tfrdv__has_semicolon(const char* s, size_t n) { return memchr(s, ';', n) != 0; }
 
-TFRDV__PRIVATE tfrdv_code tfrdv__key_parts_ok(const char* src, const char* dst, const char* edge,
+/* the parts of a key to create, measured once */
+typedef struct tfrdv__kparts {
+    const char *src, *dst, *edge;
+    size_t sl, dl, el;
+} tfrdv__kparts;
+/* Validates what ParseKey would reject, so every created key parses. A device name that parses
+   has no ';' (not a name character), so only a failed parse or the edge name needs the search. */
+TFRDV__PRIVATE tfrdv_code tfrdv__key_parts_ok(tfrdv__kparts* k, const char* src, const char* dst, const char* edge,
                                               tfrdv_status* st) {
     tfrdv_device_name dn;
     if (!src || !dst || !edge) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_create: NULL device or edge name");
-    if (tfrdv__has_semicolon(src) || tfrdv__has_semicolon(dst) || tfrdv__has_semicolon(edge))
-        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key part: ';' in '%s', '%s' or '%s'", src, dst, edge);
-    if (!edge[0]) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key part: empty edge name");
-    if (tfrdv_device_parse(src, strlen(src), &dn, st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
-    if (tfrdv_device_parse(dst, strlen(dst), &dn, st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+    k->src = src;
+    k->dst = dst;
+    k->edge = edge;
+    k->sl = strlen(src);
+    k->dl = strlen(dst);
+    k->el = strlen(edge);
+    if (tfrdv_device_parse(src, k->sl, &dn, 0) != TFRDV_OK || tfrdv_device_parse(dst, k->dl, &dn, 0) != TFRDV_OK ||
+        tfrdv__has_semicolon(edge, k->el)) {
+        if (tfrdv__has_semicolon(src, k->sl) || tfrdv__has_semicolon(dst, k->dl) || tfrdv__has_semicolon(edge, k->el))
+            return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key part: ';' in '%s', '%s' or '%s'", src, dst, edge);
+        if (tfrdv_device_parse(src, k->sl, &dn, st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+        return tfrdv_device_parse(dst, k->dl, &dn, st);
+    }
+    if (!k->el) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key part: empty edge name");
     return TFRDV_OK;
 }
 TFRDV__PRIVATE tfrdv_code tfrdv__key_done(tfrdv__sb* b, size_t* len, tfrdv_status* st) {
@@ -1668,15 +1684,14 @@ TFRDV__PRIVATE tfrdv_code tfrdv__key_done(tfrdv__sb* b, size_t* len, tfrdv_statu
         return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "key buffer too small: need %U bytes", (uint64_t)(b->len + 1));
     return TFRDV_OK;
 }
-TFRDV__PRIVATE void tfrdv__sb_prefix(tfrdv__sb* b, const char* src, uint64_t inc, const char* dst,
-                                     const char* edge) {
-    tfrdv__sb_cstr(b, src);
+TFRDV__PRIVATE void tfrdv__sb_prefix(tfrdv__sb* b, const tfrdv__kparts* k, uint64_t inc) {
+    tfrdv__sb_put(b, k->src, k->sl);
     tfrdv__sb_put(b, ";", 1);
     tfrdv__sb_hex16(b, inc);
     tfrdv__sb_put(b, ";", 1);
-    tfrdv__sb_cstr(b, dst);
+    tfrdv__sb_put(b, k->dst, k->dl);
     tfrdv__sb_put(b, ";", 1);
-    tfrdv__sb_cstr(b, edge);
+    tfrdv__sb_put(b, k->edge, k->el);
 }
 TFRDV__PRIVATE void tfrdv__sb_frame(tfrdv__sb* b, tfrdv_frame_iter fi) {
     tfrdv__sb_put(b, ";", 1);
@@ -1689,10 +1704,11 @@ TFRDV_API tfrdv_code tfrdv_key_create(const char* src_device, uint64_t src_incar
                                       tfrdv_frame_iter frame_iter, char* buf, size_t cap,
                                       size_t* len, tfrdv_status* st) {
     tfrdv__sb b;
-    tfrdv_code rc = tfrdv__key_parts_ok(src_device, dst_device, edge_name, st);
+    tfrdv__kparts k;
+    tfrdv_code rc = tfrdv__key_parts_ok(&k, src_device, dst_device, edge_name, st);
     if (rc != TFRDV_OK) return rc;
     tfrdv__sb_init(&b, buf, buf ? cap : 0);
-    tfrdv__sb_prefix(&b, src_device, src_incarnation, dst_device, edge_name);
+    tfrdv__sb_prefix(&b, &k, src_incarnation);
     tfrdv__sb_frame(&b, frame_iter);
     return tfrdv__key_done(&b, len, st);
 }
@@ -1700,10 +1716,11 @@ TFRDV_API tfrdv_code tfrdv_key_prefix(const char* src_device, uint64_t src_incar
                                       const char* dst_device, const char* edge_name, char* buf,
                                       size_t cap, size_t* len, tfrdv_status* st) {
     tfrdv__sb b;
-    tfrdv_code rc = tfrdv__key_parts_ok(src_device, dst_device, edge_name, st);
+    tfrdv__kparts k;
+    tfrdv_code rc = tfrdv__key_parts_ok(&k, src_device, dst_device, edge_name, st);
     if (rc != TFRDV_OK) return rc;
     tfrdv__sb_init(&b, buf, buf ? cap : 0);
-    tfrdv__sb_prefix(&b, src_device, src_incarnation, dst_device, edge_name);
+    tfrdv__sb_prefix(&b, &k, src_incarnation);
     return tfrdv__key_done(&b, len, st);
 }
 TFRDV_API tfrdv_code tfrdv_key_with_frame(const char* prefix, size_t prefix_len,
@@ -1730,12 +1747,13 @@ TFRDV__PRIVATE int tfrdv__parse_hex(tfrdv_str s, uint64_t* out) {
     size_t i;
     if (s.len == 0) return 0;
     for (i = 0; i < s.len; i++) {
-        char c = s.ptr[i];
-        unsigned d;
-        if (c >= '0' && c <= '9') d = (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') d = (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') d = (unsigned)(c - 'A' + 10);
-        else return 0;
+        unsigned char c = (unsigned char)s.ptr[i];
+        unsigned d = (unsigned)(c - '0');
+        if (d > 9) {
+            d = (unsigned)((c | 0x20) - 'a'); /* either case */
+            if (d > 5) return 0;
+            d += 10;
+        }
         if (v >> 60) return 0; /* would overflow 64 bits */
         v = (v << 4) | d;
     }
