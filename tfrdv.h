@@ -2034,7 +2034,8 @@ typedef struct tfrdv__sitem { /* a buffered send: 40 bytes on LP64 */
     void* device_context;
     int64_t t0; /* when it was sent (only when a trace hook is set) */
     uint32_t alloc_attrs;
-    int is_dead;
+    unsigned char is_dead;
+    unsigned char embedded; /* the channel's own first slot (not from the free list) */
 } tfrdv__sitem;
 
 struct tfrdv__shard;
@@ -2063,7 +2064,9 @@ typedef struct tfrdv__chan { /* the key's bytes follow it in the same allocation
     size_t count;
     size_t key_len, key_cap;
     int kind;
-    int detached; /* taken out of the table by abort */
+    int detached;   /* taken out of the table by abort */
+    int first_busy; /* `first` holds a queued send */
+    tfrdv__sitem first; /* a send slot in the channel's own allocation: a new key costs one allocation */
 } tfrdv__chan;
 #define TFRDV__CHAN_KEY(c) ((char*)(void*)((c) + 1))
 #define TFRDV__CHAN_KEEP_MAX 256 /* longer key buffers are not recycled */
@@ -2198,6 +2201,7 @@ TFRDV__PRIVATE tfrdv__chan* tfrdv__chan_new(tfrdv_rendezvous* r, tfrdv__shard* s
     c->count = 0;
     c->kind = kind;
     c->detached = 0;
+    c->first_busy = 0;
     c->next = 0;
     *pp = c;
     s->nchans++;
@@ -2315,17 +2319,21 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
     pp = tfrdv__chan_find(s, key->hash, key->full.ptr, key->full.len);
     c = *pp;
     if (!c || c->kind == TFRDV__CHAN_SEND) {
-        tfrdv__sitem* si = tfrdv__sitem_get(r, s);
-        if (si && !c && !(c = tfrdv__chan_new(r, s, pp, key, TFRDV__CHAN_SEND))) {
-            tfrdv__sitem_recycle(r, s, si);
-            si = 0;
+        tfrdv__sitem* si = 0;
+        if (!c) c = tfrdv__chan_new(r, s, pp, key, TFRDV__CHAN_SEND);
+        if (c && !c->first_busy) {
+            c->first_busy = 1;
+            si = &c->first;
+            si->embedded = 1;
+        } else if (c && (si = tfrdv__sitem_get(r, s)) != 0) {
+            si->embedded = 0;
         }
         if (!si) {
             tfrdv__unlock(&s->mu);
             return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_send: out of memory (key %S)", &key->full);
         }
         si->value = value;
-        si->is_dead = is_dead;
+        si->is_dead = (unsigned char)(is_dead != 0);
         si->device_context = args ? args->device_context : 0;
         si->alloc_attrs = args ? args->alloc_attrs : 0;
         si->t0 = t0;
@@ -2416,13 +2424,14 @@ TFRDV__PRIVATE tfrdv_value* tfrdv__take_send(tfrdv_rendezvous* r, tfrdv__shard* 
     tfrdv__chan* c = *pp;
     tfrdv__sitem* si = (tfrdv__sitem*)tfrdv__chan_pop(c);
     tfrdv_value* v = si->value;
-    if (c->count == 0) tfrdv__chan_drop(r, s, pp);
     *sa = tfrdv__no_args;
     sa->device_context = si->device_context;
     sa->alloc_attrs = si->alloc_attrs;
     *dead = si->is_dead;
     *t0 = si->t0;
-    tfrdv__sitem_recycle(r, s, si);
+    if (si->embedded) c->first_busy = 0;
+    else tfrdv__sitem_recycle(r, s, si);
+    if (c->count == 0) tfrdv__chan_drop(r, s, pp);
     return v;
 }
 /* trace: report a TFRDV_TRACE_LOCAL event when the receive completes (not for serving) */
@@ -2521,7 +2530,8 @@ TFRDV__PRIVATE void tfrdv__drain_tables(tfrdv_rendezvous* r) {
                 if (c->kind == TFRDV__CHAN_SEND) {
                     tfrdv__sitem* si = (tfrdv__sitem*)tfrdv__chan_pop(c);
                     tfrdv_value* v = si->value;
-                    tfrdv__sitem_recycle(r, s, si);
+                    if (si->embedded) c->first_busy = 0;
+                    else tfrdv__sitem_recycle(r, s, si);
                     tfrdv__unlock(&s->mu);
                     tfrdv_value_release(v);
                 } else {
