@@ -66,3 +66,5 @@ bench:
 clean:
 	rm -rf build
 -include tests/grpc/grpc.mk
+-include tests/tf/tf.mk
+-include tests/verbs/verbs.mk

@@ -296,10 +296,12 @@ TFRDV_API int tfrdv_device_same_address_space(const char* a, size_t alen, const 
                                               size_t blen);
 TFRDV_API int tfrdv_device_name_same_address_space(const tfrdv_device_name* a,
                                                    const tfrdv_device_name* b);
-/* LocalName(fullname): "/device:TYPE:ID" as TensorFlow builds it, an unset or '*' type printed
-   as "" and an unset id as 0 ("" -> "/device::0", "/device:GPU" -> "/device:GPU:0", "/device:*:3"
-   -> "/device::3"). Returns the full length, or 0 and INVALID_ARGUMENT in st when the name does
-   not parse (where TensorFlow CHECK-fails and aborts the process). */
+/* LocalName(fullname): "/device:TYPE:ID" as TensorFlow builds it from the parsed fields: a type
+   or id never given prints as "" or 0, and a later '*' or missing id clears only the flag, so an
+   earlier value still prints ("" -> "/device::0", "/device:GPU" -> "/device:GPU:0", "/device:*:3"
+   -> "/device::3", "/device:GPU:3/device:*:*" -> "/device:GPU:3"). Returns the full length, or 0
+   and INVALID_ARGUMENT in st when the name does not parse (where TensorFlow CHECK-fails and
+   aborts the process). */
 TFRDV_API size_t tfrdv_device_local_name(const char* name, size_t len, char* buf, size_t cap,
                                          tfrdv_status* st);
 /* ParseLocalName("CPU:10"): type (letter first) ':' digits, all consumed. */
@@ -1627,9 +1629,11 @@ TFRDV_API size_t tfrdv_device_local_name(const char* name, size_t len, char* buf
     if (tfrdv_device_parse(name, len, &dn, st) != TFRDV_OK) return 0;
     tfrdv__sb_init(&b, buf, buf ? cap : 0);
     tfrdv__sb_put(&b, "/device:", 8);
-    if (dn.has_type) tfrdv__sb_put(&b, dn.type.ptr, dn.type.len);
+    /* as TensorFlow: the stored type and id, whatever the flags say (a later '*' or a missing id
+       clears only has_type / has_id, so an earlier component's value is printed) */
+    tfrdv__sb_put(&b, dn.type.ptr, dn.type.len);
     tfrdv__sb_put(&b, ":", 1);
-    tfrdv__sb_i64(&b, dn.has_id ? dn.id : 0);
+    tfrdv__sb_i64(&b, dn.id);
     if (st) tfrdv__err(st, TFRDV_OK, "");
     return b.len;
 }

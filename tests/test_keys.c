@@ -531,7 +531,12 @@ static void test_device_local_name(void) {
         {"/device:GPU", "/device:GPU:0"},
         {"/device:*:3", "/device::3"},
         {"/job:foo/replica:1/task:2", "/device::0"},
-        {"/gpu:*", "/device:GPU:0"}};
+        {"/gpu:*", "/device:GPU:0"},
+        /* a later wildcard or a missing id clears the flag, not the value (TensorFlow 2.21) */
+        {"/device:GPU:3/device:*:*", "/device:GPU:3"},
+        {"/replica:*/device:is:9/device:*", "/device:is:9"},
+        {"/job:worker/CPU:8/replica:4/device:*", "/device:CPU:8"},
+        {"/replica:*/task:6/cpu:0054/device:gpu", "/device:gpu:54"}};
     static const char* const bad[] = {"foobar", "/job:foo/cpu:1/", "/device:GPU:x"};
     char buf[64];
     tfrdv_status st;
