@@ -2075,10 +2075,16 @@ typedef struct tfrdv__chan { /* the key's bytes follow it in the same allocation
 #define TFRDV__CHAN_KEY(c) ((char*)(void*)((c) + 1))
 #define TFRDV__CHAN_KEEP_MAX 256 /* longer key buffers are not recycled */
 
+/* The table: open addressing with linear probing over (hash, channel) slots, so probing and
+   rehashing read one contiguous array and touch a channel only on a full hash match. */
+typedef struct tfrdv__slot {
+    uint64_t hash;
+    tfrdv__chan* chan; /* NULL: empty */
+} tfrdv__slot;
 typedef struct tfrdv__shard {
     tfrdv__mutex mu;
-    tfrdv__chan** buckets;
-    size_t nbuckets, nchans, min_buckets;
+    tfrdv__slot* slots;
+    size_t nslots, nchans, min_slots;
     tfrdv__sitem* free_s;
     tfrdv__ritem* free_r;
     tfrdv__chan* free_c;
@@ -2141,54 +2147,78 @@ TFRDV__PRIVATE tfrdv__shard* tfrdv__shard_of(tfrdv_rendezvous* r, uint64_t h) {
     /* the top 32 bits scaled onto 0..nshards-1: a multiply, not a division */
     return &r->shards[(size_t)(((h >> 32) * (uint64_t)(uint32_t)r->nshards) >> 32)];
 }
-TFRDV__PRIVATE tfrdv__chan** tfrdv__chan_find(tfrdv__shard* s, uint64_t h, const char* key, size_t len) {
-    tfrdv__chan** pp = &s->buckets[h & (s->nbuckets - 1)];
-    for (; *pp; pp = &(*pp)->next) {
-        tfrdv__chan* c = *pp;
-        if (c->hash == h && c->key_len == len && memcmp(TFRDV__CHAN_KEY(c), key, len) == 0) return pp;
+/* the slot holding key (*found = 1), or the empty slot where it goes (*found = 0) */
+TFRDV__PRIVATE size_t tfrdv__slot_find(const tfrdv__shard* s, uint64_t h, const char* key, size_t len, int* found) {
+    size_t mask = s->nslots - 1, i = (size_t)h & mask;
+    for (;;) {
+        const tfrdv__slot* x = &s->slots[i];
+        if (!x->chan) break;
+        if (x->hash == h && x->chan->key_len == len && memcmp(TFRDV__CHAN_KEY(x->chan), key, len) == 0) {
+            *found = 1;
+            return i;
+        }
+        i = (i + 1) & mask;
     }
-    return pp;
+    *found = 0;
+    return i;
 }
-/* rehash the shard into n buckets (a power of two); out of memory keeps the old table */
-TFRDV__PRIVATE void tfrdv__rehash(tfrdv_rendezvous* r, tfrdv__shard* s, size_t n) {
-    size_t i;
-    tfrdv__chan** nb = (tfrdv__chan**)tfrdv__zalloc(&r->hooks.allocator, n * sizeof *nb);
-    if (!nb) return; /* longer chains (or a sparse table), still correct */
-    for (i = 0; i < s->nbuckets; i++) {
-        tfrdv__chan* c = s->buckets[i];
-        while (c) {
-            tfrdv__chan* next = c->next;
-            tfrdv__chan** slot = &nb[c->hash & (n - 1)];
-            c->next = *slot;
-            *slot = c;
-            c = next;
+/* empty slot i, shifting later entries of its probe run back (no tombstones) */
+TFRDV__PRIVATE void tfrdv__slot_erase(tfrdv__shard* s, size_t i) {
+    size_t mask = s->nslots - 1, j = i;
+    for (;;) {
+        size_t home;
+        j = (j + 1) & mask;
+        if (!s->slots[j].chan) break;
+        home = (size_t)s->slots[j].hash & mask;
+        /* the entry at j may move to i unless its home lies cyclically in (i, j] */
+        if (j > i ? (home <= i || home > j) : (home <= i && home > j)) {
+            s->slots[i] = s->slots[j];
+            i = j;
         }
     }
-    tfrdv__free(&r->hooks.allocator, s->buckets, s->nbuckets * sizeof *nb);
-    s->buckets = nb;
-    s->nbuckets = n;
+    s->slots[i].chan = 0;
 }
-/* Grow at more channels than buckets. Shrink a large table (over TFRDV__SHRINK_FROM buckets) to
-   a quarter below one channel per 16 buckets: memory comes back after a burst, and a small
-   working set that empties and refills (the steady state) never reallocates its table. */
+/* rehash the shard into n slots (a power of two); out of memory keeps the old table */
+TFRDV__PRIVATE void tfrdv__rehash(tfrdv_rendezvous* r, tfrdv__shard* s, size_t n) {
+    size_t i;
+    tfrdv__slot* ns = (tfrdv__slot*)tfrdv__zalloc(&r->hooks.allocator, n * sizeof *ns);
+    if (!ns) return; /* fuller (or sparser) than wanted, still correct: a slot stays empty */
+    for (i = 0; i < s->nslots; i++) {
+        size_t j;
+        if (!s->slots[i].chan) continue;
+        for (j = (size_t)s->slots[i].hash & (n - 1); ns[j].chan; j = (j + 1) & (n - 1)) {}
+        ns[j] = s->slots[i];
+    }
+    tfrdv__free(&r->hooks.allocator, s->slots, s->nslots * sizeof *ns);
+    s->slots = ns;
+    s->nslots = n;
+}
+/* Grow at 3/4 full (probing ends at an empty slot, so one always stays empty: when growing
+   failed, a new key that would fill the last one is refused). Shrink a large table (over TFRDV__SHRINK_FROM slots) to a quarter
+   below one channel per 16 slots: memory comes back after a burst, and a small working set that
+   empties and refills (the steady state) never reallocates its table. */
 #define TFRDV__SHRINK_FROM 1024
 TFRDV__PRIVATE int tfrdv__should_shrink(const tfrdv__shard* s) {
-    return s->nbuckets > TFRDV__SHRINK_FROM && s->nbuckets > s->min_buckets && s->nchans * 16 < s->nbuckets;
+    return s->nslots > TFRDV__SHRINK_FROM && s->nslots > s->min_slots && s->nchans * 16 < s->nslots;
 }
+TFRDV__PRIVATE int tfrdv__too_full(const tfrdv__shard* s) { return s->nchans * 4 >= s->nslots * 3; }
 TFRDV__PRIVATE void tfrdv__resize(tfrdv_rendezvous* r, tfrdv__shard* s) {
-    if (s->nchans > s->nbuckets) {
-        tfrdv__rehash(r, s, s->nbuckets * 2);
+    if (tfrdv__too_full(s)) {
+        tfrdv__rehash(r, s, s->nslots * 2);
     } else if (tfrdv__should_shrink(s)) {
-        size_t n = s->nbuckets / 4;
-        tfrdv__rehash(r, s, n < s->min_buckets ? s->min_buckets : n);
+        size_t n = s->nslots / 4;
+        tfrdv__rehash(r, s, n < s->min_slots ? s->min_slots : n);
     }
 }
+/* no room for one more channel (the table could not grow): refuse the new key */
+TFRDV__PRIVATE int tfrdv__no_room(const tfrdv__shard* s) { return s->nchans + 2 > s->nslots; }
 TFRDV__PRIVATE size_t tfrdv__chan_bytes(size_t key_cap) { return sizeof(tfrdv__chan) + key_cap; }
-/* a channel for key, linked at *pp (from tfrdv__chan_find); NULL when out of memory */
-TFRDV__PRIVATE tfrdv__chan* tfrdv__chan_new(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__chan** pp,
+/* a channel for key, in the empty slot i (from tfrdv__slot_find); NULL when out of memory */
+TFRDV__PRIVATE tfrdv__chan* tfrdv__chan_new(tfrdv_rendezvous* r, tfrdv__shard* s, size_t i,
                                             const tfrdv_parsed_key* key, int kind) {
     tfrdv__chan* c = s->free_c;
     size_t len = key->full.len;
+    if (tfrdv__no_room(s)) return 0;
     if (c && c->key_cap >= len) {
         s->free_c = c->next;
         s->nfree_c--;
@@ -2207,7 +2237,8 @@ TFRDV__PRIVATE tfrdv__chan* tfrdv__chan_new(tfrdv_rendezvous* r, tfrdv__shard* s
     c->detached = 0;
     c->first_busy = 0;
     c->next = 0;
-    *pp = c;
+    s->slots[i].hash = key->hash;
+    s->slots[i].chan = c;
     s->nchans++;
     return c;
 }
@@ -2253,10 +2284,10 @@ TFRDV__PRIVATE tfrdv__ritem* tfrdv__ritem_get(tfrdv_rendezvous* r, tfrdv__shard*
     s->nfree_r--;
     return ri;
 }
-/* unlink the (empty) channel at *pp, recycle it, shrink the table if it emptied out */
-TFRDV__PRIVATE void tfrdv__chan_drop(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__chan** pp) {
-    tfrdv__chan* c = *pp;
-    *pp = c->next;
+/* remove the (empty) channel in slot i, recycle it, shrink the table if it emptied out */
+TFRDV__PRIVATE void tfrdv__chan_drop(tfrdv_rendezvous* r, tfrdv__shard* s, size_t i) {
+    tfrdv__chan* c = s->slots[i].chan;
+    tfrdv__slot_erase(s, i);
     s->nchans--;
     tfrdv__chan_recycle(r, s, c);
     if (tfrdv__should_shrink(s)) tfrdv__resize(r, s);
@@ -2305,7 +2336,8 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
                                             const tfrdv_args* args, tfrdv_value* value, int is_dead,
                                             tfrdv_status* st) {
     tfrdv__shard* s = tfrdv__shard_of(r, key->hash);
-    tfrdv__chan** pp;
+    size_t i;
+    int found;
     tfrdv__chan* c;
     tfrdv__ritem* ri;
     tfrdv_args sa, ra;
@@ -2320,11 +2352,11 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
         tfrdv__copy_status(r, st);
         return r->status.code;
     }
-    pp = tfrdv__chan_find(s, key->hash, key->full.ptr, key->full.len);
-    c = *pp;
+    i = tfrdv__slot_find(s, key->hash, key->full.ptr, key->full.len, &found);
+    c = found ? s->slots[i].chan : 0;
     if (!c || c->kind == TFRDV__CHAN_SEND) {
         tfrdv__sitem* si = 0;
-        if (!c) c = tfrdv__chan_new(r, s, pp, key, TFRDV__CHAN_SEND);
+        if (!c) c = tfrdv__chan_new(r, s, i, key, TFRDV__CHAN_SEND);
         if (c && !c->first_busy) {
             c->first_busy = 1;
             si = &c->first;
@@ -2342,13 +2374,13 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
         si->alloc_attrs = args ? args->alloc_attrs : 0;
         si->t0 = t0;
         tfrdv__chan_push(c, si);
-        if (s->nchans > s->nbuckets) tfrdv__resize(r, s);
+        if (tfrdv__too_full(s)) tfrdv__resize(r, s);
         tfrdv__unlock(&s->mu);
         return TFRDV_OK;
     }
     /* a receiver is waiting: the later arrival (us) runs its callback */
     ri = (tfrdv__ritem*)tfrdv__chan_pop(c);
-    if (c->count == 0) tfrdv__chan_drop(r, s, pp);
+    if (c->count == 0) tfrdv__chan_drop(r, s, i);
     done = ri->done;
     user = ri->user;
     ra = ri->args;
@@ -2406,7 +2438,12 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
         if ((tfrdv__ritem*)c->tail == ri) c->tail = prev;
         c->count--;
     }
-    if (c->count == 0 && !c->detached) tfrdv__chan_drop(r, s, tfrdv__chan_find(s, c->hash, TFRDV__CHAN_KEY(c), c->key_len));
+    if (c->count == 0 && !c->detached) {
+        int found;
+        size_t i = tfrdv__slot_find(s, c->hash, TFRDV__CHAN_KEY(c), c->key_len, &found);
+        TFRDV_ASSERT(found && s->slots[i].chan == c);
+        tfrdv__chan_drop(r, s, i);
+    }
     ri->linked = 0;
     done = ri->done;
     user = ri->user;
@@ -2422,10 +2459,10 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
     if (kcopy != kbuf) tfrdv__free(&a, kcopy, klen);
 }
 
-/* shard lock held, c (at *pp) holds sends: take the oldest one */
-TFRDV__PRIVATE tfrdv_value* tfrdv__take_send(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__chan** pp,
+/* shard lock held, the channel in slot i holds sends: take the oldest one */
+TFRDV__PRIVATE tfrdv_value* tfrdv__take_send(tfrdv_rendezvous* r, tfrdv__shard* s, size_t i,
                                              tfrdv_args* sa, int* dead, int64_t* t0) {
-    tfrdv__chan* c = *pp;
+    tfrdv__chan* c = s->slots[i].chan;
     tfrdv__sitem* si = (tfrdv__sitem*)tfrdv__chan_pop(c);
     tfrdv_value* v = si->value;
     *sa = tfrdv__no_args;
@@ -2435,7 +2472,7 @@ TFRDV__PRIVATE tfrdv_value* tfrdv__take_send(tfrdv_rendezvous* r, tfrdv__shard* 
     *t0 = si->t0;
     if (si->embedded) c->first_busy = 0;
     else tfrdv__sitem_recycle(r, s, si);
-    if (c->count == 0) tfrdv__chan_drop(r, s, pp);
+    if (c->count == 0) tfrdv__chan_drop(r, s, i);
     return v;
 }
 /* trace: report a TFRDV_TRACE_LOCAL event when the receive completes (not for serving) */
@@ -2443,7 +2480,8 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
                                             const tfrdv_args* args, tfrdv_done_fn done, void* user,
                                             int trace, tfrdv_status* est) {
     tfrdv__shard* s = tfrdv__shard_of(r, key->hash);
-    tfrdv__chan** pp;
+    size_t i;
+    int found;
     tfrdv__chan* c;
     tfrdv__ritem* ri;
     tfrdv_args ra = args ? *args : tfrdv__no_args;
@@ -2458,13 +2496,13 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
         tfrdv__deliver(r, done, user, &r->status, 0, &ra, 0, 0);
         return TFRDV_OK;
     }
-    pp = tfrdv__chan_find(s, key->hash, key->full.ptr, key->full.len);
-    c = *pp;
+    i = tfrdv__slot_find(s, key->hash, key->full.ptr, key->full.len, &found);
+    c = found ? s->slots[i].chan : 0;
     if (c && c->kind == TFRDV__CHAN_SEND) {
         tfrdv_args sa;
         int dead;
         int64_t ts;
-        tfrdv_value* v = tfrdv__take_send(r, s, pp, &sa, &dead, &ts);
+        tfrdv_value* v = tfrdv__take_send(r, s, i, &sa, &dead, &ts);
         tfrdv__hold(r);
         tfrdv__unlock(&s->mu);
         if (trace) tfrdv__trace_local(r, key->full.ptr, key->full.len, ts && ts < t0 ? ts : t0, &tfrdv__ok_status, v, dead);
@@ -2472,7 +2510,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
         return TFRDV_OK;
     }
     ri = tfrdv__ritem_get(r, s);
-    if (ri && !c && !(c = tfrdv__chan_new(r, s, pp, key, TFRDV__CHAN_RECV))) {
+    if (ri && !c && !(c = tfrdv__chan_new(r, s, i, key, TFRDV__CHAN_RECV))) {
         tfrdv__ritem_recycle(r, s, ri);
         ri = 0;
     }
@@ -2493,7 +2531,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
     memset(&ri->cnode, 0, sizeof ri->cnode);
     if (ra.cancel && !tfrdv_cancel_register(ra.cancel, &ri->cnode, tfrdv__ritem_cancelled, ri)) {
         tfrdv_status cst;
-        if (c->count == 0) tfrdv__chan_drop(r, s, pp);
+        if (c->count == 0) tfrdv__chan_drop(r, s, i);
         ri->linked = 0;
         tfrdv__ritem_recycle(r, s, ri);
         tfrdv__hold(r);
@@ -2503,7 +2541,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
         return TFRDV_OK;
     }
     tfrdv__chan_push(c, ri);
-    if (s->nchans > s->nbuckets) tfrdv__resize(r, s);
+    if (tfrdv__too_full(s)) tfrdv__resize(r, s);
     tfrdv__unlock(&s->mu);
     return TFRDV_OK;
 }
@@ -2519,9 +2557,9 @@ TFRDV__PRIVATE void tfrdv__drain_tables(tfrdv_rendezvous* r) {
         tfrdv__chan* c;
         size_t b;
         tfrdv__lock(&s->mu);
-        for (b = 0; b < s->nbuckets; b++) {
-            while ((c = s->buckets[b]) != 0) {
-                s->buckets[b] = c->next;
+        for (b = 0; b < s->nslots; b++) {
+            if ((c = s->slots[b].chan) != 0) {
+                s->slots[b].chan = 0;
                 c->next = list;
                 c->detached = 1;
                 list = c;
@@ -2558,7 +2596,7 @@ TFRDV__PRIVATE void tfrdv__drain_tables(tfrdv_rendezvous* r) {
             c->detached = 0;
             tfrdv__chan_recycle(r, s, c);
         }
-        if (s->nbuckets > s->min_buckets) tfrdv__rehash(r, s, s->min_buckets);
+        if (s->nslots > s->min_slots) tfrdv__rehash(r, s, s->min_slots);
         tfrdv__unlock(&s->mu);
     }
 }
@@ -2581,7 +2619,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__rdv_new(const tfrdv_hooks* hooks, int nshards, 
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "num_shards must be 0..4096 and min_buckets 0..16777216");
     nshards = TFRDV__DEF(nshards, 4);
     if (min_buckets) {
-        nb = 1;
+        nb = 4; /* the smallest table that can grow before it fills */
         while (nb < (size_t)min_buckets) nb <<= 1;
     }
     size = sizeof *r + (size_t)nshards * sizeof(tfrdv__shard);
@@ -2598,13 +2636,13 @@ TFRDV__PRIVATE tfrdv_code tfrdv__rdv_new(const tfrdv_hooks* hooks, int nshards, 
     if (!tfrdv__event_init(&r->drain_ev, hooks->sync)) goto fail1;
     for (i = 0; i < nshards; i++) {
         tfrdv__shard* s = &r->shards[i];
-        s->nbuckets = s->min_buckets = nb;
-        s->buckets = (tfrdv__chan**)tfrdv__zalloc(&hooks->allocator, nb * sizeof *s->buckets);
-        if (!s->buckets || !tfrdv__mutex_init(&s->mu, hooks->sync)) {
-            tfrdv__free(&hooks->allocator, s->buckets, nb * sizeof *s->buckets);
+        s->nslots = s->min_slots = nb;
+        s->slots = (tfrdv__slot*)tfrdv__zalloc(&hooks->allocator, nb * sizeof *s->slots);
+        if (!s->slots || !tfrdv__mutex_init(&s->mu, hooks->sync)) {
+            tfrdv__free(&hooks->allocator, s->slots, nb * sizeof *s->slots);
             while (--i >= 0) {
                 tfrdv__mutex_destroy(&r->shards[i].mu);
-                tfrdv__free(&hooks->allocator, r->shards[i].buckets, nb * sizeof *s->buckets);
+                tfrdv__free(&hooks->allocator, r->shards[i].slots, nb * sizeof *s->slots);
             }
             goto fail2;
         }
@@ -2652,7 +2690,7 @@ TFRDV__PRIVATE void tfrdv__free_rdv(tfrdv_rendezvous* r) {
             s->free_c = x->next;
             tfrdv__free(&a, x, tfrdv__chan_bytes(x->key_cap));
         }
-        tfrdv__free(&a, s->buckets, s->nbuckets * sizeof *s->buckets);
+        tfrdv__free(&a, s->slots, s->nslots * sizeof *s->slots);
         tfrdv__mutex_destroy(&s->mu);
     }
     tfrdv__free(&a, r->worker, r->worker_len + 1);
@@ -2858,14 +2896,15 @@ TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
     if (tfrdv__check_key(r, key, "tfrdv_recv", st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
     if (!r->mgr) { /* a value already buffered: take it without building the waiting machinery */
         tfrdv__shard* s = tfrdv__shard_of(r, key->hash);
-        tfrdv__chan** pp;
+        size_t i;
+        int found;
         tfrdv_args sa;
         int dead;
         int64_t t0;
         tfrdv__lock(&s->mu);
-        pp = tfrdv__chan_find(s, key->hash, key->full.ptr, key->full.len);
-        if (!tfrdv__atomic_load(&r->aborted) && *pp && (*pp)->kind == TFRDV__CHAN_SEND) {
-            *value = tfrdv__take_send(r, s, pp, &sa, &dead, &t0);
+        i = tfrdv__slot_find(s, key->hash, key->full.ptr, key->full.len, &found);
+        if (!tfrdv__atomic_load(&r->aborted) && found && s->slots[i].chan->kind == TFRDV__CHAN_SEND) {
+            *value = tfrdv__take_send(r, s, i, &sa, &dead, &t0);
             tfrdv__unlock(&s->mu);
             if (is_dead) *is_dead = dead;
             return tfrdv__err(st, TFRDV_OK, "");
@@ -3103,9 +3142,9 @@ TFRDV__PRIVATE void tfrdv__rdv_snap(tfrdv_rendezvous* r, tfrdv__snap* snap) {
         tfrdv__shard* s = &r->shards[i];
         size_t b;
         tfrdv__lock(&s->mu);
-        for (b = 0; b < s->nbuckets; b++) {
-            tfrdv__chan* c;
-            for (c = s->buckets[b]; c; c = c->next)
+        for (b = 0; b < s->nslots; b++) {
+            tfrdv__chan* c = s->slots[b].chan;
+            if (c)
                 tfrdv__snap_add(snap, r->step_id, c->kind == TFRDV__CHAN_SEND ? TFRDV_PENDING_SEND : TFRDV_PENDING_RECV, TFRDV__CHAN_KEY(c), c->key_len, c->count);
         }
         tfrdv__unlock(&s->mu);

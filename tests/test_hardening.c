@@ -705,6 +705,66 @@ static void test_d8_deferred_requests_are_capped_and_their_memory_returns(void) 
     FX_CHECK_EMPTY(&a);
 }
 
+/* the table is open addressing with backward-shift deletion: keys whose hashes cluster at the
+   end of the slot array (probe runs wrap around) go in and out in random order, checked against a
+   model (each key: values sent minus values received, FIFO by id) */
+static void test_table_clustered_hashes_wrap_and_delete_in_random_order(void) {
+    enum { NK = 40, OPS = 20000 };
+    static tkey keys[NK];
+    static tval vals[OPS];
+    static rcv rcvs[OPS];
+    int sent[NK], got[NK], next_id[NK][64];
+    fx_alloc a;
+    tfrdv_local_config c = tfrdv_local_config_init();
+    tfrdv_rendezvous* r = 0;
+    uint64_t rng = 12345;
+    int op, k, bad = 0, nv = 0, nr = 0;
+    memset(&a, 0, sizeof a);
+    memset(sent, 0, sizeof sent);
+    memset(got, 0, sizeof got);
+    c.hooks = fx_alloc_hooks(&a);
+    c.num_shards = 1;
+    c.min_buckets = 16;
+    TT_CHECK_EQ_INT(tfrdv_local_create(&c, &r, 0), TFRDV_OK);
+    for (k = 0; k < NK; k++) {
+        char edge[16];
+        snprintf(edge, sizeof edge, "w%d", k);
+        tkey_make(&keys[k], A0, 1, A1, edge);
+        /* the three last slots of any table size are home: every probe run wraps around */
+        keys[k].pk.hash = (uint64_t)(0xfffffffdu + (uint32_t)(k % 3)) | ((uint64_t)k << 40);
+    }
+    for (op = 0; op < OPS; op++) {
+        k = (int)(fx_xorshift(&rng) % NK);
+        if (fx_xorshift(&rng) & 1) {
+            if (sent[k] - got[k] >= 64) continue;
+            tval_init(&vals[nv], op);
+            next_id[k][sent[k] % 64] = op;
+            TT_CHECK_EQ_INT(tfrdv_send(r, &keys[k].pk, 0, &vals[nv].v, 0, 0), TFRDV_OK);
+            nv++;
+            sent[k]++;
+        } else if (sent[k] > got[k]) {
+            rcv_init(&rcvs[nr]);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &keys[k].pk, 0, rcv_done, &rcvs[nr]), TFRDV_OK);
+            if (rcvs[nr].calls != 1 || rcvs[nr].id != next_id[k][got[k] % 64]) bad++;
+            nr++;
+            got[k]++;
+        }
+    }
+    TT_CHECK_EQ_INT(bad, 0);
+    for (k = 0; k < NK; k++) /* drain: every key still findable */
+        while (got[k] < sent[k]) {
+            tfrdv_value* v = 0;
+            TT_CHECK_EQ_INT(tfrdv_recv(r, &keys[k].pk, 0, 0, &v, 0, 0), TFRDV_OK);
+            if (vid(v) != next_id[k][got[k] % 64]) bad++;
+            tfrdv_value_release(v);
+            got[k]++;
+        }
+    TT_CHECK_EQ_INT(bad, 0);
+    TT_CHECK_EQ_INT(tfrdv_pending(r, 0, 0), 0);
+    tfrdv_destroy(r);
+    FX_CHECK_EMPTY(&a);
+}
+
 /* ============================================================================================
    Explicit behaviours
    ============================================================================================ */
@@ -1421,6 +1481,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_d8_free_max_negative_keeps_nothing);
     TT_RUN(test_d8_key_length_is_capped);
     TT_RUN(test_d8_deferred_requests_are_capped_and_their_memory_returns);
+    TT_RUN(test_table_clustered_hashes_wrap_and_delete_in_random_order);
     TT_RUN(test_response_cache_is_keyed_by_request_id_only);
     TT_RUN(test_destroy_of_a_found_step_aborts_it_but_the_table_keeps_it);
     TT_RUN(test_find_after_cleanup_creates_the_step_again_and_drops_its_tombstone);
