@@ -4624,19 +4624,20 @@ TFRDV__PRIVATE void tfrdv__vblock_release(tfrdv_value* v) {
     tfrdv_allocator a = b->a;
     tfrdv__free(&a, b, b->total);
 }
-TFRDV_API tfrdv_value* tfrdv_call_alloc_value(tfrdv_call* call, int32_t dtype, int32_t rank,
+/* a value, a copy of its dims and room for size bytes (not initialised) in one block from a */
+TFRDV__PRIVATE tfrdv_value* tfrdv__vblock_new(const tfrdv_allocator* a, int32_t dtype, int32_t rank,
                                               const int64_t* dims, uint64_t size) {
     tfrdv__vblock* b;
     size_t head, total;
-    if (!call || rank < 0 || (rank > 0 && !dims)) return 0;
-    if (call->recv_args.alloc_fn) return call->recv_args.alloc_fn(call->recv_args.alloc_user, dtype, rank, dims, size);
+    if (rank < 0 || (rank > 0 && !dims)) return 0;
+    if ((uint64_t)rank > ((size_t)-1 - sizeof(tfrdv__vblock) - 15) / sizeof(int64_t)) return 0;
     head = (sizeof(tfrdv__vblock) + (size_t)rank * sizeof(int64_t) + 15) & ~(size_t)15;
-    if ((uint64_t)rank > ((size_t)-1) / 16 || size > (uint64_t)((size_t)-1 - head)) return 0;
+    if (size > (uint64_t)((size_t)-1 - head)) return 0;
     total = head + (size_t)size;
-    b = (tfrdv__vblock*)tfrdv__alloc(&call->mgr->hooks.allocator, total);
+    b = (tfrdv__vblock*)tfrdv__alloc(a, total);
     if (!b) return 0;
     memset(&b->v, 0, sizeof b->v);
-    b->a = call->mgr->hooks.allocator;
+    b->a = *a;
     b->total = total;
     if (rank) memcpy(b + 1, dims, (size_t)rank * sizeof(int64_t));
     b->v.dtype = dtype;
@@ -4646,6 +4647,12 @@ TFRDV_API tfrdv_value* tfrdv_call_alloc_value(tfrdv_call* call, int32_t dtype, i
     b->v.size = size;
     b->v.release = tfrdv__vblock_release;
     return &b->v;
+}
+TFRDV_API tfrdv_value* tfrdv_call_alloc_value(tfrdv_call* call, int32_t dtype, int32_t rank,
+                                              const int64_t* dims, uint64_t size) {
+    if (!call || rank < 0 || (rank > 0 && !dims)) return 0;
+    if (call->recv_args.alloc_fn) return call->recv_args.alloc_fn(call->recv_args.alloc_user, dtype, rank, dims, size);
+    return tfrdv__vblock_new(&call->mgr->hooks.allocator, dtype, rank, dims, size);
 }
 
 /* abort every remote call and deferred request of a step (after its status was set) */
@@ -5069,33 +5076,17 @@ TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
 TFRDV_API tfrdv_value* tfrdv_value_new_with(const tfrdv_allocator* allocator, int32_t dtype,
                                             int32_t rank, const int64_t* dims, const void* data,
                                             uint64_t size) {
-    tfrdv__vblock* b;
+    tfrdv_value* v;
     tfrdv_allocator a;
-    size_t head, total;
-    if (rank < 0 || (rank > 0 && !dims) || !tfrdv__allocator_ok(allocator)) return 0;
+    if (!tfrdv__allocator_ok(allocator)) return 0;
     if (allocator) a = *allocator;
     else memset(&a, 0, sizeof a);
-    if ((uint64_t)rank > ((size_t)-1 - sizeof(tfrdv__vblock) - 15) / sizeof(int64_t)) return 0;
-    head = (sizeof(tfrdv__vblock) + (size_t)rank * sizeof(int64_t) + 15) & ~(size_t)15;
-    if (size > (uint64_t)((size_t)-1 - head)) return 0;
-    total = head + (size_t)size;
-    b = (tfrdv__vblock*)tfrdv__alloc(&a, total);
-    if (!b) return 0;
-    memset(&b->v, 0, sizeof b->v);
-    b->a = a;
-    b->total = total;
-    if (rank) memcpy(b + 1, dims, (size_t)rank * sizeof(int64_t));
-    b->v.dtype = dtype;
-    b->v.rank = rank;
-    b->v.dims = (const int64_t*)(void*)(b + 1);
-    b->v.data = (char*)b + head;
-    b->v.size = size;
-    b->v.release = tfrdv__vblock_release;
-    if (size) {
-        if (data) memcpy(b->v.data, data, (size_t)size);
-        else memset(b->v.data, 0, (size_t)size);
+    v = tfrdv__vblock_new(&a, dtype, rank, dims, size);
+    if (v && size) {
+        if (data) memcpy(v->data, data, (size_t)size);
+        else memset(v->data, 0, (size_t)size);
     }
-    return &b->v;
+    return v;
 }
 TFRDV_API tfrdv_value* tfrdv_value_new(int32_t dtype, int32_t rank, const int64_t* dims,
                                        const void* data, uint64_t size) {
