@@ -202,8 +202,13 @@ typedef enum tfrdv_code {
 
 typedef struct tfrdv_status {
     tfrdv_code code;
+    uint32_t detail; /* TFRDV_DETAIL_*: what kind of error, for code that must act on it (never
+                        parse msg, which may be cut short); 0 for most statuses */
     char msg[TFRDV_STATUS_MSG_MAX]; /* NUL-terminated; "" for OK */
 } tfrdv_status;
+/* ABORTED by a serving worker whose device incarnation differs from the key's: the worker was
+   restarted (TensorFlow's WorkerPossiblyRestarted status detail). */
+#define TFRDV_DETAIL_WORKER_RESTARTED 1u
 
 /* "OK", "CANCELLED", ...; "UNKNOWN_CODE" for numbers outside 0..16. */
 TFRDV_API const char* tfrdv_code_str(tfrdv_code code);
@@ -540,6 +545,7 @@ TFRDV_API size_t tfrdv_pending(tfrdv_rendezvous* r, tfrdv_pending_fn fn, void* u
    finished and every cancel_call returned, and a finish after that is a use after free.
    --------------------------------------------------------------------------------------------- */
 typedef struct tfrdv_call tfrdv_call;
+typedef struct tfrdv_mgr tfrdv_mgr; /* the step manager, below */
 typedef struct tfrdv_transport {
     void* user_data;
     void (*start_call)(void* user_data, tfrdv_call* call);
@@ -554,6 +560,9 @@ TFRDV_API tfrdv_str tfrdv_call_src_worker(const tfrdv_call* call); /* "/job:x/re
 TFRDV_API void* tfrdv_call_endpoint(const tfrdv_call* call); /* from the resolver, or NULL */
 TFRDV_API const tfrdv_args* tfrdv_call_recv_args(const tfrdv_call* call);
 TFRDV_API int tfrdv_call_attempt(const tfrdv_call* call); /* 0 first try, 1.. retries */
+/* The manager the call belongs to (for its clock, tfrdv_mgr_now, when one transport serves
+   several managers); valid from start_call until the finish. */
+TFRDV_API tfrdv_mgr* tfrdv_call_mgr(const tfrdv_call* call);
 /* 64 bytes of provider scratch memory, aligned for any fundamental type (as long double: 16 bytes
    on common 64-bit targets, given an allocator with that alignment), valid from start_call to
    finish. */
@@ -574,7 +583,6 @@ TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* 
 /* ---------------------------------------------------------------------------------------------
    Step manager: one rendezvous per step id, created on demand, plus the serving side.
    --------------------------------------------------------------------------------------------- */
-typedef struct tfrdv_mgr tfrdv_mgr;
 
 /* Same-worker receive where src and dst devices differ (TensorFlow SameWorkerRecvDone): copy
    `in` (owned) to the destination device and call done exactly once with the result. NULL hook:
@@ -1270,7 +1278,7 @@ TFRDV__PRIVATE int tfrdv__event_wait(tfrdv__event* e, int64_t timeout_ns) {
 }
 
 /* >>status */
-static const tfrdv_status tfrdv__ok_status = {TFRDV_OK, {0}};
+static const tfrdv_status tfrdv__ok_status = {TFRDV_OK, 0, {0}};
 
 TFRDV_API const char* tfrdv_code_str(tfrdv_code code) {
 #define TFRDV__CODE_STR(name, num) \
@@ -1336,6 +1344,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__err(tfrdv_status* st, tfrdv_code code, const ch
     const char* p;
     if (!st) return code;
     st->code = code;
+    st->detail = 0;
     tfrdv__sb_init(&b, st->msg, sizeof st->msg);
     va_start(ap, fmt);
     for (p = fmt; *p; p++) {
@@ -1370,8 +1379,8 @@ TFRDV_API tfrdv_code tfrdv_status_set(tfrdv_status* st, tfrdv_code code, const c
 }
 TFRDV__PRIVATE void tfrdv__status_copy(tfrdv_status* dst, const tfrdv_status* src) {
     if (dst && src && dst != src) {
-        dst->code = src->code;
         tfrdv__err(dst, src->code, "%s", src->msg);
+        dst->detail = src->detail;
     }
 }
 
@@ -4005,6 +4014,7 @@ TFRDV__PRIVATE int tfrdv__serve_check(tfrdv__serve* op) {
         tfrdv__err(&st, TFRDV_ABORTED,
                    "RecvTensor expects a different device incarnation: %X vs. %X. Your worker job (\"%s\") was probably restarted. Check your worker job for the reason why it was restarted.",
                    op->parsed.src_incarnation, inc, mgr->worker);
+        st.detail = TFRDV_DETAIL_WORKER_RESTARTED;
         tfrdv__serve_finish(op, &st, 0, 0, 0);
         return 1;
     }
@@ -4612,6 +4622,7 @@ TFRDV_API void* tfrdv_call_endpoint(const tfrdv_call* call) { return call ? call
 TFRDV_API const tfrdv_args* tfrdv_call_recv_args(const tfrdv_call* call) { return call ? &call->recv_args : 0; }
 TFRDV_API int tfrdv_call_attempt(const tfrdv_call* call) { return call ? call->attempt : 0; }
 TFRDV_API int64_t tfrdv_call_deadline(const tfrdv_call* call) { return call ? call->deadline : INT64_MAX; }
+TFRDV_API tfrdv_mgr* tfrdv_call_mgr(const tfrdv_call* call) { return call ? call->mgr : 0; }
 TFRDV_API void* tfrdv_call_scratch(tfrdv_call* call) { return call ? (void*)call->scratch.bytes : 0; }
 
 typedef struct tfrdv__vblock { /* a value, its dims and its bytes in one allocation */

@@ -1665,7 +1665,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
     if (!g->shut) chan = tfrdv_grpc__chan_locked(g, addr, &st);
     else tfrdv_grpc__err(&st, TFRDV_UNAVAILABLE, "tfrdv_grpc: transport shut down");
     if (dl != INT64_MAX) {
-        int64_t rem = dl - (g->mgr ? tfrdv_mgr_now(g->mgr) : tfrdv_now_ns());
+        int64_t rem = dl - tfrdv_mgr_now(tfrdv_call_mgr(call)); /* on the call's own manager's clock */
         deadline = tfrdv_grpc__in(rem > 0 ? rem : 0);
     }
     pthread_mutex_unlock(&g->mu);
@@ -1897,7 +1897,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* stat
     if (status->code != TFRDV_OK) {
         tfrdv_value_release(value);
         tfrdv_grpc__reply(g, x, 0, status->code, status->msg,
-                          status->code == TFRDV_ABORTED && strstr(status->msg, "expects a different device incarnation") != 0, with_close);
+                          status->code == TFRDV_ABORTED && status->detail == TFRDV_DETAIL_WORKER_RESTARTED, with_close);
         return;
     }
     TFRDV_GRPC__ADD(g, serve_ok, 1);

@@ -342,7 +342,7 @@ FX_FN void fx_serve_done(void* u, const tfrdv_status* st, const tfrdv_args* sa, 
     fx_serve* s = (fx_serve*)u;
     s->calls++;
     s->send_args = *sa;
-    tfrdv_status_set(&s->st, st->code, st->msg);
+    s->st = *st; /* code, detail and message */
     s->value_ptr = v;
     s->dead = dead;
     if (s->keep) s->kept = v;

@@ -693,6 +693,7 @@ static void test_serve_incarnation_mismatch_is_aborted_with_tensorflow_text(void
     serve(m, 1, &k, 1, &s);
     TT_CHECK_EQ_INT(s.calls, 1);
     TT_CHECK_EQ_INT(s.st.code, TFRDV_ABORTED);
+    TT_CHECK_EQ_INT(s.st.detail, TFRDV_DETAIL_WORKER_RESTARTED); /* acted on without reading the text */
     TT_CHECK_STR(s.st.msg,
                  "RecvTensor expects a different device incarnation: 0000000000000005 vs. 0000000000000007. Your worker job "
                  "(\"/job:b/replica:0/task:0\") was probably restarted. Check your worker job for "
