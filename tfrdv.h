@@ -1303,7 +1303,7 @@ TFRDV__PRIVATE void tfrdv__sb_put(tfrdv__sb* b, const char* s, size_t n) {
     if (b->cap && b->len < b->cap - 1) {
         size_t room = b->cap - 1 - b->len;
         size_t k = n < room ? n : room;
-        memcpy(b->buf + b->len, s, k);
+        if (k) memcpy(b->buf + b->len, s, k); /* s may be NULL when n is 0 */
         b->buf[b->len + k] = 0;
     }
     b->len += n;
