@@ -76,11 +76,19 @@ static void fuzz_device(const char* p, size_t n) {
     }
     len = tfrdv_device_local_name(p, n, buf, sizeof buf, &st);
     if (len) {
+        /* LocalName = "/device:" + the stored type + ":" + the stored id, as TensorFlow builds it
+           (a type or id never given prints as "" / 0; a later '*' clears only the flag) */
+        static char want[BUF + 64];
+        int wl;
         CHECK(st.code == TFRDV_OK && len < sizeof buf && strlen(buf) == len);
-        CHECK(tfrdv_device_parse(p, n, &dn, NULL) == TFRDV_OK && dn.has_type && dn.has_id);
-        CHECK(tfrdv_device_parse(buf, len, &again, NULL) == TFRDV_OK);
-        CHECK(!again.has_job && !again.has_replica && !again.has_task);
-        CHECK(again.has_type && str_eq(again.type, dn.type) && again.has_id && again.id == dn.id);
+        CHECK(tfrdv_device_parse(p, n, &dn, NULL) == TFRDV_OK);
+        wl = snprintf(want, sizeof want, "/device:%.*s:%d", (int)dn.type.len, dn.type.ptr ? dn.type.ptr : "", dn.id);
+        CHECK(wl > 0 && (size_t)wl == len && memcmp(want, buf, len) == 0);
+        if (dn.type.len) {
+            CHECK(tfrdv_device_parse(buf, len, &again, NULL) == TFRDV_OK);
+            CHECK(!again.has_job && !again.has_replica && !again.has_task);
+            CHECK(again.has_type && str_eq(again.type, dn.type) && again.has_id && again.id == dn.id);
+        }
     } else {
         CHECK(st.code == TFRDV_INVALID_ARGUMENT);
     }
