@@ -54,7 +54,7 @@
                 one that owns a copy of its shape and bytes. A successful send hands one reference to the
                 rendezvous; a receiver gets that reference and calls tfrdv_value_release() when done
                 (zero copy). tfrdv_value_retain() adds references.
-     Rendezvous a table of per-key FIFO channels. tfrdv_local_create() makes one; a step manager
+     Rendezvous a table of per-key FIFO channels. tfrdv_create() makes one; a step manager
                 (tfrdv_mgr) makes one per step id that also routes receives to remote workers. The same
                 functions (tfrdv_send, tfrdv_recv_async, tfrdv_abort, ...) work on both.
      Transport  a vtable (tfrdv_transport) through which a step manager fetches tensors from other
@@ -222,9 +222,9 @@ TFRDV_API tfrdv_code tfrdv_status_set(tfrdv_status* st, tfrdv_code code, const c
 /* alloc_fn must return memory aligned like malloc's (for any fundamental type, long double
    included), or NULL. Both functions or neither. */
 typedef struct tfrdv_allocator {
-    void* (*alloc_fn)(void* user_data, size_t size);
-    void (*free_fn)(void* user_data, void* ptr, size_t size); /* sized free */
-    void* user_data;
+    void* (*alloc_fn)(void* user, size_t size);
+    void (*free_fn)(void* user, void* ptr, size_t size); /* sized free */
+    void* user;
 } tfrdv_allocator;
 
 /* Mutex and counting event (a semaphore: signal adds one, wait takes one). Maps onto RTOS
@@ -232,27 +232,27 @@ typedef struct tfrdv_allocator {
    initialised (NULL) must do nothing. event_wait returns 1 when signalled, 0 on timeout;
    timeout_ns < 0 waits forever. */
 typedef struct tfrdv_sync {
-    void* user_data;
-    int (*mutex_init)(void* user_data, void** mutex);
-    void (*mutex_destroy)(void* user_data, void* mutex);
-    void (*mutex_lock)(void* user_data, void* mutex);
-    void (*mutex_unlock)(void* user_data, void* mutex);
-    int (*event_init)(void* user_data, void** event);
-    void (*event_destroy)(void* user_data, void* event);
-    int (*event_wait)(void* user_data, void* event, int64_t timeout_ns);
-    void (*event_signal)(void* user_data, void* event);
+    void* user;
+    int (*mutex_init)(void* user, void** mutex);
+    void (*mutex_destroy)(void* user, void* mutex);
+    void (*mutex_lock)(void* user, void* mutex);
+    void (*mutex_unlock)(void* user, void* mutex);
+    int (*event_init)(void* user, void** event);
+    void (*event_destroy)(void* user, void* event);
+    int (*event_wait)(void* user, void* event, int64_t timeout_ns);
+    void (*event_signal)(void* user, void* event);
 } tfrdv_sync;
 
 /* Silent unless set. level: 0 debug, 1 info, 2 warning, 3 error. msg is borrowed. */
 typedef struct tfrdv_logger {
-    void (*fn)(void* user_data, int level, const char* msg);
-    void* user_data;
+    void (*fn)(void* user, int level, const char* msg);
+    void* user;
 } tfrdv_logger;
 
 /* Monotonic nanoseconds. Built-in: CLOCK_MONOTONIC / QueryPerformanceCounter. */
 typedef struct tfrdv_clock {
-    int64_t (*now_ns)(void* user_data);
-    void* user_data;
+    int64_t (*now_ns)(void* user);
+    void* user;
 } tfrdv_clock;
 
 typedef struct tfrdv_hooks {
@@ -379,7 +379,7 @@ TFRDV_API void tfrdv_value_release(tfrdv_value* v); /* NULL is fine */
    a value with dtype/rank set, ->dims pointing at a copy of dims, ->data at least size bytes and
    ->size >= size (the transport writes the bytes there), and a release hook that frees it; or
    NULL (the receive then fails RESOURCE_EXHAUSTED). */
-typedef tfrdv_value* (*tfrdv_alloc_fn)(void* user_data, int32_t dtype, int32_t rank,
+typedef tfrdv_value* (*tfrdv_alloc_fn)(void* user, int32_t dtype, int32_t rank,
                                        const int64_t* dims, uint64_t size);
 
 #define TFRDV_ALLOC_ON_HOST 1u
@@ -445,7 +445,7 @@ TFRDV_API tfrdv_code tfrdv_cancel_mgr_reset(tfrdv_cancel_mgr* cm);
    --------------------------------------------------------------------------------------------- */
 typedef struct tfrdv_rendezvous tfrdv_rendezvous;
 
-typedef struct tfrdv_local_config {
+typedef struct tfrdv_config {
     tfrdv_hooks hooks;
     int num_shards; /* lock shards (0: 4); keys are spread over shards by hash */
     int min_buckets; /* initial hash buckets per shard, power of two (0: 16); tables grow, and
@@ -453,12 +453,12 @@ typedef struct tfrdv_local_config {
     int free_max;    /* recycled items kept per shard and kind (0: 256; <0: none). Within it the
                         steady state allocates nothing; beyond it memory goes back after a burst */
     size_t max_key_len; /* longest key accepted (0: 4096 bytes); longer: INVALID_ARGUMENT */
-} tfrdv_local_config;
-TFRDV_API tfrdv_local_config tfrdv_local_config_init(void);
+} tfrdv_config;
+TFRDV_API tfrdv_config tfrdv_config_init(void);
 
-/* Refcount 1. cfg may be NULL (defaults). */
-TFRDV_API tfrdv_code tfrdv_local_create(const tfrdv_local_config* cfg, tfrdv_rendezvous** out,
-                                        tfrdv_status* st);
+/* A local rendezvous (one table for a process or a device; the step manager makes its own per
+   step). Refcount 1; tfrdv_destroy (or the last tfrdv_unref) ends it. cfg may be NULL (defaults). */
+TFRDV_API tfrdv_code tfrdv_create(const tfrdv_config* cfg, tfrdv_rendezvous** out, tfrdv_status* st);
 TFRDV_API void tfrdv_ref(tfrdv_rendezvous* r);
 /* Drops a reference; the last one acts as tfrdv_destroy. */
 TFRDV_API void tfrdv_unref(tfrdv_rendezvous* r);
@@ -539,7 +539,7 @@ TFRDV_API size_t tfrdv_pending(tfrdv_rendezvous* r, tfrdv_pending_fn fn, void* u
        tfrdv_call_finish(). Never touch the call after finishing it.
      - cancel_call(call): may come 0..n times, concurrently with or after finish; must be harmless.
        Finish promptly (CANCELLED is fine) if the fetch is still running.
-     - destroy(user_data): the owning manager is gone.
+     - destroy(user): the owning manager is gone.
    A second finish of the same attempt is counted (tfrdv_mgr_stats.double_finishes), ignored and
    trips TFRDV_ASSERT, as long as the call object still exists: it is recycled once the provider
    finished and every cancel_call returned, and a finish after that is a use after free.
@@ -547,10 +547,10 @@ TFRDV_API size_t tfrdv_pending(tfrdv_rendezvous* r, tfrdv_pending_fn fn, void* u
 typedef struct tfrdv_call tfrdv_call;
 typedef struct tfrdv_mgr tfrdv_mgr; /* the step manager, below */
 typedef struct tfrdv_transport {
-    void* user_data;
-    void (*start_call)(void* user_data, tfrdv_call* call);
-    void (*cancel_call)(void* user_data, tfrdv_call* call);
-    void (*destroy)(void* user_data);
+    void* user;
+    void (*start_call)(void* user, tfrdv_call* call);
+    void (*cancel_call)(void* user, tfrdv_call* call);
+    void (*destroy)(void* user);
 } tfrdv_transport;
 
 TFRDV_API int64_t tfrdv_call_step_id(const tfrdv_call* call);
@@ -1000,7 +1000,7 @@ TFRDV__PRIVATE int tfrdv__allocator_ok(const tfrdv_allocator* a) {
     return 1;
 }
 TFRDV__PRIVATE void* tfrdv__alloc(const tfrdv_allocator* a, size_t n) {
-    if (a && a->alloc_fn) return a->alloc_fn(a->user_data, n);
+    if (a && a->alloc_fn) return a->alloc_fn(a->user, n);
 #ifdef TFRDV_NO_MALLOC
     return 0;
 #else
@@ -1010,7 +1010,7 @@ TFRDV__PRIVATE void* tfrdv__alloc(const tfrdv_allocator* a, size_t n) {
 TFRDV__PRIVATE void tfrdv__free(const tfrdv_allocator* a, void* p, size_t n) {
     if (!p) return;
     if (a && a->free_fn) {
-        a->free_fn(a->user_data, p, n);
+        a->free_fn(a->user, p, n);
         return;
     }
 #ifndef TFRDV_NO_MALLOC
@@ -1043,7 +1043,7 @@ TFRDV__PRIVATE int64_t tfrdv__sat_add(int64_t a, int64_t b) {
     return (b > 0 && a > INT64_MAX - b) ? INT64_MAX : a + b;
 }
 TFRDV__PRIVATE int64_t tfrdv__now(const tfrdv_clock* c) {
-    if (c->now_ns) return c->now_ns(c->user_data);
+    if (c->now_ns) return c->now_ns(c->user);
     return tfrdv_now_ns();
 }
 
@@ -1087,7 +1087,7 @@ TFRDV__PRIVATE int tfrdv__sync_ok(const tfrdv_sync* s) {
 TFRDV__PRIVATE int tfrdv__mutex_init(tfrdv__mutex* m, const tfrdv_sync* s) {
     m->hook = s;
     m->h = 0;
-    if (s) return s->mutex_init(s->user_data, &m->h) == 0;
+    if (s) return s->mutex_init(s->user, &m->h) == 0;
 #if defined(TFRDV__FUTEX)
     m->word = 0;
     return 1;
@@ -1102,7 +1102,7 @@ TFRDV__PRIVATE int tfrdv__mutex_init(tfrdv__mutex* m, const tfrdv_sync* s) {
 }
 TFRDV__PRIVATE void tfrdv__mutex_destroy(tfrdv__mutex* m) {
     if (m->hook) {
-        m->hook->mutex_destroy(m->hook->user_data, m->h);
+        m->hook->mutex_destroy(m->hook->user, m->h);
         return;
     }
 #if defined(TFRDV__HAS_POSIX) && !defined(TFRDV__FUTEX)
@@ -1136,7 +1136,7 @@ TFRDV__PRIVATE void tfrdv__futex_lock_slow(int* w) {
 #endif
 TFRDV__HOT void tfrdv__lock(tfrdv__mutex* m) {
     if (m->hook) {
-        m->hook->mutex_lock(m->hook->user_data, m->h);
+        m->hook->mutex_lock(m->hook->user, m->h);
         return;
     }
 #if defined(TFRDV__FUTEX)
@@ -1153,7 +1153,7 @@ TFRDV__HOT void tfrdv__lock(tfrdv__mutex* m) {
 }
 TFRDV__HOT void tfrdv__unlock(tfrdv__mutex* m) {
     if (m->hook) {
-        m->hook->mutex_unlock(m->hook->user_data, m->h);
+        m->hook->mutex_unlock(m->hook->user, m->h);
         return;
     }
 #if defined(TFRDV__FUTEX)
@@ -1168,7 +1168,7 @@ TFRDV__HOT void tfrdv__unlock(tfrdv__mutex* m) {
 TFRDV__PRIVATE int tfrdv__event_init(tfrdv__event* e, const tfrdv_sync* s) {
     e->hook = s;
     e->h = 0;
-    if (s) return s->event_init(s->user_data, &e->h) == 0;
+    if (s) return s->event_init(s->user, &e->h) == 0;
 #if defined(TFRDV__HAS_POSIX)
     {
         pthread_condattr_t a;
@@ -1197,7 +1197,7 @@ TFRDV__PRIVATE int tfrdv__event_init(tfrdv__event* e, const tfrdv_sync* s) {
 }
 TFRDV__PRIVATE void tfrdv__event_destroy(tfrdv__event* e) {
     if (e->hook) {
-        e->hook->event_destroy(e->hook->user_data, e->h);
+        e->hook->event_destroy(e->hook->user, e->h);
         return;
     }
 #if defined(TFRDV__HAS_POSIX)
@@ -1207,7 +1207,7 @@ TFRDV__PRIVATE void tfrdv__event_destroy(tfrdv__event* e) {
 }
 TFRDV__PRIVATE void tfrdv__event_signal(tfrdv__event* e) {
     if (e->hook) {
-        e->hook->event_signal(e->hook->user_data, e->h);
+        e->hook->event_signal(e->hook->user, e->h);
         return;
     }
 #if defined(TFRDV__HAS_POSIX)
@@ -1224,7 +1224,7 @@ TFRDV__PRIVATE void tfrdv__event_signal(tfrdv__event* e) {
 }
 /* 1 signalled, 0 timed out. timeout_ns < 0: forever. */
 TFRDV__PRIVATE int tfrdv__event_wait(tfrdv__event* e, int64_t timeout_ns) {
-    if (e->hook) return e->hook->event_wait(e->hook->user_data, e->h, timeout_ns);
+    if (e->hook) return e->hook->event_wait(e->hook->user, e->h, timeout_ns);
 #if defined(TFRDV__HAS_POSIX)
     {
         int ok = 1;
@@ -1371,7 +1371,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__err(tfrdv_status* st, tfrdv_code code, const ch
 }
 /* report a refused call through the logger hook (level 2) and return its code */
 TFRDV__PRIVATE tfrdv_code tfrdv__log_status(const tfrdv_hooks* h, const tfrdv_status* st) {
-    if (h->logger.fn) h->logger.fn(h->logger.user_data, 2, st->msg);
+    if (h->logger.fn) h->logger.fn(h->logger.user, 2, st->msg);
     return st->code;
 }
 TFRDV_API tfrdv_code tfrdv_status_set(tfrdv_status* st, tfrdv_code code, const char* msg) {
@@ -2610,8 +2610,8 @@ TFRDV__PRIVATE void tfrdv__drain_tables(tfrdv_rendezvous* r) {
     }
 }
 
-TFRDV_API tfrdv_local_config tfrdv_local_config_init(void) {
-    tfrdv_local_config c;
+TFRDV_API tfrdv_config tfrdv_config_init(void) {
+    tfrdv_config c;
     memset(&c, 0, sizeof c);
     return c;
 }
@@ -2667,10 +2667,9 @@ fail0:
     return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "rendezvous: out of memory or sync init failed");
 }
 
-TFRDV_API tfrdv_code tfrdv_local_create(const tfrdv_local_config* cfg, tfrdv_rendezvous** out,
-                                        tfrdv_status* st) {
-    tfrdv_local_config c = cfg ? *cfg : tfrdv_local_config_init();
-    if (!out) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_local_create: NULL out");
+TFRDV_API tfrdv_code tfrdv_create(const tfrdv_config* cfg, tfrdv_rendezvous** out, tfrdv_status* st) {
+    tfrdv_config c = cfg ? *cfg : tfrdv_config_init();
+    if (!out) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_create: NULL out");
     *out = 0;
     return tfrdv__rdv_new(&c.hooks, c.num_shards, c.min_buckets, c.free_max, c.max_key_len, out, st);
 }
@@ -2719,7 +2718,7 @@ TFRDV_API tfrdv_code tfrdv_abort(tfrdv_rendezvous* r, tfrdv_code code, const cha
     tfrdv_status_set(&r->status, code, msg);
     tfrdv__atomic_store(&r->aborted, 1);
     tfrdv__unlock(&r->mu);
-    if (r->hooks.logger.fn) r->hooks.logger.fn(r->hooks.logger.user_data, 1, r->status.msg);
+    if (r->hooks.logger.fn) r->hooks.logger.fn(r->hooks.logger.user, 1, r->status.msg);
     {
         tfrdv__frame f; /* callbacks below may destroy r: keep it until we are done */
         tfrdv__hold(r);
@@ -3480,7 +3479,7 @@ TFRDV__PRIVATE void tfrdv__mgr_unref(tfrdv_mgr* mgr) {
             tfrdv__centry_free(mgr, e);
         }
     }
-    if (mgr->cfg.transport.destroy) mgr->cfg.transport.destroy(mgr->cfg.transport.user_data);
+    if (mgr->cfg.transport.destroy) mgr->cfg.transport.destroy(mgr->cfg.transport.user);
     tfrdv__idset_free(&mgr->recent, &a);
     tfrdv__idset_free(&mgr->tombs, &a);
     tfrdv__free(&a, mgr->steps, mgr->nb * sizeof *mgr->steps);
@@ -4258,7 +4257,7 @@ TFRDV__PRIVATE void tfrdv__call_settle(tfrdv_call* call, int cancel, tfrdv_value
     tfrdv_mgr* mgr = call->mgr;
     tfrdv_args ra = call->recv_args;
     ra.key = call->key;
-    if (cancel && mgr->cfg.transport.cancel_call) mgr->cfg.transport.cancel_call(mgr->cfg.transport.user_data, call);
+    if (cancel && mgr->cfg.transport.cancel_call) mgr->cfg.transport.cancel_call(mgr->cfg.transport.user, call);
     if (mgr->cfg.trace)
         tfrdv__trace(mgr, call->step_id, call->key.ptr, call->key.len, TFRDV_TRACE_FETCH, call->t0, &call->result, v, dead);
     tfrdv__deliver(call->r, call->done, call->user, &call->result, 0, &ra, v, dead);
@@ -4297,7 +4296,7 @@ TFRDV__PRIVATE void tfrdv__call_start(tfrdv_call* call) {
     tfrdv_rendezvous* r = call->r;
     int cancel;
     if (mgr->cfg.transport.start_call) {
-        mgr->cfg.transport.start_call(mgr->cfg.transport.user_data, call);
+        mgr->cfg.transport.start_call(mgr->cfg.transport.user, call);
     } else {
         tfrdv_call_finish(call, TFRDV_UNIMPLEMENTED, "tfrdv: the step manager has no transport; remote receives need one", 0, 0);
     }
@@ -4306,7 +4305,7 @@ TFRDV__PRIVATE void tfrdv__call_start(tfrdv_call* call) {
     cancel = call->cancel_pending && call->state == TFRDV__CALL_ORPHANED;
     call->cancel_pending = 0;
     tfrdv__unlock(&r->mu);
-    if (cancel) mgr->cfg.transport.cancel_call(mgr->cfg.transport.user_data, call);
+    if (cancel) mgr->cfg.transport.cancel_call(mgr->cfg.transport.user, call);
     tfrdv__call_unbusy(call);
 }
 
@@ -5076,7 +5075,7 @@ TFRDV__PRIVATE void tfrdv__lb_cancel(void* user, tfrdv_call* call) {
 }
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
     tfrdv_transport t;
-    t.user_data = lb;
+    t.user = lb;
     t.start_call = tfrdv__lb_start;
     t.cancel_call = tfrdv__lb_cancel;
     t.destroy = 0;

@@ -1184,11 +1184,11 @@ struct tfrdv_grpc {
 
 /* >>transport: memory, logging, strings ------------------------------------------------------ */
 TFRDV_GRPC__PRIVATE void* tfrdv_grpc__alloc(const tfrdv_allocator* a, size_t n) {
-    return a->alloc_fn ? a->alloc_fn(a->user_data, n) : malloc(n);
+    return a->alloc_fn ? a->alloc_fn(a->user, n) : malloc(n);
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__free(const tfrdv_allocator* a, void* p, size_t n) {
     if (!p) return;
-    if (a->free_fn) a->free_fn(a->user_data, p, n);
+    if (a->free_fn) a->free_fn(a->user, p, n);
     else free(p);
 }
 TFRDV_GRPC__PRIVATE char* tfrdv_grpc__strdup(const tfrdv_allocator* a, const char* s) {
@@ -1210,7 +1210,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__log(tfrdv_grpc* g, int level, const char* f
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    g->cfg.hooks.logger.fn(g->cfg.hooks.logger.user_data, level, buf);
+    g->cfg.hooks.logger.fn(g->cfg.hooks.logger.user, level, buf);
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__slice_msg(grpc_slice s, char* out, size_t cap) {
     size_t n = GRPC_SLICE_LENGTH(s);
@@ -1703,7 +1703,7 @@ TFRDV_API tfrdv_transport tfrdv_grpc_transport(tfrdv_grpc* g) {
     pthread_mutex_lock(&g->mu);
     g->refs++;
     pthread_mutex_unlock(&g->mu);
-    t.user_data = g;
+    t.user = g;
     t.start_call = tfrdv_grpc__t_start;
     t.cancel_call = tfrdv_grpc__t_cancel;
     t.destroy = tfrdv_grpc__t_destroy;

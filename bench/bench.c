@@ -150,7 +150,7 @@ static void bench_pairs(keyset* ks) {
     tfrdv_status st;
     int j;
     char val[64], base[64], name[64];
-    if (tfrdv_local_create(0, &r, 0) != TFRDV_OK) bu_die("local_create");
+    if (tfrdv_create(0, &r, 0) != TFRDV_OK) bu_die("local_create");
     /* the same pair on a step rendezvous of a manager (keys with src and dst on its worker) */
     mc.worker_name = "/job:worker/replica:0/task:1";
     if (tfrdv_mgr_create(&mc, &mgr, &st) != TFRDV_OK || tfrdv_mgr_find(mgr, 1, &step, &st) != TFRDV_OK ||
@@ -338,7 +338,7 @@ static void pc_init(pc_ctx* c, keyset* ks, int nkeys, int sync_recv) {
     pthread_cond_init(&c->cv, 0);
     pthread_cond_init(&c->not_full, 0);
     pthread_cond_init(&c->not_empty, 0);
-    if (tfrdv_local_create(0, &c->r, 0) != TFRDV_OK) bu_die("local_create");
+    if (tfrdv_create(0, &c->r, 0) != TFRDV_OK) bu_die("local_create");
 }
 static void pc_fini(pc_ctx* c) {
     tfrdv_destroy(c->r);
@@ -469,7 +469,7 @@ static void bench_keys(void) {
 static void bench_memory(keyset* ks1024) {
     bu_counter cnt;
     tfrdv_hooks h;
-    tfrdv_local_config cfg;
+    tfrdv_config cfg;
     tfrdv_rendezvous* r;
     tfrdv_value* vals;
     keyset big;
@@ -482,14 +482,14 @@ static void bench_memory(keyset* ks1024) {
 
     memset(&cnt, 0, sizeof cnt);
     h = bu_counting_hooks(&cnt);
-    cfg = tfrdv_local_config_init();
+    cfg = tfrdv_config_init();
     cfg.hooks = h;
     vals = (tfrdv_value*)calloc(MEM_ITEMS, sizeof *vals); /* the values themselves: not counted */
     if (!vals) bu_die("out of memory");
     bu_section("4. memory (counting allocator: bytes the library requests; values are the caller's)");
 
     /* 100,000 sends on one key */
-    if (tfrdv_local_create(&cfg, &r, 0) != TFRDV_OK) bu_die("local_create");
+    if (tfrdv_create(&cfg, &r, 0) != TFRDV_OK) bu_die("local_create");
     live0 = cnt.live_bytes;
     a0 = cnt.allocs;
     for (i = 0; i < MEM_ITEMS; i++)
@@ -508,7 +508,7 @@ static void bench_memory(keyset* ks1024) {
 
     /* 100,000 sends on 100,000 distinct keys */
     keyset_make(&big, MEM_ITEMS, SRC_DEV, KEY_INC, DST_DEV);
-    if (tfrdv_local_create(&cfg, &r, 0) != TFRDV_OK) bu_die("local_create");
+    if (tfrdv_create(&cfg, &r, 0) != TFRDV_OK) bu_die("local_create");
     live0 = cnt.live_bytes;
     a0 = cnt.allocs;
     for (i = 0; i < MEM_ITEMS; i++)
@@ -529,7 +529,7 @@ static void bench_memory(keyset* ks1024) {
     if (cnt.live_bytes != 0) bu_die("live bytes after destroy (distinct keys)");
 
     /* steady state: 1,000,000 pairs over 1,024 keys after a warm-up pass */
-    if (tfrdv_local_create(&cfg, &r, 0) != TFRDV_OK) bu_die("local_create");
+    if (tfrdv_create(&cfg, &r, 0) != TFRDV_OK) bu_die("local_create");
     memset(&cb, 0, sizeof cb);
     for (i = 0; i < 4 * ks1024->n; i++) {
         const tfrdv_parsed_key* k = &ks1024->parsed[i % ks1024->n];
@@ -594,7 +594,7 @@ static void serve_drop(void* u, const tfrdv_status* st, const tfrdv_args* sa, tf
 }
 static void bench_burst(void) {
     bu_counter cnt;
-    tfrdv_local_config cfg;
+    tfrdv_config cfg;
     tfrdv_mgr_config mc;
     tfrdv_rendezvous* r;
     tfrdv_mgr* m;
@@ -608,13 +608,13 @@ static void bench_burst(void) {
     tfrdv_frame_iter fi = {0, 0};
 
     memset(&cnt, 0, sizeof cnt);
-    cfg = tfrdv_local_config_init();
+    cfg = tfrdv_config_init();
     cfg.hooks = bu_counting_hooks(&cnt);
     bu_section("4b. memory after a burst (free_max 256 per shard and kind, tables shrink; max_deferred 65536)");
     vals = (tfrdv_value*)calloc(BURST_KEYS, sizeof *vals);
     if (!vals) bu_die("out of memory");
     keyset_make(&big, BURST_KEYS, SRC_DEV, KEY_INC, DST_DEV);
-    if (tfrdv_local_create(&cfg, &r, 0) != TFRDV_OK) bu_die("local_create");
+    if (tfrdv_create(&cfg, &r, 0) != TFRDV_OK) bu_die("local_create");
     live0 = cnt.live_bytes;
     for (i = 0; i < BURST_KEYS; i++)
         if (tfrdv_send(r, &big.parsed[i], 0, &vals[i], 0, 0) != TFRDV_OK) bu_die("send");
@@ -738,7 +738,7 @@ static void bench_remote(void) {
     uint64_t a0;
     memset(&c, 0, sizeof c);
     remote_setup(&c, 0, 7);
-    if (tfrdv_local_create(0, &c.local, 0) != TFRDV_OK) bu_die("local_create");
+    if (tfrdv_create(0, &c.local, 0) != TFRDV_OK) bu_die("local_create");
     bu_section("5. remote fetch: 2 managers on the loopback transport, recv_async then send, 64 keys");
     jobs[0] = bu_job_make(run_remote_local, &c);
     jobs[1] = bu_job_make(run_remote, &c);
@@ -761,7 +761,7 @@ static void bench_remote(void) {
     bu_row("remote fetch, steady state allocations", val, 0, 0, 0, -1);
     remote_teardown(&c, 8);
     if (cnt.live_bytes != 0) bu_die("live bytes after the remote teardown");
-    printf("   baseline: local recv_async then send on the same keys (tfrdv_local_create, same run)\n");
+    printf("   baseline: local recv_async then send on the same keys (tfrdv_create, same run)\n");
 }
 
 /* =============================================================================================

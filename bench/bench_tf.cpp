@@ -3,7 +3,7 @@
 //
 // Rows (all single-threaded except section 3; keys are pre-parsed outside the timed loops):
 //   1. send+recv pair on 1 key and on 1,024 keys: TF LocalRendezvous(owner=nullptr, 1 shard)
-//      constructed directly, TF NewLocalRendezvous(1), tfrdv_local_create(NULL) (its defaults).
+//      constructed directly, TF NewLocalRendezvous(1), tfrdv_create(NULL) (its defaults).
 //   2. scaling: N sends then N receives on N distinct keys, N = 10^3..10^6, warm (the same table
 //      after an untimed run) and cold (a fresh table after malloc_trim(0)); heap bytes (mallinfo2)
 //      and resident bytes (/proc/self/statm) per key after the sends and after the receives.
@@ -244,7 +244,7 @@ void check(const Counter& c, long want, const char* what) {
 tfrdv_rendezvous* rdv_create() {
     tfrdv_rendezvous* r = nullptr;
     tfrdv_status st;
-    if (tfrdv_local_create(nullptr, &r, &st) != TFRDV_OK) die(st.msg);
+    if (tfrdv_create(nullptr, &r, &st) != TFRDV_OK) die(st.msg);
     return r;
 }
 
@@ -253,7 +253,7 @@ tfrdv_rendezvous* rdv_create() {
 // =============================================================================================
 void bench_pairs(KeySet& ks) {
     std::printf("1. single thread: send then recv_async on the same key, keys round-robin (ns per pair); TF tables\n"
-                "   have 1 shard (NewLocalRendezvous's default), tfrdv_local_create(NULL) its defaults\n");
+                "   have 1 shard (NewLocalRendezvous's default), tfrdv_create(NULL) its defaults\n");
     Tensor tval(1.0f);
     Rendezvous::Args args;
     float data = 1.0f;

@@ -156,7 +156,7 @@ static tfrdv_hooks bu_counting_hooks(bu_counter* c) {
     memset(&h, 0, sizeof h);
     h.allocator.alloc_fn = bu_count_alloc;
     h.allocator.free_fn = bu_count_free;
-    h.allocator.user_data = c;
+    h.allocator.user = c;
     return h;
 }
 

@@ -54,7 +54,7 @@ int main(void) {
     /* The prefix is built once per Send/Recv kernel; only frame:iter changes per execution. */
     if (tfrdv_key_make(&base, "/job:w/replica:0/task:0/device:CPU:0", 0xabcdef, "/job:w/replica:0/task:0/device:GPU:0",
                        "edge_7_while/body/add", top, &st) != TFRDV_OK ||
-        tfrdv_local_create(NULL, &r, &st) != TFRDV_OK) {
+        tfrdv_create(NULL, &r, &st) != TFRDV_OK) {
         fprintf(stderr, "setup: %s\n", st.msg);
         return 1;
     }

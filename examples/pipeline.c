@@ -36,7 +36,7 @@ int main(void) {
     tfrdv_status st;
     tfrdv_frame_iter top = {0, 0};
     if (tfrdv_key_make(&base, SRC, 0x1234, DST, "edge_4_pipeline/x", top, &st) != TFRDV_OK ||
-        tfrdv_local_create(NULL, &rdv, &st) != TFRDV_OK) {
+        tfrdv_create(NULL, &rdv, &st) != TFRDV_OK) {
         fprintf(stderr, "setup: %s\n", st.msg);
         return 1;
     }

@@ -247,7 +247,7 @@ FX_FN void faults_start(void* user, tfrdv_call* call) {
     if (kind == FAULT_PASS) {
         f->passed++;
         pthread_mutex_unlock(&f->mu);
-        f->inner.start_call(f->inner.user_data, call);
+        f->inner.start_call(f->inner.user, call);
         return;
     }
     if (kind == FAULT_FAIL && tfrdv_call_attempt(call) < f->fail_attempts) {
@@ -311,7 +311,7 @@ FX_FN void faults_cancel(void* user, tfrdv_call* call) {
     if (!q || q->call != call) {
         f->cancels_forwarded++;
         pthread_mutex_unlock(&f->mu);
-        f->inner.cancel_call(f->inner.user_data, call); /* a FAULT_PASS call (or a stale cancel) */
+        f->inner.cancel_call(f->inner.user, call); /* a FAULT_PASS call (or a stale cancel) */
         return;
     }
     if (f->lazy_cancel) { /* finish CANCELLED at the next flush; drop any answer */
@@ -380,7 +380,7 @@ FX_FN faults* faults_create(tfrdv_loopback* lb, uint64_t seed) {
 /* The vtable for tfrdv_mgr_config.transport (destroy NULL: faults outlives the managers). */
 FX_FN tfrdv_transport faults_transport(faults* f) {
     tfrdv_transport t;
-    t.user_data = f;
+    t.user = f;
     t.start_call = faults_start;
     t.cancel_call = faults_cancel;
     t.destroy = 0;

@@ -77,7 +77,7 @@ FX_FN tfrdv_hooks fx_alloc_hooks(fx_alloc* a) {
     memset(&h, 0, sizeof h);
     h.allocator.alloc_fn = fx_alloc_fn;
     h.allocator.free_fn = fx_free_fn;
-    h.allocator.user_data = a;
+    h.allocator.user = a;
     return h;
 }
 /* everything allocated was freed, each block with its own size (a macro: a failure names the

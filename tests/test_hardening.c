@@ -208,14 +208,14 @@ static void destroy_in_pending(void* u, int64_t step, tfrdv_pending_kind kind, c
 }
 static void test_d1_pending_callback_destroys_the_rendezvous(void) {
     fx_alloc a;
-    tfrdv_local_config c = tfrdv_local_config_init();
+    tfrdv_config c = tfrdv_config_init();
     tfrdv_rendezvous* r = 0;
     tkey k1, k2;
     tval v1, v2;
     destroyer d;
     memset(&a, 0, sizeof a);
     c.hooks = fx_alloc_hooks(&a);
-    TT_CHECK_EQ_INT(tfrdv_local_create(&c, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(&c, &r, 0), TFRDV_OK);
     tkey_make(&k1, A0, 1, A1, "one");
     tkey_make(&k2, A0, 1, A1, "two");
     tval_init(&v1, 1);
@@ -429,12 +429,12 @@ static void test_d4_cleanup_all_and_destroy_need_no_memory(void) {
 static void watch_cancel(void* u, tfrdv_call* call) {
     world* w = (world*)u;
     if (held_locks) __atomic_add_fetch(&hook_violations, 1, __ATOMIC_SEQ_CST);
-    w->inner.cancel_call(w->inner.user_data, call);
+    w->inner.cancel_call(w->inner.user, call);
 }
 static void watch_start(void* u, tfrdv_call* call) {
     world* w = (world*)u;
     if (held_locks) __atomic_add_fetch(&hook_violations, 1, __ATOMIC_SEQ_CST);
-    w->inner.start_call(w->inner.user_data, call);
+    w->inner.start_call(w->inner.user, call);
 }
 static void trace_count(void* u, const tfrdv_trace_event* ev) {
     (void)ev;
@@ -447,7 +447,7 @@ static void tweak_locks(tfrdv_mgr_config* ca, tfrdv_mgr_config* cb, world* w) {
     cb->hooks.sync = &lk_sync;
     ca->hooks.clock.now_ns = lk_clock;
     cb->hooks.clock.now_ns = lk_clock;
-    ca->transport.user_data = w;
+    ca->transport.user = w;
     ca->transport.start_call = watch_start;
     ca->transport.cancel_call = watch_cancel;
     ca->call_timeout_ns = 50000000000;
@@ -567,12 +567,12 @@ static void test_d8_memory_returns_after_a_burst_and_steady_state_allocates_noth
     static tkey keys[N];
     static tval vals[N];
     fx_alloc a;
-    tfrdv_local_config c = tfrdv_local_config_init();
+    tfrdv_config c = tfrdv_config_init();
     tfrdv_rendezvous* r = 0;
     long base, peak, after, allocs;
     memset(&a, 0, sizeof a);
     c.hooks = fx_alloc_hooks(&a);
-    TT_CHECK_EQ_INT(tfrdv_local_create(&c, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(&c, &r, 0), TFRDV_OK);
     base = fx_live_bytes(&a);
     burst(r, 300, 0); /* warm: the steady-state working set */
     {
@@ -605,13 +605,13 @@ static void test_d8_memory_returns_after_a_burst_and_steady_state_allocates_noth
 }
 static void test_d8_free_max_negative_keeps_nothing(void) {
     fx_alloc a;
-    tfrdv_local_config c = tfrdv_local_config_init();
+    tfrdv_config c = tfrdv_config_init();
     tfrdv_rendezvous* r = 0;
     long base;
     memset(&a, 0, sizeof a);
     c.hooks = fx_alloc_hooks(&a);
     c.free_max = -1;
-    TT_CHECK_EQ_INT(tfrdv_local_create(&c, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(&c, &r, 0), TFRDV_OK);
     base = fx_live_bytes(&a);
     burst(r, 1000, 2);
     /* no items or channels kept: only the bucket arrays (small tables are not shrunk) */
@@ -621,7 +621,7 @@ static void test_d8_free_max_negative_keeps_nothing(void) {
 }
 static void test_d8_key_length_is_capped(void) {
     fx_alloc a;
-    tfrdv_local_config c = tfrdv_local_config_init();
+    tfrdv_config c = tfrdv_config_init();
     tfrdv_rendezvous* r = 0;
     static char big[6000];
     tfrdv_parsed_key pk;
@@ -637,7 +637,7 @@ static void test_d8_key_length_is_capped(void) {
     memset(&a, 0, sizeof a);
     c.hooks = fx_alloc_hooks(&a);
     c.max_key_len = 1024;
-    TT_CHECK_EQ_INT(tfrdv_local_create(&c, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(&c, &r, 0), TFRDV_OK);
     n = (size_t)snprintf(big, sizeof big, "%s;0000000000000001;%s;", A0, A1);
     memset(big + n, 'x', 1500);
     n += 1500;
@@ -715,7 +715,7 @@ static void test_table_clustered_hashes_wrap_and_delete_in_random_order(void) {
     static rcv rcvs[OPS];
     int sent[NK], got[NK], next_id[NK][64];
     fx_alloc a;
-    tfrdv_local_config c = tfrdv_local_config_init();
+    tfrdv_config c = tfrdv_config_init();
     tfrdv_rendezvous* r = 0;
     uint64_t rng = 12345;
     int op, k, bad = 0, nv = 0, nr = 0;
@@ -725,7 +725,7 @@ static void test_table_clustered_hashes_wrap_and_delete_in_random_order(void) {
     c.hooks = fx_alloc_hooks(&a);
     c.num_shards = 1;
     c.min_buckets = 16;
-    TT_CHECK_EQ_INT(tfrdv_local_create(&c, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(&c, &r, 0), TFRDV_OK);
     for (k = 0; k < NK; k++) {
         char edge[16];
         snprintf(edge, sizeof edge, "w%d", k);
@@ -1222,18 +1222,18 @@ static int64_t seen_deadline;
 static void deadline_start(void* u, tfrdv_call* call) {
     world* w = (world*)u;
     seen_deadline = tfrdv_call_deadline(call);
-    w->inner.start_call(w->inner.user_data, call);
+    w->inner.start_call(w->inner.user, call);
 }
 static void deadline_cancel(void* u, tfrdv_call* call) {
     world* w = (world*)u;
-    w->inner.cancel_call(w->inner.user_data, call);
+    w->inner.cancel_call(w->inner.user, call);
 }
 static int64_t g_timeout;
 static void tweak_deadline(tfrdv_mgr_config* ca, tfrdv_mgr_config* cb, world* w) {
     (void)cb;
     ca->hooks.clock.now_ns = fx_clock_fn;
     ca->call_timeout_ns = g_timeout;
-    ca->transport.user_data = w;
+    ca->transport.user = w;
     ca->transport.start_call = deadline_start;
     ca->transport.cancel_call = deadline_cancel;
 }
@@ -1426,7 +1426,7 @@ static void test_recv_callback_gets_its_key_on_every_path(void) {
     memset(&b, 0, sizeof b);
     memset(&c, 0, sizeof c);
     memset(&d, 0, sizeof d);
-    TT_CHECK_EQ_INT(tfrdv_local_create(0, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(0, &r, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
     tkey_make(&k1, A0, 1, A1, "waits_then_sent");
     tkey_make(&k2, A0, 1, A1, "already_there");

@@ -34,7 +34,7 @@ static tfrdv_allocator fail_allocator(fail_alloc* f, long n) {
     f->n = n;
     a.alloc_fn = fail_alloc_fn;
     a.free_fn = fail_free_fn;
-    a.user_data = f;
+    a.user = f;
     return a;
 }
 static tfrdv_allocator counting_allocator(fx_alloc* a) { return fx_alloc_hooks(a).allocator; }
@@ -123,7 +123,7 @@ static void test_value_new_through_a_rendezvous(void) {
     int64_t dims[1] = {2};
     int32_t data[2] = {7, 8};
     TT_CHECK_EQ_INT(tfrdv_key_make(&k, SRC, 1, DST, "edge_1_x", top, &st), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_local_create(NULL, &r, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(NULL, &r, &st), TFRDV_OK);
     if (!r) return;
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.parsed, NULL, tfrdv_value_new_with(&al, TFRDV_DT_INT32, 1, dims, data, 8), 0, &st),
                     TFRDV_OK);
@@ -341,7 +341,7 @@ static void test_key_copy(void) {
     TT_CHECK_STR(b.buf, a.buf);
     TT_CHECK_EQ_INT(tfrdv_key_copy(&b, &b, &st), TFRDV_OK); /* itself */
     TT_CHECK_STR(b.buf, a.buf);
-    TT_CHECK_EQ_INT(tfrdv_local_create(NULL, &r, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(NULL, &r, &st), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &a.parsed, NULL, v, 0, &st), TFRDV_OK);
     memset(&a, 0x55, sizeof a); /* the copy does not depend on the original */
     TT_CHECK_EQ_INT(tfrdv_recv(r, &b.parsed, NULL, 0, &got, &dead, &st), TFRDV_OK);

@@ -47,13 +47,13 @@ static tfrdv_hooks ca_hooks(fx_alloc* ca) {
 }
 
 static tfrdv_rendezvous* mk_rdv_cfg(fx_alloc* ca, int shards, int buckets) {
-    tfrdv_local_config cfg = tfrdv_local_config_init();
+    tfrdv_config cfg = tfrdv_config_init();
     tfrdv_rendezvous* r = 0;
     tfrdv_status st;
     cfg.hooks = ca_hooks(ca);
     cfg.num_shards = shards;
     cfg.min_buckets = buckets;
-    TT_CHECK_EQ_INT(tfrdv_local_create(&cfg, &r, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, &st), TFRDV_OK);
     return r;
 }
 static tfrdv_rendezvous* mk_rdv(fx_alloc* ca) { return mk_rdv_cfg(ca, 0, 0); }
@@ -1920,7 +1920,7 @@ static void test_allocator_steady_state_allocates_nothing(void) {
 }
 
 static void test_allocator_with_only_alloc_or_free_is_invalid(void) {
-    tfrdv_local_config cfg = tfrdv_local_config_init();
+    tfrdv_config cfg = tfrdv_config_init();
     tfrdv_rendezvous* r = (tfrdv_rendezvous*)&cfg;
     tfrdv_cancel_mgr* cm = (tfrdv_cancel_mgr*)&cfg;
     tfrdv_loopback* lb = (tfrdv_loopback*)&cfg;
@@ -1932,8 +1932,8 @@ static void test_allocator_with_only_alloc_or_free_is_invalid(void) {
         memset(&cfg.hooks, 0, sizeof cfg.hooks);
         if (pass == 0) cfg.hooks.allocator.alloc_fn = fx_alloc_fn;
         else cfg.hooks.allocator.free_fn = fx_free_fn;
-        cfg.hooks.allocator.user_data = &ca;
-        TT_CHECK_EQ_INT(tfrdv_local_create(&cfg, &r, &st), TFRDV_INVALID_ARGUMENT);
+        cfg.hooks.allocator.user = &ca;
+        TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, &st), TFRDV_INVALID_ARGUMENT);
         TT_CHECK(r == NULL);
         TT_CHECK_EQ_INT(st.code, TFRDV_INVALID_ARGUMENT);
         TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(&cfg.hooks, &cm, &st), TFRDV_INVALID_ARGUMENT);
@@ -1943,12 +1943,12 @@ static void test_allocator_with_only_alloc_or_free_is_invalid(void) {
     }
     TT_CHECK_EQ_INT(ca.allocs, 0);
     /* bad sizes */
-    cfg = tfrdv_local_config_init();
+    cfg = tfrdv_config_init();
     cfg.num_shards = -1;
-    TT_CHECK_EQ_INT(tfrdv_local_create(&cfg, &r, &st), TFRDV_INVALID_ARGUMENT);
-    TT_CHECK_EQ_INT(tfrdv_local_create(NULL, NULL, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_create(NULL, NULL, &st), TFRDV_INVALID_ARGUMENT);
     /* NULL config: defaults */
-    TT_CHECK_EQ_INT(tfrdv_local_create(NULL, &r, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(NULL, &r, &st), TFRDV_OK);
     tfrdv_destroy(r);
 }
 
@@ -2040,7 +2040,7 @@ static void ps_event_signal(void* u, void* e) {
 }
 static tfrdv_sync ps_table(psync_stats* s) {
     tfrdv_sync t;
-    t.user_data = s;
+    t.user = s;
     t.mutex_init = ps_mutex_init;
     t.mutex_destroy = ps_mutex_destroy;
     t.mutex_lock = ps_lock;
@@ -2054,7 +2054,7 @@ static tfrdv_sync ps_table(psync_stats* s) {
 static void test_user_sync_hooks_are_used(void) {
     psync_stats ps;
     tfrdv_sync sync;
-    tfrdv_local_config cfg = tfrdv_local_config_init();
+    tfrdv_config cfg = tfrdv_config_init();
     tfrdv_rendezvous* r = 0;
     tfrdv_cancel_mgr* cm = 0;
     tfrdv_status st;
@@ -2071,7 +2071,7 @@ static void test_user_sync_hooks_are_used(void) {
     cfg.hooks = ca_hooks(&ca);
     cfg.hooks.sync = &sync;
     cfg.num_shards = 3;
-    TT_CHECK_EQ_INT(tfrdv_local_create(&cfg, &r, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, &st), TFRDV_OK);
     TT_CHECK(ps.mutex_init >= 4); /* the shards and the status lock at least */
     TT_CHECK(ps.event_init >= 1);
     TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(&cfg.hooks, &cm, &st), TFRDV_OK);
@@ -2107,7 +2107,7 @@ static void test_user_sync_hooks_are_used(void) {
     /* an incomplete table is an argument error */
     ca.allocs = 0;
     sync.event_signal = NULL;
-    TT_CHECK_EQ_INT(tfrdv_local_create(&cfg, &r, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(&cfg.hooks, &cm, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(ca.allocs, 0);
 }
@@ -2138,7 +2138,7 @@ static void* delayed_sender_main(void* p) {
 static void test_recv_batch_last_two_arrivals_race_deterministic(void) {
     psync_stats ps;
     tfrdv_sync sync;
-    tfrdv_local_config cfg = tfrdv_local_config_init();
+    tfrdv_config cfg = tfrdv_config_init();
     tfrdv_rendezvous* r = 0;
     tfrdv_status st;
     tkey k[2];
@@ -2158,7 +2158,7 @@ static void test_recv_batch_last_two_arrivals_race_deterministic(void) {
     sync.mutex_init = ps_mutex_init;
     cfg.hooks = ca_hooks(&ca);
     cfg.hooks.sync = &sync;
-    TT_CHECK_EQ_INT(tfrdv_local_create(&cfg, &r, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, &st), TFRDV_OK);
     memset(&b, 0, sizeof b);
     batch_setup(k, pks, v, 2);
     {
@@ -2331,7 +2331,7 @@ static void ps_unlock_pause_once(void* u, void* m) {
 static void test_cancel_mgr_destroy_racing_a_matching_send(void) {
     psync_stats ps;
     tfrdv_sync rsync, csync;
-    tfrdv_local_config cfg = tfrdv_local_config_init();
+    tfrdv_config cfg = tfrdv_config_init();
     tfrdv_hooks ch;
     tfrdv_rendezvous* r = 0;
     tfrdv_cancel_mgr* cm = 0;
@@ -2350,7 +2350,7 @@ static void test_cancel_mgr_destroy_racing_a_matching_send(void) {
     rsync.mutex_unlock = ps_unlock_pause_once;
     cfg.hooks = ca_hooks(&ca);
     cfg.hooks.sync = &rsync;
-    TT_CHECK_EQ_INT(tfrdv_local_create(&cfg, &r, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, &st), TFRDV_OK);
     memset(&csync, 0, sizeof csync);
     csync.mutex_init = chk_mutex_init;
     csync.mutex_destroy = chk_mutex_destroy;

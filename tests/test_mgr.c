@@ -239,7 +239,7 @@ static void test_initialize_twice_same_name_ok_other_name_internal(void) {
     TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r2, 0, &st), TFRDV_CANCELLED);
     TT_CHECK_STR(st.msg, "gone");
     /* a plain local rendezvous is not a step */
-    TT_CHECK_EQ_INT(tfrdv_local_create(0, &loc, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(0, &loc, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_mgr_initialize(loc, 0, &st), TFRDV_INVALID_ARGUMENT);
     tfrdv_destroy(loc);
     tfrdv_unref(r);

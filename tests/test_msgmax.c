@@ -20,7 +20,7 @@ static void test_local_timed_recv_is_deadline_exceeded(void) {
     tfrdv_value* v = 0;
     tfrdv_status st;
     TT_CHECK_EQ_INT(sizeof st.msg, 16);
-    TT_CHECK_EQ_INT(tfrdv_local_create(0, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(0, &r, 0), TFRDV_OK);
     tkey_make(&k, WA "/device:CPU:0", 1, WA "/device:CPU:1", "a_rather_long_edge_name_indeed");
     TT_CHECK_EQ_INT(tfrdv_recv(r, &k.pk, 0, 1000000, &v, 0, &st), TFRDV_DEADLINE_EXCEEDED);
     TT_CHECK_EQ_INT(st.code, TFRDV_DEADLINE_EXCEEDED);
@@ -41,7 +41,7 @@ static void test_local_timed_recv_cancelled_by_the_user_is_cancelled(void) {
     tfrdv_status st;
     tfrdv_args args;
     pthread_t th;
-    TT_CHECK_EQ_INT(tfrdv_local_create(0, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(0, &r, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
     tkey_make(&k, WA "/device:CPU:0", 1, WA "/device:CPU:1", "x");
     args = cancel_args(cm);

@@ -87,11 +87,11 @@ static tfrdv_hooks hooks(void) {
 static void tkey_init(tkey* k, const char* edge) { tkey_make(k, DEV, 1, DEV, edge); }
 
 static tfrdv_rendezvous* mk_rdv(void) {
-    tfrdv_local_config cfg = tfrdv_local_config_init();
+    tfrdv_config cfg = tfrdv_config_init();
     tfrdv_rendezvous* r = 0;
     tfrdv_status st;
     cfg.hooks = hooks();
-    TT_CHECK_EQ_INT(tfrdv_local_create(&cfg, &r, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, &st), TFRDV_OK);
     return r;
 }
 
@@ -103,7 +103,7 @@ static void test_nt_create_needs_an_allocator(void) {
     tfrdv_mgr* mgr = 0;
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
     tfrdv_status st;
-    TT_CHECK_EQ_INT(tfrdv_local_create(NULL, &r, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_create(NULL, &r, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK(r == NULL);
     TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(NULL, &cm, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(tfrdv_loopback_create(NULL, &lb, &st), TFRDV_INVALID_ARGUMENT);

@@ -626,12 +626,12 @@ static void racer_start(void* u, tfrdv_call* call) {
     racer* x = (racer*)u;
     x->starts++;
     if (x->starts == 1) apply_event(x->w, x->ev, x->cm);
-    x->inner.start_call(x->inner.user_data, call);
+    x->inner.start_call(x->inner.user, call);
 }
 static void racer_cancel(void* u, tfrdv_call* call) {
     racer* x = (racer*)u;
     x->cancels++;
-    x->inner.cancel_call(x->inner.user_data, call);
+    x->inner.cancel_call(x->inner.user, call);
 }
 static void test_event_between_registration_and_start_completes_once(void) {
     int ev, ready;
@@ -654,7 +654,7 @@ static void test_event_between_registration_and_start_completes_once(void) {
             x.ev = ev;
             x.cm = world_cm(&w);
             args = cancel_args(x.cm);
-            ca.transport.user_data = &x;
+            ca.transport.user = &x;
             ca.transport.start_call = racer_start;
             ca.transport.cancel_call = racer_cancel;
             world_start(&w, &ca);
@@ -1000,9 +1000,9 @@ static void test_cancel_call_after_finish_is_harmless(void) {
         /* finished and recycled into the manager's free list: cancelling it again through either
            provider must do nothing */
         TT_CHECK(stats(w.ma).calls_free >= 1);
-        lbt.cancel_call(lbt.user_data, call);
-        ft.cancel_call(ft.user_data, call);
-        ft.cancel_call(ft.user_data, call);
+        lbt.cancel_call(lbt.user, call);
+        ft.cancel_call(ft.user, call);
+        ft.cancel_call(ft.user, call);
         TT_CHECK_EQ_INT(r[via].calls, 1);
         TT_CHECK_EQ_INT(r[via].st.code, TFRDV_OK);
         TT_CHECK_EQ_INT(fx_released(&v[via]), 1);
@@ -1261,7 +1261,7 @@ static void sc_world(world* w, uint64_t seed, script* sc, tfrdv_mgr_config* ca) 
     memset(sc, 0, sizeof *sc);
     world_begin(w, seed);
     *ca = world_cfg(w, WA, INC_A);
-    ca->transport.user_data = sc;
+    ca->transport.user = sc;
     ca->transport.start_call = sc_start;
     ca->transport.cancel_call = sc_cancel;
 }

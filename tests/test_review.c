@@ -139,7 +139,7 @@ static tfrdv_sync rv_table(rv_sync* s) {
     tfrdv_sync t;
     memset(s, 0, sizeof *s);
     pthread_mutex_init(&s->list_mu, 0);
-    t.user_data = s;
+    t.user = s;
     t.mutex_init = rv_mutex_init;
     t.mutex_destroy = rv_mutex_destroy;
     t.mutex_lock = rv_lock;
@@ -307,7 +307,7 @@ static void st_finish_all(st_transport* t) {
 static tfrdv_transport st_vtable(st_transport* t) {
     tfrdv_transport x;
     memset(&x, 0, sizeof x);
-    x.user_data = t;
+    x.user = t;
     x.start_call = st_start;
     x.cancel_call = st_cancel;
     return x;
@@ -420,7 +420,7 @@ static void test_cancel_mgr_destroyed_in_callback_waits_for_a_blocked_deregister
     h.sync = &sync;
     h.allocator.alloc_fn = q_alloc_fn;
     h.allocator.free_fn = q_free_fn;
-    h.allocator.user_data = &q;
+    h.allocator.user = &q;
     memset(&x, 0, sizeof x);
     x.ss = &ss;
     TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(&h, &x.cm, 0), TFRDV_OK);
@@ -546,15 +546,15 @@ static void count_log(void* u, int level, const char* msg) {
 }
 static void test_recv_refused_for_memory_is_logged(void) {
     fail_alloc f = {0, 0};
-    tfrdv_local_config cfg = tfrdv_local_config_init();
+    tfrdv_config cfg = tfrdv_config_init();
     tfrdv_rendezvous* r = 0;
     tkey k;
     rcv x;
     cfg.hooks.allocator.alloc_fn = fa_alloc;
     cfg.hooks.allocator.free_fn = fa_free;
-    cfg.hooks.allocator.user_data = &f;
+    cfg.hooks.allocator.user = &f;
     cfg.hooks.logger.fn = count_log;
-    TT_CHECK_EQ_INT(tfrdv_local_create(&cfg, &r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, 0), TFRDV_OK);
     tkey_make(&k, "/job:a/replica:0/task:0/device:CPU:0", 1, "/job:a/replica:0/task:0/device:CPU:1", "e");
     rcv_init(&x);
     g_logs = 0;

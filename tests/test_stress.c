@@ -181,7 +181,7 @@ static double now_s(void) {
 static void test_stress_exactly_once(void) {
     worker w[NTHREADS];
     pthread_t th[NTHREADS];
-    tfrdv_local_config cfg = tfrdv_local_config_init();
+    tfrdv_config cfg = tfrdv_config_init();
     tfrdv_status st;
     long i, per, consumed = 0, sends = 0, sends_ok = 0, recvs = 0, recv_bad = 0, send_bad = 0;
     long cms = 0;
@@ -206,7 +206,7 @@ static void test_stress_exactly_once(void) {
         TT_CHECK_EQ_INT(tfrdv_key_parse(g_keybuf[i], len, &g_keys[i], &st), TFRDV_OK);
     }
     cfg.hooks = fx_alloc_hooks(&g_alloc);
-    TT_CHECK_EQ_INT(tfrdv_local_create(&cfg, &g_r, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &g_r, &st), TFRDV_OK);
     per = g_nops / NTHREADS;
     t0 = now_s();
     for (i = 0; i < NTHREADS; i++) {
