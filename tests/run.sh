@@ -10,6 +10,10 @@ CXX=${CXX:-c++}
 RUN_MATRIX=${RUN_MATRIX:-1}
 pass=0; fail=0; skipped=0; need=""
 log=$(mktemp -d); trap 'rm -rf "$log"' EXIT
+# sanitizer runs: reports from inside uninstrumented libraries (libgrpc) are suppressed, ours never
+here=$(cd "$(dirname "$0")" && pwd)
+export TSAN_OPTIONS="suppressions=$here/sanitizer.supp.tsan ${TSAN_OPTIONS:-}"
+export LSAN_OPTIONS="suppressions=$here/sanitizer.supp.lsan ${LSAN_OPTIONS:-}"
 wrap=()
 if [ "${VALGRIND:-0}" = 1 ]; then
   if ! command -v valgrind > /dev/null 2>&1; then
