@@ -1,0 +1,2881 @@
+/* tfrdv_verbs.h - v0.1.0 - RDMA verbs transport for tfrdv - MIT or public domain (see tfrdv.h)
+
+   USAGE
+     Include tfrdv.h first. In exactly ONE .c or .cpp file:
+         #define TFRDV_VERBS_IMPLEMENTATION
+         #include "tfrdv.h"
+         #include "tfrdv_verbs.h"
+     The implementation includes <infiniband/verbs.h> (libibverbs-dev) and is Linux-only; the
+     declarations below need neither. That translation unit must see POSIX declarations: define
+     TFRDV_IMPLEMENTATION there too, or _GNU_SOURCE / _POSIX_C_SOURCE=200809L before any include.
+     libibverbs is loaded at run time with dlopen("libibverbs.so.1"): binaries build and run
+     without it, and tfrdv_verbs_create() then fails UNAVAILABLE naming what is missing.
+
+   WHAT IT DOES
+     Fills a tfrdv_transport with RDMA verbs: one reliable-connected (RC) queue pair per peer
+     worker; the receiver sends a TENSOR REQUEST carrying the address, rkey and capacity of a
+     buffer it allocated with its alloc hook (tfrdv_call_alloc_value) and registered; the sender
+     answers from its tables (tfrdv_mgr_serve) and RDMA-WRITEs the tensor WITH IMMEDIATE straight
+     into that buffer. The receiver keeps the last dtype/shape seen per key; when a tensor's dtype
+     or shape changed (or on the first fetch of a key) the sender answers METADATA and the
+     receiver re-allocates and sends a RE-REQUEST. Errors of the serving side travel back as
+     ERROR messages.
+
+   CONTROL PROTOCOL (little-endian, explicit field by field; version 1)
+     Every control message is an RDMA WRITE WITH IMMEDIATE (immediate 0x80000000) into the next
+     slot of the peer's control ring (address/rkey/slot count exchanged at connection set-up).
+     Header, 16 bytes: u8 version, u8 type, u16 zero, u32 credits returned, u32 request slot
+     (index | generation << 16), u32 body length. Bodies:
+       1 REQUEST     i64 step, i64 request id, u64 addr, u32 rkey, u32 flags (1 buffer, 2 meta),
+                     u64 capacity, [meta], u32 key length, key bytes
+       2 RE_REQUEST  u64 addr, u32 rkey, u32 zero, u64 capacity
+       3 META        meta = i32 dtype, u32 rank (<= 254), u64 bytes, u32 is_dead, rank x i64 dims
+       4 ERROR       u32 code (1..16), u32 length (< 256), message bytes
+       5 CANCEL, 6 CREDIT, 7 PING, 8 PONG: no body
+     Credits: a side writes into the peer's ring only while it holds a credit (one per slot); the
+     peer returns credits in every message header once it processed the slots, and with an explicit
+     CREDIT message when half the ring is waiting to be returned. The last credit is reserved for
+     CREDIT messages, so two busy peers can never wedge each other. Tensor bytes are written with
+     immediate (request slot | generation << 16) and consume one of the receive entries the
+     receiver posted for that request, so data needs no credits of its own.
+
+   CONNECTIONS
+     tfrdv_verbs_connect(v, peer_worker, host, port): a small TCP exchange with the peer's listener
+     (tfrdv_verbs_config.listen_port); the accepting side answers from its progress loop. Each
+     side sends a tfrdv_verbs_info (QP number, PSN, GID, LID, MTU, control ring address/rkey/
+     slots); the path MTU is the minimum of both. The TCP connection stays open: its close tells
+     at once that the peer process died. Connect each pair once, from either side.
+     Out-of-band instead: set tfrdv_verbs_config.exchange; tfrdv_verbs_connect then calls it with
+     the local encoded info and expects the peer's (both sides call connect for each other).
+
+   COMPILE-TIME OPTIONS (define before the implementation)
+     TFRDV_VERBS_PROTOCOL_ONLY   compile only the device-free pieces (codec, handshake info,
+                                 credits, caches): no <infiniband/verbs.h>; for tests and fuzzing
+
+   PROGRESS
+     progress_thread = 1: a companion thread polls (spinning spin_ns after activity, then sleeping
+     on the completion channel). Otherwise the host calls tfrdv_verbs_progress(v, timeout_ns)
+     (0 = poll once), or sleeps on tfrdv_verbs_fd(v) (readable when there is work) between calls,
+     waking at least every keepalive_ns / 2 (deadlines are checked there, at most every 1 ms).
+     Completions, serving, deadlines and the listener all happen in progress. Accepting a
+     connection does the short bootstrap exchange inline (bounded by connect_timeout_ns).
+
+   ERRORS, EXACTLY ONCE
+     Every started call finishes exactly once: OK, an ERROR sent by the serving side (its code),
+     CANCELLED (cancel_call), DEADLINE_EXCEEDED (tfrdv_call_deadline passed; enforced here, since a
+     dead Soft-RoCE peer produces no completion), or UNAVAILABLE naming the peer and the cause: a
+     failed work completion (ibv_wc_status_str, e.g. "remote access error" for a bad rkey), the
+     peer's bootstrap connection closing, keep-alive silence (peer_timeout_ns), or shutdown. A
+     failed work completion breaks that peer's connection (its QP is destroyed) and fails every
+     call on it; later calls to it fail UNAVAILABLE at once (the peer is told why over the
+     bootstrap connection). Keep-alive pings travel over the bootstrap TCP connection, so a long
+     RDMA write cannot delay them; with an exchange callback there is none and they are control
+     messages, queued behind writes already posted: then peer_timeout_ns must exceed the longest
+     transfer. A cancelled request whose buffer was
+     advertised keeps the buffer until the sender answered (or the connection broke), so a late
+     write never lands in freed memory.
+
+   MEMORY REGISTRATION
+     Tensor memory is registered through a cache with reference counts and a byte bound
+     (reg_cache_max_bytes). Registrations in use are never evicted. By default a registration is
+     dropped when its last user is done, because memory freed and reused at the same address would
+     otherwise be written through a stale registration. Long-lived buffers (pools, arenas: what
+     TensorFlow registers with allocator visitors) should be registered once with
+     tfrdv_verbs_register(); reg_cache_keep_idle = 1 keeps idle registrations too, and then the
+     host must call tfrdv_verbs_invalidate() before freeing such memory. Registration needs locked
+     memory: raise RLIMIT_MEMLOCK (ulimit -l) for large tensors; a failed ibv_reg_mr is a
+     RESOURCE_EXHAUSTED status naming the size and the limit.
+
+   ORDER OF TEARDOWN
+     tfrdv_mgr_destroy(mgr) first (it cancels the calls in flight through this transport), then
+     tfrdv_verbs_destroy(v), which fails what is left, waits for serving callbacks and drops its
+     manager reference.
+
+   THREADS
+     Every function is thread-safe except create/destroy. No user callback (done callbacks, alloc
+     hooks, tfrdv_mgr_serve) runs under a lock of this transport.
+*/
+#ifndef TFRDV_VERBS_H
+#define TFRDV_VERBS_H
+
+#ifndef TFRDV_H
+#error "Please include tfrdv.h before tfrdv_verbs.h"
+#endif
+#if TFRDV_VERSION_MAJOR != 0
+#error "tfrdv_verbs.h 0.1 needs tfrdv.h 0.x"
+#endif
+
+#define TFRDV_VERBS_VERSION_STRING "0.1.0"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tfrdv_verbs tfrdv_verbs;
+
+/* What each side tells the other at connection set-up (encoded little-endian, see
+   tfrdv_verbs_info_encode). */
+#define TFRDV_VERBS_WORKER_MAX 256 /* bytes of a worker name incl. NUL */
+#define TFRDV_VERBS_INFO_MAX (64 + TFRDV_VERBS_WORKER_MAX)
+typedef struct tfrdv_verbs_info {
+    uint32_t qpn, psn;      /* queue pair number, initial packet sequence number (24 bits) */
+    uint16_t lid;           /* InfiniBand LID (0 on RoCE) */
+    uint8_t gid[16];        /* GID of the chosen index (RoCE: an IPv4-mapped or IPv6 address) */
+    uint32_t mtu;           /* path MTU in bytes (256..4096); the minimum of both is used */
+    uint64_t ctrl_addr;     /* control ring: address, rkey, slots, slot size */
+    uint32_t ctrl_rkey, ctrl_slots, ctrl_slot_size;
+    uint32_t max_requests;  /* requests this side keeps outstanding to a peer */
+    char worker[TFRDV_VERBS_WORKER_MAX]; /* "/job:j/replica:r/task:t", NUL-terminated */
+} tfrdv_verbs_info;
+/* Writes at most cap bytes; returns the encoded length, or 0 when cap is too small. */
+TFRDV_API size_t tfrdv_verbs_info_encode(const tfrdv_verbs_info* in, uint8_t* buf, size_t cap);
+/* INVALID_ARGUMENT naming the defect for anything malformed; never reads past len. */
+TFRDV_API tfrdv_code tfrdv_verbs_info_decode(const uint8_t* buf, size_t len, tfrdv_verbs_info* out,
+                                             tfrdv_status* st);
+
+/* Out-of-band bootstrap: send `local` (local_len bytes) to peer_worker and store what that peer
+   sent in `remote` (at most remote_cap bytes, *remote_len = length). Non-OK fails the connect. */
+typedef tfrdv_code (*tfrdv_verbs_exchange_fn)(void* user, const char* peer_worker,
+                                              const uint8_t* local, size_t local_len,
+                                              uint8_t* remote, size_t remote_cap,
+                                              size_t* remote_len);
+
+typedef struct tfrdv_verbs_config {
+    const char* worker_name;   /* this worker, "/job:j/replica:r/task:t" (required) */
+    const char* library;       /* dlopen name (NULL: "libibverbs.so.1") */
+    const char* device;        /* e.g. "mlx5_0", "rxe0" (NULL: the only device with an active
+                                  port; several -> FAILED_PRECONDITION naming them) */
+    int port;                  /* 0: the first active port */
+    int gid_index;             /* -1 (or set auto_gid): automatic; see below. 0.. : that index */
+    int auto_gid;              /* 1: ignore gid_index. Automatic choice: the RoCE v2 GID holding
+                                  an IPv4-mapped address if exactly one does, else the only RoCE v2
+                                  GID, else index 0 on InfiniBand; several candidates ->
+                                  FAILED_PRECONDITION listing them */
+    int mtu;                   /* bytes (256..4096); 0: the port's active MTU */
+    const char* listen_host;   /* bootstrap listener address (NULL: "0.0.0.0") */
+    int listen_port;           /* 0: any free port (tfrdv_verbs_listen_port); -1: no listener */
+    tfrdv_verbs_exchange_fn exchange; /* optional out-of-band bootstrap instead of TCP */
+    void* exchange_user;
+    int ctrl_slots;            /* control ring slots per peer (0: 64, at least 4) */
+    int ctrl_slot_size;        /* bytes per slot (0: 4096; keys and shapes must fit) */
+    int max_requests;          /* outstanding fetches per peer (0: 256; more wait in a queue) */
+    int progress_thread;       /* 1: start a companion progress thread */
+    int64_t spin_ns;           /* thread: busy-poll this long after activity (0: 50 us) */
+    int64_t connect_timeout_ns;/* bootstrap (0: 10 s) */
+    int64_t keepalive_ns;      /* ping a peer this quiet while requests are out (0: 500 ms) */
+    int64_t peer_timeout_ns;   /* declare it dead after this much silence (0: 5 s) */
+    uint64_t reg_cache_max_bytes; /* registered bytes at most (0: 8 GiB) */
+    int reg_cache_keep_idle;   /* keep idle registrations (see MEMORY REGISTRATION) */
+    int meta_cache_max;        /* remembered key -> dtype/shape entries (0: 4096) */
+    int ack_timeout;           /* QP local ACK timeout exponent, 4.096 us * 2^n (0: 14) */
+    int retry_cnt;             /* (0: 7) */
+    int rnr_retry;             /* (0: 7 = retry forever) */
+    tfrdv_logger logger;       /* optional */
+    /* tests only: corrupt the rkey of every advertised receive buffer (proves the error path) */
+    int test_corrupt_rkey;
+} tfrdv_verbs_config;
+TFRDV_API tfrdv_verbs_config tfrdv_verbs_config_init(void);
+
+/* Opens the device, the protection domain, the completion channel and the listener.
+   UNAVAILABLE: no libibverbs ("cannot load libibverbs.so.1: ..."), no kernel RDMA support
+   (ENOSYS), no device, no active port. FAILED_PRECONDITION: an ambiguous device or GID choice
+   (the message lists the candidates). INVALID_ARGUMENT: bad config. */
+TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_verbs** out,
+                                        tfrdv_status* st);
+/* The vtable for tfrdv_mgr_config.transport (destroy is NULL: the transport outlives the
+   manager; see ORDER OF TEARDOWN). */
+TFRDV_API tfrdv_transport tfrdv_verbs_transport(tfrdv_verbs* v);
+/* The manager whose tables answer the peers' requests (one reference is held until destroy);
+   its clock also times deadlines. Requests arriving before this fail UNAVAILABLE. */
+TFRDV_API tfrdv_code tfrdv_verbs_attach(tfrdv_verbs* v, tfrdv_mgr* mgr, tfrdv_status* st);
+TFRDV_API int tfrdv_verbs_listen_port(const tfrdv_verbs* v);
+/* Connect to peer_worker ("/job:j/replica:r/task:t"), listening at host:port (ignored with an
+   exchange callback). Blocks until the QP is ready or connect_timeout_ns passed. */
+TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker, const char* host,
+                                         int port, tfrdv_status* st);
+/* Host-driven progress: handles completions, requests, deadlines, keep-alive and the listener.
+   timeout_ns > 0 sleeps up to that long when idle; 0 polls once. Returns the number of events
+   handled. */
+TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns);
+/* A descriptor that becomes readable when tfrdv_verbs_progress has work (epoll). */
+TFRDV_API int tfrdv_verbs_fd(const tfrdv_verbs* v);
+/* Register a long-lived buffer (pool chunk) for as long as you like; tensors inside it then
+   need no registration per transfer. */
+TFRDV_API tfrdv_code tfrdv_verbs_register(tfrdv_verbs* v, void* ptr, size_t len, tfrdv_status* st);
+/* Drop tfrdv_verbs_register's registration, and every idle cached registration overlapping the
+   range (call before freeing memory with reg_cache_keep_idle). In-use ones go when done. */
+TFRDV_API void tfrdv_verbs_invalidate(tfrdv_verbs* v, void* ptr, size_t len);
+
+typedef struct tfrdv_verbs_stats {
+    uint64_t calls_started, calls_ok, calls_failed, requests_served, bytes_written, bytes_received;
+    uint64_t ctrl_sent, ctrl_received, ctrl_queued, meta_updates, re_requests, errors_sent;
+    uint64_t reg_hits, reg_misses, reg_evictions, pings, peers_broken;
+    uint64_t registered_bytes;
+    int peers;
+} tfrdv_verbs_stats;
+TFRDV_API void tfrdv_verbs_get_stats(tfrdv_verbs* v, tfrdv_verbs_stats* out);
+/* Device, port, GID index and MTU in use, e.g. "rxe0 port 1 gid 1 (::ffff:192.0.2.1) mtu 1024". */
+TFRDV_API const char* tfrdv_verbs_describe(const tfrdv_verbs* v);
+/* Fails every call in flight (UNAVAILABLE "verbs transport destroyed"), withdraws every request
+   being served and waits for those callbacks, closes the device, drops the manager reference. */
+TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TFRDV_VERBS_H */
+
+/* =============================================================================================
+   IMPLEMENTATION
+   ============================================================================================= */
+#if defined(TFRDV_VERBS_IMPLEMENTATION) && !defined(TFRDV_VERBS__IMPLEMENTATION_DONE)
+#define TFRDV_VERBS__IMPLEMENTATION_DONE
+
+#if !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE) && \
+    !defined(_DEFAULT_SOURCE)
+#error "tfrdv_verbs.h implementation: define TFRDV_IMPLEMENTATION (or _POSIX_C_SOURCE=200809L) before including tfrdv.h"
+#endif
+
+#include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <errno.h>
+#include <stdarg.h>
+#ifndef TFRDV_VERBS_PROTOCOL_ONLY
+#include <infiniband/verbs.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <time.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sched.h>
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TFRDV_VERBS__PRIVATE static __attribute__((unused))
+#else
+#define TFRDV_VERBS__PRIVATE static
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* snprintf that always terminates (messages are truncated on purpose) */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__fmt(char* buf, size_t cap, const char* fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__fmt(char* buf, size_t cap, const char* fmt, ...) {
+    int n;
+    va_list ap;
+    va_start(ap, fmt);
+    n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    return n < 0 ? 0 : n;
+}
+
+/* >>protocol  device-free pieces: little-endian codec, handshake info, credits, caches. The
+   unit tests and the fuzz target build only this part (TFRDV_VERBS_PROTOCOL_ONLY). */
+#define TFRDV_VERBS__VERSION 1
+#define TFRDV_VERBS__HDR 16
+#define TFRDV_VERBS__IMM_CTRL 0x80000000u
+enum { TFRDV_VERBS__MAX_RANK = 254, TFRDV_VERBS__F_BUFFER = 1, TFRDV_VERBS__F_META = 2 };
+enum {
+    TFRDV_VERBS__REQUEST = 1,
+    TFRDV_VERBS__RE_REQUEST = 2,
+    TFRDV_VERBS__META = 3,
+    TFRDV_VERBS__ERROR = 4,
+    TFRDV_VERBS__CANCEL = 5,
+    TFRDV_VERBS__CREDIT = 6,
+    TFRDV_VERBS__PING = 7,
+    TFRDV_VERBS__PONG = 8
+};
+
+typedef struct tfrdv_verbs__meta {
+    int32_t dtype;
+    uint32_t rank;
+    uint64_t size;
+    uint32_t is_dead;
+    int64_t* dims; /* rank entries (decode: caller array of TFRDV_VERBS__MAX_RANK) */
+} tfrdv_verbs__meta;
+
+/* one decoded control message; pointers point into the decoded buffer or caller arrays */
+typedef struct tfrdv_verbs__msg {
+    uint8_t type;
+    uint32_t credits, slot;
+    int64_t step_id, request_id;
+    uint64_t addr, cap;
+    uint32_t rkey, flags;
+    tfrdv_verbs__meta meta;
+    const char* key;
+    uint32_t key_len;
+    uint32_t code;
+    const char* text;
+    uint32_t text_len;
+} tfrdv_verbs__msg;
+
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__put16(uint8_t* p, uint32_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__put32(uint8_t* p, uint32_t v) {
+    p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__put64(uint8_t* p, uint64_t v) {
+    tfrdv_verbs__put32(p, (uint32_t)v);
+    tfrdv_verbs__put32(p + 4, (uint32_t)(v >> 32));
+}
+TFRDV_VERBS__PRIVATE uint32_t tfrdv_verbs__get16(const uint8_t* p) { return (uint32_t)p[0] | ((uint32_t)p[1] << 8); }
+TFRDV_VERBS__PRIVATE uint32_t tfrdv_verbs__get32(const uint8_t* p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+TFRDV_VERBS__PRIVATE uint64_t tfrdv_verbs__get64(const uint8_t* p) {
+    return (uint64_t)tfrdv_verbs__get32(p) | ((uint64_t)tfrdv_verbs__get32(p + 4) << 32);
+}
+
+TFRDV_VERBS__PRIVATE size_t tfrdv_verbs__meta_size(uint32_t rank) { return 20 + 8 * (size_t)rank; }
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__meta_put(uint8_t* p, const tfrdv_verbs__meta* m) {
+    uint32_t i;
+    tfrdv_verbs__put32(p, (uint32_t)m->dtype);
+    tfrdv_verbs__put32(p + 4, m->rank);
+    tfrdv_verbs__put64(p + 8, m->size);
+    tfrdv_verbs__put32(p + 16, m->is_dead);
+    for (i = 0; i < m->rank; i++) tfrdv_verbs__put64(p + 20 + 8 * (size_t)i, (uint64_t)m->dims[i]);
+}
+
+/* Encodes msg (type-specific fields) into buf; returns the length or 0 if it does not fit or a
+   field is out of range. The credits field is (re)written when the message is posted. */
+TFRDV_VERBS__PRIVATE size_t tfrdv_verbs__encode(const tfrdv_verbs__msg* m, uint8_t* buf, size_t cap) {
+    size_t body = 0, off = TFRDV_VERBS__HDR;
+    switch (m->type) {
+    case TFRDV_VERBS__REQUEST:
+        if (m->flags & TFRDV_VERBS__F_META && m->meta.rank > TFRDV_VERBS__MAX_RANK) return 0;
+        body = 40 + ((m->flags & TFRDV_VERBS__F_META) ? tfrdv_verbs__meta_size(m->meta.rank) : 0) + 4 + m->key_len;
+        break;
+    case TFRDV_VERBS__RE_REQUEST: body = 24; break;
+    case TFRDV_VERBS__META:
+        if (m->meta.rank > TFRDV_VERBS__MAX_RANK) return 0;
+        body = tfrdv_verbs__meta_size(m->meta.rank);
+        break;
+    case TFRDV_VERBS__ERROR:
+        if (m->code < 1 || m->code > 16 || m->text_len > 255) return 0;
+        body = 8 + m->text_len;
+        break;
+    case TFRDV_VERBS__CANCEL: case TFRDV_VERBS__CREDIT: case TFRDV_VERBS__PING: case TFRDV_VERBS__PONG:
+        break;
+    default: return 0;
+    }
+    if (cap < TFRDV_VERBS__HDR || body > cap - TFRDV_VERBS__HDR) return 0;
+    buf[0] = TFRDV_VERBS__VERSION;
+    buf[1] = m->type;
+    tfrdv_verbs__put16(buf + 2, 0);
+    tfrdv_verbs__put32(buf + 4, m->credits);
+    tfrdv_verbs__put32(buf + 8, m->slot);
+    tfrdv_verbs__put32(buf + 12, (uint32_t)body);
+    switch (m->type) {
+    case TFRDV_VERBS__REQUEST:
+        tfrdv_verbs__put64(buf + off, (uint64_t)m->step_id);
+        tfrdv_verbs__put64(buf + off + 8, (uint64_t)m->request_id);
+        tfrdv_verbs__put64(buf + off + 16, m->addr);
+        tfrdv_verbs__put32(buf + off + 24, m->rkey);
+        tfrdv_verbs__put32(buf + off + 28, m->flags & (TFRDV_VERBS__F_BUFFER | TFRDV_VERBS__F_META));
+        tfrdv_verbs__put64(buf + off + 32, m->cap);
+        off += 40;
+        if (m->flags & TFRDV_VERBS__F_META) {
+            tfrdv_verbs__meta_put(buf + off, &m->meta);
+            off += tfrdv_verbs__meta_size(m->meta.rank);
+        }
+        tfrdv_verbs__put32(buf + off, m->key_len);
+        if (m->key_len) memcpy(buf + off + 4, m->key, m->key_len);
+        break;
+    case TFRDV_VERBS__RE_REQUEST:
+        tfrdv_verbs__put64(buf + off, m->addr);
+        tfrdv_verbs__put32(buf + off + 8, m->rkey);
+        tfrdv_verbs__put32(buf + off + 12, 0);
+        tfrdv_verbs__put64(buf + off + 16, m->cap);
+        break;
+    case TFRDV_VERBS__META: tfrdv_verbs__meta_put(buf + off, &m->meta); break;
+    case TFRDV_VERBS__ERROR:
+        tfrdv_verbs__put32(buf + off, m->code);
+        tfrdv_verbs__put32(buf + off + 4, m->text_len);
+        if (m->text_len) memcpy(buf + off + 8, m->text, m->text_len);
+        break;
+    default: break;
+    }
+    return TFRDV_VERBS__HDR + body;
+}
+
+/* meta block at p with n bytes available; returns bytes used or 0 when malformed */
+TFRDV_VERBS__PRIVATE size_t tfrdv_verbs__meta_get(const uint8_t* p, size_t n, tfrdv_verbs__meta* m,
+                                                  int64_t* dims) {
+    uint32_t i;
+    size_t need;
+    if (n < 20) return 0;
+    m->dtype = (int32_t)tfrdv_verbs__get32(p);
+    m->rank = tfrdv_verbs__get32(p + 4);
+    m->size = tfrdv_verbs__get64(p + 8);
+    m->is_dead = tfrdv_verbs__get32(p + 16);
+    if (m->rank > TFRDV_VERBS__MAX_RANK || m->is_dead > 1) return 0;
+    need = tfrdv_verbs__meta_size(m->rank);
+    if (n < need) return 0;
+    for (i = 0; i < m->rank; i++) {
+        dims[i] = (int64_t)tfrdv_verbs__get64(p + 20 + 8 * (size_t)i);
+        if (dims[i] < 0) return 0;
+    }
+    m->dims = dims;
+    return need;
+}
+
+/* Decodes one control message of len bytes (a received ring slot). Never reads past len; every
+   count and length is checked. Returns 1 and fills *m, or 0 and a reason in why. */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__decode(const uint8_t* buf, size_t len, tfrdv_verbs__msg* m,
+                                             int64_t* dims, const char** why) {
+    size_t body, off = TFRDV_VERBS__HDR, used;
+    memset(m, 0, sizeof *m);
+    *why = 0;
+    if (len < TFRDV_VERBS__HDR) { *why = "short header"; return 0; }
+    if (buf[0] != TFRDV_VERBS__VERSION) { *why = "unknown protocol version"; return 0; }
+    m->type = buf[1];
+    m->credits = tfrdv_verbs__get32(buf + 4);
+    m->slot = tfrdv_verbs__get32(buf + 8);
+    body = tfrdv_verbs__get32(buf + 12);
+    if (body > len - TFRDV_VERBS__HDR) { *why = "body longer than the slot"; return 0; }
+    switch (m->type) {
+    case TFRDV_VERBS__REQUEST:
+        if (body < 44) { *why = "short request"; return 0; }
+        m->step_id = (int64_t)tfrdv_verbs__get64(buf + off);
+        m->request_id = (int64_t)tfrdv_verbs__get64(buf + off + 8);
+        m->addr = tfrdv_verbs__get64(buf + off + 16);
+        m->rkey = tfrdv_verbs__get32(buf + off + 24);
+        m->flags = tfrdv_verbs__get32(buf + off + 28);
+        m->cap = tfrdv_verbs__get64(buf + off + 32);
+        if (m->flags & ~(uint32_t)(TFRDV_VERBS__F_BUFFER | TFRDV_VERBS__F_META)) { *why = "unknown request flags"; return 0; }
+        off += 40;
+        if (m->flags & TFRDV_VERBS__F_META) {
+            used = tfrdv_verbs__meta_get(buf + off, TFRDV_VERBS__HDR + body - off, &m->meta, dims);
+            if (!used) { *why = "malformed request metadata"; return 0; }
+            off += used;
+        }
+        if (TFRDV_VERBS__HDR + body - off < 4) { *why = "short request key"; return 0; }
+        m->key_len = tfrdv_verbs__get32(buf + off);
+        off += 4;
+        if (m->key_len != TFRDV_VERBS__HDR + body - off) { *why = "request key length mismatch"; return 0; }
+        m->key = (const char*)(buf + off);
+        return 1;
+    case TFRDV_VERBS__RE_REQUEST:
+        if (body != 24) { *why = "re-request size"; return 0; }
+        m->addr = tfrdv_verbs__get64(buf + off);
+        m->rkey = tfrdv_verbs__get32(buf + off + 8);
+        m->cap = tfrdv_verbs__get64(buf + off + 16);
+        m->flags = TFRDV_VERBS__F_BUFFER;
+        return 1;
+    case TFRDV_VERBS__META:
+        used = tfrdv_verbs__meta_get(buf + off, body, &m->meta, dims);
+        if (!used || used != body) { *why = "malformed metadata"; return 0; }
+        return 1;
+    case TFRDV_VERBS__ERROR:
+        if (body < 8) { *why = "short error"; return 0; }
+        m->code = tfrdv_verbs__get32(buf + off);
+        m->text_len = tfrdv_verbs__get32(buf + off + 4);
+        if (m->code < 1 || m->code > 16) { *why = "error code out of range"; return 0; }
+        if (m->text_len > 255 || m->text_len != body - 8) { *why = "error text length"; return 0; }
+        m->text = (const char*)(buf + off + 8);
+        return 1;
+    case TFRDV_VERBS__CANCEL: case TFRDV_VERBS__CREDIT: case TFRDV_VERBS__PING: case TFRDV_VERBS__PONG:
+        if (body != 0) { *why = "unexpected body"; return 0; }
+        return 1;
+    default: *why = "unknown message type"; return 0;
+    }
+}
+
+/* ---- handshake info ---- */
+#define TFRDV_VERBS__INFO_MAGIC 0x56524654u /* "TFRV" */
+TFRDV_API size_t tfrdv_verbs_info_encode(const tfrdv_verbs_info* in, uint8_t* buf, size_t cap) {
+    size_t nl;
+    if (!in || !buf) return 0;
+    nl = strlen(in->worker);
+    if (nl >= TFRDV_VERBS_WORKER_MAX || cap < 64 + nl) return 0;
+    tfrdv_verbs__put32(buf, TFRDV_VERBS__INFO_MAGIC);
+    tfrdv_verbs__put16(buf + 4, TFRDV_VERBS__VERSION);
+    tfrdv_verbs__put16(buf + 6, (uint32_t)nl);
+    tfrdv_verbs__put32(buf + 8, in->qpn);
+    tfrdv_verbs__put32(buf + 12, in->psn);
+    tfrdv_verbs__put16(buf + 16, in->lid);
+    tfrdv_verbs__put16(buf + 18, 0);
+    memcpy(buf + 20, in->gid, 16);
+    tfrdv_verbs__put32(buf + 36, in->mtu);
+    tfrdv_verbs__put64(buf + 40, in->ctrl_addr);
+    tfrdv_verbs__put32(buf + 48, in->ctrl_rkey);
+    tfrdv_verbs__put32(buf + 52, in->ctrl_slots);
+    tfrdv_verbs__put32(buf + 56, in->ctrl_slot_size);
+    tfrdv_verbs__put32(buf + 60, in->max_requests);
+    memcpy(buf + 64, in->worker, nl);
+    return 64 + nl;
+}
+TFRDV_API tfrdv_code tfrdv_verbs_info_decode(const uint8_t* buf, size_t len, tfrdv_verbs_info* out,
+                                             tfrdv_status* st) {
+    size_t nl;
+    const char* why = 0;
+    if (!buf || !out) return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "verbs info: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (len < 64) why = "shorter than 64 bytes";
+    else if (tfrdv_verbs__get32(buf) != TFRDV_VERBS__INFO_MAGIC) why = "bad magic (not a tfrdv verbs peer)";
+    else if (tfrdv_verbs__get16(buf + 4) != TFRDV_VERBS__VERSION) why = "protocol version mismatch";
+    if (!why) {
+        nl = tfrdv_verbs__get16(buf + 6);
+        out->qpn = tfrdv_verbs__get32(buf + 8);
+        out->psn = tfrdv_verbs__get32(buf + 12);
+        out->lid = (uint16_t)tfrdv_verbs__get16(buf + 16);
+        memcpy(out->gid, buf + 20, 16);
+        out->mtu = tfrdv_verbs__get32(buf + 36);
+        out->ctrl_addr = tfrdv_verbs__get64(buf + 40);
+        out->ctrl_rkey = tfrdv_verbs__get32(buf + 48);
+        out->ctrl_slots = tfrdv_verbs__get32(buf + 52);
+        out->ctrl_slot_size = tfrdv_verbs__get32(buf + 56);
+        out->max_requests = tfrdv_verbs__get32(buf + 60);
+        if (nl == 0 || nl >= TFRDV_VERBS_WORKER_MAX || len != 64 + nl) why = "worker name length";
+        else if (memchr(buf + 64, 0, nl)) why = "NUL in worker name";
+        else if (out->qpn == 0 || out->qpn > 0xffffffu || out->psn > 0xffffffu) why = "QP number or PSN out of range";
+        else if (out->mtu != 256 && out->mtu != 512 && out->mtu != 1024 && out->mtu != 2048 && out->mtu != 4096) why = "MTU not 256..4096";
+        else if (out->ctrl_slots < 4 || out->ctrl_slots > 65536 || out->ctrl_slot_size < 256 || out->ctrl_slot_size > (1u << 20)) why = "control ring size";
+        else if (out->max_requests < 1 || out->max_requests > 32768) why = "max_requests";
+        else memcpy(out->worker, buf + 64, nl);
+    }
+    if (why) {
+        char msg[128];
+        tfrdv_verbs__fmt(msg, sizeof msg, "verbs info: malformed peer info (%s)", why);
+        memset(out, 0, sizeof *out);
+        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, msg);
+    }
+    return TFRDV_OK;
+}
+
+/* ---- credits (one direction of one connection's control ring) ----
+   tx: credits we hold for the peer's ring; owed: slots of OUR ring processed but not yet
+   returned. A normal message needs 2 credits (the last is kept for CREDIT); CREDIT needs 1 and
+   something to return. */
+typedef struct tfrdv_verbs__credits {
+    uint32_t slots;   /* peer ring slots (max credits) */
+    uint32_t tx;      /* credits held */
+    uint32_t owed;    /* to return to the peer */
+    uint32_t my_slots;/* our ring slots (bound on owed) */
+} tfrdv_verbs__credits;
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__credits_init(tfrdv_verbs__credits* c, uint32_t peer_slots, uint32_t my_slots) {
+    c->slots = peer_slots;
+    c->tx = peer_slots;
+    c->owed = 0;
+    c->my_slots = my_slots;
+}
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__credits_can_send(const tfrdv_verbs__credits* c, int type) {
+    if (type == TFRDV_VERBS__CREDIT) return c->tx >= 1 && c->owed > 0;
+    return c->tx >= 2;
+}
+/* consume one credit and take what we owe (to put in the header) */
+TFRDV_VERBS__PRIVATE uint32_t tfrdv_verbs__credits_take(tfrdv_verbs__credits* c) {
+    uint32_t owed = c->owed;
+    c->tx--;
+    c->owed = 0;
+    return owed;
+}
+/* credits returned by the peer; 0 when that would exceed the ring (protocol violation) */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__credits_return(tfrdv_verbs__credits* c, uint32_t n) {
+    if (n > c->slots - c->tx) return 0;
+    c->tx += n;
+    return 1;
+}
+/* one of our slots was processed; 1 when an explicit CREDIT message is due */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__credits_owe(tfrdv_verbs__credits* c) {
+    c->owed++;
+    return c->owed >= c->my_slots / 2;
+}
+
+/* ---- registration cache (device calls through two hooks so it is testable without one) ---- */
+typedef struct tfrdv_verbs__reg {
+    struct tfrdv_verbs__reg* next;
+    uintptr_t lo, hi;   /* page-aligned [lo, hi) */
+    void* mr;           /* struct ibv_mr* (or the test's token) */
+    uint32_t lkey, rkey;
+    long refs;
+    int pinned;         /* tfrdv_verbs_register */
+    int dead;           /* invalidated while in use: dropped at the last put */
+    uint64_t used;      /* LRU tick */
+} tfrdv_verbs__reg;
+typedef struct tfrdv_verbs__rcache {
+    tfrdv_verbs__reg* head;
+    uint64_t bytes, max_bytes, tick;
+    int keep_idle;
+    uint64_t hits, misses, evictions;
+    /* returns the handle and keys, or NULL with errno set */
+    void* (*reg)(void* user, void* addr, size_t len, uint32_t* lkey, uint32_t* rkey);
+    void (*dereg)(void* user, void* mr);
+    void* user;
+} tfrdv_verbs__rcache;
+#define TFRDV_VERBS__PAGE ((uintptr_t)4096)
+
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__rc_unlink(tfrdv_verbs__rcache* c, tfrdv_verbs__reg* e) {
+    tfrdv_verbs__reg** pp = &c->head;
+    while (*pp && *pp != e) pp = &(*pp)->next;
+    if (*pp) *pp = e->next;
+    c->bytes -= (uint64_t)(e->hi - e->lo);
+    c->dereg(c->user, e->mr);
+    free(e);
+}
+/* evict idle entries (oldest first) until `need` more bytes fit; 1 when they fit */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__rc_make_room(tfrdv_verbs__rcache* c, uint64_t need) {
+    while (c->bytes + need > c->max_bytes) {
+        tfrdv_verbs__reg *e, *old = 0;
+        for (e = c->head; e; e = e->next)
+            if (e->refs == 0 && !e->pinned && (!old || e->used < old->used)) old = e;
+        if (!old) return 0;
+        tfrdv_verbs__rc_unlink(c, old);
+        c->evictions++;
+    }
+    return 1;
+}
+/* A registration covering [ptr, ptr+len), with one reference (or the pinned flag). NULL with a
+   status on failure: RESOURCE_EXHAUSTED over the bound or when the device refuses. */
+TFRDV_VERBS__PRIVATE tfrdv_verbs__reg* tfrdv_verbs__rc_get(tfrdv_verbs__rcache* c, const void* ptr, size_t len,
+                                                           int pin, tfrdv_status* st) {
+    uintptr_t lo = (uintptr_t)ptr & ~(TFRDV_VERBS__PAGE - 1);
+    uintptr_t hi = ((uintptr_t)ptr + (len ? len : 1) + TFRDV_VERBS__PAGE - 1) & ~(TFRDV_VERBS__PAGE - 1);
+    tfrdv_verbs__reg* e;
+    char msg[200];
+    for (e = c->head; e; e = e->next) {
+        if (!e->dead && e->lo <= lo && hi <= e->hi) {
+            if (pin) e->pinned = 1;
+            else e->refs++;
+            e->used = ++c->tick;
+            c->hits++;
+            return e;
+        }
+    }
+    c->misses++;
+    if ((uint64_t)(hi - lo) > c->max_bytes || !tfrdv_verbs__rc_make_room(c, (uint64_t)(hi - lo))) {
+        tfrdv_verbs__fmt(msg, sizeof msg, "verbs: registering %llu bytes would exceed reg_cache_max_bytes (%llu, %llu in use)",
+                 (unsigned long long)(hi - lo), (unsigned long long)c->max_bytes, (unsigned long long)c->bytes);
+        tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, msg);
+        return 0;
+    }
+    e = (tfrdv_verbs__reg*)calloc(1, sizeof *e);
+    if (!e) {
+        tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory");
+        return 0;
+    }
+    e->mr = c->reg(c->user, (void*)lo, (size_t)(hi - lo), &e->lkey, &e->rkey);
+    if (!e->mr) {
+        int err = errno;
+        free(e);
+        tfrdv_verbs__fmt(msg, sizeof msg, "verbs: ibv_reg_mr of %llu bytes failed: %s%s",
+                 (unsigned long long)(hi - lo), strerror(err),
+                 err == ENOMEM || err == EPERM ? " (locked memory limit RLIMIT_MEMLOCK, see ulimit -l)" : "");
+        tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, msg);
+        return 0;
+    }
+    e->lo = lo;
+    e->hi = hi;
+    e->refs = pin ? 0 : 1;
+    e->pinned = pin;
+    e->used = ++c->tick;
+    e->next = c->head;
+    c->head = e;
+    c->bytes += (uint64_t)(hi - lo);
+    return e;
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__rc_put(tfrdv_verbs__rcache* c, tfrdv_verbs__reg* e) {
+    if (!e) return;
+    if (--e->refs > 0) return;
+    if (e->dead || (!e->pinned && !c->keep_idle)) tfrdv_verbs__rc_unlink(c, e);
+}
+/* drop pinned flags and idle entries overlapping [ptr, ptr+len); busy ones die at their last put */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__rc_invalidate(tfrdv_verbs__rcache* c, const void* ptr, size_t len) {
+    uintptr_t lo = (uintptr_t)ptr, hi = (uintptr_t)ptr + len;
+    tfrdv_verbs__reg *e = c->head, *next;
+    for (; e; e = next) {
+        next = e->next;
+        if (e->lo < hi && lo < e->hi) {
+            e->pinned = 0;
+            if (e->refs == 0) tfrdv_verbs__rc_unlink(c, e);
+            else e->dead = 1;
+        }
+    }
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__rc_clear(tfrdv_verbs__rcache* c) {
+    while (c->head) tfrdv_verbs__rc_unlink(c, c->head);
+}
+
+/* ---- metadata cache: key -> last dtype/shape, direct-mapped, bounded ---- */
+typedef struct tfrdv_verbs__mentry {
+    char* key;
+    size_t key_len;
+    int32_t dtype;
+    uint32_t rank;
+    uint64_t size;
+    int64_t* dims;
+} tfrdv_verbs__mentry;
+typedef struct tfrdv_verbs__mcache {
+    tfrdv_verbs__mentry* e;
+    size_t n;
+} tfrdv_verbs__mcache;
+TFRDV_VERBS__PRIVATE size_t tfrdv_verbs__mc_slot(const tfrdv_verbs__mcache* c, const char* key, size_t len) {
+    return (size_t)(tfrdv_hash_bytes(key, len) % c->n);
+}
+/* copies the cached meta into *m (dims into the caller's array); 1 on a hit */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__mc_get(const tfrdv_verbs__mcache* c, const char* key, size_t len,
+                                             tfrdv_verbs__meta* m, int64_t* dims) {
+    const tfrdv_verbs__mentry* e;
+    if (!c->n) return 0;
+    e = &c->e[tfrdv_verbs__mc_slot(c, key, len)];
+    if (!e->key || e->key_len != len || memcmp(e->key, key, len) != 0) return 0;
+    m->dtype = e->dtype;
+    m->rank = e->rank;
+    m->size = e->size;
+    m->is_dead = 0;
+    if (e->rank) memcpy(dims, e->dims, e->rank * sizeof *dims);
+    m->dims = dims;
+    return 1;
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__mc_put(tfrdv_verbs__mcache* c, const char* key, size_t len,
+                                              const tfrdv_verbs__meta* m) {
+    tfrdv_verbs__mentry* e;
+    char* k;
+    int64_t* d = 0;
+    if (!c->n || m->is_dead) return;
+    e = &c->e[tfrdv_verbs__mc_slot(c, key, len)];
+    k = (char*)malloc(len + 1);
+    if (m->rank) d = (int64_t*)malloc(m->rank * sizeof *d);
+    if (!k || (m->rank && !d)) {
+        free(k);
+        free(d);
+        return;
+    }
+    free(e->key);
+    free(e->dims);
+    memcpy(k, key, len);
+    k[len] = 0;
+    if (m->rank) memcpy(d, m->dims, m->rank * sizeof *d);
+    e->key = k;
+    e->key_len = len;
+    e->dtype = m->dtype;
+    e->rank = m->rank;
+    e->size = m->size;
+    e->dims = d;
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__mc_free(tfrdv_verbs__mcache* c) {
+    size_t i;
+    for (i = 0; i < c->n; i++) {
+        free(c->e[i].key);
+        free(c->e[i].dims);
+    }
+    free(c->e);
+    c->e = 0;
+    c->n = 0;
+}
+/* do two metas describe the same tensor layout? */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__meta_same(const tfrdv_verbs__meta* a, int32_t dtype, int32_t rank,
+                                                const int64_t* dims, uint64_t size) {
+    return a->dtype == dtype && (int32_t)a->rank == rank && a->size == size &&
+           (rank == 0 || memcmp(a->dims, dims, (size_t)rank * sizeof *dims) == 0);
+}
+
+TFRDV_API tfrdv_verbs_config tfrdv_verbs_config_init(void) {
+    tfrdv_verbs_config c;
+    memset(&c, 0, sizeof c);
+    c.gid_index = -1;
+    return c;
+}
+
+#ifndef TFRDV_VERBS_PROTOCOL_ONLY
+/* >>device  everything below needs <infiniband/verbs.h> (compile time) and libibverbs.so.1
+   (run time, loaded with dlopen) */
+
+typedef struct tfrdv_verbs__req tfrdv_verbs__req;
+/* the exported libibverbs calls we use (the data path is inline in verbs.h: ctx->ops) */
+typedef struct tfrdv_verbs__lib {
+    void* h;
+    struct ibv_device** (*get_device_list)(int*);
+    void (*free_device_list)(struct ibv_device**);
+    const char* (*get_device_name)(struct ibv_device*);
+    struct ibv_context* (*open_device)(struct ibv_device*);
+    int (*close_device)(struct ibv_context*);
+    int (*query_device)(struct ibv_context*, struct ibv_device_attr*);
+    int (*query_port)(struct ibv_context*, uint8_t, struct _compat_ibv_port_attr*);
+    int (*query_gid)(struct ibv_context*, uint8_t, int, union ibv_gid*);
+    struct ibv_pd* (*alloc_pd)(struct ibv_context*);
+    int (*dealloc_pd)(struct ibv_pd*);
+    struct ibv_mr* (*reg_mr)(struct ibv_pd*, void*, size_t, int);
+    int (*dereg_mr)(struct ibv_mr*);
+    struct ibv_comp_channel* (*create_comp_channel)(struct ibv_context*);
+    int (*destroy_comp_channel)(struct ibv_comp_channel*);
+    struct ibv_cq* (*create_cq)(struct ibv_context*, int, void*, struct ibv_comp_channel*, int);
+    int (*destroy_cq)(struct ibv_cq*);
+    int (*get_cq_event)(struct ibv_comp_channel*, struct ibv_cq**, void**);
+    void (*ack_cq_events)(struct ibv_cq*, unsigned int);
+    struct ibv_qp* (*create_qp)(struct ibv_pd*, struct ibv_qp_init_attr*);
+    int (*modify_qp)(struct ibv_qp*, struct ibv_qp_attr*, int);
+    int (*destroy_qp)(struct ibv_qp*);
+    const char* (*wc_status_str)(enum ibv_wc_status);
+} tfrdv_verbs__lib;
+
+enum { TFRDV_VERBS__REQ_FREE, TFRDV_VERBS__REQ_QUEUED, TFRDV_VERBS__REQ_PREP, TFRDV_VERBS__REQ_META,
+       TFRDV_VERBS__REQ_DATA, TFRDV_VERBS__REQ_ZOMBIE };
+enum { TFRDV_VERBS__SRV_FREE, TFRDV_VERBS__SRV_SERVING, TFRDV_VERBS__SRV_WAIT_RE, TFRDV_VERBS__SRV_QUEUED };
+enum { TFRDV_VERBS__PEER_UP, TFRDV_VERBS__PEER_BROKEN };
+/* wr_id: kind in the top byte, slot index below */
+#define TFRDV_VERBS__WR_RECV ((uint64_t)1 << 56)
+#define TFRDV_VERBS__WR_CTRL ((uint64_t)2 << 56)
+#define TFRDV_VERBS__WR_DATA ((uint64_t)3 << 56)
+#define TFRDV_VERBS__WR_KIND(x) ((x) & ((uint64_t)0xff << 56))
+
+typedef struct tfrdv_verbs__peer tfrdv_verbs__peer;
+/* the receiving side of one fetch (a tfrdv_call) */
+struct tfrdv_verbs__req {
+    struct tfrdv_verbs__req* next; /* wait queue / free list */
+    tfrdv_verbs__peer* p;
+    tfrdv_call* call;              /* NULL once finished (a zombie waits for the sender) */
+    int state, cancelled;
+    uint32_t idx, gen;
+    tfrdv_value* val;              /* advertised destination (owned) */
+    tfrdv_verbs__reg* mr;
+    int64_t deadline;
+};
+/* the serving side of one of the peer's request slots */
+typedef struct tfrdv_verbs__srv {
+    struct tfrdv_verbs__srv* qnext; /* write queue */
+    tfrdv_verbs__peer* p;
+    int state, cancel_req, has_buf, has_meta, dead;
+    uint32_t slot;
+    uint64_t addr, cap;
+    uint32_t rkey;
+    tfrdv_verbs__meta meta;
+    int64_t* dims;                 /* TFRDV_VERBS__MAX_RANK entries, allocated on first use */
+    tfrdv_value* val;
+    tfrdv_verbs__reg* mr;
+    tfrdv_cancel_mgr* cm;
+} tfrdv_verbs__srv;
+/* one RDMA write in flight: the value stays referenced (and registered) until its completion,
+   while its request slot is already free (the receiver may reuse it as soon as the bytes land) */
+typedef struct tfrdv_verbs__wrec {
+    struct tfrdv_verbs__wrec* next;
+    tfrdv_value* val;
+    tfrdv_verbs__reg* mr;
+    uint32_t nwr;
+    int busy;
+} tfrdv_verbs__wrec;
+typedef struct tfrdv_verbs__cnode {
+    struct tfrdv_verbs__cnode* next;
+    int type;
+    size_t len;
+    uint8_t bytes[1];
+} tfrdv_verbs__cnode;
+struct tfrdv_verbs__peer {
+    tfrdv_verbs* v;
+    char name[TFRDV_VERBS_WORKER_MAX];
+    int state;
+    tfrdv_status broken;
+    struct ibv_cq* cq;
+    struct ibv_qp* qp;
+    int fd;                        /* bootstrap socket kept open (-1: none) */
+    tfrdv_verbs_info remote;
+    uint8_t *rx, *tx;              /* control rings */
+    struct ibv_mr *rx_mr, *tx_mr;
+    uint32_t rx_head, tx_seq, tx_done, slot_size, sq_depth, sq_used, nrecv;
+    tfrdv_verbs__credits cr;
+    tfrdv_verbs__cnode *cq_head, *cq_tail; /* control messages waiting for credits */
+    tfrdv_verbs__srv *wq_head, *wq_tail;   /* writes waiting for send queue room */
+    tfrdv_verbs__req** reqs;       /* by slot index */
+    uint16_t* gens;                /* generation per slot */
+    uint32_t psn;
+    tfrdv_verbs__req *req_free, *wait_head, *wait_tail;
+    uint32_t nreq_slots, outstanding;
+    tfrdv_verbs__srv* srv;         /* by the peer's slot index */
+    tfrdv_verbs__wrec *wrecs, *wfree; /* sq_depth records */
+    uint32_t nsrv;
+    int64_t last_rx, last_ping;
+    int ping_out;
+    uint32_t max_msg;
+    uint8_t sockbuf[320];
+    size_t socklen;
+};
+struct tfrdv_verbs {
+    tfrdv_verbs_config cfg;
+    char worker[TFRDV_VERBS_WORKER_MAX];
+    tfrdv_verbs__lib lib;
+    struct ibv_context* ctx;
+    struct ibv_pd* pd;
+    struct ibv_comp_channel* ch;
+    uint8_t port;
+    int gid_index;
+    union ibv_gid gid;
+    uint16_t lid;
+    uint32_t mtu, max_msg, max_qp_wr;
+    char desc[200];
+    pthread_mutex_t mu;            /* everything below */
+    pthread_mutex_t progress_mu;   /* one progress caller at a time */
+    pthread_cond_t cv;             /* serves_out reaching 0 */
+    tfrdv_verbs__peer** peers;
+    int npeers, cap_peers;
+    tfrdv_mgr* mgr;
+    tfrdv_verbs__rcache rc;
+    tfrdv_verbs__mcache mc;
+    tfrdv_verbs_stats stats;
+    long serves_out;
+    int lfd, efd, wfd;             /* listener, epoll, wake eventfd */
+    int listen_port;
+    pthread_t thr;
+    int has_thr;
+    volatile int stop, destroying;
+    int64_t next_timer;
+    uint8_t* scratch;              /* encode buffer (under mu) */
+    uint8_t* rxcopy;               /* a received slot (progress only) */
+    int64_t rxdims[TFRDV_VERBS__MAX_RANK];
+};
+
+/* ---- small helpers ---- */
+TFRDV_VERBS__PRIVATE int64_t tfrdv_verbs__now(tfrdv_verbs* v) {
+    return v->mgr ? tfrdv_mgr_now(v->mgr) : tfrdv_now_ns();
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__log(tfrdv_verbs* v, int level, const char* msg) {
+    if (v->cfg.logger.fn) v->cfg.logger.fn(v->cfg.logger.user, level, msg);
+}
+TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__err(tfrdv_status* st, tfrdv_code code, const char* fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__err(tfrdv_status* st, tfrdv_code code, const char* fmt, ...) {
+    char msg[TFRDV_STATUS_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return tfrdv_status_set(st, code, msg);
+}
+TFRDV_VERBS__PRIVATE uint32_t tfrdv_verbs__mtu_bytes(enum ibv_mtu m) {
+    switch (m) {
+    case IBV_MTU_256: return 256;
+    case IBV_MTU_512: return 512;
+    case IBV_MTU_1024: return 1024;
+    case IBV_MTU_2048: return 2048;
+    case IBV_MTU_4096: return 4096;
+    default: return 1024;
+    }
+}
+TFRDV_VERBS__PRIVATE enum ibv_mtu tfrdv_verbs__mtu_enum(uint32_t b) {
+    return b >= 4096 ? IBV_MTU_4096 : b >= 2048 ? IBV_MTU_2048 : b >= 1024 ? IBV_MTU_1024 : b >= 512 ? IBV_MTU_512 : IBV_MTU_256;
+}
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__query_port(tfrdv_verbs* v, struct ibv_context* c, uint8_t port,
+                                                 struct ibv_port_attr* pa) {
+    /* what verbs.h's ibv_query_port macro does (spelled out: its helper macro is a GNU extension) */
+    struct verbs_context* vctx = verbs_get_ctx(c);
+    memset(pa, 0, sizeof *pa);
+    if (vctx && vctx->sz >= sizeof *vctx - offsetof(struct verbs_context, query_port) && vctx->query_port)
+        return vctx->query_port(c, port, pa, sizeof *pa);
+    return v->lib.query_port(c, port, (struct _compat_ibv_port_attr*)pa);
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__gid_str(const uint8_t* g, char* out, size_t cap) {
+    static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(g, v4, 12) == 0) tfrdv_verbs__fmt(out, cap, "::ffff:%u.%u.%u.%u", g[12], g[13], g[14], g[15]);
+    else if (!inet_ntop(AF_INET6, g, out, (socklen_t)cap)) tfrdv_verbs__fmt(out, cap, "?");
+}
+
+/* ---- library ---- */
+TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__load(tfrdv_verbs* v, tfrdv_status* st) {
+    const char* name = v->cfg.library ? v->cfg.library : "libibverbs.so.1";
+    const char* missing = 0;
+    tfrdv_verbs__lib* L = &v->lib;
+    L->h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!L->h) {
+        const char* e = dlerror();
+        return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "RDMA unavailable: cannot load %s (%s); install rdma-core/libibverbs (Debian: ibverbs-providers)", name, e ? e : "?");
+    }
+#define TFRDV_VERBS__SYM(field, sym)                                         \
+    do {                                                                     \
+        void* p_ = dlsym(L->h, sym);                                         \
+        if (!p_ && !missing) missing = sym;                                  \
+        memcpy(&L->field, &p_, sizeof p_);                                   \
+    } while (0)
+    TFRDV_VERBS__SYM(get_device_list, "ibv_get_device_list");
+    TFRDV_VERBS__SYM(free_device_list, "ibv_free_device_list");
+    TFRDV_VERBS__SYM(get_device_name, "ibv_get_device_name");
+    TFRDV_VERBS__SYM(open_device, "ibv_open_device");
+    TFRDV_VERBS__SYM(close_device, "ibv_close_device");
+    TFRDV_VERBS__SYM(query_device, "ibv_query_device");
+    TFRDV_VERBS__SYM(query_port, "ibv_query_port");
+    TFRDV_VERBS__SYM(query_gid, "ibv_query_gid");
+    TFRDV_VERBS__SYM(alloc_pd, "ibv_alloc_pd");
+    TFRDV_VERBS__SYM(dealloc_pd, "ibv_dealloc_pd");
+    TFRDV_VERBS__SYM(reg_mr, "ibv_reg_mr");
+    TFRDV_VERBS__SYM(dereg_mr, "ibv_dereg_mr");
+    TFRDV_VERBS__SYM(create_comp_channel, "ibv_create_comp_channel");
+    TFRDV_VERBS__SYM(destroy_comp_channel, "ibv_destroy_comp_channel");
+    TFRDV_VERBS__SYM(create_cq, "ibv_create_cq");
+    TFRDV_VERBS__SYM(destroy_cq, "ibv_destroy_cq");
+    TFRDV_VERBS__SYM(get_cq_event, "ibv_get_cq_event");
+    TFRDV_VERBS__SYM(ack_cq_events, "ibv_ack_cq_events");
+    TFRDV_VERBS__SYM(create_qp, "ibv_create_qp");
+    TFRDV_VERBS__SYM(modify_qp, "ibv_modify_qp");
+    TFRDV_VERBS__SYM(destroy_qp, "ibv_destroy_qp");
+    TFRDV_VERBS__SYM(wc_status_str, "ibv_wc_status_str");
+#undef TFRDV_VERBS__SYM
+    if (missing) {
+        dlclose(L->h);
+        L->h = 0;
+        return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "RDMA unavailable: %s has no symbol %s", name, missing);
+    }
+    return TFRDV_OK;
+}
+
+/* ---- device, port, GID ---- */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__gid_is_v2(const char* dev, int port, int idx) {
+    char path[256], buf[32];
+    FILE* f;
+    size_t n;
+    tfrdv_verbs__fmt(path, sizeof path, "/sys/class/infiniband/%s/ports/%d/gid_attrs/types/%d", dev, port, idx);
+    f = fopen(path, "r");
+    if (!f) return 0;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, "v2") != 0;
+}
+TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__open(tfrdv_verbs* v, tfrdv_status* st) {
+    int n = 0, i, nactive = 0, pick = -1;
+    struct ibv_device** list;
+    char names[512];
+    size_t nl = 0;
+    struct ibv_device_attr da;
+    struct ibv_port_attr pa;
+    errno = 0;
+    list = v->lib.get_device_list(&n);
+    if (!list) {
+        int e = errno;
+        return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "RDMA unavailable: ibv_get_device_list failed: %s%s", strerror(e),
+                                e == ENOSYS ? " (no kernel RDMA support: load ib_uverbs and a driver, e.g. rdma_rxe)" : "");
+    }
+    names[0] = 0;
+    for (i = 0; i < n; i++) {
+        const char* dn = v->lib.get_device_name(list[i]);
+        struct ibv_context* c;
+        int p, active_port = 0;
+        if (v->cfg.device && strcmp(dn, v->cfg.device) != 0) continue;
+        c = v->lib.open_device(list[i]);
+        if (!c) continue;
+        if (v->lib.query_device(c, &da) == 0) {
+            for (p = 1; p <= da.phys_port_cnt; p++) {
+                if (v->cfg.port && p != v->cfg.port) continue;
+                if (tfrdv_verbs__query_port(v, c, (uint8_t)p, &pa) == 0 && pa.state == IBV_PORT_ACTIVE) {
+                    active_port = p;
+                    break;
+                }
+            }
+        }
+        nl += (size_t)tfrdv_verbs__fmt(names + nl, nl < sizeof names ? sizeof names - nl : 0, "%s%s (%s)", nl ? ", " : "", dn,
+                               active_port ? "active" : "no active port");
+        if (nl >= sizeof names) nl = sizeof names - 1;
+        if (active_port) {
+            nactive++;
+            if (pick < 0) {
+                pick = i;
+                v->ctx = c;
+                v->port = (uint8_t)active_port;
+                continue;
+            }
+        }
+        v->lib.close_device(c);
+    }
+    if (n == 0 || nactive == 0 || (v->cfg.device && pick < 0)) {
+        if (v->ctx) v->lib.close_device(v->ctx);
+        v->ctx = 0;
+        v->lib.free_device_list(list);
+        if (v->cfg.device && pick < 0)
+            return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "RDMA unavailable: device %s port %d not found or not active (devices: %s)",
+                                    v->cfg.device, v->cfg.port, n ? names : "none");
+        return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "RDMA unavailable: no RDMA device with an active port (devices: %s)", n ? names : "none");
+    }
+    if (nactive > 1 && !v->cfg.device) {
+        v->lib.close_device(v->ctx);
+        v->ctx = 0;
+        v->lib.free_device_list(list);
+        return tfrdv_verbs__err(st, TFRDV_FAILED_PRECONDITION, "verbs: several RDMA devices have an active port (%s); set tfrdv_verbs_config.device", names);
+    }
+    tfrdv_verbs__fmt(v->desc, sizeof v->desc, "%s", v->lib.get_device_name(list[pick]));
+    v->lib.free_device_list(list);
+    if (v->lib.query_device(v->ctx, &da) != 0 || tfrdv_verbs__query_port(v, v->ctx, v->port, &pa) != 0)
+        return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: querying %s failed: %s", v->desc, strerror(errno));
+    v->lid = pa.lid;
+    v->mtu = tfrdv_verbs__mtu_bytes(pa.active_mtu);
+    if (v->cfg.mtu) {
+        if (v->cfg.mtu != 256 && v->cfg.mtu != 512 && v->cfg.mtu != 1024 && v->cfg.mtu != 2048 && v->cfg.mtu != 4096)
+            return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "verbs: mtu %d is not 256, 512, 1024, 2048 or 4096", v->cfg.mtu);
+        if ((uint32_t)v->cfg.mtu < v->mtu) v->mtu = (uint32_t)v->cfg.mtu;
+    }
+    v->max_msg = pa.max_msg_sz ? pa.max_msg_sz : (1u << 30);
+    if (v->max_msg > (1u << 30)) v->max_msg = 1u << 30;
+    v->max_qp_wr = da.max_qp_wr > 0 ? (uint32_t)da.max_qp_wr : 1024;
+    /* GID */
+    if (v->cfg.gid_index >= 0 && !v->cfg.auto_gid) {
+        if (v->cfg.gid_index >= pa.gid_tbl_len || v->lib.query_gid(v->ctx, v->port, v->cfg.gid_index, &v->gid) != 0)
+            return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "verbs: gid_index %d invalid on %s port %d (table has %d entries)",
+                                    v->cfg.gid_index, v->desc, v->port, pa.gid_tbl_len);
+        v->gid_index = v->cfg.gid_index;
+    } else if (pa.link_layer != IBV_LINK_LAYER_ETHERNET) {
+        v->gid_index = 0;
+        if (v->lib.query_gid(v->ctx, v->port, 0, &v->gid) != 0) memset(&v->gid, 0, sizeof v->gid);
+    } else {
+        static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        int c4 = 0, c2 = 0, i4 = -1, i2 = -1, g;
+        char cand[256], gs[64];
+        size_t cl = 0;
+        union ibv_gid gid;
+        cand[0] = 0;
+        for (g = 0; g < pa.gid_tbl_len && g < 256; g++) {
+            static const uint8_t zero[16] = {0};
+            if (v->lib.query_gid(v->ctx, v->port, g, &gid) != 0 || memcmp(gid.raw, zero, 16) == 0) continue;
+            if (!tfrdv_verbs__gid_is_v2(v->desc, v->port, g)) continue;
+            c2++;
+            if (i2 < 0) i2 = g;
+            if (memcmp(gid.raw, v4, 12) == 0) {
+                c4++;
+                if (i4 < 0) i4 = g;
+                tfrdv_verbs__gid_str(gid.raw, gs, sizeof gs);
+                cl += (size_t)tfrdv_verbs__fmt(cand + cl, cl < sizeof cand ? sizeof cand - cl : 0, "%s%d (%s)", cl ? ", " : "", g, gs);
+                if (cl >= sizeof cand) cl = sizeof cand - 1;
+            }
+        }
+        if (c4 > 1)
+            return tfrdv_verbs__err(st, TFRDV_FAILED_PRECONDITION, "verbs: several RoCE v2 IPv4 GIDs on %s port %d: %s; set tfrdv_verbs_config.gid_index",
+                                    v->desc, v->port, cand);
+        if (c4 == 1) v->gid_index = i4;
+        else if (c2 == 1) v->gid_index = i2;
+        else if (c2 > 1)
+            return tfrdv_verbs__err(st, TFRDV_FAILED_PRECONDITION, "verbs: %d RoCE v2 GIDs (no IPv4 one) on %s port %d; set tfrdv_verbs_config.gid_index",
+                                    c2, v->desc, v->port);
+        else v->gid_index = 0;
+        if (v->lib.query_gid(v->ctx, v->port, v->gid_index, &v->gid) != 0)
+            return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: ibv_query_gid(%s, %d) failed", v->desc, v->gid_index);
+    }
+    {
+        char gs[64];
+        size_t l = strlen(v->desc);
+        tfrdv_verbs__gid_str(v->gid.raw, gs, sizeof gs);
+        tfrdv_verbs__fmt(v->desc + l, sizeof v->desc - l, " port %d gid %d (%s) mtu %u", v->port, v->gid_index, gs, v->mtu);
+    }
+    return TFRDV_OK;
+}
+
+/* ---- registration hooks for the cache ---- */
+TFRDV_VERBS__PRIVATE void* tfrdv_verbs__ibv_reg(void* user, void* addr, size_t len, uint32_t* lkey, uint32_t* rkey) {
+    tfrdv_verbs* v = (tfrdv_verbs*)user;
+    struct ibv_mr* mr = v->lib.reg_mr(v->pd, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!mr) return 0;
+    *lkey = mr->lkey;
+    *rkey = mr->rkey;
+    return mr;
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__ibv_dereg(void* user, void* mr) {
+    tfrdv_verbs* v = (tfrdv_verbs*)user;
+    v->lib.dereg_mr((struct ibv_mr*)mr);
+}
+
+/* ---- deferred work: collected under v->mu, run after unlocking ---- */
+typedef struct tfrdv_verbs__todo {
+    int kind; /* 1 finish, 2 serve, 3 cancel serve, 4 launch request, 5 release value, 6 log */
+    tfrdv_call* call;
+    tfrdv_verbs__req* req;
+    char* key;        /* 2: heap copy of the key */
+    size_t key_len;
+    int has_meta;     /* 4: re-allocate for this meta (dims heap copy) */
+    tfrdv_verbs__meta meta;
+    tfrdv_code code;
+    tfrdv_value* val;
+    int dead;
+    tfrdv_verbs__srv* srv;
+    int64_t step, rid;
+    char msg[TFRDV_STATUS_MSG_MAX];
+} tfrdv_verbs__todo;
+typedef struct tfrdv_verbs__todos {
+    tfrdv_verbs__todo* t;
+    size_t n, cap;
+} tfrdv_verbs__todos;
+TFRDV_VERBS__PRIVATE tfrdv_verbs__todo* tfrdv_verbs__todo_add(tfrdv_verbs__todos* l) {
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 16;
+        tfrdv_verbs__todo* nt = (tfrdv_verbs__todo*)realloc(l->t, nc * sizeof *nt);
+        if (!nt) return 0;
+        l->t = nt;
+        l->cap = nc;
+    }
+    memset(&l->t[l->n], 0, sizeof l->t[0]);
+    return &l->t[l->n++];
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__serve_done(void* user, const tfrdv_status* status, const tfrdv_args* send_args,
+                                                  tfrdv_value* value, int is_dead);
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__launch(tfrdv_verbs* v, tfrdv_verbs__req* req, const tfrdv_verbs__meta* meta);
+/* runs and empties the list; v->mu NOT held */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__todo_run(tfrdv_verbs* v, tfrdv_verbs__todos* l) {
+    size_t i;
+    for (i = 0; i < l->n; i++) {
+        tfrdv_verbs__todo* t = &l->t[i];
+        if (t->kind == 1) {
+            tfrdv_call_finish(t->call, t->code, t->msg, t->val, t->dead);
+        } else if (t->kind == 2) {
+            tfrdv_verbs__srv* s = t->srv;
+            tfrdv_str key;
+            key.ptr = t->key;
+            key.len = t->key_len;
+            if (!v->mgr) {
+                tfrdv_status st;
+                tfrdv_status_set(&st, TFRDV_UNAVAILABLE, "verbs: this worker serves no manager yet (tfrdv_verbs_attach)");
+                tfrdv_verbs__serve_done(s, &st, 0, 0, 0);
+            } else if (tfrdv_mgr_serve(v->mgr, t->step, key.ptr, key.len, t->rid, s->cm, tfrdv_verbs__serve_done, s) != TFRDV_OK) {
+                tfrdv_status st;
+                tfrdv_status_set(&st, TFRDV_INTERNAL, "verbs: tfrdv_mgr_serve refused the request");
+                tfrdv_verbs__serve_done(s, &st, 0, 0, 0);
+            }
+            free(t->key);
+        } else if (t->kind == 3) {
+            tfrdv_cancel_start(t->srv->cm);
+        } else if (t->kind == 4) {
+            tfrdv_verbs__launch(v, t->req, t->has_meta ? &t->meta : 0);
+            free(t->meta.dims);
+        } else if (t->kind == 5) {
+            tfrdv_value_release(t->val);
+        } else if (t->kind == 6) {
+            tfrdv_verbs__log(v, 2, t->msg);
+        }
+    }
+    l->n = 0;
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__finish_later(tfrdv_verbs__todos* l, tfrdv_call* call, tfrdv_code code,
+                                                    const char* msg, tfrdv_value* val, int dead) {
+    tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(l);
+    *(tfrdv_verbs__req**)tfrdv_call_scratch(call) = 0;
+    if (!t) { /* out of memory for a 300-byte list entry: finish here (the only case under mu) */
+        tfrdv_value_release(val);
+        tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory", 0, 0);
+        return;
+    }
+    t->kind = 1;
+    t->call = call;
+    t->code = code;
+    t->val = val;
+    t->dead = dead;
+    tfrdv_verbs__fmt(t->msg, sizeof t->msg, "%s", msg ? msg : "");
+}
+
+/* ---- sending (v->mu held) ---- */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__break(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_code code, const char* msg,
+                                             tfrdv_verbs__todos* todo);
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__post_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer* p, const uint8_t* bytes, size_t len,
+                                                tfrdv_verbs__todos* todo) {
+    uint32_t k = p->tx_seq % (uint32_t)v->cfg.ctrl_slots;
+    uint32_t rk = p->tx_seq % p->remote.ctrl_slots;
+    uint8_t* slot = p->tx + (size_t)k * (size_t)v->cfg.ctrl_slot_size;
+    struct ibv_sge sge;
+    struct ibv_send_wr wr, *bad = 0;
+    int rc;
+    memcpy(slot, bytes, len);
+    tfrdv_verbs__put32(slot + 4, tfrdv_verbs__credits_take(&p->cr));
+    memset(&wr, 0, sizeof wr);
+    sge.addr = (uintptr_t)slot;
+    sge.length = (uint32_t)len;
+    sge.lkey = p->tx_mr->lkey;
+    wr.wr_id = TFRDV_VERBS__WR_CTRL;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(TFRDV_VERBS__IMM_CTRL);
+    wr.wr.rdma.remote_addr = p->remote.ctrl_addr + (uint64_t)rk * p->remote.ctrl_slot_size;
+    wr.wr.rdma.rkey = p->remote.ctrl_rkey;
+    rc = ibv_post_send(p->qp, &wr, &bad);
+    if (rc) {
+        char m[160];
+        tfrdv_verbs__fmt(m, sizeof m, "verbs: posting a control message to %s failed: %s", p->name, strerror(rc));
+        tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, m, todo);
+        return 0;
+    }
+    p->tx_seq++;
+    p->sq_used++;
+    v->stats.ctrl_sent++;
+    return 1;
+}
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__post_write(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__srv* s,
+                                                 tfrdv_verbs__todos* todo) {
+    uint64_t size = s->dead || !s->val ? 0 : s->val->size, off = 0;
+    uint32_t n = 0, idx;
+    tfrdv_verbs__wrec* w = p->wfree;
+    if (!w) { /* cannot happen: one record per send queue entry */
+        tfrdv_verbs__break(v, p, TFRDV_INTERNAL, "verbs: out of write records", todo);
+        return 0;
+    }
+    idx = (uint32_t)(w - p->wrecs);
+    for (;;) {
+        struct ibv_sge sge;
+        struct ibv_send_wr wr, *bad = 0;
+        uint64_t chunk = size - off;
+        int last, rc;
+        if (chunk > p->max_msg) chunk = p->max_msg;
+        last = off + chunk == size;
+        memset(&wr, 0, sizeof wr);
+        if (chunk) {
+            sge.addr = (uintptr_t)s->val->data + off;
+            sge.length = (uint32_t)chunk;
+            sge.lkey = s->mr->lkey;
+            wr.sg_list = &sge;
+            wr.num_sge = 1;
+        }
+        wr.wr_id = TFRDV_VERBS__WR_DATA | idx;
+        wr.opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+        wr.send_flags = last ? IBV_SEND_SIGNALED : 0;
+        if (last) wr.imm_data = htonl(s->slot);
+        wr.wr.rdma.remote_addr = s->addr + off;
+        wr.wr.rdma.rkey = s->rkey;
+        rc = ibv_post_send(p->qp, &wr, &bad);
+        if (rc) {
+            char m[160];
+            tfrdv_verbs__fmt(m, sizeof m, "verbs: posting an RDMA write to %s failed: %s", p->name, strerror(rc));
+            tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, m, todo);
+            return 0;
+        }
+        n++;
+        off += chunk;
+        if (last) break;
+    }
+    p->wfree = w->next;
+    w->next = 0;
+    w->busy = 1;
+    w->val = s->val;
+    w->mr = s->mr;
+    w->nwr = n;
+    s->val = 0;
+    s->mr = 0;
+    s->state = TFRDV_VERBS__SRV_FREE;
+    p->sq_used += n;
+    v->stats.bytes_written += size;
+    return 1;
+}
+TFRDV_VERBS__PRIVATE uint32_t tfrdv_verbs__chunks(const tfrdv_verbs__peer* p, const tfrdv_verbs__srv* s) {
+    uint64_t size = s->dead || !s->val ? 0 : s->val->size;
+    return size ? (uint32_t)((size + p->max_msg - 1) / p->max_msg) : 1;
+}
+/* send whatever the credits, the local ring and the send queue allow */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__pump(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__todos* todo) {
+    for (;;) {
+        int did = 0;
+        if (p->state != TFRDV_VERBS__PEER_UP) return;
+        if (p->cq_head && tfrdv_verbs__credits_can_send(&p->cr, p->cq_head->type) &&
+            p->tx_seq - p->tx_done < (uint32_t)v->cfg.ctrl_slots && p->sq_used < p->sq_depth) {
+            tfrdv_verbs__cnode* c = p->cq_head;
+            p->cq_head = c->next;
+            if (!p->cq_head) p->cq_tail = 0;
+            if (c->type == TFRDV_VERBS__CREDIT && p->cr.owed == 0) {
+                free(c); /* credits already went back with another message */
+                continue;
+            }
+            did = tfrdv_verbs__post_ctrl(v, p, c->bytes, c->len, todo);
+            free(c);
+            if (!did) return;
+        }
+        if (p->wq_head && p->sq_used + tfrdv_verbs__chunks(p, p->wq_head) <= p->sq_depth) {
+            tfrdv_verbs__srv* s = p->wq_head;
+            p->wq_head = s->qnext;
+            if (!p->wq_head) p->wq_tail = 0;
+            s->qnext = 0;
+            if (!tfrdv_verbs__post_write(v, p, s, todo)) return;
+            did = 1;
+        }
+        if (!did) return;
+    }
+}
+/* queue one control message (encoded from m) and pump */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__send_msg(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__msg* m,
+                                               tfrdv_verbs__todos* todo) {
+    size_t cap = v->cfg.ctrl_slot_size < (int)p->remote.ctrl_slot_size ? (size_t)v->cfg.ctrl_slot_size : p->remote.ctrl_slot_size;
+    size_t len = tfrdv_verbs__encode(m, v->scratch, cap);
+    tfrdv_verbs__cnode* c;
+    if (!len) return 0;
+    if (p->state != TFRDV_VERBS__PEER_UP) return 1;
+    c = (tfrdv_verbs__cnode*)malloc(sizeof *c + len);
+    if (!c) return 0;
+    c->next = 0;
+    c->type = m->type;
+    c->len = len;
+    memcpy(c->bytes, v->scratch, len);
+    if (p->cq_tail) p->cq_tail->next = c;
+    else p->cq_head = c;
+    p->cq_tail = c;
+    if (p->cq_head != c) v->stats.ctrl_queued++;
+    tfrdv_verbs__pump(v, p, todo);
+    return 1;
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__send_simple(tfrdv_verbs* v, tfrdv_verbs__peer* p, int type, uint32_t slot,
+                                                   tfrdv_verbs__todos* todo) {
+    tfrdv_verbs__msg m;
+    memset(&m, 0, sizeof m);
+    m.type = (uint8_t)type;
+    m.slot = slot;
+    tfrdv_verbs__send_msg(v, p, &m, todo);
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__send_error(tfrdv_verbs* v, tfrdv_verbs__peer* p, uint32_t slot, tfrdv_code code,
+                                                  const char* text, tfrdv_verbs__todos* todo) {
+    tfrdv_verbs__msg m;
+    memset(&m, 0, sizeof m);
+    m.type = TFRDV_VERBS__ERROR;
+    m.slot = slot;
+    m.code = (uint32_t)(code >= 1 && code <= 16 ? code : TFRDV_INTERNAL);
+    m.text = text;
+    m.text_len = (uint32_t)strlen(text);
+    if (m.text_len > 255) m.text_len = 255;
+    v->stats.errors_sent++;
+    tfrdv_verbs__send_msg(v, p, &m, todo);
+}
+
+/* ---- the receiving side (v->mu held unless said otherwise) ---- */
+TFRDV_VERBS__PRIVATE tfrdv_verbs__peer* tfrdv_verbs__find_peer(tfrdv_verbs* v, const char* name, size_t len) {
+    int i;
+    tfrdv_verbs__peer* best = 0;
+    for (i = 0; i < v->npeers; i++) {
+        tfrdv_verbs__peer* p = v->peers[i];
+        if (strlen(p->name) == len && memcmp(p->name, name, len) == 0) {
+            best = p;
+            if (p->state == TFRDV_VERBS__PEER_UP) return p;
+        }
+    }
+    return best; /* a broken one (its status explains) or NULL */
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__release_later(tfrdv_verbs__todos* l, tfrdv_value* val) {
+    tfrdv_verbs__todo* t;
+    if (!val) return;
+    t = tfrdv_verbs__todo_add(l);
+    if (!t) return; /* out of memory: leaking one value beats running user code under mu */
+    t->kind = 5;
+    t->val = val;
+}
+/* a slot is free again: release what it holds and start the next waiting call */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__req_done(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__req* r,
+                                                tfrdv_verbs__todos* todo) {
+    if (r->mr) tfrdv_verbs__rc_put(&v->rc, r->mr);
+    r->mr = 0;
+    tfrdv_verbs__release_later(todo, r->val);
+    r->val = 0;
+    if (r->state != TFRDV_VERBS__REQ_QUEUED && r->idx < p->nreq_slots && p->reqs[r->idx] == r) {
+        p->reqs[r->idx] = 0;
+        p->gens[r->idx] = (uint16_t)((p->gens[r->idx] + 1) & 0x7fff);
+        p->outstanding--;
+        if (p->wait_head && p->state == TFRDV_VERBS__PEER_UP) {
+            tfrdv_verbs__req* w = p->wait_head;
+            tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(todo);
+            if (t) {
+                p->wait_head = w->next;
+                if (!p->wait_head) p->wait_tail = 0;
+                w->next = 0;
+                w->idx = r->idx;
+                w->gen = p->gens[r->idx];
+                w->state = TFRDV_VERBS__REQ_PREP;
+                p->reqs[r->idx] = w;
+                p->outstanding++;
+                t->kind = 4;
+                t->req = w;
+            }
+        }
+    }
+    r->state = TFRDV_VERBS__REQ_FREE;
+    r->call = 0;
+    r->next = p->req_free;
+    p->req_free = r;
+}
+/* finish r's call (if any) and free its slot; a zombie just frees */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__req_fail(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__req* r, tfrdv_code code,
+                                                const char* msg, tfrdv_verbs__todos* todo) {
+    if (r->call) {
+        v->stats.calls_failed++;
+        tfrdv_verbs__finish_later(todo, r->call, code, msg, 0, 0);
+    }
+    r->call = 0;
+    tfrdv_verbs__req_done(v, p, r, todo);
+}
+/* the call gives up (cancel, deadline) while the sender may still write into its buffer: the slot
+   stays reserved (a zombie) until the sender answers the CANCEL or the connection breaks */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__req_abandon(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__req* r,
+                                                   tfrdv_code code, const char* msg, tfrdv_verbs__todos* todo) {
+    if (r->state == TFRDV_VERBS__REQ_QUEUED) {
+        tfrdv_verbs__req** pp = &p->wait_head;
+        tfrdv_verbs__req* prev = 0;
+        while (*pp && *pp != r) {
+            prev = *pp;
+            pp = &(*pp)->next;
+        }
+        if (*pp) *pp = r->next;
+        if (p->wait_tail == r) p->wait_tail = prev;
+        tfrdv_verbs__req_fail(v, p, r, code, msg, todo);
+        return;
+    }
+    if (r->state == TFRDV_VERBS__REQ_PREP) {
+        r->cancelled = code == TFRDV_CANCELLED ? 1 : 2; /* the launcher finishes it */
+        return;
+    }
+    if (r->state != TFRDV_VERBS__REQ_META && r->state != TFRDV_VERBS__REQ_DATA) return;
+    v->stats.calls_failed++;
+    tfrdv_verbs__finish_later(todo, r->call, code, msg, 0, 0);
+    r->call = 0;
+    r->state = TFRDV_VERBS__REQ_ZOMBIE;
+    tfrdv_verbs__send_simple(v, p, TFRDV_VERBS__CANCEL, r->idx | ((uint32_t)r->gen << 16), todo);
+}
+
+/* Prepare the destination buffer (outside mu: the alloc hook is user code) and send REQUEST, or
+   RE_REQUEST when meta (the sender's) is given. req is in state PREP with a slot. */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__launch(tfrdv_verbs* v, tfrdv_verbs__req* r, const tfrdv_verbs__meta* meta) {
+    tfrdv_verbs__peer* p = r->p;
+    tfrdv_call* call = r->call;
+    tfrdv_str key = tfrdv_call_key(call);
+    tfrdv_verbs__meta m;
+    int64_t dims[TFRDV_VERBS__MAX_RANK];
+    int have = 0, fits;
+    tfrdv_value* val = 0;
+    tfrdv_verbs__reg* mr = 0;
+    tfrdv_status st;
+    tfrdv_verbs__todos todo = {0, 0, 0};
+    tfrdv_verbs__msg msg;
+    st.code = TFRDV_OK;
+    st.msg[0] = 0;
+    memset(&m, 0, sizeof m);
+    if (meta) {
+        m = *meta;
+        have = 1;
+    } else {
+        pthread_mutex_lock(&v->mu);
+        have = tfrdv_verbs__mc_get(&v->mc, key.ptr, key.len, &m, dims);
+        pthread_mutex_unlock(&v->mu);
+    }
+    if (have) {
+        val = tfrdv_call_alloc_value(call, m.dtype, (int32_t)m.rank, m.dims, m.size);
+        if (!val || val->size < m.size || (m.size && !val->data)) {
+            tfrdv_value_release(val);
+            val = 0;
+            tfrdv_status_set(&st, TFRDV_RESOURCE_EXHAUSTED, "verbs: the receiver's alloc hook gave no memory");
+        }
+    }
+    pthread_mutex_lock(&v->mu);
+    if (st.code == TFRDV_OK && val && m.size) mr = tfrdv_verbs__rc_get(&v->rc, val->data, (size_t)m.size, 0, &st);
+    if (st.code == TFRDV_OK && r->cancelled)
+        tfrdv_status_set(&st, r->cancelled == 1 ? TFRDV_CANCELLED : TFRDV_DEADLINE_EXCEEDED,
+                         r->cancelled == 1 ? "verbs: call cancelled" : "verbs: fetch passed its deadline");
+    if (st.code == TFRDV_OK && p->state != TFRDV_VERBS__PEER_UP) st = p->broken;
+    r->val = val;
+    r->mr = mr;
+    if (st.code != TFRDV_OK && meta && p->state == TFRDV_VERBS__PEER_UP) {
+        /* the sender waits for our RE-REQUEST: withdraw (CANCEL) and keep the slot until it answers */
+        r->state = TFRDV_VERBS__REQ_META;
+        tfrdv_verbs__req_abandon(v, p, r, st.code, st.msg, &todo);
+    } else if (st.code != TFRDV_OK) {
+        tfrdv_verbs__req_fail(v, p, r, st.code, st.msg, &todo);
+    } else {
+        memset(&msg, 0, sizeof msg);
+        msg.slot = r->idx | ((uint32_t)r->gen << 16);
+        if (have) {
+            msg.flags = TFRDV_VERBS__F_BUFFER | TFRDV_VERBS__F_META;
+            msg.addr = m.size ? (uint64_t)(uintptr_t)val->data : 0;
+            msg.rkey = mr ? mr->rkey : 0;
+            if (v->cfg.test_corrupt_rkey && mr) msg.rkey ^= 0x5a5a00u;
+            msg.cap = m.size;
+            msg.meta = m;
+            msg.meta.is_dead = 0;
+        }
+        if (meta) {
+            msg.type = TFRDV_VERBS__RE_REQUEST;
+            v->stats.re_requests++;
+        } else {
+            msg.type = TFRDV_VERBS__REQUEST;
+            msg.step_id = tfrdv_call_step_id(call);
+            msg.request_id = tfrdv_call_request_id(call);
+            msg.key = key.ptr;
+            msg.key_len = (uint32_t)key.len;
+        }
+        r->state = have ? TFRDV_VERBS__REQ_DATA : TFRDV_VERBS__REQ_META;
+        fits = tfrdv_verbs__send_msg(v, p, &msg, &todo);
+        if (!fits) {
+            r->state = TFRDV_VERBS__REQ_PREP;
+            tfrdv_verbs__req_fail(v, p, r, TFRDV_INVALID_ARGUMENT,
+                                  "verbs: key (or shape) too long for a control slot (raise ctrl_slot_size)", &todo);
+        }
+    }
+    pthread_mutex_unlock(&v->mu);
+    tfrdv_verbs__todo_run(v, &todo);
+    free(todo.t);
+}
+
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) {
+    tfrdv_verbs* v = (tfrdv_verbs*)user;
+    tfrdv_str w = tfrdv_call_src_worker(call);
+    tfrdv_verbs__peer* p;
+    tfrdv_verbs__req* r = 0;
+    tfrdv_status st;
+    int launch = 0;
+    st.code = TFRDV_OK;
+    pthread_mutex_lock(&v->mu);
+    *(tfrdv_verbs__req**)tfrdv_call_scratch(call) = 0;
+    v->stats.calls_started++;
+    p = tfrdv_verbs__find_peer(v, w.ptr, w.len);
+    if (!p) tfrdv_verbs__err(&st, TFRDV_UNAVAILABLE, "verbs: no connection to worker %.*s (tfrdv_verbs_connect it first)", (int)w.len, w.ptr);
+    else if (p->state != TFRDV_VERBS__PEER_UP) st = p->broken;
+    else if (v->destroying) tfrdv_status_set(&st, TFRDV_UNAVAILABLE, "verbs transport destroyed");
+    if (st.code == TFRDV_OK) {
+        r = p->req_free;
+        if (r) p->req_free = r->next;
+        else r = (tfrdv_verbs__req*)calloc(1, sizeof *r);
+        if (!r) tfrdv_status_set(&st, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory");
+    }
+    if (st.code != TFRDV_OK) {
+        v->stats.calls_failed++;
+        pthread_mutex_unlock(&v->mu);
+        tfrdv_call_finish(call, st.code, st.msg, 0, 0);
+        return;
+    }
+    memset(r, 0, sizeof *r);
+    r->p = p;
+    r->call = call;
+    r->deadline = tfrdv_call_deadline(call);
+    *(tfrdv_verbs__req**)tfrdv_call_scratch(call) = r;
+    if (p->outstanding == 0) {
+        p->last_rx = tfrdv_verbs__now(v);
+        p->ping_out = 0;
+    }
+    if (p->outstanding < p->nreq_slots && !p->wait_head) {
+        uint32_t i;
+        for (i = 0; i < p->nreq_slots && p->reqs[i]; i++) {}
+        r->idx = i;
+        r->gen = p->gens[i];
+        r->state = TFRDV_VERBS__REQ_PREP;
+        p->reqs[i] = r;
+        p->outstanding++;
+        launch = 1;
+    } else {
+        r->state = TFRDV_VERBS__REQ_QUEUED;
+        if (p->wait_tail) p->wait_tail->next = r;
+        else p->wait_head = r;
+        p->wait_tail = r;
+    }
+    pthread_mutex_unlock(&v->mu);
+    if (launch) tfrdv_verbs__launch(v, r, 0);
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__cancel_call(void* user, tfrdv_call* call) {
+    tfrdv_verbs* v = (tfrdv_verbs*)user;
+    tfrdv_verbs__req* r;
+    tfrdv_verbs__todos todo = {0, 0, 0};
+    pthread_mutex_lock(&v->mu);
+    r = *(tfrdv_verbs__req**)tfrdv_call_scratch(call);
+    if (r && r->call == call) tfrdv_verbs__req_abandon(v, r->p, r, TFRDV_CANCELLED, "verbs: call cancelled", &todo);
+    pthread_mutex_unlock(&v->mu);
+    tfrdv_verbs__todo_run(v, &todo);
+    free(todo.t);
+}
+
+/* ---- the serving side ---- */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__srv_free(tfrdv_verbs* v, tfrdv_verbs__srv* s, tfrdv_verbs__todos* todo) {
+    if (s->mr) tfrdv_verbs__rc_put(&v->rc, s->mr);
+    s->mr = 0;
+    tfrdv_verbs__release_later(todo, s->val);
+    s->val = 0;
+    s->state = TFRDV_VERBS__SRV_FREE;
+}
+/* register the value and queue its write (v->mu held) */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__srv_write(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__srv* s,
+                                                 tfrdv_verbs__todos* todo) {
+    tfrdv_status st;
+    if (s->val && s->val->size) {
+        s->mr = tfrdv_verbs__rc_get(&v->rc, s->val->data, (size_t)s->val->size, 0, &st);
+        if (!s->mr) {
+            tfrdv_verbs__send_error(v, p, s->slot, st.code, st.msg, todo);
+            tfrdv_verbs__srv_free(v, s, todo);
+            return;
+        }
+    }
+    s->state = TFRDV_VERBS__SRV_QUEUED;
+    if (p->wq_tail) p->wq_tail->qnext = s;
+    else p->wq_head = s;
+    p->wq_tail = s;
+    tfrdv_verbs__pump(v, p, todo);
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__serve_done(void* user, const tfrdv_status* status, const tfrdv_args* send_args,
+                                                  tfrdv_value* value, int is_dead) {
+    tfrdv_verbs__srv* s = (tfrdv_verbs__srv*)user;
+    tfrdv_verbs__peer* p = s->p;
+    tfrdv_verbs* v = p->v;
+    tfrdv_verbs__todos todo = {0, 0, 0};
+    (void)send_args;
+    pthread_mutex_lock(&v->mu);
+    if (p->state != TFRDV_VERBS__PEER_UP || s->state != TFRDV_VERBS__SRV_SERVING) {
+        tfrdv_verbs__release_later(&todo, value);
+        if (s->state == TFRDV_VERBS__SRV_SERVING) s->state = TFRDV_VERBS__SRV_FREE;
+    } else if (status->code != TFRDV_OK) {
+        tfrdv_verbs__send_error(v, p, s->slot, status->code, status->msg, &todo);
+        tfrdv_verbs__release_later(&todo, value);
+        s->state = TFRDV_VERBS__SRV_FREE;
+    } else if (is_dead || !value) {
+        tfrdv_verbs__msg m;
+        memset(&m, 0, sizeof m);
+        m.type = TFRDV_VERBS__META;
+        m.slot = s->slot;
+        m.meta.is_dead = 1;
+        if (value) {
+            m.meta.dtype = value->dtype;
+            m.meta.rank = (uint32_t)(value->rank > 0 ? value->rank : 0);
+            m.meta.size = value->size;
+            m.meta.dims = (int64_t*)value->dims;
+            if (m.meta.rank > TFRDV_VERBS__MAX_RANK) m.meta.rank = 0;
+        }
+        tfrdv_verbs__send_msg(v, p, &m, &todo);
+        tfrdv_verbs__release_later(&todo, value);
+        s->state = TFRDV_VERBS__SRV_FREE;
+    } else if (value->rank < 0 || value->rank > TFRDV_VERBS__MAX_RANK) {
+        tfrdv_verbs__send_error(v, p, s->slot, TFRDV_UNIMPLEMENTED, "verbs: tensor rank above 254", &todo);
+        tfrdv_verbs__release_later(&todo, value);
+        s->state = TFRDV_VERBS__SRV_FREE;
+    } else {
+        s->val = value;
+        s->dead = 0;
+        if (s->has_buf && s->has_meta && s->cap >= value->size &&
+            tfrdv_verbs__meta_same(&s->meta, value->dtype, value->rank, value->dims, value->size)) {
+            tfrdv_verbs__srv_write(v, p, s, &todo);
+        } else if (s->cancel_req) { /* withdrawn while the answer was on its way: no round trip */
+            tfrdv_verbs__send_error(v, p, s->slot, TFRDV_CANCELLED, "verbs: request withdrawn", &todo);
+            tfrdv_verbs__srv_free(v, s, &todo);
+        } else {
+            tfrdv_verbs__msg m;
+            memset(&m, 0, sizeof m);
+            m.type = TFRDV_VERBS__META;
+            m.slot = s->slot;
+            m.meta.dtype = value->dtype;
+            m.meta.rank = (uint32_t)value->rank;
+            m.meta.size = value->size;
+            m.meta.dims = (int64_t*)value->dims;
+            if (!tfrdv_verbs__send_msg(v, p, &m, &todo)) {
+                tfrdv_verbs__send_error(v, p, s->slot, TFRDV_UNIMPLEMENTED, "verbs: shape too large for a control slot", &todo);
+                tfrdv_verbs__srv_free(v, s, &todo);
+            } else {
+                s->state = TFRDV_VERBS__SRV_WAIT_RE;
+                v->stats.meta_updates++;
+            }
+        }
+    }
+    if (--v->serves_out == 0) pthread_cond_broadcast(&v->cv);
+    pthread_mutex_unlock(&v->mu);
+    tfrdv_verbs__todo_run(v, &todo);
+    free(todo.t);
+}
+
+/* ---- a broken connection: every call on it fails, every serve is withdrawn (v->mu held) ---- */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__break(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_code code, const char* msg,
+                                             tfrdv_verbs__todos* todo) {
+    uint32_t i;
+    if (p->state == TFRDV_VERBS__PEER_BROKEN) return;
+    p->state = TFRDV_VERBS__PEER_BROKEN;
+    tfrdv_status_set(&p->broken, code, msg);
+    v->stats.peers_broken++;
+    if (v->cfg.logger.fn) { /* the logger is user code: after unlocking */
+        tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(todo);
+        if (t) {
+            t->kind = 6;
+            tfrdv_verbs__fmt(t->msg, sizeof t->msg, "%s", msg);
+        }
+    }
+    /* destroying the QP stops the peer's writes into our buffers before we free them */
+    if (p->qp) v->lib.destroy_qp(p->qp);
+    p->qp = 0;
+    if (p->fd >= 0) {
+        uint8_t f[4 + 5 + 255];
+        size_t n = strlen(msg) > 255 ? 255 : strlen(msg);
+        ssize_t wr;
+        tfrdv_verbs__put32(f, (uint32_t)(5 + n));
+        f[4] = 'B';
+        tfrdv_verbs__put32(f + 5, (uint32_t)code);
+        memcpy(f + 9, msg, n);
+        wr = send(p->fd, f, 9 + n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)wr;
+        epoll_ctl(v->efd, EPOLL_CTL_DEL, p->fd, 0);
+        close(p->fd);
+        p->fd = -1;
+    }
+    for (i = 0; i < p->nreq_slots; i++) {
+        tfrdv_verbs__req* r = p->reqs[i];
+        if (!r) continue;
+        if (r->state == TFRDV_VERBS__REQ_PREP) continue; /* its launcher sees the broken state */
+        tfrdv_verbs__req_fail(v, p, r, code, msg, todo);
+    }
+    while (p->wait_head) {
+        tfrdv_verbs__req* r = p->wait_head;
+        p->wait_head = r->next;
+        tfrdv_verbs__req_fail(v, p, r, code, msg, todo);
+    }
+    p->wait_tail = 0;
+    for (i = 0; i < p->nsrv; i++) {
+        tfrdv_verbs__srv* s = &p->srv[i];
+        if (s->state == TFRDV_VERBS__SRV_SERVING) {
+            tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(todo);
+            if (t) {
+                t->kind = 3;
+                t->srv = s;
+            }
+        } else if (s->state != TFRDV_VERBS__SRV_FREE) {
+            tfrdv_verbs__srv_free(v, s, todo);
+        }
+    }
+    for (i = 0; i < p->sq_depth && p->wrecs; i++) {
+        tfrdv_verbs__wrec* w = &p->wrecs[i];
+        if (!w->busy) continue;
+        if (w->mr) tfrdv_verbs__rc_put(&v->rc, w->mr);
+        tfrdv_verbs__release_later(todo, w->val);
+        w->val = 0;
+        w->mr = 0;
+        w->busy = 0;
+    }
+    while (p->cq_head) {
+        tfrdv_verbs__cnode* c = p->cq_head;
+        p->cq_head = c->next;
+        free(c);
+    }
+    p->cq_tail = 0;
+    p->wq_head = p->wq_tail = 0;
+}
+
+/* ---- one received control message (v->mu held; the bytes are a private copy) ---- */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer* p, const uint8_t* buf, size_t len,
+                                               tfrdv_verbs__todos* todo) {
+    tfrdv_verbs__msg m;
+    const char* why;
+    char em[TFRDV_STATUS_MSG_MAX];
+    uint32_t idx, gen;
+    v->stats.ctrl_received++;
+    if (!tfrdv_verbs__decode(buf, len, &m, v->rxdims, &why)) {
+        tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: %s", p->name, why);
+        tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
+        return;
+    }
+    if (!tfrdv_verbs__credits_return(&p->cr, m.credits)) {
+        tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: %u credits returned, more than its ring holds", p->name, m.credits);
+        tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
+        return;
+    }
+    idx = m.slot & 0xffffu;
+    gen = m.slot >> 16;
+    switch (m.type) {
+    case TFRDV_VERBS__REQUEST: {
+        tfrdv_verbs__srv* s;
+        tfrdv_verbs__todo* t;
+        if (idx >= p->nsrv || gen > 0x7fff || p->srv[idx].state != TFRDV_VERBS__SRV_FREE) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: request for slot %u which is %s", p->name, idx,
+                     idx >= p->nsrv ? "out of range" : "busy");
+            tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
+            return;
+        }
+        s = &p->srv[idx];
+        if (!s->dims) s->dims = (int64_t*)malloc(TFRDV_VERBS__MAX_RANK * sizeof *s->dims);
+        if (s->cm && tfrdv_cancel_mgr_reset(s->cm) != TFRDV_OK) {
+            tfrdv_cancel_mgr_destroy(s->cm);
+            s->cm = 0;
+        }
+        if (!s->cm) tfrdv_cancel_mgr_create(0, &s->cm, 0);
+        t = tfrdv_verbs__todo_add(todo);
+        if (t) {
+            t->key = (char*)malloc(m.key_len + 1);
+            if (!t->key) todo->n--;
+        }
+        if (!s->dims || !s->cm || !t || !t->key) {
+            tfrdv_verbs__send_error(v, p, m.slot, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory on the serving side", todo);
+            return;
+        }
+        memcpy(t->key, m.key, m.key_len);
+        t->key[m.key_len] = 0;
+        t->key_len = m.key_len;
+        t->kind = 2;
+        t->srv = s;
+        t->step = m.step_id;
+        t->rid = m.request_id;
+        s->slot = m.slot;
+        s->has_buf = (m.flags & TFRDV_VERBS__F_BUFFER) != 0;
+        s->has_meta = (m.flags & TFRDV_VERBS__F_META) != 0;
+        s->addr = m.addr;
+        s->rkey = m.rkey;
+        s->cap = m.cap;
+        s->meta = m.meta;
+        if (s->has_meta && m.meta.rank) memcpy(s->dims, m.meta.dims, m.meta.rank * sizeof *s->dims);
+        s->meta.dims = s->dims;
+        s->state = TFRDV_VERBS__SRV_SERVING;
+        s->cancel_req = 0;
+        s->val = 0;
+        s->mr = 0;
+        v->serves_out++;
+        v->stats.requests_served++;
+        return;
+    }
+    case TFRDV_VERBS__RE_REQUEST: {
+        tfrdv_verbs__srv* s = idx < p->nsrv ? &p->srv[idx] : 0;
+        if (!s || s->slot != m.slot || s->state != TFRDV_VERBS__SRV_WAIT_RE) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: re-request for slot %u not waiting for one", p->name, idx);
+            tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
+            return;
+        }
+        if (m.cap < s->val->size) {
+            tfrdv_verbs__send_error(v, p, s->slot, TFRDV_INTERNAL, "verbs: re-requested buffer smaller than the tensor", todo);
+            tfrdv_verbs__srv_free(v, s, todo);
+            return;
+        }
+        s->addr = m.addr;
+        s->rkey = m.rkey;
+        s->cap = m.cap;
+        tfrdv_verbs__srv_write(v, p, s, todo);
+        return;
+    }
+    case TFRDV_VERBS__CANCEL: {
+        tfrdv_verbs__srv* s = idx < p->nsrv ? &p->srv[idx] : 0;
+        if (!s || s->slot != m.slot) return; /* already answered */
+        if (s->state == TFRDV_VERBS__SRV_SERVING) {
+            tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(todo);
+            s->cancel_req = 1;
+            if (t) {
+                t->kind = 3;
+                t->srv = s;
+            }
+        } else if (s->state == TFRDV_VERBS__SRV_WAIT_RE) {
+            tfrdv_verbs__send_error(v, p, s->slot, TFRDV_CANCELLED, "verbs: request withdrawn", todo);
+            tfrdv_verbs__srv_free(v, s, todo);
+        }
+        return; /* queued or being written: the receiver's zombie slot takes the bytes */
+    }
+    case TFRDV_VERBS__META:
+    case TFRDV_VERBS__ERROR: {
+        tfrdv_verbs__req* r = idx < p->nreq_slots ? p->reqs[idx] : 0;
+        if (!r || r->gen != gen ||
+            (r->state != TFRDV_VERBS__REQ_META && r->state != TFRDV_VERBS__REQ_DATA && r->state != TFRDV_VERBS__REQ_ZOMBIE)) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: answer for slot %u which has no request", p->name, idx);
+            tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
+            return;
+        }
+        if (m.type == TFRDV_VERBS__ERROR) {
+            tfrdv_verbs__fmt(em, sizeof em, "%.*s", (int)m.text_len, m.text);
+            tfrdv_verbs__req_fail(v, p, r, (tfrdv_code)m.code, em, todo);
+            return;
+        }
+        if (!r->call) { /* zombie: ask again, the sender answers a CANCEL in this state */
+            if (m.meta.is_dead) tfrdv_verbs__req_done(v, p, r, todo);
+            else tfrdv_verbs__send_simple(v, p, TFRDV_VERBS__CANCEL, m.slot, todo);
+            return;
+        }
+        if (m.meta.is_dead) {
+            v->stats.calls_ok++;
+            tfrdv_verbs__finish_later(todo, r->call, TFRDV_OK, "", 0, 1);
+            r->call = 0;
+            tfrdv_verbs__req_done(v, p, r, todo);
+            return;
+        }
+        {
+            tfrdv_str key = tfrdv_call_key(r->call);
+            tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(todo);
+            tfrdv_verbs__mc_put(&v->mc, key.ptr, key.len, &m.meta);
+            if (t && m.meta.rank) {
+                t->meta.dims = (int64_t*)malloc(m.meta.rank * sizeof(int64_t));
+                if (!t->meta.dims) todo->n--;
+            }
+            if (!t || (m.meta.rank && !t->meta.dims)) {
+                tfrdv_verbs__req_abandon(v, p, r, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory", todo);
+                return;
+            }
+            if (m.meta.rank) memcpy(t->meta.dims, m.meta.dims, m.meta.rank * sizeof(int64_t));
+            t->meta.dtype = m.meta.dtype;
+            t->meta.rank = m.meta.rank;
+            t->meta.size = m.meta.size;
+            t->has_meta = 1;
+            t->kind = 4;
+            t->req = r;
+            /* drop the old buffer, allocate the new one outside the lock */
+            if (r->mr) tfrdv_verbs__rc_put(&v->rc, r->mr);
+            r->mr = 0;
+            tfrdv_verbs__release_later(todo, r->val);
+            r->val = 0;
+            r->state = TFRDV_VERBS__REQ_PREP;
+        }
+        return;
+    }
+    case TFRDV_VERBS__PING: tfrdv_verbs__send_simple(v, p, TFRDV_VERBS__PONG, 0, todo); return;
+    default: return; /* CREDIT, PONG: the header did it */
+    }
+}
+
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_sock(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__todos* todo);
+/* ---- one work completion (v->mu held) ---- */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* p, const struct ibv_wc* wc,
+                                             tfrdv_verbs__todos* todo) {
+    uint64_t kind = TFRDV_VERBS__WR_KIND(wc->wr_id);
+    char em[TFRDV_STATUS_MSG_MAX];
+    if (p->state != TFRDV_VERBS__PEER_UP) return;
+    if (wc->status != IBV_WC_SUCCESS) {
+        tfrdv_verbs__fmt(em, sizeof em, "verbs: %s %s failed: %s (status %d)",
+                 kind == TFRDV_VERBS__WR_RECV ? "receive from" : kind == TFRDV_VERBS__WR_CTRL ? "control write to" : "RDMA write to",
+                 p->name, v->lib.wc_status_str(wc->status), (int)wc->status);
+        if (kind == TFRDV_VERBS__WR_RECV && p->fd >= 0) {
+            /* our receives are flushed because the peer's side failed: its reason (e.g. "remote
+               access error" for the rkey we advertised) is on its way over the bootstrap
+               connection and names the cause better; wait for it briefly (error path only) */
+            struct pollfd pf;
+            pf.fd = p->fd;
+            pf.events = POLLIN;
+            pf.revents = 0;
+            if (poll(&pf, 1, 200) > 0) tfrdv_verbs__on_sock(v, p, todo);
+            if (p->state != TFRDV_VERBS__PEER_UP) return;
+        }
+        tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
+        return;
+    }
+    if (kind == TFRDV_VERBS__WR_CTRL) {
+        p->tx_done++;
+        p->sq_used--;
+        tfrdv_verbs__pump(v, p, todo);
+        return;
+    }
+    if (kind == TFRDV_VERBS__WR_DATA) {
+        uint32_t idx = (uint32_t)(wc->wr_id & 0xffffffu);
+        tfrdv_verbs__wrec* w = idx < p->sq_depth ? &p->wrecs[idx] : 0;
+        if (w && w->busy) {
+            p->sq_used -= w->nwr;
+            if (w->mr) tfrdv_verbs__rc_put(&v->rc, w->mr);
+            tfrdv_verbs__release_later(todo, w->val);
+            w->val = 0;
+            w->mr = 0;
+            w->busy = 0;
+            w->next = p->wfree;
+            p->wfree = w;
+        }
+        tfrdv_verbs__pump(v, p, todo);
+        return;
+    }
+    /* a receive: repost first, then look at the immediate */
+    {
+        struct ibv_recv_wr rw, *bad = 0;
+        uint32_t imm = ntohl(wc->imm_data);
+        memset(&rw, 0, sizeof rw);
+        rw.wr_id = TFRDV_VERBS__WR_RECV;
+        if (ibv_post_recv(p->qp, &rw, &bad) != 0) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: reposting a receive for %s failed", p->name);
+            tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
+            return;
+        }
+        p->last_rx = tfrdv_verbs__now(v);
+        p->ping_out = 0;
+        if (!(wc->wc_flags & IBV_WC_WITH_IMM)) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: a receive without immediate", p->name);
+            tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
+            return;
+        }
+        if (imm == TFRDV_VERBS__IMM_CTRL) {
+            uint32_t k = p->rx_head++ % (uint32_t)v->cfg.ctrl_slots;
+            size_t len = wc->byte_len;
+            if (len > (size_t)v->cfg.ctrl_slot_size) len = (size_t)v->cfg.ctrl_slot_size;
+            memcpy(v->rxcopy, p->rx + (size_t)k * (size_t)v->cfg.ctrl_slot_size, len);
+            if (tfrdv_verbs__credits_owe(&p->cr) && !p->cq_head) tfrdv_verbs__send_simple(v, p, TFRDV_VERBS__CREDIT, 0, todo);
+            tfrdv_verbs__on_ctrl(v, p, v->rxcopy, len, todo);
+            tfrdv_verbs__pump(v, p, todo); /* credits may have come back */
+        } else {
+            uint32_t idx = imm & 0xffffu, gen = imm >> 16;
+            tfrdv_verbs__req* r = idx < p->nreq_slots ? p->reqs[idx] : 0;
+            if (!r || r->gen != gen || (r->state != TFRDV_VERBS__REQ_DATA && r->state != TFRDV_VERBS__REQ_ZOMBIE)) {
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: tensor bytes for slot %u which expects none", p->name, idx);
+                tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
+                return;
+            }
+            if (r->call) {
+                tfrdv_value* val = r->val;
+                uint64_t want = val ? val->size : 0;
+                r->val = 0;
+                v->stats.bytes_received += want;
+                if (want <= p->max_msg && wc->byte_len != want) {
+                    tfrdv_verbs__fmt(em, sizeof em, "verbs: %u bytes arrived from %s, %llu expected", wc->byte_len, p->name,
+                             (unsigned long long)want);
+                    tfrdv_verbs__release_later(todo, val);
+                    tfrdv_verbs__req_fail(v, p, r, TFRDV_DATA_LOSS, em, todo);
+                    return;
+                }
+                v->stats.calls_ok++;
+                tfrdv_verbs__finish_later(todo, r->call, TFRDV_OK, "", val, 0);
+                r->call = 0;
+            }
+            tfrdv_verbs__req_done(v, p, r, todo);
+        }
+    }
+}
+
+/* ---- deadlines and keep-alive (v->mu held) ---- */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv_verbs__todos* todo) {
+    int i;
+    char em[TFRDV_STATUS_MSG_MAX];
+    for (i = 0; i < v->npeers; i++) {
+        tfrdv_verbs__peer* p = v->peers[i];
+        uint32_t k;
+        tfrdv_verbs__req *w, *wn;
+        if (p->state != TFRDV_VERBS__PEER_UP) continue;
+        for (k = 0; k < p->nreq_slots; k++) {
+            tfrdv_verbs__req* r = p->reqs[k];
+            if (r && r->call && r->deadline <= now &&
+                (r->state == TFRDV_VERBS__REQ_META || r->state == TFRDV_VERBS__REQ_DATA)) {
+                tfrdv_str key = tfrdv_call_key(r->call);
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: fetch of %.*s from %s passed its deadline", (int)(key.len > 120 ? 120 : key.len),
+                         key.ptr, p->name);
+                tfrdv_verbs__req_abandon(v, p, r, TFRDV_DEADLINE_EXCEEDED, em, todo);
+            }
+        }
+        for (w = p->wait_head; w; w = wn) {
+            wn = w->next;
+            if (w->deadline <= now) tfrdv_verbs__req_abandon(v, p, w, TFRDV_DEADLINE_EXCEEDED, "verbs: fetch passed its deadline while queued", todo);
+        }
+        if (p->outstanding > 0) {
+            int64_t quiet = now - p->last_rx;
+            if (quiet > v->cfg.peer_timeout_ns) {
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: %s sent nothing for %lld ms with requests outstanding (keep-alive): presumed dead",
+                         p->name, (long long)(quiet / 1000000));
+                tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
+            } else if (quiet > v->cfg.keepalive_ns && (!p->ping_out || now - p->last_ping > v->cfg.keepalive_ns)) {
+                p->ping_out = 1;
+                p->last_ping = now;
+                v->stats.pings++;
+                if (p->fd >= 0) { /* over TCP: never stuck behind a long RDMA write */
+                    static const uint8_t ping[5] = {1, 0, 0, 0, 'P'};
+                    ssize_t wr = send(p->fd, ping, sizeof ping, MSG_DONTWAIT | MSG_NOSIGNAL);
+                    (void)wr;
+                } else {
+                    tfrdv_verbs__send_simple(v, p, TFRDV_VERBS__PING, 0, todo);
+                }
+            }
+        }
+    }
+}
+
+/* ---- connection set-up ---- */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__peer_free(tfrdv_verbs* v, tfrdv_verbs__peer* p) {
+    uint32_t i;
+    if (p->qp) v->lib.destroy_qp(p->qp);
+    if (p->cq) v->lib.destroy_cq(p->cq);
+    if (p->rx_mr) v->lib.dereg_mr(p->rx_mr);
+    if (p->tx_mr) v->lib.dereg_mr(p->tx_mr);
+    if (p->fd >= 0) close(p->fd);
+    free(p->rx);
+    free(p->tx);
+    for (i = 0; i < p->nreq_slots; i++) free(p->reqs ? p->reqs[i] : 0);
+    while (p->req_free) {
+        tfrdv_verbs__req* r = p->req_free;
+        p->req_free = r->next;
+        free(r);
+    }
+    for (i = 0; i < p->nsrv; i++) {
+        free(p->srv[i].dims);
+        if (p->srv[i].cm) tfrdv_cancel_mgr_destroy(p->srv[i].cm);
+    }
+    while (p->cq_head) {
+        tfrdv_verbs__cnode* c = p->cq_head;
+        p->cq_head = c->next;
+        free(c);
+    }
+    free(p->srv);
+    free(p->wrecs);
+    free(p->reqs);
+    free(p->gens);
+    free(p);
+}
+/* a peer with a QP in INIT, receives posted, and the local info to send */
+TFRDV_VERBS__PRIVATE tfrdv_verbs__peer* tfrdv_verbs__peer_new(tfrdv_verbs* v, const char* name, tfrdv_verbs_info* local,
+                                                              tfrdv_status* st) {
+    tfrdv_verbs__peer* p = (tfrdv_verbs__peer*)calloc(1, sizeof *p);
+    size_t ring = (size_t)v->cfg.ctrl_slots * (size_t)v->cfg.ctrl_slot_size;
+    uint32_t rq, sq, i;
+    struct ibv_qp_init_attr ia;
+    struct ibv_qp_attr qa;
+    void* mem = 0;
+    if (!p) {
+        tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory");
+        return 0;
+    }
+    p->v = v;
+    p->fd = -1;
+    tfrdv_verbs__fmt(p->name, sizeof p->name, "%s", name);
+    p->nreq_slots = (uint32_t)v->cfg.max_requests;
+    rq = (uint32_t)v->cfg.ctrl_slots + p->nreq_slots;
+    sq = (uint32_t)v->cfg.ctrl_slots + 2 * p->nreq_slots + 8;
+    if (rq > v->max_qp_wr || sq > v->max_qp_wr) {
+        tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "verbs: ctrl_slots + max_requests need %u work requests, the device allows %u",
+                         sq, v->max_qp_wr);
+        free(p);
+        return 0;
+    }
+    p->sq_depth = sq;
+    p->wrecs = (tfrdv_verbs__wrec*)calloc(sq, sizeof *p->wrecs);
+    for (i = 0; p->wrecs && i < sq; i++) {
+        p->wrecs[i].next = p->wfree;
+        p->wfree = &p->wrecs[i];
+    }
+    p->reqs = (tfrdv_verbs__req**)calloc(p->nreq_slots, sizeof *p->reqs);
+    p->gens = (uint16_t*)calloc(p->nreq_slots, sizeof *p->gens);
+    if (posix_memalign(&mem, 4096, ring) == 0) p->rx = (uint8_t*)mem;
+    mem = 0;
+    if (posix_memalign(&mem, 4096, ring) == 0) p->tx = (uint8_t*)mem;
+    if (!p->reqs || !p->gens || !p->rx || !p->tx || !p->wrecs) {
+        tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory");
+        goto fail;
+    }
+    memset(p->rx, 0, ring);
+    p->rx_mr = v->lib.reg_mr(v->pd, p->rx, ring, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    p->tx_mr = v->lib.reg_mr(v->pd, p->tx, ring, IBV_ACCESS_LOCAL_WRITE);
+    if (!p->rx_mr || !p->tx_mr) {
+        tfrdv_verbs__err(st, TFRDV_RESOURCE_EXHAUSTED, "verbs: registering the control rings (%zu bytes) failed: %s (RLIMIT_MEMLOCK, ulimit -l?)",
+                         ring, strerror(errno));
+        goto fail;
+    }
+    p->cq = v->lib.create_cq(v->ctx, (int)(rq + sq + 16), 0, v->ch, 0);
+    if (!p->cq || ibv_req_notify_cq(p->cq, 0) != 0) {
+        tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: ibv_create_cq(%u) failed: %s", rq + sq + 16, strerror(errno));
+        goto fail;
+    }
+    memset(&ia, 0, sizeof ia);
+    ia.send_cq = p->cq;
+    ia.recv_cq = p->cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = sq;
+    ia.cap.max_recv_wr = rq;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    p->qp = v->lib.create_qp(v->pd, &ia);
+    if (!p->qp) {
+        tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: ibv_create_qp failed: %s", strerror(errno));
+        goto fail;
+    }
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_INIT;
+    qa.pkey_index = 0;
+    qa.port_num = v->port;
+    qa.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    if (v->lib.modify_qp(p->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+        tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: QP to INIT (port %d) failed: %s", v->port, strerror(errno));
+        goto fail;
+    }
+    for (i = 0; i < rq; i++) {
+        struct ibv_recv_wr rw, *bad = 0;
+        memset(&rw, 0, sizeof rw);
+        rw.wr_id = TFRDV_VERBS__WR_RECV;
+        if (ibv_post_recv(p->qp, &rw, &bad) != 0) {
+            tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: posting receives failed");
+            goto fail;
+        }
+    }
+    p->nrecv = rq;
+    p->slot_size = (uint32_t)v->cfg.ctrl_slot_size;
+    p->psn = (uint32_t)(((uint64_t)tfrdv_now_ns() ^ ((uint64_t)(uintptr_t)p >> 4)) * 2654435761u) & 0xffffffu;
+    memset(local, 0, sizeof *local);
+    local->qpn = p->qp->qp_num;
+    local->psn = p->psn;
+    local->lid = v->lid;
+    memcpy(local->gid, v->gid.raw, 16);
+    local->mtu = v->mtu;
+    local->ctrl_addr = (uint64_t)(uintptr_t)p->rx;
+    local->ctrl_rkey = p->rx_mr->rkey;
+    local->ctrl_slots = (uint32_t)v->cfg.ctrl_slots;
+    local->ctrl_slot_size = (uint32_t)v->cfg.ctrl_slot_size;
+    local->max_requests = p->nreq_slots;
+    tfrdv_verbs__fmt(local->worker, sizeof local->worker, "%s", v->worker);
+    return p;
+fail:
+    tfrdv_verbs__peer_free(v, p);
+    return 0;
+}
+/* RTR + RTS with the peer's info; the peer is then ready to be published */
+TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__peer_up(tfrdv_verbs* v, tfrdv_verbs__peer* p, const tfrdv_verbs_info* r,
+                                                     tfrdv_status* st) {
+    struct ibv_qp_attr qa;
+    uint32_t i, mtu = r->mtu < v->mtu ? r->mtu : v->mtu;
+    p->remote = *r;
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_RTR;
+    qa.path_mtu = tfrdv_verbs__mtu_enum(mtu);
+    qa.dest_qp_num = r->qpn;
+    qa.rq_psn = r->psn;
+    qa.max_dest_rd_atomic = 1;
+    qa.min_rnr_timer = 12;
+    qa.ah_attr.is_global = 1;
+    memcpy(qa.ah_attr.grh.dgid.raw, r->gid, 16);
+    qa.ah_attr.grh.sgid_index = (uint8_t)v->gid_index;
+    qa.ah_attr.grh.hop_limit = 64;
+    qa.ah_attr.dlid = r->lid;
+    qa.ah_attr.port_num = v->port;
+    if (v->lib.modify_qp(p->qp, &qa, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
+        return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: QP to RTR failed for %s (mtu %u, dest qpn %u, gid index %d): %s",
+                                r->worker, mtu, r->qpn, v->gid_index, strerror(errno));
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_RTS;
+    qa.timeout = (uint8_t)v->cfg.ack_timeout;
+    qa.retry_cnt = (uint8_t)v->cfg.retry_cnt;
+    qa.rnr_retry = (uint8_t)v->cfg.rnr_retry;
+    qa.sq_psn = p->psn;
+    qa.max_rd_atomic = 1;
+    if (v->lib.modify_qp(p->qp, &qa, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                         IBV_QP_MAX_QP_RD_ATOMIC) != 0)
+        return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: QP to RTS failed for %s: %s", r->worker, strerror(errno));
+    tfrdv_verbs__credits_init(&p->cr, r->ctrl_slots, (uint32_t)v->cfg.ctrl_slots);
+    p->srv = (tfrdv_verbs__srv*)calloc(r->max_requests, sizeof *p->srv);
+    if (!p->srv) return tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory");
+    p->nsrv = r->max_requests;
+    for (i = 0; i < p->nsrv; i++) p->srv[i].p = p;
+    p->max_msg = v->max_msg;
+    p->state = TFRDV_VERBS__PEER_UP;
+    p->last_rx = tfrdv_verbs__now(v);
+    return TFRDV_OK;
+}
+TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__publish(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_status* st) {
+    pthread_mutex_lock(&v->mu);
+    if (v->npeers == v->cap_peers) {
+        int nc = v->cap_peers ? v->cap_peers * 2 : 8;
+        tfrdv_verbs__peer** np = (tfrdv_verbs__peer**)realloc(v->peers, (size_t)nc * sizeof *np);
+        if (!np) {
+            pthread_mutex_unlock(&v->mu);
+            return tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory");
+        }
+        v->peers = np;
+        v->cap_peers = nc;
+    }
+    v->peers[v->npeers++] = p;
+    v->stats.peers = v->npeers;
+    if (p->fd >= 0) {
+        struct epoll_event ev;
+        int fl = fcntl(p->fd, F_GETFL);
+        fcntl(p->fd, F_SETFL, fl | O_NONBLOCK);
+        memset(&ev, 0, sizeof ev);
+        ev.events = EPOLLIN;
+        ev.data.ptr = p;
+        epoll_ctl(v->efd, EPOLL_CTL_ADD, p->fd, &ev);
+    }
+    pthread_mutex_unlock(&v->mu);
+    return TFRDV_OK;
+}
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__io(int fd, void* buf, size_t n, int wr) {
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = wr ? send(fd, (char*)buf + done, n - done, MSG_NOSIGNAL) : recv(fd, (char*)buf + done, n - done, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        done += (size_t)k;
+    }
+    return 1;
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__timeouts(int fd, int64_t ns) {
+    struct timeval tv;
+    tv.tv_sec = (time_t)(ns / 1000000000);
+    tv.tv_usec = (long)((ns % 1000000000) / 1000);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__send_frame(int fd, const uint8_t* b, size_t n) {
+    uint8_t h[4];
+    tfrdv_verbs__put32(h, (uint32_t)n);
+    return tfrdv_verbs__io(fd, h, 4, 1) && tfrdv_verbs__io(fd, (void*)b, n, 1);
+}
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__recv_frame(int fd, uint8_t* b, size_t cap, size_t* n) {
+    uint8_t h[4];
+    if (!tfrdv_verbs__io(fd, h, 4, 0)) return 0;
+    *n = tfrdv_verbs__get32(h);
+    if (*n > cap) return 0;
+    return tfrdv_verbs__io(fd, b, *n, 0);
+}
+/* the accepting side of the TCP bootstrap (progress thread, v->mu not held) */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__accept_one(tfrdv_verbs* v, int fd) {
+    uint8_t buf[TFRDV_VERBS_INFO_MAX];
+    size_t n = 0;
+    tfrdv_verbs_info remote, local;
+    tfrdv_verbs__peer* p;
+    tfrdv_status st;
+    int one = 1, fl = fcntl(fd, F_GETFL);
+    char em[TFRDV_STATUS_MSG_MAX];
+    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    tfrdv_verbs__timeouts(fd, v->cfg.connect_timeout_ns);
+    if (!tfrdv_verbs__recv_frame(fd, buf, sizeof buf, &n) || tfrdv_verbs_info_decode(buf, n, &remote, &st) != TFRDV_OK) {
+        tfrdv_verbs__log(v, 2, "verbs: bootstrap connection without a valid peer info, dropped");
+        close(fd);
+        return;
+    }
+    pthread_mutex_lock(&v->mu);
+    p = tfrdv_verbs__find_peer(v, remote.worker, strlen(remote.worker));
+    if (p && p->state == TFRDV_VERBS__PEER_UP) {
+        pthread_mutex_unlock(&v->mu);
+        tfrdv_verbs__fmt(em, sizeof em, "verbs: %s connected again while connected; refused", remote.worker);
+        tfrdv_verbs__log(v, 2, em);
+        close(fd);
+        return;
+    }
+    pthread_mutex_unlock(&v->mu);
+    p = tfrdv_verbs__peer_new(v, remote.worker, &local, &st);
+    if (!p) {
+        tfrdv_verbs__log(v, 3, st.msg);
+        close(fd);
+        return;
+    }
+    n = tfrdv_verbs_info_encode(&local, buf, sizeof buf);
+    if (tfrdv_verbs__peer_up(v, p, &remote, &st) != TFRDV_OK || !tfrdv_verbs__send_frame(fd, buf, n)) {
+        tfrdv_verbs__log(v, 3, st.code != TFRDV_OK ? st.msg : "verbs: bootstrap reply failed");
+        close(fd);
+        tfrdv_verbs__peer_free(v, p);
+        return;
+    }
+    p->fd = fd;
+    if (tfrdv_verbs__publish(v, p, &st) != TFRDV_OK) {
+        tfrdv_verbs__peer_free(v, p);
+        return;
+    }
+}
+TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker, const char* host, int port,
+                                         tfrdv_status* st) {
+    tfrdv_verbs_info local, remote;
+    uint8_t lb[TFRDV_VERBS_INFO_MAX], rb[TFRDV_VERBS_INFO_MAX];
+    size_t ln, rn = 0;
+    tfrdv_verbs__peer* p;
+    int fd = -1;
+    if (!v || !peer_worker || (!v->cfg.exchange && (!host || port <= 0 || port > 65535)))
+        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_connect: NULL transport or peer, or no host:port");
+    if (strlen(peer_worker) >= TFRDV_VERBS_WORKER_MAX)
+        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_connect: worker name too long");
+    pthread_mutex_lock(&v->mu);
+    p = tfrdv_verbs__find_peer(v, peer_worker, strlen(peer_worker));
+    pthread_mutex_unlock(&v->mu);
+    if (p && p->state == TFRDV_VERBS__PEER_UP) return TFRDV_OK; /* connected already (either side) */
+    p = tfrdv_verbs__peer_new(v, peer_worker, &local, st);
+    if (!p) return st ? st->code : TFRDV_UNAVAILABLE;
+    ln = tfrdv_verbs_info_encode(&local, lb, sizeof lb);
+    if (v->cfg.exchange) {
+        tfrdv_code c = v->cfg.exchange(v->cfg.exchange_user, peer_worker, lb, ln, rb, sizeof rb, &rn);
+        if (c != TFRDV_OK) {
+            tfrdv_verbs__peer_free(v, p);
+            return tfrdv_verbs__err(st, c, "verbs: the exchange callback failed for %s", peer_worker);
+        }
+    } else {
+        struct addrinfo hints, *ai = 0, *a;
+        char ps[16];
+        int64_t t0 = tfrdv_now_ns();
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        tfrdv_verbs__fmt(ps, sizeof ps, "%d", port);
+        if (getaddrinfo(host, ps, &hints, &ai) != 0 || !ai) {
+            tfrdv_verbs__peer_free(v, p);
+            return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: cannot resolve %s", host);
+        }
+        /* retry refused connections until the timeout: the peer may still be starting */
+        while (fd < 0) {
+            for (a = ai; a && fd < 0; a = a->ai_next) {
+                fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+                if (fd < 0) continue;
+                tfrdv_verbs__timeouts(fd, v->cfg.connect_timeout_ns);
+                if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+                    close(fd);
+                    fd = -1;
+                }
+            }
+            if (fd < 0) {
+                struct timespec ts = {0, 50000000};
+                if (tfrdv_now_ns() - t0 > v->cfg.connect_timeout_ns) break;
+                nanosleep(&ts, 0);
+            }
+        }
+        freeaddrinfo(ai);
+        if (fd < 0) {
+            tfrdv_verbs__peer_free(v, p);
+            return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: cannot connect to %s at %s:%d: %s", peer_worker, host, port, strerror(errno));
+        }
+        {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        if (!tfrdv_verbs__send_frame(fd, lb, ln) || !tfrdv_verbs__recv_frame(fd, rb, sizeof rb, &rn)) {
+            close(fd);
+            tfrdv_verbs__peer_free(v, p);
+            pthread_mutex_lock(&v->mu); /* the peer may have connected to us meanwhile */
+            p = tfrdv_verbs__find_peer(v, peer_worker, strlen(peer_worker));
+            fd = p && p->state == TFRDV_VERBS__PEER_UP;
+            pthread_mutex_unlock(&v->mu);
+            if (fd) return TFRDV_OK;
+            return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: bootstrap exchange with %s at %s:%d failed (is its progress running?)",
+                                    peer_worker, host, port);
+        }
+    }
+    if (tfrdv_verbs_info_decode(rb, rn, &remote, st) != TFRDV_OK) {
+        if (fd >= 0) close(fd);
+        tfrdv_verbs__peer_free(v, p);
+        return st ? st->code : TFRDV_INVALID_ARGUMENT;
+    }
+    if (strcmp(remote.worker, peer_worker) != 0) {
+        if (fd >= 0) close(fd);
+        tfrdv_verbs__peer_free(v, p);
+        return tfrdv_verbs__err(st, TFRDV_FAILED_PRECONDITION, "verbs: connected to %s but it says it is %s", peer_worker, remote.worker);
+    }
+    if (tfrdv_verbs__peer_up(v, p, &remote, st) != TFRDV_OK) {
+        if (fd >= 0) close(fd);
+        tfrdv_verbs__peer_free(v, p);
+        return st ? st->code : TFRDV_UNAVAILABLE;
+    }
+    p->fd = fd;
+    if (tfrdv_verbs__publish(v, p, st) != TFRDV_OK) {
+        tfrdv_verbs__peer_free(v, p);
+        return st ? st->code : TFRDV_RESOURCE_EXHAUSTED;
+    }
+    return TFRDV_OK;
+}
+
+/* ---- progress ---- */
+/* bytes on a peer's bootstrap socket: a break reason, or EOF (v->mu held) */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_sock(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__todos* todo) {
+    char em[TFRDV_STATUS_MSG_MAX];
+    for (;;) {
+        ssize_t k;
+        if (p->fd < 0 || p->state != TFRDV_VERBS__PEER_UP) return;
+        k = recv(p->fd, p->sockbuf + p->socklen, sizeof p->sockbuf - p->socklen, MSG_DONTWAIT);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+        if (k <= 0) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: connection to %s closed (its process exited?)", p->name);
+            tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
+            return;
+        }
+        p->socklen += (size_t)k;
+        p->last_rx = tfrdv_verbs__now(v);
+        p->ping_out = 0;
+        /* frames: u32 length, then 'B' u32 code + reason (the peer broke the connection), 'P' (a
+           keep-alive ping: answer 'Q'), 'Q' */
+        while (p->socklen >= 5) {
+            uint32_t n = tfrdv_verbs__get32(p->sockbuf);
+            if (n < 1 || n > sizeof p->sockbuf - 4) {
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s on its bootstrap connection", p->name);
+                tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
+                return;
+            }
+            if (p->socklen < 4 + (size_t)n) break;
+            if (p->sockbuf[4] == 'B' && n >= 5) {
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: %s broke the connection: %.*s", p->name, (int)(n - 5), (const char*)p->sockbuf + 9);
+                tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
+                return;
+            }
+            if (p->sockbuf[4] == 'P') {
+                static const uint8_t q[5] = {1, 0, 0, 0, 'Q'};
+                ssize_t wr = send(p->fd, q, sizeof q, MSG_DONTWAIT | MSG_NOSIGNAL);
+                (void)wr;
+            }
+            memmove(p->sockbuf, p->sockbuf + 4 + n, p->socklen - 4 - n);
+            p->socklen -= 4 + (size_t)n;
+        }
+    }
+}
+TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
+    int n = 0, i, k, nev;
+    struct ibv_wc wc[16];
+    struct epoll_event ev[16];
+    tfrdv_verbs__todos todo = {0, 0, 0};
+    int64_t now;
+    if (!v) return 0;
+    if (pthread_mutex_trylock(&v->progress_mu) != 0) return 0;
+    pthread_mutex_lock(&v->mu);
+    for (i = 0; i < v->npeers; i++) {
+        tfrdv_verbs__peer* p = v->peers[i];
+        while (p->state == TFRDV_VERBS__PEER_UP && (k = ibv_poll_cq(p->cq, 16, wc)) > 0) {
+            int j;
+            for (j = 0; j < k; j++) {
+                tfrdv_verbs__on_wc(v, p, &wc[j], &todo);
+                if (todo.n) { /* in message order: a CANCEL's withdrawal before a later REQUEST */
+                    pthread_mutex_unlock(&v->mu);
+                    tfrdv_verbs__todo_run(v, &todo);
+                    pthread_mutex_lock(&v->mu);
+                }
+            }
+            n += k;
+        }
+    }
+    now = tfrdv_verbs__now(v);
+    if (now >= v->next_timer) {
+        v->next_timer = now + 1000000;
+        tfrdv_verbs__timers(v, now, &todo);
+    }
+    pthread_mutex_unlock(&v->mu);
+    tfrdv_verbs__todo_run(v, &todo);
+    if (n == 0 && timeout_ns > 0) {
+        /* arm, then look once more: a completion between the poll and the arm is not lost */
+        int busy = 0;
+        pthread_mutex_lock(&v->mu);
+        for (i = 0; i < v->npeers; i++) {
+            tfrdv_verbs__peer* p = v->peers[i];
+            if (p->state != TFRDV_VERBS__PEER_UP) continue;
+            ibv_req_notify_cq(p->cq, 0);
+            if (ibv_poll_cq(p->cq, 1, wc) > 0) {
+                tfrdv_verbs__on_wc(v, p, &wc[0], &todo);
+                busy = 1;
+                n++;
+            }
+        }
+        pthread_mutex_unlock(&v->mu);
+        tfrdv_verbs__todo_run(v, &todo);
+        if (busy) timeout_ns = 0;
+        if (timeout_ns > v->cfg.keepalive_ns / 2) timeout_ns = v->cfg.keepalive_ns / 2;
+    } else {
+        timeout_ns = 0;
+    }
+    nev = epoll_wait(v->efd, ev, 16, (int)((timeout_ns + 999999) / 1000000));
+    for (i = 0; i < nev; i++) {
+        void* ptr = ev[i].data.ptr;
+        if (ptr == (void*)v->ch) {
+            struct ibv_cq* cq;
+            void* cctx;
+            while (v->lib.get_cq_event(v->ch, &cq, &cctx) == 0) v->lib.ack_cq_events(cq, 1);
+        } else if (ptr == (void*)&v->lfd) {
+            int fd;
+            while ((fd = accept(v->lfd, 0, 0)) >= 0) {
+                tfrdv_verbs__accept_one(v, fd);
+                n++;
+            }
+        } else if (ptr == (void*)&v->wfd) {
+            uint64_t x;
+            ssize_t r = read(v->wfd, &x, sizeof x);
+            (void)r;
+        } else {
+            pthread_mutex_lock(&v->mu);
+            tfrdv_verbs__on_sock(v, (tfrdv_verbs__peer*)ptr, &todo);
+            pthread_mutex_unlock(&v->mu);
+            tfrdv_verbs__todo_run(v, &todo);
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&v->progress_mu);
+    free(todo.t);
+    return n;
+}
+TFRDV_VERBS__PRIVATE void* tfrdv_verbs__thread(void* arg) {
+    tfrdv_verbs* v = (tfrdv_verbs*)arg;
+    int64_t last = tfrdv_now_ns();
+    while (!v->stop) {
+        if (tfrdv_verbs_progress(v, 0) > 0) last = tfrdv_now_ns();
+        else if (tfrdv_now_ns() - last > v->cfg.spin_ns) tfrdv_verbs_progress(v, 100000000);
+        else sched_yield(); /* spinning: let the kernel's RDMA work (Soft-RoCE tasklets) run */
+    }
+    return 0;
+}
+
+/* ---- lifecycle ---- */
+TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_verbs** out, tfrdv_status* st) {
+    tfrdv_verbs* v;
+    tfrdv_code rc;
+    struct epoll_event ev;
+    if (out) *out = 0;
+    if (!cfg || !out || !cfg->worker_name)
+        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: NULL config, out or worker_name");
+    if (strlen(cfg->worker_name) >= TFRDV_VERBS_WORKER_MAX)
+        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: worker_name too long");
+    if (cfg->ctrl_slots < 0 || (cfg->ctrl_slots && cfg->ctrl_slots < 4) || cfg->ctrl_slots > 65536 || cfg->ctrl_slot_size < 0 ||
+        (cfg->ctrl_slot_size && cfg->ctrl_slot_size < 256) || cfg->ctrl_slot_size > (1 << 20) || cfg->max_requests < 0 ||
+        cfg->max_requests > 32768 || cfg->spin_ns < 0 || cfg->connect_timeout_ns < 0 || cfg->keepalive_ns < 0 ||
+        cfg->peer_timeout_ns < 0 || cfg->meta_cache_max < 0 || cfg->ack_timeout < 0 || cfg->ack_timeout > 31 ||
+        cfg->retry_cnt < 0 || cfg->retry_cnt > 7 || cfg->rnr_retry < 0 || cfg->rnr_retry > 7 || cfg->port < 0 || cfg->port > 255)
+        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: a size, count or time in the config is out of range");
+    v = (tfrdv_verbs*)calloc(1, sizeof *v);
+    if (!v) return tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_verbs_create: out of memory");
+    v->cfg = *cfg;
+    tfrdv_verbs__fmt(v->worker, sizeof v->worker, "%s", cfg->worker_name);
+    v->cfg.worker_name = v->worker;
+    if (!v->cfg.ctrl_slots) v->cfg.ctrl_slots = 64;
+    if (!v->cfg.ctrl_slot_size) v->cfg.ctrl_slot_size = 4096;
+    if (!v->cfg.max_requests) v->cfg.max_requests = 256;
+    if (!v->cfg.spin_ns) v->cfg.spin_ns = 50000;
+    if (!v->cfg.connect_timeout_ns) v->cfg.connect_timeout_ns = (int64_t)10 * 1000000000;
+    if (!v->cfg.keepalive_ns) v->cfg.keepalive_ns = 500000000;
+    if (!v->cfg.peer_timeout_ns) v->cfg.peer_timeout_ns = (int64_t)5 * 1000000000;
+    if (!v->cfg.reg_cache_max_bytes) v->cfg.reg_cache_max_bytes = (uint64_t)8 << 30;
+    if (!v->cfg.meta_cache_max) v->cfg.meta_cache_max = 4096;
+    if (!v->cfg.ack_timeout) v->cfg.ack_timeout = 14;
+    if (!v->cfg.retry_cnt) v->cfg.retry_cnt = 7;
+    if (!v->cfg.rnr_retry) v->cfg.rnr_retry = 7;
+    v->lfd = v->efd = v->wfd = -1;
+    pthread_mutex_init(&v->mu, 0);
+    pthread_mutex_init(&v->progress_mu, 0);
+    pthread_cond_init(&v->cv, 0);
+    v->rc.max_bytes = v->cfg.reg_cache_max_bytes;
+    v->rc.keep_idle = v->cfg.reg_cache_keep_idle;
+    v->rc.reg = tfrdv_verbs__ibv_reg;
+    v->rc.dereg = tfrdv_verbs__ibv_dereg;
+    v->rc.user = v;
+    v->mc.n = (size_t)v->cfg.meta_cache_max;
+    v->mc.e = (tfrdv_verbs__mentry*)calloc(v->mc.n, sizeof *v->mc.e);
+    v->scratch = (uint8_t*)malloc((size_t)v->cfg.ctrl_slot_size);
+    v->rxcopy = (uint8_t*)malloc((size_t)v->cfg.ctrl_slot_size);
+    if (!v->mc.e || !v->scratch || !v->rxcopy) {
+        rc = tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_verbs_create: out of memory");
+        goto fail;
+    }
+    if ((rc = tfrdv_verbs__load(v, st)) != TFRDV_OK) goto fail;
+    if ((rc = tfrdv_verbs__open(v, st)) != TFRDV_OK) goto fail;
+    v->pd = v->lib.alloc_pd(v->ctx);
+    v->ch = v->pd ? v->lib.create_comp_channel(v->ctx) : 0;
+    if (!v->pd || !v->ch) {
+        rc = tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: %s failed on %s: %s", v->pd ? "ibv_create_comp_channel" : "ibv_alloc_pd",
+                              v->desc, strerror(errno));
+        goto fail;
+    }
+    fcntl(v->ch->fd, F_SETFL, fcntl(v->ch->fd, F_GETFL) | O_NONBLOCK);
+    v->efd = epoll_create1(0);
+    v->wfd = eventfd(0, EFD_NONBLOCK);
+    if (v->efd < 0 || v->wfd < 0) {
+        rc = tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: epoll/eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN;
+    ev.data.ptr = v->ch;
+    epoll_ctl(v->efd, EPOLL_CTL_ADD, v->ch->fd, &ev);
+    ev.data.ptr = &v->wfd;
+    epoll_ctl(v->efd, EPOLL_CTL_ADD, v->wfd, &ev);
+    if (v->cfg.listen_port >= 0 && !v->cfg.exchange) {
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof sa;
+        int one = 1;
+        memset(&sa, 0, sizeof sa);
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons((uint16_t)v->cfg.listen_port);
+        if (inet_pton(AF_INET, v->cfg.listen_host ? v->cfg.listen_host : "0.0.0.0", &sa.sin_addr) != 1) {
+            rc = tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "verbs: listen_host %s is not an IPv4 address", v->cfg.listen_host);
+            goto fail;
+        }
+        v->lfd = socket(AF_INET, SOCK_STREAM, 0);
+        if (v->lfd < 0 || setsockopt(v->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+            bind(v->lfd, (struct sockaddr*)&sa, sizeof sa) != 0 || listen(v->lfd, 64) != 0 ||
+            getsockname(v->lfd, (struct sockaddr*)&sa, &sl) != 0) {
+            rc = tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: bootstrap listener on port %d: %s", v->cfg.listen_port, strerror(errno));
+            goto fail;
+        }
+        v->listen_port = ntohs(sa.sin_port);
+        fcntl(v->lfd, F_SETFL, fcntl(v->lfd, F_GETFL) | O_NONBLOCK);
+        ev.data.ptr = &v->lfd;
+        epoll_ctl(v->efd, EPOLL_CTL_ADD, v->lfd, &ev);
+    }
+    if (v->cfg.progress_thread) {
+        if (pthread_create(&v->thr, 0, tfrdv_verbs__thread, v) != 0) {
+            rc = tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "verbs: cannot start the progress thread");
+            goto fail;
+        }
+        v->has_thr = 1;
+    }
+    *out = v;
+    return TFRDV_OK;
+fail:
+    tfrdv_verbs_destroy(v);
+    return rc;
+}
+TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v) {
+    int i;
+    tfrdv_verbs__todos todo = {0, 0, 0};
+    if (!v) return;
+    if (v->has_thr) {
+        uint64_t one = 1;
+        ssize_t r;
+        v->stop = 1;
+        r = write(v->wfd, &one, sizeof one);
+        (void)r;
+        pthread_join(v->thr, 0);
+        v->has_thr = 0;
+    }
+    pthread_mutex_lock(&v->mu);
+    v->destroying = 1;
+    for (i = 0; i < v->npeers; i++) tfrdv_verbs__break(v, v->peers[i], TFRDV_UNAVAILABLE, "verbs transport destroyed", &todo);
+    pthread_mutex_unlock(&v->mu);
+    tfrdv_verbs__todo_run(v, &todo);
+    free(todo.t);
+    pthread_mutex_lock(&v->mu);
+    while (v->serves_out > 0) pthread_cond_wait(&v->cv, &v->mu);
+    pthread_mutex_unlock(&v->mu);
+    for (i = 0; i < v->npeers; i++) tfrdv_verbs__peer_free(v, v->peers[i]);
+    free(v->peers);
+    if (v->lib.h) tfrdv_verbs__rc_clear(&v->rc);
+    tfrdv_verbs__mc_free(&v->mc);
+    if (v->lfd >= 0) close(v->lfd);
+    if (v->efd >= 0) close(v->efd);
+    if (v->wfd >= 0) close(v->wfd);
+    if (v->ch) v->lib.destroy_comp_channel(v->ch);
+    if (v->pd) v->lib.dealloc_pd(v->pd);
+    if (v->ctx) v->lib.close_device(v->ctx);
+    if (v->lib.h) dlclose(v->lib.h);
+    if (v->mgr) tfrdv_mgr_unref(v->mgr);
+    free(v->scratch);
+    free(v->rxcopy);
+    pthread_cond_destroy(&v->cv);
+    pthread_mutex_destroy(&v->mu);
+    pthread_mutex_destroy(&v->progress_mu);
+    free(v);
+}
+TFRDV_API tfrdv_transport tfrdv_verbs_transport(tfrdv_verbs* v) {
+    tfrdv_transport t;
+    t.user = v;
+    t.start_call = tfrdv_verbs__start_call;
+    t.cancel_call = tfrdv_verbs__cancel_call;
+    t.destroy = 0;
+    return t;
+}
+TFRDV_API tfrdv_code tfrdv_verbs_attach(tfrdv_verbs* v, tfrdv_mgr* mgr, tfrdv_status* st) {
+    tfrdv_mgr* old;
+    if (!v || !mgr) return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_attach: NULL argument");
+    tfrdv_mgr_ref(mgr);
+    pthread_mutex_lock(&v->mu);
+    old = v->mgr;
+    v->mgr = mgr;
+    pthread_mutex_unlock(&v->mu);
+    if (old) tfrdv_mgr_unref(old);
+    return TFRDV_OK;
+}
+TFRDV_API int tfrdv_verbs_listen_port(const tfrdv_verbs* v) { return v ? v->listen_port : 0; }
+TFRDV_API int tfrdv_verbs_fd(const tfrdv_verbs* v) { return v ? v->efd : -1; }
+TFRDV_API const char* tfrdv_verbs_describe(const tfrdv_verbs* v) { return v ? v->desc : ""; }
+TFRDV_API tfrdv_code tfrdv_verbs_register(tfrdv_verbs* v, void* ptr, size_t len, tfrdv_status* st) {
+    tfrdv_verbs__reg* e;
+    if (!v || !ptr || !len) return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_register: NULL or empty range");
+    pthread_mutex_lock(&v->mu);
+    e = tfrdv_verbs__rc_get(&v->rc, ptr, len, 1, st);
+    pthread_mutex_unlock(&v->mu);
+    return e ? TFRDV_OK : (st ? st->code : TFRDV_RESOURCE_EXHAUSTED);
+}
+TFRDV_API void tfrdv_verbs_invalidate(tfrdv_verbs* v, void* ptr, size_t len) {
+    if (!v || !ptr) return;
+    pthread_mutex_lock(&v->mu);
+    tfrdv_verbs__rc_invalidate(&v->rc, ptr, len);
+    pthread_mutex_unlock(&v->mu);
+}
+TFRDV_API void tfrdv_verbs_get_stats(tfrdv_verbs* v, tfrdv_verbs_stats* out) {
+    if (!v || !out) return;
+    pthread_mutex_lock(&v->mu);
+    *out = v->stats;
+    out->reg_hits = v->rc.hits;
+    out->reg_misses = v->rc.misses;
+    out->reg_evictions = v->rc.evictions;
+    out->registered_bytes = v->rc.bytes;
+    pthread_mutex_unlock(&v->mu);
+}
+#endif /* TFRDV_VERBS_PROTOCOL_ONLY */
+
+#ifdef __cplusplus
+}
+#endif
+#undef TFRDV_VERBS__PRIVATE
+#undef TFRDV_VERBS__HDR
+#undef TFRDV_VERBS__IMM_CTRL
+#undef TFRDV_VERBS__INFO_MAGIC
+#undef TFRDV_VERBS__PAGE
+#undef TFRDV_VERBS__VERSION
+#undef TFRDV_VERBS__WR_CTRL
+#undef TFRDV_VERBS__WR_DATA
+#undef TFRDV_VERBS__WR_KIND
+#undef TFRDV_VERBS__WR_RECV
+#endif /* TFRDV_VERBS_IMPLEMENTATION */
