@@ -6,7 +6,7 @@
      verbs_workers worker HOST:PORT     the worker: connects to the ps and fetches
    Environment: TFRDV_VERBS_DEVICE (e.g. mlx5_0), TFRDV_VERBS_GID_INDEX (e.g. 3).
    Without an RDMA device (or without libibverbs) it says so and exits 0, so `make test` can run
-   it anywhere; docs/verbs.md shows how to run it on hardware and inside the Soft-RoCE guest. */
+   it anywhere; the README's verbs section shows how to run it on hardware and inside the Soft-RoCE guest. */
 #define TFRDV_IMPLEMENTATION
 #include "tfrdv.h"
 #if defined(__has_include)
@@ -155,7 +155,7 @@ static int worker_fetch_all(node* w, uint64_t ps_incarnation) {
 
 static int unavailable(const tfrdv_status* st) {
     printf("verbs_workers: RDMA is not usable here (%s %s); nothing to run.\n"
-           "See docs/verbs.md: run it on RDMA hardware, or inside the Soft-RoCE guest of `make test-rxe`.\n",
+           "See the README's verbs section: run it on RDMA hardware, or inside the Soft-RoCE guest of `make test-rxe`.\n",
            tfrdv_code_str(st->code), st->msg);
     return 0;
 }
