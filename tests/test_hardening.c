@@ -944,142 +944,112 @@ static void test_cancel_mgr_reset_refuses_while_nodes_are_registered(void) {
     tfrdv_cancel_mgr_destroy(cm);
 }
 
+/* a serving worker B with one step (initialised or not), a cancellation manager for withdrawing,
+   a key from B to A and two serve recorders */
+typedef struct srv {
+    fx_alloc a;
+    tfrdv_mgr* m;
+    tfrdv_rendezvous* r; /* the step, when init_step */
+    tfrdv_cancel_mgr* cm;
+    fx_key k;
+    fx_value v;
+    fx_serve s1, s2;
+    int64_t step;
+} srv;
+static void srv_up(srv* x, int64_t step, int init_step, int response_cache, const char* edge) {
+    tfrdv_mgr_config c;
+    memset(x, 0, sizeof *x);
+    c = fx_mgr_config(WB, INC_B, &x->a);
+    c.response_cache = response_cache;
+    x->m = mk(&c);
+    x->step = step;
+    if (init_step) {
+        TT_CHECK_EQ_INT(tfrdv_mgr_find(x->m, step, &x->r, 0), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_mgr_initialize(x->r, 0, 0), TFRDV_OK);
+    }
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &x->cm, 0), TFRDV_OK);
+    key(&x->k, B0, INC_B, A0, edge);
+}
+static tfrdv_code srv_serve(srv* x, int64_t rid, tfrdv_cancel_mgr* cm, fx_serve* s) {
+    return tfrdv_mgr_serve(x->m, x->step, x->k.buf, x->k.len, rid, cm, fx_serve_done, s);
+}
+static void srv_start_step(srv* x) {
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(x->m, x->step, &x->r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(x->r, 0, 0), TFRDV_OK);
+}
+static void srv_down(srv* x) {
+    tfrdv_cancel_mgr_destroy(x->cm);
+    tfrdv_unref(x->r);
+    tfrdv_mgr_destroy(x->m);
+    FX_CHECK_EMPTY(&x->a);
+}
+
 /* withdraw in each state: LOCAL (waiting in the table), DEFERRED (step not initialised),
    WAITER (a retry waiting on the response-cache entry of its request id) */
 static void test_withdraw_local_request_keeps_the_later_value_and_frees_its_id(void) {
-    fx_alloc a;
-    tfrdv_mgr_config c;
-    tfrdv_mgr* m;
-    tfrdv_rendezvous* r = 0;
-    tfrdv_cancel_mgr* cm = 0;
-    fx_key k;
-    fx_value v;
-    fx_serve s1, s2;
-    memset(&a, 0, sizeof a);
-    memset(&s1, 0, sizeof s1);
-    memset(&s2, 0, sizeof s2);
-    c = fx_mgr_config(WB, INC_B, &a);
-    m = mk(&c);
-    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 1, &r, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
-    key(&k, B0, INC_B, A0, "w_local");
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1, k.buf, k.len, 31, cm, fx_serve_done, &s1), TFRDV_OK);
-    TT_CHECK_EQ_INT(s1.calls, 0);
-    tfrdv_cancel_start(cm);
-    TT_CHECK_EQ_INT(s1.calls, 1);
-    TT_CHECK_EQ_INT(s1.st.code, TFRDV_CANCELLED);
-    tfrdv_cancel_start(cm); /* again: nothing */
-    TT_CHECK_EQ_INT(s1.calls, 1);
-    send_v(r, &k, fx_value_init(&v, 9));
-    TT_CHECK_EQ_INT(fx_released(&v), 0);
-    TT_CHECK_EQ_INT(pending_of(r, TFRDV_PENDING_SEND), 1);
+    srv x;
+    srv_up(&x, 1, 1, 0, "w_local");
+    TT_CHECK_EQ_INT(srv_serve(&x, 31, x.cm, &x.s1), TFRDV_OK);
+    TT_CHECK_EQ_INT(x.s1.calls, 0);
+    tfrdv_cancel_start(x.cm);
+    TT_CHECK_EQ_INT(x.s1.calls, 1);
+    TT_CHECK_EQ_INT(x.s1.st.code, TFRDV_CANCELLED);
+    tfrdv_cancel_start(x.cm); /* again: nothing */
+    TT_CHECK_EQ_INT(x.s1.calls, 1);
+    send_v(x.r, &x.k, fx_value_init(&x.v, 9));
+    TT_CHECK_EQ_INT(fx_released(&x.v), 0);
+    TT_CHECK_EQ_INT(pending_of(x.r, TFRDV_PENDING_SEND), 1);
     /* the retry with the same request id is served, not refused as a duplicate */
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1, k.buf, k.len, 31, 0, fx_serve_done, &s2), TFRDV_OK);
-    TT_CHECK_EQ_INT(s2.st.code, TFRDV_OK);
-    TT_CHECK(s2.value_ptr == &v.v);
-    TT_CHECK_EQ_INT(fx_released(&v), 1);
-    tfrdv_cancel_mgr_destroy(cm);
-    tfrdv_unref(r);
-    tfrdv_mgr_destroy(m);
-    FX_CHECK_EMPTY(&a);
+    TT_CHECK_EQ_INT(srv_serve(&x, 31, 0, &x.s2), TFRDV_OK);
+    TT_CHECK_EQ_INT(x.s2.st.code, TFRDV_OK);
+    TT_CHECK(x.s2.value_ptr == &x.v.v);
+    TT_CHECK_EQ_INT(fx_released(&x.v), 1);
+    srv_down(&x);
 }
 static void test_withdraw_deferred_request(void) {
-    fx_alloc a;
-    tfrdv_mgr_config c;
-    tfrdv_mgr* m;
-    tfrdv_rendezvous* r = 0;
-    tfrdv_cancel_mgr* cm = 0;
-    fx_key k;
-    fx_value v;
-    fx_serve s1, s2;
-    memset(&a, 0, sizeof a);
-    memset(&s1, 0, sizeof s1);
-    memset(&s2, 0, sizeof s2);
-    c = fx_mgr_config(WB, INC_B, &a);
-    m = mk(&c);
-    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
-    key(&k, B0, INC_B, A0, "w_deferred");
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 2, k.buf, k.len, 32, cm, fx_serve_done, &s1), TFRDV_OK);
-    TT_CHECK_EQ_INT(stats(m).requests_deferred, 1);
-    tfrdv_cancel_start(cm);
-    TT_CHECK_EQ_INT(s1.calls, 1);
-    TT_CHECK_EQ_INT(s1.st.code, TFRDV_CANCELLED);
-    TT_CHECK_CONTAINS(s1.st.msg, "withdrawn");
-    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 2, &r, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(s1.calls, 1); /* initialisation does not answer it again */
-    send_v(r, &k, fx_value_init(&v, 10));
-    TT_CHECK_EQ_INT(pending_of(r, TFRDV_PENDING_SEND), 1);
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 2, k.buf, k.len, 32, 0, fx_serve_done, &s2), TFRDV_OK);
-    TT_CHECK_EQ_INT(s2.st.code, TFRDV_OK);
-    tfrdv_cancel_mgr_destroy(cm);
-    tfrdv_unref(r);
-    tfrdv_mgr_destroy(m);
-    FX_CHECK_EMPTY(&a);
+    srv x;
+    srv_up(&x, 2, 0, 0, "w_deferred");
+    TT_CHECK_EQ_INT(srv_serve(&x, 32, x.cm, &x.s1), TFRDV_OK);
+    TT_CHECK_EQ_INT(stats(x.m).requests_deferred, 1);
+    tfrdv_cancel_start(x.cm);
+    TT_CHECK_EQ_INT(x.s1.calls, 1);
+    TT_CHECK_EQ_INT(x.s1.st.code, TFRDV_CANCELLED);
+    TT_CHECK_CONTAINS(x.s1.st.msg, "withdrawn");
+    srv_start_step(&x);
+    TT_CHECK_EQ_INT(x.s1.calls, 1); /* initialisation does not answer it again */
+    send_v(x.r, &x.k, fx_value_init(&x.v, 10));
+    TT_CHECK_EQ_INT(pending_of(x.r, TFRDV_PENDING_SEND), 1);
+    TT_CHECK_EQ_INT(srv_serve(&x, 32, 0, &x.s2), TFRDV_OK);
+    TT_CHECK_EQ_INT(x.s2.st.code, TFRDV_OK);
+    srv_down(&x);
 }
 static void test_withdraw_with_an_already_cancelled_manager(void) {
-    fx_alloc a;
-    tfrdv_mgr_config c;
-    tfrdv_mgr* m;
-    tfrdv_rendezvous* r = 0;
-    tfrdv_cancel_mgr* cm = 0;
-    fx_key k;
-    fx_serve s1, s2;
-    memset(&a, 0, sizeof a);
-    memset(&s1, 0, sizeof s1);
-    memset(&s2, 0, sizeof s2);
-    c = fx_mgr_config(WB, INC_B, &a);
-    m = mk(&c);
-    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
-    tfrdv_cancel_start(cm);
-    key(&k, B0, INC_B, A0, "w_early");
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 3, k.buf, k.len, 0, cm, fx_serve_done, &s1), TFRDV_OK); /* deferred path */
-    TT_CHECK_EQ_INT(s1.st.code, TFRDV_CANCELLED);
-    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 3, &r, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 3, k.buf, k.len, 0, cm, fx_serve_done, &s2), TFRDV_OK); /* local path */
-    TT_CHECK_EQ_INT(s2.st.code, TFRDV_CANCELLED);
-    TT_CHECK_EQ_INT(pending_of(r, TFRDV_PENDING_RECV), 0);
-    tfrdv_cancel_mgr_destroy(cm);
-    tfrdv_unref(r);
-    tfrdv_mgr_destroy(m);
-    FX_CHECK_EMPTY(&a);
+    srv x;
+    srv_up(&x, 3, 0, 0, "w_early");
+    tfrdv_cancel_start(x.cm);
+    TT_CHECK_EQ_INT(srv_serve(&x, 0, x.cm, &x.s1), TFRDV_OK); /* deferred path */
+    TT_CHECK_EQ_INT(x.s1.st.code, TFRDV_CANCELLED);
+    srv_start_step(&x);
+    TT_CHECK_EQ_INT(srv_serve(&x, 0, x.cm, &x.s2), TFRDV_OK); /* local path */
+    TT_CHECK_EQ_INT(x.s2.st.code, TFRDV_CANCELLED);
+    TT_CHECK_EQ_INT(pending_of(x.r, TFRDV_PENDING_RECV), 0);
+    srv_down(&x);
 }
 static void test_withdraw_a_retry_waiting_on_the_cache_entry(void) {
-    fx_alloc a;
-    tfrdv_mgr_config c;
-    tfrdv_mgr* m;
-    tfrdv_rendezvous* r = 0;
-    tfrdv_cancel_mgr* cm = 0;
-    fx_key k;
-    fx_value v;
-    fx_serve s1, s2;
-    memset(&a, 0, sizeof a);
-    memset(&s1, 0, sizeof s1);
-    memset(&s2, 0, sizeof s2);
-    c = fx_mgr_config(WB, INC_B, &a);
-    c.response_cache = 1;
-    m = mk(&c);
-    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 4, &r, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
-    key(&k, B0, INC_B, A0, "w_waiter");
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 4, k.buf, k.len, 33, 0, fx_serve_done, &s1), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 4, k.buf, k.len, 33, cm, fx_serve_done, &s2), TFRDV_OK); /* the retry */
-    tfrdv_cancel_start(cm);
-    TT_CHECK_EQ_INT(s2.calls, 1);
-    TT_CHECK_EQ_INT(s2.st.code, TFRDV_CANCELLED);
-    send_v(r, &k, fx_value_init(&v, 11));
-    TT_CHECK_EQ_INT(s1.calls, 1); /* the computing request is unaffected */
-    TT_CHECK_EQ_INT(s1.st.code, TFRDV_OK);
-    TT_CHECK_EQ_INT(s2.calls, 1);
-    tfrdv_mgr_ack(m, 33);
-    tfrdv_cancel_mgr_destroy(cm);
-    tfrdv_unref(r);
-    tfrdv_mgr_destroy(m);
-    TT_CHECK_EQ_INT(fx_released(&v), 1);
-    FX_CHECK_EMPTY(&a);
+    srv x;
+    srv_up(&x, 4, 1, 1, "w_waiter");
+    TT_CHECK_EQ_INT(srv_serve(&x, 33, 0, &x.s1), TFRDV_OK);
+    TT_CHECK_EQ_INT(srv_serve(&x, 33, x.cm, &x.s2), TFRDV_OK); /* the retry */
+    tfrdv_cancel_start(x.cm);
+    TT_CHECK_EQ_INT(x.s2.calls, 1);
+    TT_CHECK_EQ_INT(x.s2.st.code, TFRDV_CANCELLED);
+    send_v(x.r, &x.k, fx_value_init(&x.v, 11));
+    TT_CHECK_EQ_INT(x.s1.calls, 1); /* the computing request is unaffected */
+    TT_CHECK_EQ_INT(x.s1.st.code, TFRDV_OK);
+    TT_CHECK_EQ_INT(x.s2.calls, 1);
+    tfrdv_mgr_ack(x.m, 33);
+    srv_down(&x);
+    TT_CHECK_EQ_INT(fx_released(&x.v), 1);
 }
 
 /* races: withdraw against a send, an abort, a cleanup, on two threads; exactly one completion,
