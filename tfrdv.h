@@ -477,10 +477,12 @@ TFRDV_API tfrdv_code tfrdv_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
                                 tfrdv_status* st);
 /* done gets: OK, the abort status, CANCELLED "RecvAsync is cancelled." (args->cancel), or for a
    remote receive CANCELLED "RecvFromRemoteAsync is cancelled.", DEADLINE_EXCEEDED, a transport
-   error. args may be NULL. Returns OK when accepted; otherwise no callback runs and the code says
-   why (the reason also goes to the logger hook): INVALID_ARGUMENT (NULL argument; on a step
-   rendezvous a destination device not on this worker), FAILED_PRECONDITION (step rendezvous not
-   initialised yet), RESOURCE_EXHAUSTED (out of memory). */
+   error. args may be NULL. The callback's recv_args->key names the key. Returns OK when accepted;
+   otherwise no callback runs and the code says why: INVALID_ARGUMENT (NULL argument, a key longer
+   than max_key_len; on a step rendezvous a destination device not on this worker),
+   FAILED_PRECONDITION (step rendezvous not initialised yet), RESOURCE_EXHAUSTED (out of memory).
+   The full reason, with the key, goes to the logger hook (hooks.logger, level 2): set one to read
+   it. (tfrdv_recv, the blocking form, returns it in its status.) */
 TFRDV_API tfrdv_code tfrdv_recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                       const tfrdv_args* args, tfrdv_done_fn done, void* user);
 #ifndef TFRDV_NO_THREADS
