@@ -3790,7 +3790,8 @@ TFRDV__PRIVATE void tfrdv__serve_unref(tfrdv__serve* op) {
     tfrdv__mgr_unref(mgr);
 }
 /* Under the lock of op's WAITER or DEFERRED state: op leaves it. Deregister without waiting; a
-   cancellation callback already running gets a reference to drop (it finds op moved on). */
+   cancellation callback already running gets references to drop (it finds op moved on): one on op,
+   and one on op's step, whose lock it takes (the answer may drop op's own step reference first). */
 TFRDV__PRIVATE void tfrdv__serve_leave(tfrdv__serve* op, int state) {
     if (op->state == TFRDV__SERVE_DEFERRED) tfrdv__atomic_add(&op->mgr->ndeferred, -1);
     op->state = state;
@@ -3799,6 +3800,7 @@ TFRDV__PRIVATE void tfrdv__serve_leave(tfrdv__serve* op, int state) {
     if (!tfrdv_cancel_try_deregister(op->cm, &op->cnode)) {
         op->cm_orphan = 1;
         tfrdv__atomic_add(&op->refs, 1);
+        if (op->r) tfrdv_ref(op->r);
     }
 }
 /* outside every lock: trace, then the caller's callback */
@@ -3818,7 +3820,8 @@ TFRDV__PRIVATE void tfrdv__serve_finish(tfrdv__serve* op, const tfrdv_status* st
     tfrdv__serve* w = 0;
     int withdrawn = st->code == TFRDV_CANCELLED && op->cm && !op->wait_entry && op->request_id != 0 &&
                     tfrdv_cancel_is_cancelled(op->cm);
-    op->state = TFRDV__SERVE_DONE;
+    /* op->state is not written here: it left WAITER/DEFERRED under their locks already, and an
+       orphaned cancellation callback may be reading it */
     if (e || withdrawn) {
         tfrdv__lock(&mgr->mu);
         if (withdrawn) tfrdv__idset_remove(&mgr->recent, op->request_id);
@@ -3873,12 +3876,12 @@ TFRDV__PRIVATE void tfrdv__serve_recv_done(void* u, const tfrdv_status* st, cons
     TFRDV__UNUSED(ra);
     tfrdv__serve_finish((tfrdv__serve*)u, st, sa, v, dead);
 }
-/* LOCAL: a receive in the step's table; withdrawing it is that receive's cancellation */
+/* LOCAL (set by the caller): a receive in the step's table; withdrawing it is that receive's
+   cancellation */
 TFRDV__PRIVATE void tfrdv__serve_local(tfrdv__serve* op) {
     tfrdv_args a = tfrdv__no_args;
     tfrdv_status est;
     a.cancel = op->cm;
-    op->state = TFRDV__SERVE_LOCAL;
     if (tfrdv__local_recv(op->r, &op->parsed, &a, tfrdv__serve_recv_done, op, 0, &est) != TFRDV_OK)
         tfrdv__serve_finish(op, &est, 0, 0, 0);
 }
@@ -3911,8 +3914,12 @@ TFRDV__PRIVATE void tfrdv__serve_cancelled(void* p) {
     }
     if (r) tfrdv__unlock(&r->mu);
     tfrdv__unlock(&mgr->mu);
-    if (take) tfrdv__serve_fail(op, TFRDV_CANCELLED, TFRDV__WITHDRAWN);
-    else if (orphan) tfrdv__serve_unref(op);
+    if (take) {
+        tfrdv__serve_fail(op, TFRDV_CANCELLED, TFRDV__WITHDRAWN);
+    } else if (orphan) {
+        tfrdv__serve_unref(op);
+        if (r) tfrdv_unref(r); /* the step reference tfrdv__serve_leave took for us */
+    }
 }
 
 /* Phase 1, under mgr->mu: shutdown, the response cache, duplicate request ids. Returns 1 when op
@@ -4079,6 +4086,7 @@ TFRDV__PRIVATE void tfrdv__serve_route(tfrdv__serve* op) {
         }
         if (how != TFRDV__ROUTE_LOCAL) return;
     }
+    op->state = TFRDV__SERVE_LOCAL; /* from NEW: nothing registered, nobody else reads it yet */
     tfrdv__serve_local(op);
 }
 

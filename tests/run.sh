@@ -19,7 +19,7 @@ if [ "${VALGRIND:-0}" = 1 ]; then
   if ! command -v valgrind > /dev/null 2>&1; then
     echo "valgrind is not installed: sudo apt-get install -y --no-install-recommends valgrind"; exit 1
   fi
-  wrap=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite)
+  wrap=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite)
 fi
 
 ok()   { pass=$((pass + 1)); printf '[ OK ] %s\n' "$1"; }

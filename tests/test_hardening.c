@@ -1131,6 +1131,51 @@ static void test_withdraw_races_send_abort_and_cleanup(void) {
     printf("    withdraw vs send: %d delivered, %d withdrawn (%d kept buffered)\n", delivered, withdrawn, kept);
 }
 
+/* a deferred request withdrawn while another thread expires it and cleans its step up: the
+   cancellation callback may find the request gone and its step's last user reference dropped; it
+   must still never touch freed memory (ASan/TSan runs of this test are the check) */
+typedef struct race2 {
+    tfrdv_mgr* m;
+    tfrdv_cancel_mgr* cm;
+    int ready, delay;
+} race2;
+static void* race2_cancel(void* p) {
+    race2* x = (race2*)p;
+    volatile int i;
+    __atomic_add_fetch(&x->ready, 1, __ATOMIC_ACQ_REL);
+    while (__atomic_load_n(&x->ready, __ATOMIC_ACQUIRE) < 2) {}
+    for (i = 0; i < x->delay; i++) {}
+    tfrdv_cancel_start(x->cm);
+    return 0;
+}
+static void test_withdraw_races_expiry_and_cleanup_of_a_deferred_request(void) {
+    int i, cancelled = 0, expired = 0;
+    for (i = 0; i < 400; i++) {
+        srv x;
+        race2 y;
+        pthread_t th;
+        srv_up(&x, 9, 0, 0, "w_race2");
+        fx_set_now(0);
+        TT_CHECK_EQ_INT(srv_serve(&x, 0, x.cm, &x.s1), TFRDV_OK); /* deferred */
+        memset(&y, 0, sizeof y);
+        y.m = x.m;
+        y.cm = x.cm;
+        y.delay = (i % 20) * 40;
+        pthread_create(&th, 0, race2_cancel, &y);
+        __atomic_add_fetch(&y.ready, 1, __ATOMIC_ACQ_REL);
+        while (__atomic_load_n(&y.ready, __ATOMIC_ACQUIRE) < 2) {}
+        tfrdv_mgr_expire(x.m, INT64_MAX - 1); /* expires it (and drops the stray step) */
+        tfrdv_mgr_cleanup(x.m, 9);
+        pthread_join(th, 0);
+        TT_CHECK_EQ_INT(x.s1.calls, 1);
+        if (x.s1.st.code == TFRDV_CANCELLED) cancelled++;
+        else if (x.s1.st.code == TFRDV_DEADLINE_EXCEEDED) expired++;
+        else TT_CHECK(0);
+        srv_down(&x);
+    }
+    printf("    withdraw vs expiry: %d withdrawn, %d expired\n", cancelled, expired);
+}
+
 /* a server thread holding a reference keeps calling in while the owner destroys */
 typedef struct server {
     tfrdv_mgr* m;
@@ -1463,6 +1508,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_withdraw_with_an_already_cancelled_manager);
     TT_RUN(test_withdraw_a_retry_waiting_on_the_cache_entry);
     TT_RUN(test_withdraw_races_send_abort_and_cleanup);
+    TT_RUN(test_withdraw_races_expiry_and_cleanup_of_a_deferred_request);
     TT_RUN(test_mgr_ref_keeps_a_destroyed_manager_safe_for_server_threads);
     TT_RUN(test_call_deadline_is_visible_to_the_provider);
     TT_RUN(test_serve_callback_gets_the_senders_args_also_from_the_cache);
