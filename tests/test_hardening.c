@@ -765,39 +765,64 @@ static void test_table_clustered_hashes_wrap_and_delete_in_random_order(void) {
     FX_CHECK_EMPTY(&a);
 }
 
+/* a serving worker B with one step (initialised or not), a cancellation manager for withdrawing,
+   a key from B to A and two serve recorders */
+typedef struct srv {
+    fx_alloc a;
+    tfrdv_mgr* m;
+    tfrdv_rendezvous* r; /* the step, when init_step */
+    tfrdv_cancel_mgr* cm;
+    fx_key k;
+    fx_value v;
+    fx_serve s1, s2;
+    int64_t step;
+} srv;
+static void srv_up(srv* x, int64_t step, int init_step, int response_cache, const char* edge) {
+    tfrdv_mgr_config c;
+    memset(x, 0, sizeof *x);
+    c = fx_mgr_config(WB, INC_B, &x->a);
+    c.response_cache = response_cache;
+    x->m = mk(&c);
+    x->step = step;
+    if (init_step) {
+        TT_CHECK_EQ_INT(tfrdv_mgr_find(x->m, step, &x->r, 0), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_mgr_initialize(x->r, 0, 0), TFRDV_OK);
+    }
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &x->cm, 0), TFRDV_OK);
+    key(&x->k, B0, INC_B, A0, edge);
+}
+static tfrdv_code srv_serve(srv* x, int64_t rid, tfrdv_cancel_mgr* cm, fx_serve* s) {
+    return tfrdv_mgr_serve(x->m, x->step, x->k.buf, x->k.len, rid, cm, fx_serve_done, s);
+}
+static void srv_start_step(srv* x) {
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(x->m, x->step, &x->r, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(x->r, 0, 0), TFRDV_OK);
+}
+static void srv_down(srv* x) {
+    tfrdv_cancel_mgr_destroy(x->cm);
+    tfrdv_unref(x->r);
+    tfrdv_mgr_destroy(x->m);
+    FX_CHECK_EMPTY(&x->a);
+}
+
 /* ============================================================================================
    Explicit behaviours
    ============================================================================================ */
 static void test_response_cache_is_keyed_by_request_id_only(void) {
-    fx_alloc a;
-    tfrdv_mgr_config c;
-    tfrdv_mgr* m;
-    tfrdv_rendezvous* r = 0;
-    fx_key k1, k2;
-    fx_value v;
-    fx_serve s1, s2;
-    memset(&a, 0, sizeof a);
-    memset(&s1, 0, sizeof s1);
-    memset(&s2, 0, sizeof s2);
-    c = fx_mgr_config(WB, INC_B, &a);
-    c.response_cache = 1;
-    m = mk(&c);
-    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 3, &r, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
-    key(&k1, B0, INC_B, A0, "first");
+    srv x;
+    fx_key k2;
+    srv_up(&x, 3, 1, 1, "first");
     key(&k2, B0, INC_B, A0, "second");
-    send_v(r, &k1, fx_value_init(&v, 8));
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 3, k1.buf, k1.len, 555, 0, fx_serve_done, &s1), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 3, k2.buf, k2.len, 555, 0, fx_serve_done, &s2), TFRDV_OK);
-    TT_CHECK_EQ_INT(s1.st.code, TFRDV_OK);
-    TT_CHECK_EQ_INT(s2.calls, 1);
-    TT_CHECK_EQ_INT(s2.st.code, TFRDV_OK);
-    TT_CHECK(s2.value_ptr == &v.v); /* the first key's answer, as TensorFlow's cache gives */
-    tfrdv_mgr_ack(m, 555);
-    TT_CHECK_EQ_INT(fx_released(&v), 1);
-    tfrdv_unref(r);
-    tfrdv_mgr_destroy(m);
-    FX_CHECK_EMPTY(&a);
+    send_v(x.r, &x.k, fx_value_init(&x.v, 8));
+    TT_CHECK_EQ_INT(srv_serve(&x, 555, 0, &x.s1), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(x.m, 3, k2.buf, k2.len, 555, 0, fx_serve_done, &x.s2), TFRDV_OK);
+    TT_CHECK_EQ_INT(x.s1.st.code, TFRDV_OK);
+    TT_CHECK_EQ_INT(x.s2.calls, 1);
+    TT_CHECK_EQ_INT(x.s2.st.code, TFRDV_OK);
+    TT_CHECK(x.s2.value_ptr == &x.v.v); /* the first key's answer, as TensorFlow's cache gives */
+    tfrdv_mgr_ack(x.m, 555);
+    TT_CHECK_EQ_INT(fx_released(&x.v), 1);
+    srv_down(&x);
 }
 static void test_destroy_of_a_found_step_aborts_it_but_the_table_keeps_it(void) {
     fx_alloc a;
@@ -942,46 +967,6 @@ static void test_cancel_mgr_reset_refuses_while_nodes_are_registered(void) {
     tfrdv_cancel_start(cm);
     TT_CHECK_EQ_INT(reset_hits, 2);
     tfrdv_cancel_mgr_destroy(cm);
-}
-
-/* a serving worker B with one step (initialised or not), a cancellation manager for withdrawing,
-   a key from B to A and two serve recorders */
-typedef struct srv {
-    fx_alloc a;
-    tfrdv_mgr* m;
-    tfrdv_rendezvous* r; /* the step, when init_step */
-    tfrdv_cancel_mgr* cm;
-    fx_key k;
-    fx_value v;
-    fx_serve s1, s2;
-    int64_t step;
-} srv;
-static void srv_up(srv* x, int64_t step, int init_step, int response_cache, const char* edge) {
-    tfrdv_mgr_config c;
-    memset(x, 0, sizeof *x);
-    c = fx_mgr_config(WB, INC_B, &x->a);
-    c.response_cache = response_cache;
-    x->m = mk(&c);
-    x->step = step;
-    if (init_step) {
-        TT_CHECK_EQ_INT(tfrdv_mgr_find(x->m, step, &x->r, 0), TFRDV_OK);
-        TT_CHECK_EQ_INT(tfrdv_mgr_initialize(x->r, 0, 0), TFRDV_OK);
-    }
-    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &x->cm, 0), TFRDV_OK);
-    key(&x->k, B0, INC_B, A0, edge);
-}
-static tfrdv_code srv_serve(srv* x, int64_t rid, tfrdv_cancel_mgr* cm, fx_serve* s) {
-    return tfrdv_mgr_serve(x->m, x->step, x->k.buf, x->k.len, rid, cm, fx_serve_done, s);
-}
-static void srv_start_step(srv* x) {
-    TT_CHECK_EQ_INT(tfrdv_mgr_find(x->m, x->step, &x->r, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(x->r, 0, 0), TFRDV_OK);
-}
-static void srv_down(srv* x) {
-    tfrdv_cancel_mgr_destroy(x->cm);
-    tfrdv_unref(x->r);
-    tfrdv_mgr_destroy(x->m);
-    FX_CHECK_EMPTY(&x->a);
 }
 
 /* withdraw in each state: LOCAL (waiting in the table), DEFERRED (step not initialised),
@@ -1274,41 +1259,26 @@ static void test_call_deadline_is_visible_to_the_provider(void) {
 }
 
 static void test_serve_callback_gets_the_senders_args_also_from_the_cache(void) {
-    fx_alloc a;
-    tfrdv_mgr_config c;
-    tfrdv_mgr* m;
-    tfrdv_rendezvous* r = 0;
-    fx_key k;
-    fx_value v;
-    fx_serve s1, s2, s3;
+    srv x;
+    fx_serve s3;
     tfrdv_args sa;
     int devctx = 5;
-    memset(&a, 0, sizeof a);
-    memset(&s1, 0, sizeof s1);
-    memset(&s2, 0, sizeof s2);
     memset(&s3, 0, sizeof s3);
     memset(&sa, 0, sizeof sa);
-    c = fx_mgr_config(WB, INC_B, &a);
-    c.response_cache = 1;
-    m = mk(&c);
-    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 5, &r, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
-    key(&k, B0, INC_B, A0, "devtensor");
+    srv_up(&x, 5, 1, 1, "devtensor");
     sa.device_context = &devctx;
     sa.alloc_attrs = TFRDV_ALLOC_GPU_COMPATIBLE;
-    TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, &sa, fx_value_init(&v, 13), 0, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 5, k.buf, k.len, 61, 0, fx_serve_done, &s1), TFRDV_OK);
-    TT_CHECK(s1.send_args.device_context == &devctx);
-    TT_CHECK_EQ_INT(s1.send_args.alloc_attrs, TFRDV_ALLOC_GPU_COMPATIBLE);
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 5, k.buf, k.len, 61, 0, fx_serve_done, &s2), TFRDV_OK); /* cache hit */
-    TT_CHECK(s2.send_args.device_context == &devctx);
-    TT_CHECK_EQ_INT(s2.send_args.alloc_attrs, TFRDV_ALLOC_GPU_COMPATIBLE);
-    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 77, "bad", 3, 62, 0, fx_serve_done, &s3), TFRDV_OK); /* an error */
+    TT_CHECK_EQ_INT(tfrdv_send(x.r, &x.k.pk, &sa, fx_value_init(&x.v, 13), 0, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(srv_serve(&x, 61, 0, &x.s1), TFRDV_OK);
+    TT_CHECK(x.s1.send_args.device_context == &devctx);
+    TT_CHECK_EQ_INT(x.s1.send_args.alloc_attrs, TFRDV_ALLOC_GPU_COMPATIBLE);
+    TT_CHECK_EQ_INT(srv_serve(&x, 61, 0, &x.s2), TFRDV_OK); /* cache hit */
+    TT_CHECK(x.s2.send_args.device_context == &devctx);
+    TT_CHECK_EQ_INT(x.s2.send_args.alloc_attrs, TFRDV_ALLOC_GPU_COMPATIBLE);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(x.m, 77, "bad", 3, 62, 0, fx_serve_done, &s3), TFRDV_OK); /* an error */
     TT_CHECK(s3.send_args.device_context == 0);
-    tfrdv_mgr_ack(m, 61);
-    tfrdv_unref(r);
-    tfrdv_mgr_destroy(m);
-    FX_CHECK_EMPTY(&a);
+    tfrdv_mgr_ack(x.m, 61);
+    srv_down(&x);
 }
 
 /* the trace hook: one event per transfer and side, with bytes, dtype, code and times */
