@@ -652,6 +652,15 @@ typedef struct tfrdv_mgr_config {
                                       (0: 65536); beyond it RESOURCE_EXHAUSTED */
     tfrdv_trace_fn trace;          /* optional transfer trace, see tfrdv_trace_event */
     void* trace_user;
+    /* Optional: a remote request (tfrdv_mgr_serve) arrived for a step this worker has not
+       initialised, and was deferred. Called once per such request, outside every library lock, on
+       the serving thread, possibly after the request was already answered (key is borrowed for the
+       call). A worker whose steps a remote master starts learns the step id here: a TensorFlow
+       master never tells a foreign worker about its steps, the id first arrives in a RecvTensor.
+       Start the step from here (tfrdv_mgr_start_step) and produce what the key asks for; the
+       deferred requests are then served. Not called for initialised, aborted or cleaned steps. */
+    void (*step_requested)(void* user, tfrdv_mgr* mgr, int64_t step_id, tfrdv_str key);
+    void* step_requested_user;
 } tfrdv_mgr_config;
 TFRDV_API tfrdv_mgr_config tfrdv_mgr_config_init(void);
 
@@ -4073,10 +4082,15 @@ TFRDV__PRIVATE void tfrdv__serve_route(tfrdv__serve* op) {
                 r->deferred = op;
                 mgr->stats.requests_deferred++;
                 how = TFRDV__ROUTE_DEFERRED;
+                if (mgr->cfg.step_requested) tfrdv__atomic_add(&op->refs, 1); /* op->key for the hook */
             }
         }
         tfrdv__unlock(&r->mu);
         tfrdv__unlock(&mgr->mu);
+        if (how == TFRDV__ROUTE_DEFERRED && mgr->cfg.step_requested) {
+            mgr->cfg.step_requested(mgr->cfg.step_requested_user, mgr, op->step_id, op->parsed.full);
+            tfrdv__serve_unref(op);
+        }
         if (how == TFRDV__ROUTE_FULL) {
             tfrdv__err(&st, TFRDV_RESOURCE_EXHAUSTED, "RecvTensor for step %I: %d requests already wait for their steps to be initialised (max_deferred)",
                        op->step_id, mgr->cfg.max_deferred);

@@ -223,6 +223,73 @@ static void test_serve_before_initialize_is_deferred_then_answered_in_arrival_or
     FX_CHECK_EMPTY(&a);
 }
 
+/* step_requested: a worker whose steps a remote master starts learns the step id from the first
+   request, starts the step from the hook and sends; the deferred request is answered. The hook
+   runs once per deferred request (not for an initialised step) and sees the request's key. */
+typedef struct hook_rec {
+    int calls, sends;
+    int64_t step;
+    char key[128];
+    fx_value v[2];
+} hook_rec;
+static void hook_start_and_send(void* u, tfrdv_mgr* m, int64_t step_id, tfrdv_str key) {
+    hook_rec* h = (hook_rec*)u;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_key k;
+    tfrdv_status st;
+    h->calls++;
+    h->step = step_id;
+    snprintf(h->key, sizeof h->key, "%.*s", (int)key.len, key.ptr);
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(m, step_id, &r, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_key_from(&k, key.ptr, key.len, &st), TFRDV_OK);
+    if (r && h->sends < 2) {
+        TT_CHECK_EQ_INT(tfrdv_send(r, &k.parsed, 0, fx_value_init(&h->v[h->sends], 40 + h->sends), 0, &st), TFRDV_OK);
+        h->sends++;
+    }
+    tfrdv_unref(r);
+}
+static void test_step_requested_hook_starts_the_step_and_the_request_is_served(void) {
+    fx_alloc a = {0};
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
+    tfrdv_mgr* m;
+    fx_key k;
+    fx_serve s1, s2;
+    hook_rec h;
+    memset(&h, 0, sizeof h);
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    c.step_requested = hook_start_and_send;
+    c.step_requested_user = &h;
+    m = mk(&c);
+    key(&k, B0, INC_B, A0, "from_master");
+    serve(m, 0x1234567890abLL, &k, 7, &s1);
+    TT_CHECK_EQ_INT(h.calls, 1);
+    TT_CHECK(h.step == 0x1234567890abLL);
+    TT_CHECK_STR(h.key, k.buf);
+    TT_CHECK_EQ_INT(s1.calls, 1); /* answered inside the hook, before serve returned */
+    TT_CHECK_EQ_INT(s1.st.code, TFRDV_OK);
+    TT_CHECK(s1.value_ptr == &h.v[0].v);
+    /* the step is initialised now: a second request waits in its table, no hook */
+    serve(m, 0x1234567890abLL, &k, 8, &s2);
+    TT_CHECK_EQ_INT(h.calls, 1);
+    TT_CHECK_EQ_INT(s2.calls, 0);
+    /* a cleaned step: the tombstone answers, no hook */
+    tfrdv_mgr_cleanup(m, 0x1234567890abLL);
+    TT_CHECK_EQ_INT(s2.calls, 1);
+    TT_CHECK_EQ_INT(s2.st.code, TFRDV_ABORTED);
+    memset(&s2, 0, sizeof s2);
+    serve(m, 0x1234567890abLL, &k, 9, &s2);
+    TT_CHECK_EQ_INT(s2.st.code, TFRDV_ABORTED);
+    TT_CHECK_EQ_INT(h.calls, 1);
+    /* a bad key is refused before routing: no hook */
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 5, "no;key", 6, 10, 0, fx_serve_done, &s2), TFRDV_OK);
+    TT_CHECK_EQ_INT(s2.st.code, TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(h.calls, 1);
+    tfrdv_mgr_destroy(m);
+    TT_CHECK_EQ_INT(fx_released(&h.v[0]), 1);
+    FX_CHECK_EMPTY(&a);
+}
+
 static void test_initialize_twice_same_name_ok_other_name_internal(void) {
     tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, 0);
     tfrdv_mgr* m = mk(&c);
@@ -1302,6 +1369,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_create_rejects_bad_config_without_leaks);
     TT_RUN(test_incarnation_zero_is_derived_nonzero);
     TT_RUN(test_serve_before_initialize_is_deferred_then_answered_in_arrival_order);
+    TT_RUN(test_step_requested_hook_starts_the_step_and_the_request_is_served);
     TT_RUN(test_initialize_twice_same_name_ok_other_name_internal);
     TT_RUN(test_deferred_request_deadline_exceeded_names_step_and_key);
     TT_RUN(test_expired_stray_request_leaves_no_step_behind);
