@@ -581,6 +581,11 @@ TFRDV_API int64_t tfrdv_call_deadline(const tfrdv_call* call);
 /* Exactly once per start_call. value (may be NULL) is one owned reference handed to the core. */
 TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
                                  tfrdv_value* value, int is_dead);
+/* The same with a whole status (NULL: OK), so its detail reaches the receiver: a transport that
+   learns the serving worker was restarted (TensorFlow's WorkerPossiblyRestarted) says so with
+   detail TFRDV_DETAIL_WORKER_RESTARTED. */
+TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* status,
+                                        tfrdv_value* value, int is_dead);
 
 /* ---------------------------------------------------------------------------------------------
    Step manager: one rendezvous per step id, created on demand, plus the serving side.
@@ -4569,10 +4574,20 @@ TFRDV__PRIVATE int64_t tfrdv__backoff(const tfrdv_mgr* mgr, int attempt) {
 
 TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
                                  tfrdv_value* value, int is_dead) {
+    tfrdv_status st;
+    tfrdv_status_set(&st, code, msg);
+    tfrdv_call_finish_status(call, &st, value, is_dead);
+}
+TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* status,
+                                        tfrdv_value* value, int is_dead) {
     tfrdv_rendezvous* r;
     tfrdv_mgr* mgr;
     tfrdv_status st;
+    tfrdv_code code;
     int64_t now;
+    if (status) tfrdv__status_copy(&st, status);
+    else tfrdv_status_set(&st, TFRDV_OK, 0);
+    code = st.code;
     if (!call) {
         tfrdv_value_release(value);
         return;
@@ -4587,7 +4602,6 @@ TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* 
     }
     /* the clock only for a possible retry, and never under the lock */
     now = code == TFRDV_UNAVAILABLE && mgr->cfg.call_max_retries > 0 ? tfrdv__now(&mgr->hooks.clock) : 0;
-    tfrdv_status_set(&st, code, msg);
     tfrdv__lock(&r->mu);
     switch (call->state) {
     case TFRDV__CALL_STARTED:
@@ -5038,7 +5052,7 @@ TFRDV__PRIVATE void tfrdv__lb_served(void* u, const tfrdv_status* st, const tfrd
         tfrdv_value_release(v);
         v = nv;
     }
-    tfrdv_call_finish(call, st->code, st->msg, v, dead);
+    tfrdv_call_finish_status(call, st, v, dead);
 }
 TFRDV__PRIVATE void tfrdv__lb_start(void* user, tfrdv_call* call) {
     tfrdv_loopback* lb = (tfrdv_loopback*)user;

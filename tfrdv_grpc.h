@@ -67,7 +67,9 @@
    ERRORS ON THE WIRE
      Statuses keep their code (tfrdv codes are the gRPC codes) and message. An incarnation mismatch
      (ABORTED "RecvTensor expects a different device incarnation ...") also carries TensorFlow's
-     grpc-status-details-bin payload naming tensorflow.distributed_runtime.WorkerPossiblyRestarted.
+     grpc-status-details-bin payload naming tensorflow.distributed_runtime.WorkerPossiblyRestarted;
+     the client turns that payload (from TensorFlow or tfrdv) into status detail
+     TFRDV_DETAIL_WORKER_RESTARTED for the receiver.
 
    LIFE CYCLE
        tfrdv_grpc_config gc = tfrdv_grpc_config_init();  gc.listen_address = "0.0.0.0:5000"; ...
@@ -249,6 +251,8 @@ typedef struct tfrdv_grpc_stats {
     uint64_t calls_started, calls_ok, calls_failed, acks_sent;       /* client */
     uint64_t bytes_received;                                         /* tensor bytes fetched */
     uint64_t served, serve_ok, serve_cancelled, unimplemented;       /* server */
+    uint64_t status_calls, session_calls, acks_received; /* server: GetStatus, Create/Delete-
+                                                            WorkerSession, MarkRecvFinished */
     uint64_t bytes_sent;                                             /* tensor bytes served */
     uint64_t client_calls_live, server_calls_live, server_requests_posted;
 } tfrdv_grpc_stats;
@@ -1587,6 +1591,21 @@ TFRDV_GRPC__PRIVATE tfrdv_value* tfrdv_grpc__call_alloc(void* user, int32_t dtyp
     return tfrdv_call_alloc_value((tfrdv_call*)user, dtype, rank, dims, size);
 }
 
+/* A failed RecvTensor whose trailing grpc-status-details-bin names TensorFlow's
+   WorkerPossiblyRestarted payload (an incarnation mismatch: the serving worker restarted). */
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__restarted(const grpc_metadata_array* md) {
+    static const char type[] = "tensorflow.distributed_runtime.WorkerPossiblyRestarted";
+    size_t i, n = sizeof type - 1;
+    for (i = 0; i < md->count; i++) {
+        const grpc_metadata* m = &md->metadata[i];
+        const uint8_t* v = GRPC_SLICE_START_PTR(m->value);
+        size_t j, len = GRPC_SLICE_LENGTH(m->value);
+        if (grpc_slice_str_cmp(m->key, "grpc-status-details-bin") != 0) continue;
+        for (j = 0; j + n <= len; j++)
+            if (memcmp(v + j, type, n) == 0) return 1;
+    }
+    return 0;
+}
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
     tfrdv_grpc__ccall* c = TFRDV_GRPC__OF(tag, tfrdv_grpc__ccall, tag);
     tfrdv_call* call;
@@ -1595,6 +1614,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* t
     tfrdv_grpc_response_info info;
     (void)ok;
     memset(&info, 0, sizeof info);
+    memset(&st, 0, sizeof st);
     pthread_mutex_lock(&g->mu);
     tfrdv_grpc__unlink_locked(g, c);
     call = c->call;
@@ -1606,6 +1626,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* t
         if (st.code > TFRDV_UNAUTHENTICATED) st.code = TFRDV_UNKNOWN;
         tfrdv_grpc__slice_msg(c->details, st.msg, sizeof st.msg);
         if (!st.msg[0]) snprintf(st.msg, sizeof st.msg, "RecvTensor failed with gRPC status %d", (int)c->status);
+        if (tfrdv_grpc__restarted(&c->tmd)) st.detail = TFRDV_DETAIL_WORKER_RESTARTED;
     } else if (!c->resp) {
         tfrdv_grpc__err(&st, TFRDV_INTERNAL, "RecvTensor: OK status without a response message");
     } else {
@@ -1638,7 +1659,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* t
     } else {
         TFRDV_GRPC__ADD(g, calls_failed, 1);
     }
-    if (call) tfrdv_call_finish(call, st.code, st.msg, value, info.is_dead);
+    if (call) tfrdv_call_finish_status(call, &st, value, info.is_dead);
     else tfrdv_value_release(value);
     tfrdv_grpc__ccall_free(g, c);
 }
@@ -2042,6 +2063,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__simple_accept(tfrdv_grpc* g, tfrdv_grpc__ta
         snprintf(msg, sizeof msg, "tfrdv_grpc: method %s is not implemented by this worker", m);
     } else if (x->method == TFRDV_GRPC__M_STATUS) {
         tfrdv_grpc_device def;
+        TFRDV_GRPC__ADD(g, status_calls, 1);
         const tfrdv_grpc_device* d = g->cfg.devices;
         size_t nd = g->cfg.num_devices, len;
         grpc_slice s;
@@ -2060,6 +2082,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__simple_accept(tfrdv_grpc* g, tfrdv_grpc__ta
         bb = grpc_raw_byte_buffer_create(&s, 1);
         grpc_slice_unref(s);
     } else {
+        if (x->method != TFRDV_GRPC__M_MARK) TFRDV_GRPC__ADD(g, session_calls, 1);
         if (x->method == TFRDV_GRPC__M_MARK) { /* MarkRecvFinishedRequest {1: request_id} */
             tfrdv_str stack[4];
             size_t n, heap;
@@ -2082,7 +2105,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__simple_accept(tfrdv_grpc* g, tfrdv_grpc__ta
                     }
                 }
                 if (code != TFRDV_OK) snprintf(msg, sizeof msg, "%s", st.msg);
-                else if (id) tfrdv_mgr_ack(g->mgr, (int64_t)id);
+                else TFRDV_GRPC__ADD(g, acks_received, 1);
+                if (code == TFRDV_OK && id) tfrdv_mgr_ack(g->mgr, (int64_t)id);
                 if (heap) tfrdv_grpc__free(&g->a, segs, heap * sizeof *segs);
                 if (has_flat) grpc_slice_unref(flat);
             }

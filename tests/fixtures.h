@@ -304,7 +304,7 @@ FX_FN void fx_recv_done(void* u, const tfrdv_status* st, const tfrdv_args* sa, c
     (void)sa;
     (void)ra;
     r->calls++;
-    tfrdv_status_set(&r->st, st->code, st->msg);
+    r->st = *st; /* code, detail and message */
     r->dead = dead;
     r->has_value = v != 0;
     r->value_ptr = v;

@@ -1087,6 +1087,7 @@ static void test_restarted_worker_fails_with_incarnation_text(void) {
                  INC_B, INC_B + 1, WB);
         TT_CHECK_STR(r.st.msg, want);
         TT_CHECK_EQ_INT(fx_released(&v), 0); /* still buffered on the old B */
+        TT_CHECK_EQ_INT(r.st.detail, TFRDV_DETAIL_WORKER_RESTARTED); /* the kind crosses the transport */
         world_end(&w);
         TT_CHECK_EQ_INT(fx_released(&v), 1);
     }

@@ -1193,6 +1193,8 @@ static void test_restart(void) {
     } while (now_ms() - t0 < 10000);
     TT_CHECK_EQ_INT(r.st.code, TFRDV_ABORTED);
     TT_CHECK_CONTAINS(r.st.msg, "different device incarnation");
+    /* the kind, from TensorFlow's grpc-status-details-bin payload: act on it without the text */
+    TT_CHECK_EQ_INT(r.st.detail, TFRDV_DETAIL_WORKER_RESTARTED);
     fres_clear(&r);
     TT_CHECK_EQ_INT(srv_send(&S, step, "r", 1, 1, d1, 0, 1), TFRDV_OK);
     TT_CHECK(fetch(&C, step, S.inc, "r", 0, &r));
