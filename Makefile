@@ -68,3 +68,4 @@ clean:
 -include tests/grpc/grpc.mk
 -include tests/tf/tf.mk
 -include tests/verbs/verbs.mk
+-include tests/interop/interop.mk
