@@ -3,13 +3,16 @@
 
      peer --listen 127.0.0.1:P1 --tf 127.0.0.1:P0 [--require-ack]
      peer --fetch-bench 127.0.0.1:P1 --spec SPEC --reps N     (a second tfrdv worker, /job:peer2,
-                                                               timing fetches from the first)
+                                                               timing fetches of pair.data.SPEC
+                                                               from the first, after pair.ready)
 
    TensorFlow never tells a foreign worker about its steps: the step id first arrives in a
    RecvTensor, for a step this worker has not started. The manager's step_requested hook reports
    it; the peer starts the step and acts on the edge name of the key TensorFlow asked for:
      out.SPEC        send the value SPEC describes (TensorFlow receives it)
      outdead.X       send a dead value
+     pair.ready.SPEC / pair.data.SPEC   one step, two edges: send the value of SPEC (built once
+                     and kept, for benchmarks) as pair.data.SPEC, then int32 1 as pair.ready.SPEC
      rt.*            one step with three edges: send a dead value as rt.out; fetch rt.back (what
                      TensorFlow forwarded); answer rt.ack with int32 1 if that was dead
      err.CODE        abort the step with that status code (it reaches TensorFlow's session.run)
@@ -36,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define ME "/job:peer/replica:0/task:0"
 #define ME_CPU ME "/device:CPU:0"
@@ -172,6 +176,24 @@ static tfrdv_value* make_value(const spec* s) {
         int es = elem_size(s->dtype);
         for (i = 0; i < s->n; i++) element(s, i, (unsigned char*)v->data + i * es);
     }
+    return v;
+}
+/* the value of a SPEC, built once (benchmarks: a send costs a reference, not a 64 MiB fill) */
+#define NCACHED 8
+static struct { char spec[64]; tfrdv_value* v; } cached[NCACHED];
+static tfrdv_value* cached_value(const char* text, size_t len, const spec* s) {
+    tfrdv_value* v = NULL;
+    int i;
+    pthread_mutex_lock(&mu);
+    for (i = 0; i < NCACHED && cached[i].v; i++)
+        if (strlen(cached[i].spec) == len && memcmp(cached[i].spec, text, len) == 0) v = cached[i].v;
+    if (!v && i < NCACHED && len < sizeof cached[i].spec && (v = make_value(s)) != NULL) {
+        memcpy(cached[i].spec, text, len);
+        cached[i].spec[len] = 0;
+        cached[i].v = v;
+    }
+    if (v) tfrdv_value_retain(v); /* the caller's reference; the cache keeps its own */
+    pthread_mutex_unlock(&mu);
     return v;
 }
 /* "" when v is what SPEC describes, else what differs */
@@ -324,6 +346,25 @@ static void on_step_requested(void* user, tfrdv_mgr* m, int64_t step_id, tfrdv_s
         else fail_step(r, TFRDV_RESOURCE_EXHAUSTED, "out of memory for %s", "out");
     } else if (starts_with(edge, "outdead.", &rest)) {
         send_on(r, &key, NULL, 1);
+    } else if (starts_with(edge, "pair.", &rest) && (starts_with(rest, "ready.", &rest) || starts_with(rest, "data.", &rest)) &&
+               parse_spec(rest.ptr, rest.len, &sp)) {
+        /* two edges, one step: the value (built once) on pair.data.SPEC, then int32 1 on
+           pair.ready.SPEC; a receiver that waits for ready finds the data already here */
+        char e[2][160], dst[160];
+        tfrdv_key kd, kr;
+        tfrdv_frame_iter top = {0, 0};
+        tfrdv_value* v = cached_value(rest.ptr, rest.len, &sp);
+        snprintf(e[0], sizeof e[0], "pair.data.%.*s", (int)rest.len, rest.ptr);
+        snprintf(e[1], sizeof e[1], "pair.ready.%.*s", (int)rest.len, rest.ptr);
+        snprintf(dst, sizeof dst, "%.*s", (int)pk.dst_device.len, pk.dst_device.ptr);
+        if (!v || tfrdv_key_make(&kd, ME_CPU, tfrdv_mgr_incarnation(m), dst, e[0], top, &st) != TFRDV_OK ||
+            tfrdv_key_make(&kr, ME_CPU, tfrdv_mgr_incarnation(m), dst, e[1], top, &st) != TFRDV_OK) {
+            tfrdv_value_release(v);
+            fail_step(r, TFRDV_INTERNAL, "pair: %s", v ? st.msg : "out of memory");
+        } else {
+            send_on(r, &kd.parsed.full, v, 0);
+            send_on(r, &kr.parsed.full, int32_scalar(1), 0);
+        }
     } else if (starts_with(edge, "rt.", &rest)) { /* three edges, one step: rt.out, rt.back, rt.ack */
         tfrdv_key out, ack;
         tfrdv_frame_iter top = {0, 0};
@@ -370,6 +411,24 @@ static void print_times(const char* tag) {
 }
 
 /* ---- the second tfrdv worker of the tfrdv -> tfrdv benchmark ---- */
+/* --reuse: the receiver's alloc hook lands every tensor in one buffer, allocated and touched once
+   (a runtime's preallocated arena); without it each receive gets fresh memory, as in TensorFlow */
+static struct { tfrdv_value v; int64_t dims[8]; void* buf; uint64_t cap; } arena;
+static void arena_release(tfrdv_value* v) { (void)v; }
+static tfrdv_value* arena_alloc(void* user, int32_t dtype, int32_t rank, const int64_t* dims, uint64_t size) {
+    (void)user;
+    if (rank > 8) return NULL;
+    if (size > arena.cap) {
+        free(arena.buf);
+        arena.buf = malloc((size_t)size ? (size_t)size : 1);
+        arena.cap = arena.buf ? size : 0;
+        if (arena.buf) memset(arena.buf, 0, (size_t)size);
+    }
+    if (!arena.buf) return NULL;
+    if (rank) memcpy(arena.dims, dims, (size_t)rank * sizeof *dims);
+    arena.v = tfrdv_value_make(dtype, rank, arena.dims, arena.buf, size, arena_release, NULL);
+    return &arena.v;
+}
 typedef struct waiter { int done; tfrdv_code code; int64_t t1; char msg[TFRDV_STATUS_MSG_MAX]; } waiter;
 static void bench_done(void* user, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
     waiter* w = (waiter*)user;
@@ -386,7 +445,7 @@ static void bench_done(void* user, const tfrdv_status* st, const tfrdv_args* sa,
     pthread_cond_broadcast(&cv);
     pthread_mutex_unlock(&mu);
 }
-static int fetch_bench(const char* addr, const char* spec_text, int reps) {
+static int fetch_bench(const char* addr, const char* spec_text, int reps, int reuse) {
     tfrdv_grpc_config gc = tfrdv_grpc_config_init();
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
     tfrdv_grpc_worker w = {ME, NULL};
@@ -396,7 +455,11 @@ static int fetch_bench(const char* addr, const char* spec_text, int reps) {
     tfrdv_grpc_device dev;
     size_t n = 0;
     uint64_t inc;
+    int64_t base;
     char edge[160];
+    tfrdv_args ra;
+    memset(&ra, 0, sizeof ra);
+    ra.alloc_fn = arena_alloc;
     int i;
     tfrdv_frame_iter top = {0, 0};
     w.address = addr;
@@ -411,25 +474,28 @@ static int fetch_bench(const char* addr, const char* spec_text, int reps) {
         return 1;
     }
     inc = dev.incarnation;
-    snprintf(edge, sizeof edge, "out.%s", spec_text);
-    for (i = 0; i < reps; i++) {
+    base = (int64_t)getpid() << 24; /* step ids of this run only: the server remembers steps it saw */
+    for (i = 0; i <= reps; i++) { /* round 0 warms the channel */
         tfrdv_rendezvous* r;
-        tfrdv_key k;
-        waiter wt;
-        int64_t t0;
-        memset(&wt, 0, sizeof wt);
-        if (tfrdv_mgr_start_step(m, 1000 + i, &r, &st) != TFRDV_OK ||
-            tfrdv_key_make(&k, ME_CPU, inc, "/job:peer2/replica:0/task:0/device:CPU:0", edge, top, &st) != TFRDV_OK)
-            return 1;
-        t0 = tfrdv_now_ns();
-        tfrdv_recv_async(r, &k.parsed, NULL, bench_done, &wt);
-        pthread_mutex_lock(&mu);
-        while (!wt.done) pthread_cond_wait(&cv, &mu);
-        pthread_mutex_unlock(&mu);
+        int j;
+        if (tfrdv_mgr_start_step(m, base + i, &r, &st) != TFRDV_OK) return 1;
+        for (j = 0; j < 2; j++) { /* pair.ready (the first request starts the step there), then the timed pair.data */
+            tfrdv_key k;
+            waiter wt;
+            int64_t t0;
+            memset(&wt, 0, sizeof wt);
+            snprintf(edge, sizeof edge, "pair.%s.%s", j ? "data" : "ready", spec_text);
+            if (tfrdv_key_make(&k, ME_CPU, inc, "/job:peer2/replica:0/task:0/device:CPU:0", edge, top, &st) != TFRDV_OK) return 1;
+            t0 = tfrdv_now_ns();
+            if (tfrdv_recv_async(r, &k.parsed, reuse ? &ra : NULL, bench_done, &wt) != TFRDV_OK) return 1;
+            pthread_mutex_lock(&mu);
+            while (!wt.done) pthread_cond_wait(&cv, &mu);
+            pthread_mutex_unlock(&mu);
+            if (wt.code != TFRDV_OK) { fprintf(stderr, "peer2: fetch failed: %s\n", wt.msg); return 1; }
+            if (j && i > 0 && ntimes < MAXT) times_us[ntimes++] = (double)(wt.t1 - t0) / 1e3;
+        }
         tfrdv_unref(r);
-        tfrdv_mgr_cleanup(m, 1000 + i);
-        if (wt.code != TFRDV_OK) { fprintf(stderr, "peer2: fetch failed: %s\n", wt.msg); return 1; }
-        if (i > 0 || reps == 1) times_us[ntimes++] = (double)(wt.t1 - t0) / 1e3; /* the first one warms the channel */
+        tfrdv_mgr_cleanup(m, base + i);
     }
     print_times("TIMES");
     tfrdv_grpc_destroy(g);
@@ -439,7 +505,7 @@ static int fetch_bench(const char* addr, const char* spec_text, int reps) {
 
 int main(int argc, char** argv) {
     const char *listen = NULL, *tf_addr = NULL, *bench_addr = NULL, *bench_spec = "float32.d1024.1";
-    int i, require_ack = 0, reps = 50;
+    int i, require_ack = 0, reps = 50, reuse = 0;
     tfrdv_grpc_config gc = tfrdv_grpc_config_init();
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
     tfrdv_grpc_worker tfw = {TF, NULL};
@@ -451,6 +517,7 @@ int main(int argc, char** argv) {
     char line[256];
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--require-ack") == 0) require_ack = 1;
+        else if (strcmp(argv[i], "--reuse") == 0) reuse = 1;
         else if (i + 1 < argc && strcmp(argv[i], "--listen") == 0) listen = argv[++i];
         else if (i + 1 < argc && strcmp(argv[i], "--tf") == 0) tf_addr = argv[++i];
         else if (i + 1 < argc && strcmp(argv[i], "--fetch-bench") == 0) bench_addr = argv[++i];
@@ -459,10 +526,10 @@ int main(int argc, char** argv) {
         else { fprintf(stderr, "peer: unknown argument %s\n", argv[i]); return 2; }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (bench_addr) return fetch_bench(bench_addr, bench_spec, reps < 1 ? 1 : reps);
+    if (bench_addr) return fetch_bench(bench_addr, bench_spec, reps < 1 ? 1 : reps, reuse);
     if (!listen || !tf_addr) {
         fprintf(stderr, "usage: peer --listen HOST:PORT --tf HOST:PORT [--require-ack]\n"
-                        "       peer --fetch-bench HOST:PORT [--spec SPEC] [--reps N]\n");
+                        "       peer --fetch-bench HOST:PORT [--spec SPEC] [--reps N] [--reuse]\n");
         return 2;
     }
     tfw.address = tf_addr;

@@ -169,8 +169,14 @@ def server(tf_port, peer_port, cache=False):
     return tf.distribute.Server(cluster, job_name="tf", task_index=0, config=cfg, start=True)
 
 
-def session_config(filters=True):
-    return tf.compat.v1.ConfigProto(device_filters=["/job:tf"]) if filters else tf.compat.v1.ConfigProto()
+def session_config(filters=True, optimize=True):
+    """device_filters: TensorFlow's master then contacts only its own job (the tfrdv worker only
+    through RecvTensor). optimize=False turns grappler off: it has nothing to do on raw
+    _Send/_Recv graphs but log shape-inference errors about them."""
+    cfg = tf.compat.v1.ConfigProto(device_filters=["/job:tf"]) if filters else tf.compat.v1.ConfigProto()
+    if not optimize:
+        cfg.graph_options.rewrite_options.disable_meta_optimizer = True
+    return cfg
 
 
 def watchdog(seconds):
