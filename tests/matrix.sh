@@ -31,6 +31,8 @@ skip() {
     clang|clang++) pkgs="clang libclang-rt-14-dev";;
     arm-none-eabi-gcc) pkgs="gcc-arm-none-eabi libnewlib-arm-none-eabi";;
     x86_64-w64-mingw32-gcc) pkgs="gcc-mingw-w64-x86-64";;
+    grpc) pkgs="libgrpc-dev pkg-config";;
+    ibverbs) pkgs="libibverbs-dev";;
     *) pkgs="build-essential";;
   esac
   echo "[SKIP] $1 (needs $pkgs)"
@@ -110,7 +112,7 @@ cell "hygiene: no TFRDV__ macro leaks" macros
 cell "hygiene: external symbols are tfrdv_* only" symbols
 
 # 7. copy-paste code: every example and the README example compile as C99 and as C++11, warning-free
-#    (examples of the companion headers are built by their own cells)
+#    (examples of the companion headers: 7b)
 awk '/readme-example/{f=1;next} f&&/^```c/{g=1;next} g&&/^```/{exit} g{print}' "$root/README.md" > readme_example.c
 for src in "$root"/examples/*.c readme_example.c; do
   grep -q 'tfrdv_grpc\.h\|tfrdv_verbs\.h' "$src" && continue
@@ -120,5 +122,19 @@ for src in "$root"/examples/*.c readme_example.c; do
   else skip "$name as C99" gcc; fi
   if have g++; then cell "$name as C++11" g++ -x c++ -std=c++11 -Wall -Wextra -Werror $INC -o ex_cxx "'$src'" -lpthread
   else skip "$name as C++11" g++; fi
+done
+# 7b. the companion headers' examples, with their libraries
+for src in "$root"/examples/grpc_workers.c "$root"/examples/tf_peer/tf_peer.c "$root"/examples/verbs_workers.c; do
+  name=${src#"$root"/}
+  case $name in
+    *verbs*) lib=ibverbs; flags="-lpthread -ldl"; ok=$( [ -e /usr/include/infiniband/verbs.h ] && echo 1 ) ;;
+    *) lib=grpc; flags="\$(pkg-config --cflags --libs grpc) -lpthread"; ok=$(pkg-config --exists grpc 2> /dev/null && echo 1) ;;
+  esac
+  if [ "$ok" = 1 ]; then
+    cell "$name as C99" gcc -std=c99 -Wall -Wextra -Werror $INC -o ex_c "'$src'" "$flags"
+    cell "$name as C++11" g++ -x c++ -std=c++11 -Wall -Wextra -Werror $INC -o ex_cxx "'$src'" "$flags"
+  else
+    skip "$name as C99 and C++11" $lib
+  fi
 done
 exit 0
