@@ -6,14 +6,10 @@
 # packages are installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export DEBIAN_FRONTEND=noninteractive
-SUDO=""
-[ "$(id -u)" != 0 ] && SUDO=sudo
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends \
+. .ci/apt.sh
+ci_install \
   build-essential make clang libclang-rt-14-dev pkg-config libgrpc-dev protobuf-compiler \
-  python3 python3-grpcio python3-protobuf openssl \
-  > /dev/null
+  python3 python3-grpcio python3-protobuf openssl
 pkg-config --exists grpc || { echo "pkg-config cannot find grpc after installing libgrpc-dev"; exit 1; }
 /usr/bin/python3 -c 'import grpc, google.protobuf' || { echo "Debian's python3-grpcio/python3-protobuf not importable"; exit 1; }
 # TSan needs the old mmap randomisation on newer kernels; harmless where it is already low.

@@ -8,12 +8,9 @@
 # Each must succeed; an interop run must end "N passed, 0 failed" (nothing in it can be skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export DEBIAN_FRONTEND=noninteractive
-SUDO=""
-[ "$(id -u)" != 0 ] && SUDO=sudo
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends \
-  build-essential make pkg-config libgrpc-dev python3 python3-venv python3-pip ca-certificates >/dev/null
+. .ci/apt.sh
+ci_install \
+  build-essential make pkg-config libgrpc-dev python3 python3-venv python3-pip ca-certificates
 pkg-config --exists grpc || { echo "pkg-config cannot find grpc after installing libgrpc-dev"; exit 1; }
 log=$(mktemp -d); trap 'rm -rf "$log"' EXIT
 echo "== interop"

@@ -8,12 +8,9 @@
 # disagreement with TensorFlow).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export DEBIAN_FRONTEND=noninteractive
-SUDO=""
-[ "$(id -u)" != 0 ] && SUDO=sudo
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends \
-  g++ make python3 python3-venv python3-pip ca-certificates clang libclang-rt-14-dev >/dev/null
+. .ci/apt.sh
+ci_install \
+  g++ make python3 python3-venv python3-pip ca-certificates clang libclang-rt-14-dev
 rc=0
 if [ ! -d build/fuzz/corpus ]; then
   echo "== fuzz (10 s, for the oracle's corpus)"

@@ -5,12 +5,9 @@
 # it TCG emulation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export DEBIAN_FRONTEND=noninteractive
-SUDO=""
-[ "$(id -u)" != 0 ] && SUDO=sudo
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends build-essential make clang libclang-rt-14-dev libibverbs-dev \
-  qemu-system-x86 busybox-static ibverbs-providers ibverbs-utils rdma-core perftest cpio iproute2 >/dev/null
+. .ci/apt.sh
+ci_install build-essential make clang libclang-rt-14-dev libibverbs-dev \
+  qemu-system-x86 busybox-static ibverbs-providers ibverbs-utils rdma-core perftest cpio iproute2
 echo "== verbs unit test (device-free)"
 make --no-print-directory build/default/test_verbs
 ./build/default/test_verbs | tail -n 12
