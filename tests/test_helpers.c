@@ -498,6 +498,39 @@ static void test_mgr_start_step(void) {
 
 static void test_no_assert_tripped(void) { TT_CHECK_EQ_INT(tt_asserts, 0); }
 
+#if defined(__linux__) && defined(__GLIBC__) && !defined(TFRDV_NO_HUGEPAGES)
+/* 1 if the mapping holding p has VmFlags "hg" (madvise(MADV_HUGEPAGE)) in /proc/self/smaps */
+static int mapping_has_hg(const void* p) {
+    FILE* f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in = 0, hg = -1;
+    unsigned long lo, hi, a = (unsigned long)(uintptr_t)p;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping's header line */
+            in = a >= lo && a < hi;
+        } else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+            hg = strstr(line, " hg") != NULL;
+            break;
+        }
+    }
+    fclose(f);
+    return hg;
+}
+/* a large value from the built-in allocator asks for transparent huge pages (a fresh 64 MiB
+   receive then faults in 2 MiB pages); a small one leaves its mapping alone */
+static void test_large_values_ask_for_huge_pages(void) {
+    int64_t big[1] = {16 << 20}, small[1] = {64};
+    tfrdv_value* v = tfrdv_value_new(TFRDV_DT_UINT8, 1, big, NULL, (uint64_t)16 << 20);
+    tfrdv_value* w = tfrdv_value_new(TFRDV_DT_UINT8, 1, small, NULL, 64);
+    TT_CHECK(v != NULL && w != NULL);
+    if (v) TT_CHECK_EQ_INT(mapping_has_hg((const char*)v->data + (8 << 20)), 1); /* inside the 2 MiB-aligned interior */
+    if (w) TT_CHECK_EQ_INT(mapping_has_hg(w->data), 0);
+    tfrdv_value_release(v);
+    tfrdv_value_release(w);
+}
+#endif
+
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_value_new_copies_dims_and_data);
@@ -518,6 +551,9 @@ int main(int argc, char** argv) {
     TT_RUN(test_loopback_add_worker_rejects);
     TT_RUN(test_loopback_add_worker_out_of_memory);
     TT_RUN(test_mgr_start_step);
+#if defined(__linux__) && defined(__GLIBC__) && !defined(TFRDV_NO_HUGEPAGES)
+    TT_RUN(test_large_values_ask_for_huge_pages);
+#endif
     TT_RUN(test_no_assert_tripped);
     return TT_MAIN_END();
 }
