@@ -143,7 +143,9 @@
      key is stored inline in its channel (one allocation per new key plus one per item).
      Bounds on hostile load: max_key_len (4096 bytes), max_deferred (65536 requests waiting for
      step initialisation), tombstone_max, request_id_window, response_cache_max. Teardown
-     (abort, cleanup, destroy) allocates nothing.
+     (abort, cleanup, destroy) allocates nothing. On Linux, value blocks of 4 MiB and more from the
+     built-in allocator (tfrdv_value_new, remote receives without an alloc hook) ask for
+     transparent huge pages (TFRDV_NO_HUGEPAGES).
 */
 /* The implementation needs POSIX clock_gettime and pthread_condattr_setclock. Compilers' default
    modes (gnu99/gnu17, and C++ with glibc) declare them already; only in a strict ISO mode
