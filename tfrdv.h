@@ -5302,6 +5302,8 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
 #undef TFRDV__HAS_FRAMES
 #undef TFRDV__HAS_POSIX
 #undef TFRDV__FUTEX
+#undef TFRDV__HUGEPAGES
+#undef TFRDV__MADV_HUGEPAGE
 #undef TFRDV__HAS_WIN32
 #undef TFRDV__HAS_NONE
 #undef TFRDV__HAS_CUSTOM

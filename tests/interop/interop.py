@@ -102,6 +102,22 @@ def main_suite(env):
     for spec in ["float32.d16777216.3", "uint8.d1024x1024x64.4"]:  # 64 MiB each
         check("TensorFlow receives %s (64 MiB) from tfrdv" % spec, lambda spec=spec: env.tf_receives(spec))
         check("tfrdv receives %s (64 MiB) from TensorFlow" % spec, lambda spec=spec: env.tfrdv_receives(spec))
+    # the tfrdv side really compares: a tensor that is not what its name says fails the step there
+    def tampered():
+        spec = "int32.d4x4.61"
+        bad = tfnet.values(spec).copy()
+        bad[2, 3] += 1
+
+        def build():
+            x = tf.compat.v1.placeholder(tf.int32, shape=bad.shape)
+            s = tfnet.send(x, "in." + spec, TF_CPU, PEER_CPU, env.tf_inc, "s")
+            return [tfnet.recv(tf.int32, "echo." + spec, PEER_CPU, TF_CPU, env.inc, "e"), s], {x: bad}
+        try:
+            env.run(build)
+        except tf.errors.InternalError as e:
+            return "" if "differs" in e.message else "message: " + e.message
+        return "the tampered tensor was accepted"
+    check("a tensor that differs from what tfrdv expects fails the step with tfrdv's INTERNAL", tampered)
     check("a long string tensor both ways",
           lambda: env.tf_receives("string.d20000.9") or env.tfrdv_receives("string.d20000.9"))
 
