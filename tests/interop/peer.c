@@ -401,10 +401,14 @@ static int cmp_double(const void* a, const void* b) {
     double x = *(const double*)a, y = *(const double*)b;
     return x < y ? -1 : x > y;
 }
+/* "TIMES n=N median_us=M min_us=L all=T1,T2,..." (sorted), then forget them */
 static void print_times(const char* tag) {
+    int i;
     pthread_mutex_lock(&mu);
     qsort(times_us, (size_t)ntimes, sizeof times_us[0], cmp_double);
-    printf("%s n=%d median_us=%.1f min_us=%.1f\n", tag, ntimes, ntimes ? times_us[ntimes / 2] : 0.0, ntimes ? times_us[0] : 0.0);
+    printf("%s n=%d median_us=%.1f min_us=%.1f all=", tag, ntimes, ntimes ? times_us[ntimes / 2] : 0.0, ntimes ? times_us[0] : 0.0);
+    for (i = 0; i < ntimes; i++) printf("%s%.1f", i ? "," : "", times_us[i]);
+    printf("\n");
     ntimes = 0;
     pthread_mutex_unlock(&mu);
     fflush(stdout);

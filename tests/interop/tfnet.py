@@ -109,6 +109,10 @@ def recv(dtype, name, src, dst, incarnation, op_name):
         send_device_incarnation=signed64(incarnation), recv_device=dst, client_terminated=False)[3][0]
 
 
+def parse_times(d):
+    return [float(x) for x in d.get("all", "").split(",") if x]
+
+
 class Peer:
     """The tfrdv worker process: started before TensorFlow, READY once TensorFlow's GetStatus
     answered."""
@@ -144,8 +148,8 @@ class Peer:
         return {k: int(v) for k, v in self.ask("stats", "STATS").items()}
 
     def times(self):
-        d = self.ask("times", "TIMES")
-        return int(d["n"]), float(d["median_us"]), float(d["min_us"])
+        """The fetch times (us) the peer recorded since the last call."""
+        return parse_times(self.ask("times", "TIMES"))
 
     def quit(self):
         try:
