@@ -583,5 +583,6 @@ int main(int argc, char** argv) {
     }
     tfrdv_grpc_destroy(g);
     tfrdv_mgr_destroy(mgr);
+    for (i = 0; i < NCACHED; i++) tfrdv_value_release(cached[i].v);
     return 0;
 }
