@@ -1116,6 +1116,72 @@ static void test_withdraw_races_send_abort_and_cleanup(void) {
     printf("    withdraw vs send: %d delivered, %d withdrawn (%d kept buffered)\n", delivered, withdrawn, kept);
 }
 
+/* step_requested races the step's own producer: the hook is still reading the request's key on
+   one thread while another thread starts the step, sends, and the request is answered and
+   finished there. The key the hook was given stays valid for the whole call (ASan/TSan are the
+   check), the request is answered exactly once, with the value. */
+typedef struct hookrace {
+    race x;                /* m, k, v, ready, delay */
+    int64_t step;
+    int calls, key_ok;
+} hookrace;
+static void* hookrace_producer(void* p) {
+    hookrace* h = (hookrace*)p;
+    tfrdv_rendezvous* r = 0;
+    race_meet(&h->x, h->x.delay);
+    if (tfrdv_mgr_start_step(h->x.m, h->step, &r, 0) == TFRDV_OK) {
+        tfrdv_send(r, &h->x.k->pk, 0, &h->x.v->v, 0, 0);
+        tfrdv_unref(r);
+    }
+    return 0;
+}
+static void hookrace_hook(void* user, tfrdv_mgr* m, int64_t step_id, tfrdv_str key) {
+    hookrace* h = (hookrace*)user;
+    volatile int i;
+    (void)m;
+    h->calls++;
+    race_meet(&h->x, 0);
+    for (i = 0; i < 600; i++) {} /* the producer answers the request meanwhile */
+    h->key_ok = step_id == h->step && key.len == h->x.k->len && memcmp(key.ptr, h->x.k->buf, key.len) == 0;
+}
+static void test_step_requested_hook_races_the_producer(void) {
+    int i;
+    for (i = 0; i < 300; i++) {
+        fx_alloc a;
+        tfrdv_mgr_config c;
+        hookrace h;
+        fx_key k;
+        fx_value v;
+        fx_serve s;
+        pthread_t th;
+        memset(&a, 0, sizeof a);
+        memset(&s, 0, sizeof s);
+        memset(&h, 0, sizeof h);
+        c = fx_mgr_config(WB, INC_B, &a);
+        c.step_requested = hookrace_hook;
+        c.step_requested_user = &h;
+        c.free_max = -1; /* request records are freed, not recycled: a stale key is ASan's to see */
+        h.x.m = mk(&c);
+        h.step = 100 + i;
+        key(&k, B0, INC_B, A0, "hook_race");
+        fx_value_init(&v, 13);
+        h.x.k = &k;
+        h.x.v = &v;
+        h.x.delay = (i % 30) * 40;
+        pthread_create(&th, 0, hookrace_producer, &h);
+        TT_CHECK_EQ_INT(tfrdv_mgr_serve(h.x.m, h.step, k.buf, k.len, 1, 0, fx_serve_done, &s), TFRDV_OK);
+        pthread_join(th, 0);
+        TT_CHECK_EQ_INT(h.calls, 1);
+        TT_CHECK(h.key_ok);
+        TT_CHECK_EQ_INT(s.calls, 1);
+        TT_CHECK_EQ_INT(s.st.code, TFRDV_OK);
+        TT_CHECK(s.value_ptr == &v.v);
+        tfrdv_mgr_destroy(h.x.m);
+        TT_CHECK_EQ_INT(fx_released(&v), 1);
+        FX_CHECK_EMPTY(&a);
+    }
+}
+
 /* a deferred request withdrawn while another thread expires it and cleans its step up: the
    cancellation callback may find the request gone and its step's last user reference dropped; it
    must still never touch freed memory (ASan/TSan runs of this test are the check) */
@@ -1478,6 +1544,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_withdraw_with_an_already_cancelled_manager);
     TT_RUN(test_withdraw_a_retry_waiting_on_the_cache_entry);
     TT_RUN(test_withdraw_races_send_abort_and_cleanup);
+    TT_RUN(test_step_requested_hook_races_the_producer);
     TT_RUN(test_withdraw_races_expiry_and_cleanup_of_a_deferred_request);
     TT_RUN(test_mgr_ref_keeps_a_destroyed_manager_safe_for_server_threads);
     TT_RUN(test_call_deadline_is_visible_to_the_provider);
