@@ -83,6 +83,15 @@
      transport handed to the manager keeps the object's memory alive until the manager lets go of
      it; a fetch started after destroy fails UNAVAILABLE at once.
 
+   IN A TENSORFLOW CLUSTER
+     A tfrdv worker can be a task of a TensorFlow cluster (examples/tf_peer/ shows all of it):
+     list it in TensorFlow's ClusterSpec and use raw _Send/_Recv ops whose device is on it.
+     TensorFlow's master never tells it about steps: the step id first arrives in a RecvTensor
+     for a step not started here, which tfrdv_mgr_config.step_requested reports (start the step
+     there and produce). Keys of tensors TensorFlow sends carry TensorFlow's device incarnation
+     (tfrdv_grpc_get_status); TensorFlow learns this worker's with GetStatus. TensorFlow never
+     says when a step ends: clean steps up yourself.
+
    VALUES
      A served value is read from value->data on the host: copy device tensors to host memory
      before tfrdv_send (tfrdv_mgr_serve hands the sender's args to the transport; this one does
