@@ -1386,43 +1386,70 @@ TFRDV__PRIVATE void tfrdv__status_copy(tfrdv_status* dst, const tfrdv_status* sr
     }
 }
 
-/* >>hash  64-bit, two independent lanes of 8 bytes (16 bytes per step); placement only
-   (matching compares full keys) */
+/* >>hash  64-bit; placement only (matching compares full keys). Each 16-byte block is one
+   64x64->128-bit multiply of its two words (each xored with a per-position constant), folded to 64
+   bits and summed: the blocks are independent, so a 116-byte key costs about one multiply per
+   block in flight instead of a chain of dependent multiplies. A final avalanche mixes in the
+   length and spreads the sum over both halves (the shard uses the top bits, the slot the low). */
+#if defined(__SIZEOF_INT128__) && (defined(__GNUC__) || defined(__clang__))
+__extension__ typedef unsigned __int128 tfrdv__u128;
+TFRDV__HOT uint64_t tfrdv__mulfold(uint64_t a, uint64_t b) {
+    tfrdv__u128 p = (tfrdv__u128)a * b;
+    return (uint64_t)p ^ (uint64_t)(p >> 64);
+}
+#else
+TFRDV__HOT uint64_t tfrdv__mulfold(uint64_t a, uint64_t b) { /* the same value from 32-bit halves */
+    uint64_t al = a & 0xffffffffu, ah = a >> 32, bl = b & 0xffffffffu, bh = b >> 32;
+    uint64_t ll = al * bl, lh = al * bh, hl = ah * bl, hh = ah * bh;
+    uint64_t mid = (ll >> 32) + (lh & 0xffffffffu) + (hl & 0xffffffffu);
+    uint64_t lo = (ll & 0xffffffffu) | (mid << 32);
+    uint64_t hi = hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+    return lo ^ hi;
+}
+#endif
+TFRDV__HOT uint64_t tfrdv__load64(const unsigned char* p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+TFRDV__HOT uint64_t tfrdv__load32(const unsigned char* p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
 TFRDV_API uint64_t tfrdv_hash_bytes(const void* data, size_t len) {
     const unsigned char* p = (const unsigned char*)data;
-    uint64_t a = 0x9e3779b97f4a7c15u ^ ((uint64_t)len * 0xff51afd7ed558ccdu);
-    uint64_t b = 0xc2b2ae3d27d4eb4fu ^ (uint64_t)len;
-    uint64_t k;
-    while (len >= 16) {
-        uint64_t k2;
-        memcpy(&k, p, 8);
-        memcpy(&k2, p + 8, 8);
-        a = (a ^ k) * 0xbf58476d1ce4e5b9u;
-        b = (b ^ k2) * 0x94d049bb133111ebu;
-        a ^= a >> 31;
-        b ^= b >> 29;
+    uint64_t acc = 0x9e3779b97f4a7c15u ^ ((uint64_t)len * 0xff51afd7ed558ccdu);
+    uint64_t s0 = 0xa0761d6478bd642fu, s1 = 0xe7037ed1a0b428dbu; /* advance per block: position counts */
+    uint64_t w0, w1;
+    size_t n = len;
+    while (n > 16) {
+        acc += tfrdv__mulfold(tfrdv__load64(p) ^ s0, tfrdv__load64(p + 8) ^ s1);
+        s0 += 0x8ebc6af09c88c6e3u;
+        s1 += 0x589965cc75374cc3u;
         p += 16;
-        len -= 16;
+        n -= 16;
     }
-    if (len >= 8) {
-        memcpy(&k, p, 8);
-        a = (a ^ k) * 0xbf58476d1ce4e5b9u;
-        a ^= a >> 31;
-        p += 8;
-        len -= 8;
+    /* the last 1..16 bytes (overlapping loads; the length above tells overlaps apart) */
+    if (n >= 8) {
+        w0 = tfrdv__load64(p);
+        w1 = tfrdv__load64(p + n - 8);
+    } else if (n >= 4) {
+        w0 = tfrdv__load32(p);
+        w1 = tfrdv__load32(p + n - 4);
+    } else if (n) {
+        w0 = ((uint64_t)p[0] << 16) | ((uint64_t)p[n >> 1] << 8) | p[n - 1];
+        w1 = 0;
+    } else {
+        w0 = w1 = 0;
     }
-    if (len) {
-        k = 0;
-        memcpy(&k, p, len);
-        b = (b ^ k) * 0x94d049bb133111ebu;
-        b ^= b >> 29;
-    }
-    a ^= (b << 32) | (b >> 32);
-    a *= 0xff51afd7ed558ccdu;
-    a ^= a >> 33;
-    a *= 0xc4ceb9fe1a85ec53u;
-    a ^= a >> 29;
-    return a;
+    acc += tfrdv__mulfold(w0 ^ s0, w1 ^ s1);
+    acc ^= acc >> 33;
+    acc *= 0xff51afd7ed558ccdu;
+    acc ^= acc >> 33;
+    acc *= 0xc4ceb9fe1a85ec53u;
+    acc ^= acc >> 29;
+    return acc;
 }
 
 /* >>devices  DeviceNameUtils semantics */
