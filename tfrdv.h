@@ -1508,20 +1508,62 @@ TFRDV__PRIVATE tfrdv_code tfrdv__device_bad(tfrdv_status* st, const char* name, 
     return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid device name '%S': %s", &s, why);
 }
 
-/* The canonical full name /job:J/replica:R/task:T/device:TYPE:ID in one straight pass (what keys
-   carry almost always). Returns 0 at the first deviation; the general parser then decides, and
-   gives the same result for every name this accepts. */
-TFRDV__PRIVATE int tfrdv__device_parse_canonical(const char* name, size_t len, tfrdv_device_name* dn) {
-    tfrdv__cursor c;
-    c.p = name;
-    c.end = name + len;
-    if (!TFRDV__EAT(&c, "/job:") || !tfrdv__eat_ident(&c, &dn->job, 0) || !TFRDV__EAT(&c, "/replica:") ||
-        !tfrdv__eat_number(&c, &dn->replica) || !TFRDV__EAT(&c, "/task:") || !tfrdv__eat_number(&c, &dn->task) ||
-        !TFRDV__EAT(&c, "/device:") || !tfrdv__eat_ident(&c, &dn->type, 1) || !TFRDV__EAT(&c, ":") ||
-        !tfrdv__eat_number(&c, &dn->id) || c.p != c.end)
-        return 0;
+/* The canonical full name /job:J/replica:R/task:T/device:TYPE:ID (what keys carry almost
+   always) in one straight pass from p, never reading at or past end: returns where it stopped
+   (after the id's last digit; the caller decides what may follow), or NULL at the first deviation.
+   Numbers of 1..9 digits only, so never above INT_MAX without an overflow check per digit; longer
+   ones (and every other form) go to the general parser, which gives the same fields for every
+   name this accepts. Always inlined: keys parse and create through it. */
+TFRDV__HOT const char* tfrdv__canon_num(const char* p, const char* end, int* out) {
+    const char* s = p;
+    unsigned v = 0;
+    while (p < end && p - s < 10 && (unsigned)(*p - '0') < 10u) v = v * 10u + (unsigned)(*p++ - '0');
+    if (p == s || p - s > 9) return 0;
+    *out = (int)v;
+    return p;
+}
+/* a letter, then word characters; stops at the first other character (the caller checks it) */
+TFRDV__HOT const char* tfrdv__canon_ident(const char* p, const char* end) {
+    if (p == end || !(tfrdv__ctype[(unsigned char)*p] & 1)) return 0;
+    for (p++; p < end && tfrdv__ctype[(unsigned char)*p]; p++) {}
+    return p;
+}
+/* p starts with the n-byte literal (4 <= n <= 16, a constant once inlined): two overlapping word
+   compares, since compilers call memcmp for these lengths */
+TFRDV__HOT int tfrdv__lit(const char* p, const char* end, const char* lit, size_t n) {
+    uint64_t a, b, c, d;
+    if ((size_t)(end - p) < n) return 0;
+    if (n >= 8) {
+        memcpy(&a, p, 8);
+        memcpy(&b, lit, 8);
+        memcpy(&c, p + n - 8, 8);
+        memcpy(&d, lit + n - 8, 8);
+    } else {
+        uint32_t w, x, y, z;
+        memcpy(&w, p, 4);
+        memcpy(&x, lit, 4);
+        memcpy(&y, p + n - 4, 4);
+        memcpy(&z, lit + n - 4, 4);
+        a = w;
+        b = x;
+        c = y;
+        d = z;
+    }
+    return ((a ^ b) | (c ^ d)) == 0;
+}
+TFRDV__HOT const char* tfrdv__canon_device(const char* p, const char* end, tfrdv_device_name* dn) {
+    const char* q;
+    if (!tfrdv__lit(p, end, "/job:", 5) || !(q = tfrdv__canon_ident(p + 5, end))) return 0;
+    dn->job.ptr = p + 5;
+    dn->job.len = (size_t)(q - (p + 5));
+    if (!tfrdv__lit(q, end, "/replica:", 9) || !(p = tfrdv__canon_num(q + 9, end, &dn->replica))) return 0;
+    if (!tfrdv__lit(p, end, "/task:", 6) || !(p = tfrdv__canon_num(p + 6, end, &dn->task))) return 0;
+    if (!tfrdv__lit(p, end, "/device:", 8) || !(q = tfrdv__canon_ident(p + 8, end))) return 0;
+    dn->type.ptr = p + 8;
+    dn->type.len = (size_t)(q - (p + 8));
+    if (q == end || *q != ':' || !(p = tfrdv__canon_num(q + 1, end, &dn->id))) return 0;
     dn->has_job = dn->has_replica = dn->has_task = dn->has_type = dn->has_id = 1;
-    return 1;
+    return p;
 }
 TFRDV_API tfrdv_code tfrdv_device_parse(const char* name, size_t len, tfrdv_device_name* out,
                                         tfrdv_status* st) {
@@ -1530,7 +1572,7 @@ TFRDV_API tfrdv_code tfrdv_device_parse(const char* name, size_t len, tfrdv_devi
     memset(&dn, 0, sizeof dn);
     if (out) memset(out, 0, sizeof *out);
     if (!out || (!name && len)) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_device_parse: NULL argument");
-    if (len > 5 && name[1] == 'j' && tfrdv__device_parse_canonical(name, len, out)) return TFRDV_OK;
+    if (len > 5 && name[1] == 'j' && tfrdv__canon_device(name, name + len, out) == name + len) return TFRDV_OK;
     memset(out, 0, sizeof *out);
     c.p = name;
     c.end = name + len;
@@ -1812,6 +1854,82 @@ TFRDV__PRIVATE tfrdv_str tfrdv__next_part(tfrdv__cursor* c) {
     if (semi) c->p++; /* the ';' */
     return r;
 }
+/* 8 characters as one word, the first in the top byte (byte order independent) */
+TFRDV__HOT uint64_t tfrdv__load_be64(const char* p) {
+    const unsigned char* u = (const unsigned char*)p;
+    return (uint64_t)u[0] << 56 | (uint64_t)u[1] << 48 | (uint64_t)u[2] << 40 | (uint64_t)u[3] << 32 |
+           (uint64_t)u[4] << 24 | (uint64_t)u[5] << 16 | (uint64_t)u[6] << 8 | (uint64_t)u[7];
+}
+/* 8 hex digits of either case -> their value, all 8 bytes at once (SWAR); 0 if any is not one.
+   Byte ranges by adding a bias that carries into bit 7 exactly from the range's start; no byte
+   carries into its neighbour since every byte is below 0x80 first. */
+#define TFRDV__B(x) ((uint64_t)(x) * 0x0101010101010101u)
+TFRDV__HOT int tfrdv__hex8(const char* p, uint64_t* out) {
+    uint64_t x = tfrdv__load_be64(p), l = x | TFRDV__B(0x20);
+    uint64_t digit = (x + TFRDV__B(0x80 - '0')) & ~(x + TFRDV__B(0x80 - '9' - 1));
+    uint64_t letter = (l + TFRDV__B(0x80 - 'a')) & ~(l + TFRDV__B(0x80 - 'f' - 1));
+    uint64_t n = (x & TFRDV__B(0x0f)) + ((x >> 6) & TFRDV__B(0x01)) * 9; /* a..f, A..F: 1..6 + 9 */
+    n = ((n >> 4) | n) & 0x00ff00ff00ff00ffu;
+    n = ((n >> 8) | n) & 0x0000ffff0000ffffu;
+    n = ((n >> 16) | n) & 0x00000000ffffffffu;
+    *out = n;
+    return (x & TFRDV__B(0x80)) == 0 && ((digit | letter) & TFRDV__B(0x80)) == TFRDV__B(0x80);
+}
+#undef TFRDV__B
+/* exactly 16 hex digits of either case (what CreateKey writes) */
+TFRDV__HOT int tfrdv__hex16(const char* p, uint64_t* out) {
+    uint64_t hi, lo;
+    int ok = tfrdv__hex8(p, &hi) & tfrdv__hex8(p + 8, &lo);
+    *out = hi << 32 | lo;
+    return ok;
+}
+/* field by field: a struct assignment here compiled to `rep movs`, slow to start on some CPUs */
+TFRDV__HOT void tfrdv__dn_copy(tfrdv_device_name* o, const tfrdv_device_name* i) {
+    o->has_job = i->has_job;
+    o->has_replica = i->has_replica;
+    o->has_task = i->has_task;
+    o->has_type = i->has_type;
+    o->has_id = i->has_id;
+    o->job = i->job;
+    o->replica = i->replica;
+    o->task = i->task;
+    o->type = i->type;
+    o->id = i->id;
+}
+TFRDV__HOT int tfrdv__key_parse_fast(const char* key, size_t len, tfrdv_parsed_key* out) {
+    const char* end = key + len;
+    const char *p, *q, *dst, *edge, *frame;
+    tfrdv_device_name s, d;
+    uint64_t inc;
+    memset(&s, 0, sizeof s);
+    memset(&d, 0, sizeof d);
+    p = tfrdv__canon_device(key, end, &s);
+    if (!p || end - p < 18 || p[0] != ';' || p[17] != ';' || !tfrdv__hex16(p + 1, &inc)) return 0;
+    dst = p + 18;
+    q = tfrdv__canon_device(dst, end, &d);
+    if (!q || q == end || *q != ';') return 0;
+    edge = q + 1;
+    p = edge < end ? (const char*)memchr(edge, ';', (size_t)(end - edge)) : 0;
+    if (!p || p == edge) return 0; /* no frame part, or an empty edge name */
+    frame = p + 1;
+    for (q = frame; q < end && *q != ';'; q++) {} /* a few bytes: no call */
+    if (q == frame || (q != end && q != end - 1)) return 0; /* empty; or more than one trailing ';' */
+    out->full.ptr = key;
+    out->full.len = len;
+    out->src_device.ptr = key;
+    out->src_device.len = (size_t)(dst - 18 - key);
+    out->dst_device.ptr = dst;
+    out->dst_device.len = (size_t)(edge - 1 - dst);
+    out->edge_name.ptr = edge;
+    out->edge_name.len = (size_t)(p - edge);
+    out->frame_iter.ptr = frame;
+    out->frame_iter.len = (size_t)(q - frame);
+    out->src_incarnation = inc;
+    tfrdv__dn_copy(&out->src, &s);
+    tfrdv__dn_copy(&out->dst, &d);
+    out->hash = tfrdv_hash_bytes(key, len);
+    return 1;
+}
 TFRDV__PRIVATE tfrdv_code tfrdv__key_bad(tfrdv_status* st, const tfrdv_str* key, const char* why) {
     return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "Invalid rendezvous key: %S (%s)", key, why);
 }
@@ -1821,6 +1939,7 @@ TFRDV_API tfrdv_code tfrdv_key_parse(const char* key, size_t len, tfrdv_parsed_k
     tfrdv_str parts[5], full;
     int i;
     if (!out || (!key && len)) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_parse: NULL argument");
+    if (tfrdv__key_parse_fast(key, len, out)) return TFRDV_OK;
     full.ptr = key;
     full.len = len;
     c.p = key;
