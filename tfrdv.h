@@ -1311,14 +1311,30 @@ TFRDV__PRIVATE void tfrdv__sb_put(tfrdv__sb* b, const char* s, size_t n) {
     b->len += n;
 }
 TFRDV__PRIVATE void tfrdv__sb_cstr(tfrdv__sb* b, const char* s) { tfrdv__sb_put(b, s, s ? strlen(s) : 0); }
+/* the decimal digits of v, written backwards ending just before e (at most 20); returns the first.
+   Two digits per division: half the dependent divide-by-constant steps. */
+static const char tfrdv__dig2[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869"
+    "707172737475767778798081828384858687888990919293949596979899";
+TFRDV__HOT char* tfrdv__dec_back(char* e, uint64_t v) {
+    while (v >= 100) {
+        size_t r = (size_t)(v % 100);
+        v /= 100;
+        e -= 2;
+        memcpy(e, tfrdv__dig2 + 2 * r, 2);
+    }
+    if (v >= 10) {
+        e -= 2;
+        memcpy(e, tfrdv__dig2 + 2 * (size_t)v, 2);
+    } else {
+        *--e = (char)('0' + (int)v);
+    }
+    return e;
+}
 TFRDV__PRIVATE void tfrdv__sb_u64(tfrdv__sb* b, uint64_t v) {
     char t[24];
-    int i = 24;
-    do {
-        t[--i] = (char)('0' + (int)(v % 10));
-        v /= 10;
-    } while (v);
-    tfrdv__sb_put(b, t + i, (size_t)(24 - i));
+    char* s = tfrdv__dec_back(t + 24, v);
+    tfrdv__sb_put(b, s, (size_t)(t + 24 - s));
 }
 TFRDV__PRIVATE void tfrdv__sb_i64(tfrdv__sb* b, int64_t v) {
     if (v < 0) {
@@ -1752,6 +1768,10 @@ TFRDV__PRIVATE tfrdv_code tfrdv__key_parts_ok(tfrdv__kparts* k, const char* src,
     k->sl = strlen(src);
     k->dl = strlen(dst);
     k->el = strlen(edge);
+    /* the usual parts (canonical names, which hold no ';'): validated in one pass each */
+    if (tfrdv__canon_device(src, src + k->sl, &dn) == src + k->sl && tfrdv__canon_device(dst, dst + k->dl, &dn) == dst + k->dl &&
+        k->el && !tfrdv__has_semicolon(edge, k->el))
+        return TFRDV_OK;
     if (tfrdv_device_parse(src, k->sl, &dn, 0) != TFRDV_OK || tfrdv_device_parse(dst, k->dl, &dn, 0) != TFRDV_OK ||
         tfrdv__has_semicolon(edge, k->el)) {
         if (tfrdv__has_semicolon(src, k->sl) || tfrdv__has_semicolon(dst, k->dl) || tfrdv__has_semicolon(edge, k->el))
@@ -1768,6 +1788,52 @@ TFRDV__PRIVATE tfrdv_code tfrdv__key_done(tfrdv__sb* b, size_t* len, tfrdv_statu
         return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "key buffer too small: need %U bytes", (uint64_t)(b->len + 1));
     return TFRDV_OK;
 }
+/* v as 16 lowercase hex digits at o: the nibbles spread one per byte, then to ASCII, all at once */
+TFRDV__HOT void tfrdv__hex8_put(char* o, uint32_t v) {
+    uint64_t x = v;
+    x = (x | x << 16) & 0x0000ffff0000ffffu;
+    x = (x | x << 8) & 0x00ff00ff00ff00ffu;
+    x = (x | x << 4) & 0x0f0f0f0f0f0f0f0fu; /* nibble i (from the low end) in byte i */
+    x += 0x3030303030303030u + (((x + 0x0606060606060606u) >> 4) & 0x0101010101010101u) * ('a' - '0' - 10);
+    /* the high nibble first; eight stores that compilers merge into one */
+    o[0] = (char)(x >> 56);
+    o[1] = (char)(x >> 48);
+    o[2] = (char)(x >> 40);
+    o[3] = (char)(x >> 32);
+    o[4] = (char)(x >> 24);
+    o[5] = (char)(x >> 16);
+    o[6] = (char)(x >> 8);
+    o[7] = (char)x;
+}
+TFRDV__HOT char* tfrdv__hex16_put(char* o, uint64_t v) {
+    tfrdv__hex8_put(o, (uint32_t)(v >> 32));
+    tfrdv__hex8_put(o + 8, (uint32_t)v);
+    return o + 16;
+}
+/* ";frame:iter" written backwards ending at e (room for 43 bytes); returns its first byte */
+TFRDV__HOT char* tfrdv__frame_back(char* e, tfrdv_frame_iter fi) {
+    uint64_t it = fi.iter_id < 0 ? (uint64_t)0 - (uint64_t)fi.iter_id : (uint64_t)fi.iter_id;
+    e = tfrdv__dec_back(e, it);
+    if (fi.iter_id < 0) *--e = '-';
+    *--e = ':';
+    e = tfrdv__dec_back(e, fi.frame_id);
+    *--e = ';';
+    return e;
+}
+/* the prefix into a buffer known to be large enough; returns its end */
+TFRDV__HOT char* tfrdv__prefix_put(char* o, const tfrdv__kparts* k, uint64_t inc) {
+    memcpy(o, k->src, k->sl);
+    o += k->sl;
+    *o++ = ';';
+    o = tfrdv__hex16_put(o, inc);
+    *o++ = ';';
+    memcpy(o, k->dst, k->dl);
+    o += k->dl;
+    *o++ = ';';
+    memcpy(o, k->edge, k->el);
+    return o + k->el;
+}
+#define TFRDV__FRAME_MAX 43 /* ";" + 20 digits + ":-" + 20 digits */
 TFRDV__PRIVATE void tfrdv__sb_prefix(tfrdv__sb* b, const tfrdv__kparts* k, uint64_t inc) {
     tfrdv__sb_put(b, k->src, k->sl);
     tfrdv__sb_put(b, ";", 1);
@@ -1777,23 +1843,30 @@ TFRDV__PRIVATE void tfrdv__sb_prefix(tfrdv__sb* b, const tfrdv__kparts* k, uint6
     tfrdv__sb_put(b, ";", 1);
     tfrdv__sb_put(b, k->edge, k->el);
 }
-TFRDV__PRIVATE void tfrdv__sb_frame(tfrdv__sb* b, tfrdv_frame_iter fi) {
-    tfrdv__sb_put(b, ";", 1);
-    tfrdv__sb_u64(b, fi.frame_id);
-    tfrdv__sb_put(b, ":", 1);
-    tfrdv__sb_i64(b, fi.iter_id);
-}
 TFRDV_API tfrdv_code tfrdv_key_create(const char* src_device, uint64_t src_incarnation,
                                       const char* dst_device, const char* edge_name,
                                       tfrdv_frame_iter frame_iter, char* buf, size_t cap,
                                       size_t* len, tfrdv_status* st) {
     tfrdv__sb b;
     tfrdv__kparts k;
+    char ft[TFRDV__FRAME_MAX];
+    const char* f;
+    size_t fl, total;
     tfrdv_code rc = tfrdv__key_parts_ok(&k, src_device, dst_device, edge_name, st);
     if (rc != TFRDV_OK) return rc;
+    f = tfrdv__frame_back(ft + sizeof ft, frame_iter);
+    fl = (size_t)(ft + sizeof ft - f);
+    total = k.sl + k.dl + k.el + 19 + fl;
+    if (buf && total < cap) { /* it fits: straight writes, no bounds check per part */
+        char* o = tfrdv__prefix_put(buf, &k, src_incarnation);
+        memcpy(o, f, fl);
+        o[fl] = 0;
+        if (len) *len = total;
+        return TFRDV_OK;
+    }
     tfrdv__sb_init(&b, buf, buf ? cap : 0);
     tfrdv__sb_prefix(&b, &k, src_incarnation);
-    tfrdv__sb_frame(&b, frame_iter);
+    tfrdv__sb_put(&b, f, fl);
     return tfrdv__key_done(&b, len, st);
 }
 TFRDV_API tfrdv_code tfrdv_key_prefix(const char* src_device, uint64_t src_incarnation,
@@ -1801,8 +1874,15 @@ TFRDV_API tfrdv_code tfrdv_key_prefix(const char* src_device, uint64_t src_incar
                                       size_t cap, size_t* len, tfrdv_status* st) {
     tfrdv__sb b;
     tfrdv__kparts k;
+    size_t total;
     tfrdv_code rc = tfrdv__key_parts_ok(&k, src_device, dst_device, edge_name, st);
     if (rc != TFRDV_OK) return rc;
+    total = k.sl + k.dl + k.el + 19;
+    if (buf && total < cap) {
+        *tfrdv__prefix_put(buf, &k, src_incarnation) = 0;
+        if (len) *len = total;
+        return TFRDV_OK;
+    }
     tfrdv__sb_init(&b, buf, buf ? cap : 0);
     tfrdv__sb_prefix(&b, &k, src_incarnation);
     return tfrdv__key_done(&b, len, st);
@@ -1811,9 +1891,21 @@ TFRDV_API tfrdv_code tfrdv_key_with_frame(const char* prefix, size_t prefix_len,
                                           tfrdv_frame_iter frame_iter, char* buf, size_t cap,
                                           size_t* len, tfrdv_status* st) {
     tfrdv__sb b;
+    char ft[TFRDV__FRAME_MAX];
+    const char* f;
+    size_t fl;
     if (!prefix) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_with_frame: NULL prefix");
     if (buf && prefix != buf && prefix < buf + cap && prefix + prefix_len > buf)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_with_frame: prefix overlaps the output buffer");
+    f = tfrdv__frame_back(ft + sizeof ft, frame_iter);
+    fl = (size_t)(ft + sizeof ft - f);
+    if (buf && prefix_len + fl < cap) { /* it fits: straight writes */
+        if (prefix != buf) memcpy(buf, prefix, prefix_len);
+        memcpy(buf + prefix_len, f, fl);
+        buf[prefix_len + fl] = 0;
+        if (len) *len = prefix_len + fl;
+        return TFRDV_OK;
+    }
     if (prefix == buf) { /* append in place */
         b.buf = buf;
         b.cap = cap;
@@ -1822,7 +1914,7 @@ TFRDV_API tfrdv_code tfrdv_key_with_frame(const char* prefix, size_t prefix_len,
         tfrdv__sb_init(&b, buf, buf ? cap : 0);
         tfrdv__sb_put(&b, prefix, prefix_len);
     }
-    tfrdv__sb_frame(&b, frame_iter);
+    tfrdv__sb_put(&b, f, fl);
     return tfrdv__key_done(&b, len, st);
 }
 
@@ -5378,6 +5470,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
 #undef TFRDV__DEF
 #undef TFRDV__UNUSED
 #undef TFRDV__EAT
+#undef TFRDV__FRAME_MAX
 #undef TFRDV__TLS
 #undef TFRDV__CACHE_BUCKETS
 #undef TFRDV__WITHDRAWN

@@ -126,6 +126,65 @@ static void test_key_with_frame_in_place(void) {
     TT_CHECK_EQ_INT(tfrdv_key_with_frame(buf, plen, fi(0, 0), buf + 4, sizeof buf - 4, &len, &st), TFRDV_INVALID_ARGUMENT);
 }
 
+/* create writes straight into a buffer that fits and falls back to the bounded builder otherwise:
+   every capacity around the needed size, every hex digit, numbers of every length, the canonical
+   device check's limits (10-digit numbers take the general check) */
+static void test_key_create_direct_write_edges(void) {
+    static const tfrdv_frame_iter frames[] = {{0, 0}, {9, 10}, {99, -99}, {100, 12345678901234567}, {18446744073709551615u, INT64_MIN},
+                                              {10000000000000000000u, INT64_MAX}, {1, -1}};
+    char want[256], buf[256], pre[256];
+    size_t i, cap, need, len, plen;
+    tfrdv_status st;
+    TT_CHECK_EQ_INT(tfrdv_key_create(S, 0x0123456789abcdefu, D, "e", fi(0, 0), buf, sizeof buf, NULL, &st), TFRDV_OK);
+    TT_CHECK_STR(buf, S ";0123456789abcdef;" D ";e;0:0");
+    TT_CHECK_EQ_INT(tfrdv_key_create(S, 0xfedcba9876543210u, D, "e", fi(0, 0), buf, sizeof buf, NULL, &st), TFRDV_OK);
+    TT_CHECK_STR(buf, S ";fedcba9876543210;" D ";e;0:0");
+    for (i = 0; i < sizeof frames / sizeof frames[0]; i++) {
+        snprintf(want, sizeof want, S ";000000000000002a;" D ";edge;%llu:%lld", (unsigned long long)frames[i].frame_id,
+                 (long long)frames[i].iter_id);
+        need = strlen(want);
+        for (cap = 0; cap <= need + 2; cap++) {
+            tfrdv_code rc;
+            memset(buf, 'Z', sizeof buf);
+            len = 0;
+            rc = tfrdv_key_create(S, 42, D, "edge", frames[i], cap ? buf : NULL, cap, &len, &st);
+            TT_CHECK_EQ_INT(rc, cap > need ? TFRDV_OK : TFRDV_RESOURCE_EXHAUSTED);
+            TT_CHECK_EQ_INT(len, need);
+            if (cap) TT_CHECK(strlen(buf) == (cap > need ? need : cap - 1) && memcmp(buf, want, strlen(buf)) == 0);
+            /* the same through a prefix, copied and in place */
+            TT_CHECK_EQ_INT(tfrdv_key_prefix(S, 42, D, "edge", pre, sizeof pre, &plen, &st), TFRDV_OK);
+            memset(buf, 'Z', sizeof buf);
+            len = 0;
+            rc = tfrdv_key_with_frame(pre, plen, frames[i], cap ? buf : NULL, cap, &len, &st);
+            TT_CHECK_EQ_INT(rc, cap > need ? TFRDV_OK : TFRDV_RESOURCE_EXHAUSTED);
+            TT_CHECK_EQ_INT(len, need);
+            if (cap) TT_CHECK(strlen(buf) == (cap > need ? need : cap - 1) && memcmp(buf, want, strlen(buf)) == 0);
+            if (cap > plen) {
+                len = 0;
+                rc = tfrdv_key_with_frame(pre, plen, frames[i], pre, cap, &len, &st);
+                TT_CHECK_EQ_INT(rc, cap > need ? TFRDV_OK : TFRDV_RESOURCE_EXHAUSTED);
+                TT_CHECK_EQ_INT(len, need);
+                TT_CHECK(strlen(pre) == (cap > need ? need : cap - 1) && memcmp(pre, want, strlen(pre)) == 0);
+            }
+            memset(buf, 'Z', sizeof buf);
+            len = 0;
+            rc = tfrdv_key_prefix(S, 42, D, "edge", cap ? buf : NULL, cap, &len, &st);
+            TT_CHECK_EQ_INT(rc, cap > plen ? TFRDV_OK : TFRDV_RESOURCE_EXHAUSTED);
+            TT_CHECK_EQ_INT(len, plen);
+        }
+    }
+    TT_CHECK_EQ_INT(tfrdv_key_create("/job:a/replica:2147483647/task:1234567890/device:CPU:999999999", 1, D, "e", fi(0, 0), buf,
+                                     sizeof buf, NULL, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_key_create(S, 1, "/job:a/replica:0/task:0/device:CPU:2147483648", "e", fi(0, 0), buf, sizeof buf,
+                                     NULL, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_key_create(S, 1, "/job:a/replica:0/task:0/device:CPU:0 ", "e", fi(0, 0), buf, sizeof buf, NULL, &st),
+                    TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_key_create("/job:a/replica:0/task:0/device:CPU:0/job:b", 1, D, "e", fi(0, 0), buf, sizeof buf, NULL,
+                                     &st), TFRDV_OK); /* not canonical (a repeated component): the general check */
+    TT_CHECK_EQ_INT(tfrdv_key_create("/job:a/replica:0/task:0/device:CPU:", 1, D, "e", fi(0, 0), buf, sizeof buf, NULL, &st),
+                    TFRDV_INVALID_ARGUMENT);
+}
+
 static void test_key_create_rejects(void) {
     static const struct { const char *src, *dst, *edge, *needle; } bad[] = {
         {S ";x", D, "e", S ";x"},
@@ -751,6 +810,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_key_illegal_frame_round_trip);
     TT_RUN(test_key_prefix_with_frame);
     TT_RUN(test_key_with_frame_in_place);
+    TT_RUN(test_key_create_direct_write_edges);
     TT_RUN(test_key_create_rejects);
     TT_RUN(test_key_buffer_too_small);
     TT_RUN(test_key_parse_table);
