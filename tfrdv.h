@@ -910,7 +910,10 @@ extern "C" {
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TFRDV__PRIVATE static __attribute__((unused))
-#define TFRDV__HOT static __inline__ __attribute__((unused, always_inline)) /* the lock fast paths */
+/* the lock fast paths, key scanning, and the steps of a send or receive (slot lookup, channel
+   creation and removal, taking a buffered send): inlined into the public calls, since each was a
+   call of a few instructions' work in the send+recv pair (measured: 43.6 -> 35.5 ns) */
+#define TFRDV__HOT static __inline__ __attribute__((unused, always_inline))
 #else
 #define TFRDV__PRIVATE static
 #define TFRDV__HOT static
@@ -2397,7 +2400,7 @@ TFRDV__PRIVATE tfrdv__shard* tfrdv__shard_of(tfrdv_rendezvous* r, uint64_t h) {
     return &r->shards[(size_t)(((h >> 32) * (uint64_t)(uint32_t)r->nshards) >> 32)];
 }
 /* the slot holding key (*found = 1), or the empty slot where it goes (*found = 0) */
-TFRDV__PRIVATE size_t tfrdv__slot_find(const tfrdv__shard* s, uint64_t h, const char* key, size_t len, int* found) {
+TFRDV__HOT size_t tfrdv__slot_find(const tfrdv__shard* s, uint64_t h, const char* key, size_t len, int* found) {
     size_t mask = s->nslots - 1, i = (size_t)h & mask;
     for (;;) {
         const tfrdv__slot* x = &s->slots[i];
@@ -2463,7 +2466,7 @@ TFRDV__PRIVATE void tfrdv__resize(tfrdv_rendezvous* r, tfrdv__shard* s) {
 TFRDV__PRIVATE int tfrdv__no_room(const tfrdv__shard* s) { return s->nchans + 2 > s->nslots; }
 TFRDV__PRIVATE size_t tfrdv__chan_bytes(size_t key_cap) { return sizeof(tfrdv__chan) + key_cap; }
 /* a channel for key, in the empty slot i (from tfrdv__slot_find); NULL when out of memory */
-TFRDV__PRIVATE tfrdv__chan* tfrdv__chan_new(tfrdv_rendezvous* r, tfrdv__shard* s, size_t i,
+TFRDV__HOT tfrdv__chan* tfrdv__chan_new(tfrdv_rendezvous* r, tfrdv__shard* s, size_t i,
                                             const tfrdv_parsed_key* key, int kind) {
     tfrdv__chan* c = s->free_c;
     size_t len = key->full.len;
@@ -2534,7 +2537,7 @@ TFRDV__PRIVATE tfrdv__ritem* tfrdv__ritem_get(tfrdv_rendezvous* r, tfrdv__shard*
     return ri;
 }
 /* remove the (empty) channel in slot i, recycle it, shrink the table if it emptied out */
-TFRDV__PRIVATE void tfrdv__chan_drop(tfrdv_rendezvous* r, tfrdv__shard* s, size_t i) {
+TFRDV__HOT void tfrdv__chan_drop(tfrdv_rendezvous* r, tfrdv__shard* s, size_t i) {
     tfrdv__chan* c = s->slots[i].chan;
     tfrdv__slot_erase(s, i);
     s->nchans--;
@@ -2709,7 +2712,7 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
 }
 
 /* shard lock held, the channel in slot i holds sends: take the oldest one */
-TFRDV__PRIVATE tfrdv_value* tfrdv__take_send(tfrdv_rendezvous* r, tfrdv__shard* s, size_t i,
+TFRDV__HOT tfrdv_value* tfrdv__take_send(tfrdv_rendezvous* r, tfrdv__shard* s, size_t i,
                                              tfrdv_args* sa, int* dead, int64_t* t0) {
     tfrdv__chan* c = s->slots[i].chan;
     tfrdv__sitem* si = (tfrdv__sitem*)tfrdv__chan_pop(c);
@@ -3003,7 +3006,7 @@ TFRDV_API void tfrdv_destroy(tfrdv_rendezvous* r) {
     tfrdv_unref(r);
 }
 
-TFRDV__PRIVATE tfrdv_code tfrdv__check_key(const tfrdv_rendezvous* r, const tfrdv_parsed_key* key, const char* fn,
+TFRDV__HOT tfrdv_code tfrdv__check_key(const tfrdv_rendezvous* r, const tfrdv_parsed_key* key, const char* fn,
                                            tfrdv_status* st) {
     if (!key || !key->full.ptr || key->full.len == 0)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "%s: NULL or empty key (parse it with tfrdv_key_parse)", fn);
@@ -3033,7 +3036,7 @@ TFRDV_API tfrdv_code tfrdv_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
 }
 
 /* refusals fill est (and run no callback) */
-TFRDV__PRIVATE tfrdv_code tfrdv__recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+TFRDV__HOT tfrdv_code tfrdv__recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                             const tfrdv_args* args, tfrdv_done_fn done, void* user,
                                             tfrdv_status* est) {
     if (!r || !done) return tfrdv__err(est, TFRDV_INVALID_ARGUMENT, "tfrdv_recv_async: NULL rendezvous or callback");
