@@ -2335,6 +2335,10 @@ typedef struct tfrdv__slot {
 } tfrdv__slot;
 typedef struct tfrdv__shard {
     tfrdv__mutex mu;
+    /* the lock word's cache line holds nothing else (padding on both sides, this and the previous
+       shard's tail): a thread spinning for the lock would otherwise pull away, on every probe, the
+       line the holder is writing */
+    char lock_pad[64];
     tfrdv__slot* slots;
     size_t nslots, nchans, min_slots;
     tfrdv__sitem* free_s;
