@@ -670,6 +670,40 @@ static void test_d8_key_length_is_capped(void) {
     tfrdv_mgr_destroy(m);
     FX_CHECK_EMPTY(&a);
 }
+/* a channel holds keys up to 2^31-1 bytes (32-bit lengths): a longer one, admitted by a huge
+   max_key_len, is refused like an allocation failure, before its bytes are read */
+static void test_d8_channel_refuses_keys_over_2g(void) {
+    fx_alloc a;
+    tfrdv_config c = tfrdv_config_init();
+    tfrdv_rendezvous* r = 0;
+    static char buf[512];
+    tkey k;
+    tfrdv_parsed_key pk;
+    tfrdv_status st;
+    tval v;
+    rcv rc;
+    memset(&a, 0, sizeof a);
+    c.hooks = fx_alloc_hooks(&a);
+    c.max_key_len = (size_t)-1;
+    TT_CHECK_EQ_INT(tfrdv_create(&c, &r, 0), TFRDV_OK);
+    tkey_make(&k, A0, 1, A1, "e");
+    memcpy(buf, k.buf, k.pk.full.len); /* the message quotes up to a status' worth of the key */
+    TT_CHECK_EQ_INT(tfrdv_key_parse(buf, k.pk.full.len, &pk, &st), TFRDV_OK);
+    pk.full.len = (size_t)0x80000000u;
+    tval_init(&v, 1);
+    TT_CHECK_EQ_INT(tfrdv_send(r, &pk, 0, &v.v, 0, &st), TFRDV_RESOURCE_EXHAUSTED);
+    rcv_init(&rc);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &pk, 0, rcv_done, &rc), TFRDV_RESOURCE_EXHAUSTED);
+    TT_CHECK_EQ_INT(rc.calls, 0);
+    pk.full.len = k.pk.full.len; /* the same key at its real length still works */
+    TT_CHECK_EQ_INT(tfrdv_send(r, &pk, 0, &v.v, 0, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &pk, 0, rcv_done, &rc), TFRDV_OK);
+    TT_CHECK_EQ_INT(rc.calls, 1);
+    TT_CHECK_EQ_INT(rc.code, TFRDV_OK);
+    TT_CHECK_EQ_INT(rel(&v), 1); /* the refused send left it with us; the accepted one delivered it */
+    tfrdv_destroy(r);
+    FX_CHECK_EMPTY(&a);
+}
 static void test_d8_deferred_requests_are_capped_and_their_memory_returns(void) {
     fx_alloc a;
     tfrdv_mgr_config c;
@@ -1531,6 +1565,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_d8_memory_returns_after_a_burst_and_steady_state_allocates_nothing);
     TT_RUN(test_d8_free_max_negative_keeps_nothing);
     TT_RUN(test_d8_key_length_is_capped);
+    TT_RUN(test_d8_channel_refuses_keys_over_2g);
     TT_RUN(test_d8_deferred_requests_are_capped_and_their_memory_returns);
     TT_RUN(test_table_clustered_hashes_wrap_and_delete_in_random_order);
     TT_RUN(test_response_cache_is_keyed_by_request_id_only);

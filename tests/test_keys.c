@@ -126,6 +126,65 @@ static void test_key_with_frame_in_place(void) {
     TT_CHECK_EQ_INT(tfrdv_key_with_frame(buf, plen, fi(0, 0), buf + 4, sizeof buf - 4, &len, &st), TFRDV_INVALID_ARGUMENT);
 }
 
+/* create writes straight into a buffer that fits and falls back to the bounded builder otherwise:
+   every capacity around the needed size, every hex digit, numbers of every length, the canonical
+   device check's limits (10-digit numbers take the general check) */
+static void test_key_create_direct_write_edges(void) {
+    static const tfrdv_frame_iter frames[] = {{0, 0}, {9, 10}, {99, -99}, {100, 12345678901234567}, {18446744073709551615u, INT64_MIN},
+                                              {10000000000000000000u, INT64_MAX}, {1, -1}};
+    char want[256], buf[256], pre[256];
+    size_t i, cap, need, len, plen;
+    tfrdv_status st;
+    TT_CHECK_EQ_INT(tfrdv_key_create(S, 0x0123456789abcdefu, D, "e", fi(0, 0), buf, sizeof buf, NULL, &st), TFRDV_OK);
+    TT_CHECK_STR(buf, S ";0123456789abcdef;" D ";e;0:0");
+    TT_CHECK_EQ_INT(tfrdv_key_create(S, 0xfedcba9876543210u, D, "e", fi(0, 0), buf, sizeof buf, NULL, &st), TFRDV_OK);
+    TT_CHECK_STR(buf, S ";fedcba9876543210;" D ";e;0:0");
+    for (i = 0; i < sizeof frames / sizeof frames[0]; i++) {
+        snprintf(want, sizeof want, S ";000000000000002a;" D ";edge;%llu:%lld", (unsigned long long)frames[i].frame_id,
+                 (long long)frames[i].iter_id);
+        need = strlen(want);
+        for (cap = 0; cap <= need + 2; cap++) {
+            tfrdv_code rc;
+            memset(buf, 'Z', sizeof buf);
+            len = 0;
+            rc = tfrdv_key_create(S, 42, D, "edge", frames[i], cap ? buf : NULL, cap, &len, &st);
+            TT_CHECK_EQ_INT(rc, cap > need ? TFRDV_OK : TFRDV_RESOURCE_EXHAUSTED);
+            TT_CHECK_EQ_INT(len, need);
+            if (cap) TT_CHECK(strlen(buf) == (cap > need ? need : cap - 1) && memcmp(buf, want, strlen(buf)) == 0);
+            /* the same through a prefix, copied and in place */
+            TT_CHECK_EQ_INT(tfrdv_key_prefix(S, 42, D, "edge", pre, sizeof pre, &plen, &st), TFRDV_OK);
+            memset(buf, 'Z', sizeof buf);
+            len = 0;
+            rc = tfrdv_key_with_frame(pre, plen, frames[i], cap ? buf : NULL, cap, &len, &st);
+            TT_CHECK_EQ_INT(rc, cap > need ? TFRDV_OK : TFRDV_RESOURCE_EXHAUSTED);
+            TT_CHECK_EQ_INT(len, need);
+            if (cap) TT_CHECK(strlen(buf) == (cap > need ? need : cap - 1) && memcmp(buf, want, strlen(buf)) == 0);
+            if (cap > plen) {
+                len = 0;
+                rc = tfrdv_key_with_frame(pre, plen, frames[i], pre, cap, &len, &st);
+                TT_CHECK_EQ_INT(rc, cap > need ? TFRDV_OK : TFRDV_RESOURCE_EXHAUSTED);
+                TT_CHECK_EQ_INT(len, need);
+                TT_CHECK(strlen(pre) == (cap > need ? need : cap - 1) && memcmp(pre, want, strlen(pre)) == 0);
+            }
+            memset(buf, 'Z', sizeof buf);
+            len = 0;
+            rc = tfrdv_key_prefix(S, 42, D, "edge", cap ? buf : NULL, cap, &len, &st);
+            TT_CHECK_EQ_INT(rc, cap > plen ? TFRDV_OK : TFRDV_RESOURCE_EXHAUSTED);
+            TT_CHECK_EQ_INT(len, plen);
+        }
+    }
+    TT_CHECK_EQ_INT(tfrdv_key_create("/job:a/replica:2147483647/task:1234567890/device:CPU:999999999", 1, D, "e", fi(0, 0), buf,
+                                     sizeof buf, NULL, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_key_create(S, 1, "/job:a/replica:0/task:0/device:CPU:2147483648", "e", fi(0, 0), buf, sizeof buf,
+                                     NULL, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_key_create(S, 1, "/job:a/replica:0/task:0/device:CPU:0 ", "e", fi(0, 0), buf, sizeof buf, NULL, &st),
+                    TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_key_create("/job:a/replica:0/task:0/device:CPU:0/job:b", 1, D, "e", fi(0, 0), buf, sizeof buf, NULL,
+                                     &st), TFRDV_OK); /* not canonical (a repeated component): the general check */
+    TT_CHECK_EQ_INT(tfrdv_key_create("/job:a/replica:0/task:0/device:CPU:", 1, D, "e", fi(0, 0), buf, sizeof buf, NULL, &st),
+                    TFRDV_INVALID_ARGUMENT);
+}
+
 static void test_key_create_rejects(void) {
     static const struct { const char *src, *dst, *edge, *needle; } bad[] = {
         {S ";x", D, "e", S ";x"},
@@ -311,6 +370,73 @@ static void test_key_create_parse_loop(void) {
         TT_CHECK_EQ_INT(tfrdv_frame_iter_parse(pk.frame_iter, &g, &st), TFRDV_OK);
         TT_CHECK(g.frame_id == f.frame_id && g.iter_id == f.iter_id);
     }
+}
+
+/* The one-pass parser for the usual key (canonical device names, 16 incarnation digits) against
+   the general one: each key is also written in forms that take the general path with the same
+   meaning (the incarnation with a 17th, leading zero; both device names with replica before job),
+   and both must decide alike and yield the same fields. The parts come from alphabets around every
+   boundary the fast scanner tests (hex ranges, number lengths, name characters, ';' counts). */
+static int dev_same(const tfrdv_device_name* a, const tfrdv_device_name* b) {
+    return a->has_job == b->has_job && a->has_replica == b->has_replica && a->has_task == b->has_task &&
+           a->has_type == b->has_type && a->has_id == b->has_id && (!a->has_job || (a->job.len == b->job.len &&
+           memcmp(a->job.ptr, b->job.ptr, a->job.len) == 0)) && (!a->has_replica || a->replica == b->replica) &&
+           (!a->has_task || a->task == b->task) && (!a->has_type || (a->type.len == b->type.len &&
+           memcmp(a->type.ptr, b->type.ptr, a->type.len) == 0)) && (!a->has_id || a->id == b->id);
+}
+static int str_same(tfrdv_str a, tfrdv_str b) { return a.len == b.len && (!a.len || memcmp(a.ptr, b.ptr, a.len) == 0); }
+static void pick(char* out, size_t n, const char* alphabet) {
+    size_t i, k = strlen(alphabet);
+    for (i = 0; i < n; i++) out[i] = alphabet[rng() % k];
+    out[n] = 0;
+}
+static const char* pick_of(const char* const* v, size_t n) { return v[rng() % n]; }
+static void test_key_fast_path_matches_general(void) {
+    static const char* const nums[] = {"0", "7", "01", "123456789", "999999999", "1234567890", "2147483647",
+                                       "2147483648", "", "-1", "1a", "*"};
+    static const char* const names[] = {"a", "worker", "A9_", "ps_0", "_a", "9a", "a-b", "", "a.b", "a:b", "*"};
+    static const char* const edges[] = {"e", "edge_17_weights", "", "e;x", "a:b/c d"};
+    static const char* const frames[] = {"0:0", "4:-1", "", "0:0;", "0:0;;", ";", "0:0;x", "garbage"};
+    static const char hex[] = "0123456789abcdefABCDEF0123456789abcdef/:@`GgFf\x80 ;";
+    int n, fast_ok = 0;
+    for (n = 0; n < 20000; n++) {
+        char key[3][512], inc[17], sj[16], dj[16];
+        const char *sr = pick_of(nums, 12), *st_ = pick_of(nums, 12), *si = pick_of(nums, 12);
+        const char *dr = pick_of(nums, 12), *dt = pick_of(nums, 12), *di = pick_of(nums, 12);
+        const char *stype = pick_of(names, 11), *dtype = pick_of(names, 11);
+        const char *edge = pick_of(edges, 5), *frame = pick_of(frames, 8);
+        tfrdv_parsed_key pk[3];
+        tfrdv_code rc[3];
+        int v;
+        /* mostly valid parts, so most keys reach the later checks */
+        if (rng() % 4) sr = st_ = si = dr = dt = di = "0";
+        if (rng() % 3) stype = dtype = "CPU";
+        if (rng() % 3) edge = "e";
+        if (rng() % 3) frame = "0:0";
+        snprintf(sj, sizeof sj, "%s", rng() % 4 ? "a" : pick_of(names, 11));
+        snprintf(dj, sizeof dj, "%s", rng() % 4 ? "b" : pick_of(names, 11));
+        pick(inc, 16, rng() % 2 ? "0123456789abcdefABCDEF" : hex);
+        snprintf(key[0], sizeof key[0], "/job:%s/replica:%s/task:%s/device:%s:%s;%s;/job:%s/replica:%s/task:%s/device:%s:%s;%s;%s",
+                 sj, sr, st_, stype, si, inc, dj, dr, dt, dtype, di, edge, frame);
+        snprintf(key[1], sizeof key[1], "/job:%s/replica:%s/task:%s/device:%s:%s;0%s;/job:%s/replica:%s/task:%s/device:%s:%s;%s;%s",
+                 sj, sr, st_, stype, si, inc, dj, dr, dt, dtype, di, edge, frame);
+        snprintf(key[2], sizeof key[2], "/replica:%s/job:%s/task:%s/device:%s:%s;%s;/replica:%s/job:%s/task:%s/device:%s:%s;%s;%s",
+                 sr, sj, st_, stype, si, inc, dr, dj, dt, dtype, di, edge, frame);
+        for (v = 0; v < 3; v++) rc[v] = parse_key(key[v], &pk[v], NULL);
+        fast_ok += rc[0] == TFRDV_OK;
+        for (v = 1; v < 3; v++) {
+            int same = rc[v] == rc[0];
+            if (same && rc[0] == TFRDV_OK)
+                same = pk[v].src_incarnation == pk[0].src_incarnation && dev_same(&pk[v].src, &pk[0].src) &&
+                       dev_same(&pk[v].dst, &pk[0].dst) && str_same(pk[v].edge_name, pk[0].edge_name) &&
+                       str_same(pk[v].frame_iter, pk[0].frame_iter) && pk[0].hash == tfrdv_hash_bytes(key[0], strlen(key[0]));
+            if (!same) {
+                printf("    \"%s\" (rc %d) and \"%s\" (rc %d) differ\n", key[0], (int)rc[0], key[v], (int)rc[v]);
+                tt_cur++;
+            }
+        }
+    }
+    TT_CHECK(fast_ok > 2000); /* the valid region was reached often */
 }
 
 /* ---- frame:iter ------------------------------------------------------------------------ */
@@ -684,11 +810,13 @@ int main(int argc, char** argv) {
     TT_RUN(test_key_illegal_frame_round_trip);
     TT_RUN(test_key_prefix_with_frame);
     TT_RUN(test_key_with_frame_in_place);
+    TT_RUN(test_key_create_direct_write_edges);
     TT_RUN(test_key_create_rejects);
     TT_RUN(test_key_buffer_too_small);
     TT_RUN(test_key_parse_table);
     TT_RUN(test_key_parse_views);
     TT_RUN(test_key_create_parse_loop);
+    TT_RUN(test_key_fast_path_matches_general);
     TT_RUN(test_frame_iter_parse);
     TT_RUN(test_device_accept);
     TT_RUN(test_device_reject);
