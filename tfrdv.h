@@ -1439,6 +1439,15 @@ TFRDV__PRIVATE void tfrdv__status_copy(tfrdv_status* dst, const tfrdv_status* sr
     }
 }
 
+/* a 64-bit finaliser (splitmix64's): every input bit moves every output bit */
+TFRDV__PRIVATE uint64_t tfrdv__mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9u;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebu;
+    x ^= x >> 31;
+    return x;
+}
 /* >>hash  64-bit; placement only (matching compares full keys). Each 16-byte block is one
    64x64->128-bit multiply of its two words (each xored with a per-position constant), folded to 64
    bits and summed: the blocks are independent, so a 116-byte key costs about one multiply per
@@ -1497,12 +1506,7 @@ TFRDV_API uint64_t tfrdv_hash_bytes(const void* data, size_t len) {
         w0 = w1 = 0;
     }
     acc += tfrdv__mulfold(w0 ^ s0, w1 ^ s1);
-    acc ^= acc >> 33;
-    acc *= 0xff51afd7ed558ccdu;
-    acc ^= acc >> 33;
-    acc *= 0xc4ceb9fe1a85ec53u;
-    acc ^= acc >> 29;
-    return acc;
+    return tfrdv__mix64(acc);
 }
 
 /* >>devices  DeviceNameUtils semantics */
@@ -3650,14 +3654,6 @@ TFRDV_API tfrdv_mgr_config tfrdv_mgr_config_init(void) {
 TFRDV_API const char* tfrdv_mgr_worker_name(const tfrdv_mgr* mgr) { return mgr ? mgr->worker : ""; }
 TFRDV_API uint64_t tfrdv_mgr_incarnation(const tfrdv_mgr* mgr) { return mgr ? mgr->incarnation : 0; }
 
-TFRDV__PRIVATE uint64_t tfrdv__mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9u;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebu;
-    x ^= x >> 31;
-    return x;
-}
 /* a bijection of a counter: unique per manager, random-looking, never 0 (needs mgr->mu) */
 TFRDV__PRIVATE int64_t tfrdv__rid_locked(tfrdv_mgr* mgr) {
     uint64_t v;
