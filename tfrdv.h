@@ -545,7 +545,7 @@ TFRDV_API size_t tfrdv_pending(tfrdv_rendezvous* r, tfrdv_pending_fn fn, void* u
    Transports (provider side). A transport fetches one tensor from another worker per call.
    Provider contract (enforced by the core):
      - start_call(call): begin the fetch; finish it later (or inside start_call) with exactly one
-       tfrdv_call_finish(). Never touch the call after finishing it.
+       tfrdv_call_finish() or tfrdv_call_finish_status(). Never touch the call after finishing it.
      - cancel_call(call): may come 0..n times, concurrently with or after finish; must be harmless.
        Finish promptly (CANCELLED is fine) if the fetch is still running.
      - destroy(user): the owning manager is gone.
