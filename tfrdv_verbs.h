@@ -30,7 +30,8 @@
                      u64 capacity, [meta], u32 key length, key bytes
        2 RE_REQUEST  u64 addr, u32 rkey, u32 zero, u64 capacity
        3 META        meta = i32 dtype, u32 rank (<= 254), u64 bytes, u32 is_dead, rank x i64 dims
-       4 ERROR       u32 code (1..16), u32 length (< 256), message bytes
+       4 ERROR       u32 code (1..16) | status detail << 8 (TFRDV_DETAIL_*, 0..255), u32 length
+                     (< 256), message bytes
        5 CANCEL, 6 CREDIT, 7 PING, 8 PONG: no body
      Credits: a side writes into the peer's ring only while it holds a credit (one per slot); the
      peer returns credits in every message header once it processed the slots, and with an explicit
@@ -61,7 +62,8 @@
      connection does the short bootstrap exchange inline (bounded by connect_timeout_ns).
 
    ERRORS, EXACTLY ONCE
-     Every started call finishes exactly once: OK, an ERROR sent by the serving side (its code),
+     Every started call finishes exactly once: OK, an ERROR sent by the serving side (its code and
+     status detail, e.g. TFRDV_DETAIL_WORKER_RESTARTED for a key with another incarnation),
      CANCELLED (cancel_call), DEADLINE_EXCEEDED (tfrdv_call_deadline passed; enforced here, since a
      dead Soft-RoCE peer produces no completion), or UNAVAILABLE naming the peer and the cause: a
      failed work completion (ibv_wc_status_str, e.g. "remote access error" for a bad rkey), the
@@ -321,7 +323,7 @@ typedef struct tfrdv_verbs__msg {
     tfrdv_verbs__meta meta;
     const char* key;
     uint32_t key_len;
-    uint32_t code;
+    uint32_t code, detail; /* ERROR: a tfrdv_code 1..16 and a TFRDV_DETAIL_* (0..255) */
     const char* text;
     uint32_t text_len;
 } tfrdv_verbs__msg;
@@ -367,7 +369,7 @@ TFRDV_VERBS__PRIVATE size_t tfrdv_verbs__encode(const tfrdv_verbs__msg* m, uint8
         body = tfrdv_verbs__meta_size(m->meta.rank);
         break;
     case TFRDV_VERBS__ERROR:
-        if (m->code < 1 || m->code > 16 || m->text_len > 255) return 0;
+        if (m->code < 1 || m->code > 16 || m->detail > 255 || m->text_len > 255) return 0;
         body = 8 + m->text_len;
         break;
     case TFRDV_VERBS__CANCEL: case TFRDV_VERBS__CREDIT: case TFRDV_VERBS__PING: case TFRDV_VERBS__PONG:
@@ -405,7 +407,7 @@ TFRDV_VERBS__PRIVATE size_t tfrdv_verbs__encode(const tfrdv_verbs__msg* m, uint8
         break;
     case TFRDV_VERBS__META: tfrdv_verbs__meta_put(buf + off, &m->meta); break;
     case TFRDV_VERBS__ERROR:
-        tfrdv_verbs__put32(buf + off, m->code);
+        tfrdv_verbs__put32(buf + off, m->code | m->detail << 8); /* the status detail in the second byte */
         tfrdv_verbs__put32(buf + off + 4, m->text_len);
         if (m->text_len) memcpy(buf + off + 8, m->text, m->text_len);
         break;
@@ -485,6 +487,9 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__decode(const uint8_t* buf, size_t len, tfr
     case TFRDV_VERBS__ERROR:
         if (body < 8) { *why = "short error"; return 0; }
         m->code = tfrdv_verbs__get32(buf + off);
+        m->detail = (m->code >> 8) & 0xffu;
+        if (m->code >> 16) { *why = "error code out of range"; return 0; }
+        m->code &= 0xffu;
         m->text_len = tfrdv_verbs__get32(buf + off + 4);
         if (m->code < 1 || m->code > 16) { *why = "error code out of range"; return 0; }
         if (m->text_len > 255 || m->text_len != body - 8) { *why = "error text length"; return 0; }
@@ -1196,6 +1201,7 @@ typedef struct tfrdv_verbs__todo {
     int has_meta;     /* 4: re-allocate for this meta (dims heap copy) */
     tfrdv_verbs__meta meta;
     tfrdv_code code;
+    uint32_t detail;  /* 1: the status detail the sender gave */
     tfrdv_value* val;
     int dead;
     tfrdv_verbs__srv* srv;
@@ -1226,7 +1232,10 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__todo_run(tfrdv_verbs* v, tfrdv_verbs__tod
     for (i = 0; i < l->n; i++) {
         tfrdv_verbs__todo* t = &l->t[i];
         if (t->kind == 1) {
-            tfrdv_call_finish(t->call, t->code, t->msg, t->val, t->dead);
+            tfrdv_status st;
+            tfrdv_status_set(&st, t->code, t->msg);
+            st.detail = t->detail;
+            tfrdv_call_finish_status(t->call, &st, t->val, t->dead);
         } else if (t->kind == 2) {
             tfrdv_verbs__srv* s = t->srv;
             tfrdv_str key;
@@ -1267,6 +1276,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__finish_later(tfrdv_verbs__todos* l, tfrdv
     t->kind = 1;
     t->call = call;
     t->code = code;
+    t->detail = 0;
     t->val = val;
     t->dead = dead;
     tfrdv_verbs__fmt(t->msg, sizeof t->msg, "%s", msg ? msg : "");
@@ -1426,18 +1436,24 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__send_simple(tfrdv_verbs* v, tfrdv_verbs__
     m.slot = slot;
     tfrdv_verbs__send_msg(v, p, &m, todo);
 }
-TFRDV_VERBS__PRIVATE void tfrdv_verbs__send_error(tfrdv_verbs* v, tfrdv_verbs__peer* p, uint32_t slot, tfrdv_code code,
-                                                  const char* text, tfrdv_verbs__todos* todo) {
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__send_error_detail(tfrdv_verbs* v, tfrdv_verbs__peer* p, uint32_t slot,
+                                                         tfrdv_code code, uint32_t detail, const char* text,
+                                                         tfrdv_verbs__todos* todo) {
     tfrdv_verbs__msg m;
     memset(&m, 0, sizeof m);
     m.type = TFRDV_VERBS__ERROR;
     m.slot = slot;
     m.code = (uint32_t)(code >= 1 && code <= 16 ? code : TFRDV_INTERNAL);
+    m.detail = detail <= 255 ? detail : 0;
     m.text = text;
     m.text_len = (uint32_t)strlen(text);
     if (m.text_len > 255) m.text_len = 255;
     v->stats.errors_sent++;
     tfrdv_verbs__send_msg(v, p, &m, todo);
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__send_error(tfrdv_verbs* v, tfrdv_verbs__peer* p, uint32_t slot, tfrdv_code code,
+                                                  const char* text, tfrdv_verbs__todos* todo) {
+    tfrdv_verbs__send_error_detail(v, p, slot, code, 0, text, todo);
 }
 
 /* ---- the receiving side (v->mu held unless said otherwise) ---- */
@@ -1718,7 +1734,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__serve_done(void* user, const tfrdv_status
         tfrdv_verbs__release_later(&todo, value);
         if (s->state == TFRDV_VERBS__SRV_SERVING) s->state = TFRDV_VERBS__SRV_FREE;
     } else if (status->code != TFRDV_OK) {
-        tfrdv_verbs__send_error(v, p, s->slot, status->code, status->msg, &todo);
+        tfrdv_verbs__send_error_detail(v, p, s->slot, status->code, status->detail, status->msg, &todo);
         tfrdv_verbs__release_later(&todo, value);
         s->state = TFRDV_VERBS__SRV_FREE;
     } else if (is_dead || !value) {
@@ -1962,8 +1978,12 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
             return;
         }
         if (m.type == TFRDV_VERBS__ERROR) {
+            size_t i, n0 = todo->n;
+            tfrdv_call* call = r->call;
             tfrdv_verbs__fmt(em, sizeof em, "%.*s", (int)m.text_len, m.text);
             tfrdv_verbs__req_fail(v, p, r, (tfrdv_code)m.code, em, todo);
+            for (i = n0; call && i < todo->n; i++) /* the finish it queued carries the sender's detail */
+                if (todo->t[i].kind == 1 && todo->t[i].call == call) todo->t[i].detail = m.detail;
             return;
         }
         if (!r->call) { /* zombie: ask again, the sender answers a CANCEL in this state */

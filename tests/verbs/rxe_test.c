@@ -56,12 +56,13 @@ static void rm_worker(worker* w) {
     if (w->v) tfrdv_verbs_destroy(w->v);
     memset(w, 0, sizeof *w);
 }
+static uint64_t key_inc = INC; /* the source incarnation mk_key writes */
 static void mk_key(tfrdv_parsed_key* k, char* buf, size_t cap, int src, int dst, const char* edge) {
     char s[64], d[64];
     tfrdv_frame_iter fi = {0, 0};
     snprintf(s, sizeof s, "/job:w/replica:0/task:%d/device:CPU:0", src);
     snprintf(d, sizeof d, "/job:w/replica:0/task:%d/device:CPU:0", dst);
-    if (tfrdv_key_create(s, INC, d, edge, fi, buf, cap, 0, 0) != TFRDV_OK || tfrdv_key_parse(buf, strlen(buf), k, 0) != TFRDV_OK)
+    if (tfrdv_key_create(s, key_inc, d, edge, fi, buf, cap, 0, 0) != TFRDV_OK || tfrdv_key_parse(buf, strlen(buf), k, 0) != TFRDV_OK)
         printf("bad key %s\n", edge);
 }
 static int esize(int dtype) { return dtype == TFRDV_DT_UINT8 ? 1 : dtype == TFRDV_DT_DOUBLE || dtype == TFRDV_DT_INT64 ? 8 : 4; }
@@ -498,6 +499,22 @@ static void test_dead(void) {
     tfrdv_mgr_cleanup(A.m, 300);
 }
 
+/* a key with another incarnation: the sender refuses it ABORTED, and the receiver gets the kind
+   (TFRDV_DETAIL_WORKER_RESTARTED, carried by the error message) to act on without reading text */
+static void test_wrong_incarnation(void) {
+    fetch f;
+    fetch_init(&f);
+    key_inc = INC + 1;
+    TT_CHECK(post(&A, &f, 350, 1, 0, "restarted", 0, 0));
+    key_inc = INC;
+    TT_CHECK(fetch_wait(&f, 30) == 1);
+    TT_CHECK_EQ_INT(f.st.code, TFRDV_ABORTED);
+    TT_CHECK_EQ_INT(f.st.detail, TFRDV_DETAIL_WORKER_RESTARTED);
+    TT_CHECK(strstr(f.st.msg, "incarnation") != NULL);
+    fetch_fini(&f);
+    tfrdv_mgr_cleanup(A.m, 350);
+}
+
 /* abort / cleanup while the request is at the sender: exactly one callback, the late value stays
    at the sender, the connection keeps working */
 static void in_flight(int use_cleanup) {
@@ -783,6 +800,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_sizes);
     TT_RUN(test_meta_change);
     TT_RUN(test_dead);
+    TT_RUN(test_wrong_incarnation);
     TT_RUN(test_abort_in_flight);
     TT_RUN(test_cleanup_in_flight);
     TT_RUN(test_many_in_flight);

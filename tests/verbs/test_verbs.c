@@ -74,7 +74,14 @@ static void test_codec_roundtrip(void) {
     m.text_len = 9;
     n = enc(&m, buf, sizeof buf);
     TT_CHECK(tfrdv_verbs__decode(buf, n, &d, dims_out, &why) && d.code == TFRDV_ABORTED && d.text_len == 9 &&
-             memcmp(d.text, "Cleanup 7", 9) == 0);
+             memcmp(d.text, "Cleanup 7", 9) == 0 && d.detail == 0);
+    m.detail = TFRDV_DETAIL_WORKER_RESTARTED; /* the status detail travels in the code word's second byte */
+    n = enc(&m, buf, sizeof buf);
+    TT_CHECK(tfrdv_verbs__decode(buf, n, &d, dims_out, &why) && d.code == TFRDV_ABORTED &&
+             d.detail == TFRDV_DETAIL_WORKER_RESTARTED);
+    buf[16 + 2] = 1; /* after the 16-byte header: a code word above 16 bits is malformed */
+    TT_CHECK(!tfrdv_verbs__decode(buf, n, &d, dims_out, &why));
+    m.detail = 0;
     m.type = TFRDV_VERBS__CREDIT;
     m.credits = 32;
     n = enc(&m, buf, sizeof buf);
