@@ -123,15 +123,9 @@ static size_t enc(const tfrdv_value* v, int dead, int ack, int64_t micros, unsig
     memcpy(out + hl + (v ? (size_t)v->size : 0), tail, tl);
     return n;
 }
+/* a value around test memory, no release hook */
 static tfrdv_value mkv(int32_t dtype, int32_t rank, const int64_t* dims, void* data, uint64_t size) {
-    tfrdv_value v;
-    memset(&v, 0, sizeof v);
-    v.dtype = dtype;
-    v.rank = rank;
-    v.dims = dims;
-    v.data = data;
-    v.size = size;
-    return v;
+    return tfrdv_value_make(dtype, rank, dims, data, size, NULL, NULL);
 }
 #define MICROS_HEX 0x80, 0x88, 0x91, 0x87, 0x89, 0x87, 0x91, 0x03 /* 1763859600000000 as a varint */
 static const int64_t MICROS = 1763859600000000LL;
@@ -897,6 +891,30 @@ static void test_dead(void) {
     tfrdv_mgr_cleanup(C.m, step);
     srv_simple(&S, C_CLEANUP, step);
 }
+/* the server's stats once counter i has moved past before's (3 s at most) */
+static reply stats_after(int i, const reply* before) {
+    int64_t t0 = now_ms();
+    reply after;
+    do after = srv_simple(&S, C_STATS, 0);
+    while (after.v[i] == before->v[i] && now_ms() - t0 < 3000 && (sleep_ms(5), 1));
+    return after;
+}
+/* after a withdrawn request: the value the server sends now reaches the next fetch intact (1-d,
+   n elements of dtype, payload from seed) */
+static void late_value_is_kept(int64_t step, const char* edge, int32_t dtype, int64_t n, uint32_t seed) {
+    fres r;
+    cmd want;
+    TT_CHECK_EQ_INT(srv_send(&S, step, edge, dtype, 1, &n, 0, seed), TFRDV_OK);
+    TT_CHECK(fetch(&C, step, S.inc, edge, 0, &r));
+    TT_CHECK(fwait(&r, 5000));
+    memset(&want, 0, sizeof want);
+    want.dtype = dtype;
+    want.rank = 1;
+    want.dims[0] = n;
+    want.seed = seed;
+    TT_CHECK(r.st.code == TFRDV_OK && check_value(&want, r.v));
+    fres_clear(&r);
+}
 /* the call's deadline is on the gRPC call; the server withdraws its request; the value sent
    afterwards is not lost */
 static void test_deadline(void) {
@@ -904,8 +922,6 @@ static void test_deadline(void) {
     fres r;
     int64_t step = next_step++, t0;
     reply before, after;
-    int64_t d1[1] = {3};
-    cmd want;
     TT_CHECK(client_up(&c2, &S, 300000000LL, 1));
     srv_simple(&S, C_INIT, step);
     before = srv_simple(&S, C_STATS, 0);
@@ -916,19 +932,9 @@ static void test_deadline(void) {
     TT_CHECK(now_ms() - t0 >= 250 && now_ms() - t0 < 3000);
     fres_clear(&r);
     /* the server saw its call cancelled and withdrew the request */
-    t0 = now_ms();
-    do { after = srv_simple(&S, C_STATS, 0); } while (after.v[0] == before.v[0] && now_ms() - t0 < 3000 && (sleep_ms(10), 1));
+    after = stats_after(0, &before);
     TT_CHECK(after.v[0] > before.v[0]);
-    TT_CHECK_EQ_INT(srv_send(&S, step, "late", 3, 1, d1, 0, 5), TFRDV_OK);
-    TT_CHECK(fetch(&C, step, S.inc, "late", 0, &r));
-    TT_CHECK(fwait(&r, 5000));
-    memset(&want, 0, sizeof want);
-    want.dtype = 3;
-    want.rank = 1;
-    want.dims[0] = 3;
-    want.seed = 5;
-    TT_CHECK(r.st.code == TFRDV_OK && check_value(&want, r.v));
-    fres_clear(&r);
+    late_value_is_kept(step, "late", 3, 3, 5);
     client_down(&c2);
     tfrdv_mgr_cleanup(C.m, step);
     srv_simple(&S, C_CLEANUP, step);
@@ -936,38 +942,25 @@ static void test_deadline(void) {
 /* the receiver's cancellation cancels the gRPC call; the value is not lost */
 static void test_client_cancel(void) {
     fres r;
-    int64_t step = next_step++, t0;
+    int64_t step = next_step++;
     tfrdv_cancel_mgr* cm;
     tfrdv_args args;
     reply before, after;
-    int64_t d1[1] = {2};
-    cmd want;
     TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
     memset(&args, 0, sizeof args);
     args.cancel = cm;
     srv_simple(&S, C_INIT, step);
     before = srv_simple(&S, C_STATS, 0);
     TT_CHECK(fetch(&C, step, S.inc, "c", &args, &r));
-    t0 = now_ms();
-    do { after = srv_simple(&S, C_STATS, 0); } while (after.v[1] == before.v[1] && now_ms() - t0 < 3000 && (sleep_ms(5), 1));
+    after = stats_after(1, &before);
     TT_CHECK(after.v[1] > before.v[1]); /* the request reached the server */
     tfrdv_cancel_start(cm);
     TT_CHECK(fwait(&r, 5000));
     TT_CHECK_EQ_INT(r.st.code, TFRDV_CANCELLED);
     fres_clear(&r);
-    t0 = now_ms();
-    do { after = srv_simple(&S, C_STATS, 0); } while (after.v[0] == before.v[0] && now_ms() - t0 < 3000 && (sleep_ms(5), 1));
+    after = stats_after(0, &before);
     TT_CHECK(after.v[0] > before.v[0]);
-    TT_CHECK_EQ_INT(srv_send(&S, step, "c", 9, 1, d1, 0, 6), TFRDV_OK);
-    TT_CHECK(fetch(&C, step, S.inc, "c", 0, &r));
-    TT_CHECK(fwait(&r, 5000));
-    memset(&want, 0, sizeof want);
-    want.dtype = 9;
-    want.rank = 1;
-    want.dims[0] = 2;
-    want.seed = 6;
-    TT_CHECK(r.st.code == TFRDV_OK && check_value(&want, r.v));
-    fres_clear(&r);
+    late_value_is_kept(step, "c", 9, 2, 6);
     tfrdv_cancel_mgr_destroy(cm);
     tfrdv_mgr_cleanup(C.m, step);
     srv_simple(&S, C_CLEANUP, step);
