@@ -1285,14 +1285,26 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__finish_later(tfrdv_verbs__todos* l, tfrdv
 /* ---- sending (v->mu held) ---- */
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__break(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_code code, const char* msg,
                                              tfrdv_verbs__todos* todo);
+/* post wr on p's queue pair; a refusal breaks the connection (what: "a control message", ...) */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__post_send(tfrdv_verbs* v, tfrdv_verbs__peer* p, struct ibv_send_wr* wr,
+                                                const char* what, tfrdv_verbs__todos* todo) {
+    struct ibv_send_wr* bad = 0;
+    int rc = ibv_post_send(p->qp, wr, &bad);
+    if (rc) {
+        char m[160];
+        tfrdv_verbs__fmt(m, sizeof m, "verbs: posting %s to %s failed: %s", what, p->name, strerror(rc));
+        tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, m, todo);
+        return 0;
+    }
+    return 1;
+}
 TFRDV_VERBS__PRIVATE int tfrdv_verbs__post_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer* p, const uint8_t* bytes, size_t len,
                                                 tfrdv_verbs__todos* todo) {
     uint32_t k = p->tx_seq % (uint32_t)v->cfg.ctrl_slots;
     uint32_t rk = p->tx_seq % p->remote.ctrl_slots;
     uint8_t* slot = p->tx + (size_t)k * (size_t)v->cfg.ctrl_slot_size;
     struct ibv_sge sge;
-    struct ibv_send_wr wr, *bad = 0;
-    int rc;
+    struct ibv_send_wr wr;
     memcpy(slot, bytes, len);
     tfrdv_verbs__put32(slot + 4, tfrdv_verbs__credits_take(&p->cr));
     memset(&wr, 0, sizeof wr);
@@ -1307,13 +1319,7 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__post_ctrl(tfrdv_verbs* v, tfrdv_verbs__pee
     wr.imm_data = htonl(TFRDV_VERBS__IMM_CTRL);
     wr.wr.rdma.remote_addr = p->remote.ctrl_addr + (uint64_t)rk * p->remote.ctrl_slot_size;
     wr.wr.rdma.rkey = p->remote.ctrl_rkey;
-    rc = ibv_post_send(p->qp, &wr, &bad);
-    if (rc) {
-        char m[160];
-        tfrdv_verbs__fmt(m, sizeof m, "verbs: posting a control message to %s failed: %s", p->name, strerror(rc));
-        tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, m, todo);
-        return 0;
-    }
+    if (!tfrdv_verbs__post_send(v, p, &wr, "a control message", todo)) return 0;
     p->tx_seq++;
     p->sq_used++;
     v->stats.ctrl_sent++;
@@ -1331,9 +1337,9 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__post_write(tfrdv_verbs* v, tfrdv_verbs__pe
     idx = (uint32_t)(w - p->wrecs);
     for (;;) {
         struct ibv_sge sge;
-        struct ibv_send_wr wr, *bad = 0;
+        struct ibv_send_wr wr;
         uint64_t chunk = size - off;
-        int last, rc;
+        int last;
         if (chunk > p->max_msg) chunk = p->max_msg;
         last = off + chunk == size;
         memset(&wr, 0, sizeof wr);
@@ -1350,13 +1356,7 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__post_write(tfrdv_verbs* v, tfrdv_verbs__pe
         if (last) wr.imm_data = htonl(s->slot);
         wr.wr.rdma.remote_addr = s->addr + off;
         wr.wr.rdma.rkey = s->rkey;
-        rc = ibv_post_send(p->qp, &wr, &bad);
-        if (rc) {
-            char m[160];
-            tfrdv_verbs__fmt(m, sizeof m, "verbs: posting an RDMA write to %s failed: %s", p->name, strerror(rc));
-            tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, m, todo);
-            return 0;
-        }
+        if (!tfrdv_verbs__post_send(v, p, &wr, "an RDMA write", todo)) return 0;
         n++;
         off += chunk;
         if (last) break;
