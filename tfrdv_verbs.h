@@ -1265,7 +1265,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__todo_run(tfrdv_verbs* v, tfrdv_verbs__tod
     l->n = 0;
 }
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__finish_later(tfrdv_verbs__todos* l, tfrdv_call* call, tfrdv_code code,
-                                                    const char* msg, tfrdv_value* val, int dead) {
+                                                    uint32_t detail, const char* msg, tfrdv_value* val, int dead) {
     tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(l);
     *(tfrdv_verbs__req**)tfrdv_call_scratch(call) = 0;
     if (!t) { /* out of memory for a 300-byte list entry: finish here (the only case under mu) */
@@ -1276,7 +1276,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__finish_later(tfrdv_verbs__todos* l, tfrdv
     t->kind = 1;
     t->call = call;
     t->code = code;
-    t->detail = 0;
+    t->detail = detail;
     t->val = val;
     t->dead = dead;
     tfrdv_verbs__fmt(t->msg, sizeof t->msg, "%s", msg ? msg : "");
@@ -1511,14 +1511,19 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__req_done(tfrdv_verbs* v, tfrdv_verbs__pee
     p->req_free = r;
 }
 /* finish r's call (if any) and free its slot; a zombie just frees */
-TFRDV_VERBS__PRIVATE void tfrdv_verbs__req_fail(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__req* r, tfrdv_code code,
-                                                const char* msg, tfrdv_verbs__todos* todo) {
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__req_fail_detail(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__req* r,
+                                                       tfrdv_code code, uint32_t detail, const char* msg,
+                                                       tfrdv_verbs__todos* todo) {
     if (r->call) {
         v->stats.calls_failed++;
-        tfrdv_verbs__finish_later(todo, r->call, code, msg, 0, 0);
+        tfrdv_verbs__finish_later(todo, r->call, code, detail, msg, 0, 0);
     }
     r->call = 0;
     tfrdv_verbs__req_done(v, p, r, todo);
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__req_fail(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__req* r, tfrdv_code code,
+                                                const char* msg, tfrdv_verbs__todos* todo) {
+    tfrdv_verbs__req_fail_detail(v, p, r, code, 0, msg, todo);
 }
 /* the call gives up (cancel, deadline) while the sender may still write into its buffer: the slot
    stays reserved (a zombie) until the sender answers the CANCEL or the connection breaks */
@@ -1542,7 +1547,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__req_abandon(tfrdv_verbs* v, tfrdv_verbs__
     }
     if (r->state != TFRDV_VERBS__REQ_META && r->state != TFRDV_VERBS__REQ_DATA) return;
     v->stats.calls_failed++;
-    tfrdv_verbs__finish_later(todo, r->call, code, msg, 0, 0);
+    tfrdv_verbs__finish_later(todo, r->call, code, 0, msg, 0, 0);
     r->call = 0;
     r->state = TFRDV_VERBS__REQ_ZOMBIE;
     tfrdv_verbs__send_simple(v, p, TFRDV_VERBS__CANCEL, r->idx | ((uint32_t)r->gen << 16), todo);
@@ -1978,12 +1983,8 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
             return;
         }
         if (m.type == TFRDV_VERBS__ERROR) {
-            size_t i, n0 = todo->n;
-            tfrdv_call* call = r->call;
             tfrdv_verbs__fmt(em, sizeof em, "%.*s", (int)m.text_len, m.text);
-            tfrdv_verbs__req_fail(v, p, r, (tfrdv_code)m.code, em, todo);
-            for (i = n0; call && i < todo->n; i++) /* the finish it queued carries the sender's detail */
-                if (todo->t[i].kind == 1 && todo->t[i].call == call) todo->t[i].detail = m.detail;
+            tfrdv_verbs__req_fail_detail(v, p, r, (tfrdv_code)m.code, m.detail, em, todo);
             return;
         }
         if (!r->call) { /* zombie: ask again, the sender answers a CANCEL in this state */
@@ -1993,7 +1994,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
         }
         if (m.meta.is_dead) {
             v->stats.calls_ok++;
-            tfrdv_verbs__finish_later(todo, r->call, TFRDV_OK, "", 0, 1);
+            tfrdv_verbs__finish_later(todo, r->call, TFRDV_OK, 0, "", 0, 1);
             r->call = 0;
             tfrdv_verbs__req_done(v, p, r, todo);
             return;
@@ -2125,7 +2126,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* 
                     return;
                 }
                 v->stats.calls_ok++;
-                tfrdv_verbs__finish_later(todo, r->call, TFRDV_OK, "", val, 0);
+                tfrdv_verbs__finish_later(todo, r->call, TFRDV_OK, 0, "", val, 0);
                 r->call = 0;
             }
             tfrdv_verbs__req_done(v, p, r, todo);
