@@ -4848,12 +4848,9 @@ TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* st
                                         tfrdv_value* value, int is_dead) {
     tfrdv_rendezvous* r;
     tfrdv_mgr* mgr;
-    tfrdv_status st;
-    tfrdv_code code;
+    const tfrdv_status* st = status ? status : &tfrdv__ok_status;
+    tfrdv_code code = st->code;
     int64_t now;
-    if (status) tfrdv__status_copy(&st, status);
-    else tfrdv_status_set(&st, TFRDV_OK, 0);
-    code = st.code;
     if (!call) {
         tfrdv_value_release(value);
         return;
@@ -4882,7 +4879,7 @@ TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* st
         tfrdv__call_unlink(call);
         tfrdv__call_detach_cm(call, 0);
         call->state = TFRDV__CALL_DONE; /* provider: STARTED -> DONE, completes the user */
-        tfrdv__status_copy(&call->result, &st);
+        tfrdv__status_copy(&call->result, st);
         call->busy++;
         tfrdv__hold(r);
         tfrdv__unlock(&r->mu);
