@@ -137,10 +137,17 @@
 
    MEMORY
      Items (buffered sends, waiting receivers), channels, serve records and call objects are
-     recycled through free lists, so a steady state allocates nothing; each free list keeps at
-     most free_max / call_freelist_max entries (defaults 256 per shard and kind, 1000 calls), and
-     hash tables shrink when they empty out, so memory returns to about that after a burst. A
-     key is stored inline in its channel (one allocation per new key plus one per item).
+     recycled through free lists of at most free_max / call_freelist_max entries (defaults: 256
+     items of each kind and 8 channels of each kind per shard, 1000 calls). A steady state within
+     them allocates nothing: by default any number of values queued on up to 8 keys per shard; a
+     runtime that keeps more keys pending round after round sets free_max (and min_buckets, so its
+     tables do not shrink between rounds). Hash tables grow by half at 3/4 full and shrink as they
+     empty out, so after a burst memory returns to a few KiB per table. A new key costs one
+     allocation (channel, first value slot and key bytes together; one more per further queued
+     item). Once a shard holds 8 keys, a buffered send's channel shares the "src;incarnation;dst;"
+     part of its key with the other keys of that device pair (up to 16 such copies cached per
+     shard, the rest stay whole): a pending key then costs about 100 bytes plus its edge name and
+     frame, and 25-35 bytes of table.
      Bounds on hostile load: max_key_len (4096 bytes), max_deferred (65536 requests waiting for
      step initialisation), tombstone_max, request_id_window, response_cache_max. Teardown
      (abort, cleanup, destroy) allocates nothing. On Linux, value blocks of 4 MiB and more from the
@@ -457,8 +464,9 @@ typedef struct tfrdv_config {
     int num_shards; /* lock shards (0: 4); keys are spread over shards by hash */
     int min_buckets; /* initial hash buckets per shard, power of two (0: 16); tables grow, and
                         shrink back towards this size as keys leave */
-    int free_max;    /* recycled items kept per shard and kind (0: 256; <0: none). Within it the
-                        steady state allocates nothing; beyond it memory goes back after a burst */
+    int free_max;    /* recycled items and channels kept per shard and kind (0: 256 items, 8
+                        channels; n > 0: n of each; <0: none). Within it the steady state
+                        allocates nothing; beyond it memory goes back after a burst */
     size_t max_key_len; /* longest key accepted (0: 4096 bytes); longer: INVALID_ARGUMENT */
 } tfrdv_config;
 TFRDV_API tfrdv_config tfrdv_config_init(void);
@@ -657,8 +665,8 @@ typedef struct tfrdv_mgr_config {
     int64_t retry_backoff_ns;      /* first backoff (0: 1 ms); x1.3 per retry */
     int64_t retry_backoff_max_ns;  /* cap (0: 10 s) */
     int call_freelist_max;         /* recycled call objects kept (0: 1000; <0: none) */
-    int free_max;                  /* recycled items per step shard and kind, and recycled serve
-                                      records (0: 256; <0: none) */
+    int free_max;                  /* recycled items and channels per step shard and kind, and
+                                      recycled serve records (0: 256, channels 8; <0: none) */
     size_t max_key_len;            /* longest key sent, received or served (0: 4096 bytes) */
     int max_deferred;              /* requests waiting for step initialisation, all steps together
                                       (0: 65536); beyond it RESOURCE_EXHAUSTED */
@@ -2344,35 +2352,51 @@ typedef struct tfrdv__ritem { /* a waiting receiver */
     tfrdv_args args;
     tfrdv_cancel_node cnode;
     int64_t t0; /* when it was posted (only when traced) */
+    uint64_t hash; /* its key's (finds the channel's slot on cancellation) */
     int linked;
     int orphan; /* unlinked while its cancellation callback was already running: that callback recycles it */
     int trace;  /* report a TFRDV_TRACE_LOCAL event when it completes */
 } tfrdv__ritem;
 
 enum { TFRDV__CHAN_SEND = 0, TFRDV__CHAN_RECV = 1 };
-/* The key's bytes follow it in the same allocation. Compact (48-byte header, 88 with the first
-   send slot) since a pending key costs this plus its bytes: no item count (emptiness is head ==
-   NULL; the rare pending snapshot walks the queue), 32-bit lengths (tfrdv__chan_new refuses longer
-   keys), byte flags. With key buffers rounded to 32 bytes a 120-byte key takes a 224-byte heap
-   block instead of 256. */
+/* A send channel's shared key prefix ("src;incarnation;dst;"): the keys of one device pair
+   differ only after it, so a pending key stores a pointer instead of ~90 bytes. Each shard
+   caches up to TFRDV__PFX_WAYS of them (refcounted by channels under the shard lock; an unused
+   one stays until its way is needed or the table ends). Its bytes follow it. */
+typedef struct tfrdv__pfx {
+    size_t len;
+    size_t refs; /* channels using it */
+} tfrdv__pfx;
+#define TFRDV__PFX_BYTES(p) ((char*)(void*)((p) + 1))
+#define TFRDV__PFX_WAYS 16
+#define TFRDV__PFX_MIN 16   /* shorter prefixes are not worth a pointer */
+#define TFRDV__PFX_MAX 512  /* longer ones stay inline (a cache way holds at most this) */
+#define TFRDV__PFX_FROM 8   /* a shard with fewer keys keeps them whole: one compare, no lookup */
+/* The key's bytes (after the shared prefix, if any) follow it in the same allocation. Compact
+   (40-byte header, 80 with the first send slot) since a pending key costs this plus its bytes:
+   items form a ring through their `next` (tail->next is the oldest; no head pointer, no count),
+   32-bit lengths (tfrdv__chan_new refuses longer keys), byte flags. Receive channels always
+   hold the whole key inline (abort and cancellation hand it to callbacks and must not allocate). */
 typedef struct tfrdv__chan {
     struct tfrdv__chan* next; /* drain list, or free list */
-    uint64_t hash;
-    void* head; /* tfrdv__sitem* or tfrdv__ritem* by kind; NULL: empty */
-    void* tail;
-    uint32_t key_len, key_cap;
-    unsigned short kind;
+    void* tail;      /* tfrdv__sitem* or tfrdv__ritem* by kind; NULL: empty */
+    tfrdv__pfx* pfx; /* a send channel's shared prefix, or NULL (the whole key is inline) */
+    uint32_t key_len, key_cap; /* inline bytes */
+    unsigned char kind;
     unsigned char detached;   /* taken out of the table by abort */
     unsigned char first_busy; /* `first` holds a queued send */
-    int pad_; /* explicit: left implicit (byte kind, no pad) gcc's code measured 0.9 ns slower per pair */
+    unsigned char pad_[5];
     tfrdv__sitem first; /* a send slot in the channel's own allocation: a new key costs one allocation */
 } tfrdv__chan;
 #define TFRDV__CHAN_KEY(c) ((char*)(void*)((c) + 1))
 #define TFRDV__CHAN_KEY_MAX 0x7fffffffu /* longest key a channel holds */
 #define TFRDV__CHAN_KEEP_MAX 256 /* longer key buffers are not recycled */
+#define TFRDV__CHAN_FREE_DEF 8 /* channels of each kind kept per shard by default: few, so memory comes back */
 
 /* The table: open addressing with linear probing over (hash, channel) slots, so probing and
-   rehashing read one contiguous array and touch a channel only on a full hash match. */
+   rehashing read one contiguous array and touch a channel only on a full hash match. Any size
+   (the home slot is the low 32 hash bits scaled onto it, a multiply): it grows by half, which
+   keeps it 50-75% full and costs fewer bytes per key than doubling. */
 typedef struct tfrdv__slot {
     uint64_t hash;
     tfrdv__chan* chan; /* NULL: empty */
@@ -2387,8 +2411,10 @@ typedef struct tfrdv__shard {
     size_t nslots, nchans, min_slots;
     tfrdv__sitem* free_s;
     tfrdv__ritem* free_r;
-    tfrdv__chan* free_c;
-    size_t nfree_s, nfree_r, nfree_c;
+    tfrdv__chan* free_c[2]; /* channels that held a whole key, and a key after a shared prefix */
+    size_t nfree_s, nfree_r, nfree_c[2];
+    tfrdv__pfx* pfx_hot; /* the prefix used last (one of pfx[]) */
+    tfrdv__pfx* pfx[TFRDV__PFX_WAYS];
     char pad[64];
 } tfrdv__shard;
 
@@ -2405,6 +2431,7 @@ struct tfrdv_rendezvous {
     int nshards;
     tfrdv__shard* shards;
     size_t free_max;    /* recycled items kept per shard and kind */
+    size_t chan_free_max; /* recycled channels kept per shard and kind */
     size_t max_key_len;
     /* step manager part (mgr != NULL) */
     tfrdv_mgr* mgr;
@@ -2447,29 +2474,49 @@ TFRDV__PRIVATE tfrdv__shard* tfrdv__shard_of(tfrdv_rendezvous* r, uint64_t h) {
     /* the top 32 bits scaled onto 0..nshards-1: a multiply, not a division */
     return &r->shards[(size_t)(((h >> 32) * (uint64_t)(uint32_t)r->nshards) >> 32)];
 }
+TFRDV__PRIVATE size_t tfrdv__home(uint64_t h, size_t n) {
+    return (size_t)(((h & 0xffffffffu) * (uint64_t)n) >> 32);
+}
+TFRDV__PRIVATE size_t tfrdv__next_slot(size_t i, size_t n) { return i + 1 == n ? 0 : i + 1; }
+/* channel c holds exactly key[0..len) */
+TFRDV__HOT int tfrdv__chan_is(const tfrdv__chan* c, const char* key, size_t len) {
+    const tfrdv__pfx* p = c->pfx;
+    if (!p) return c->key_len == len && memcmp(TFRDV__CHAN_KEY(c), key, len) == 0;
+    return p->len + c->key_len == len && memcmp(TFRDV__CHAN_KEY(c), key + p->len, c->key_len) == 0 &&
+           memcmp(TFRDV__PFX_BYTES(p), key, p->len) == 0;
+}
 /* the slot holding key (*found = 1), or the empty slot where it goes (*found = 0) */
 TFRDV__HOT size_t tfrdv__slot_find(const tfrdv__shard* s, uint64_t h, const char* key, size_t len, int* found) {
-    size_t mask = s->nslots - 1, i = (size_t)h & mask;
+    size_t n = s->nslots, i = tfrdv__home(h, n);
     for (;;) {
         const tfrdv__slot* x = &s->slots[i];
         if (!x->chan) break;
-        if (x->hash == h && x->chan->key_len == len && memcmp(TFRDV__CHAN_KEY(x->chan), key, len) == 0) {
+        if (x->hash == h && tfrdv__chan_is(x->chan, key, len)) {
             *found = 1;
             return i;
         }
-        i = (i + 1) & mask;
+        i = tfrdv__next_slot(i, n);
     }
     *found = 0;
     return i;
 }
+/* the slot holding channel c, whose key hashes to h */
+TFRDV__PRIVATE size_t tfrdv__slot_of(const tfrdv__shard* s, uint64_t h, const tfrdv__chan* c) {
+    size_t i = tfrdv__home(h, s->nslots);
+    while (s->slots[i].chan != c) {
+        TFRDV_ASSERT(s->slots[i].chan);
+        i = tfrdv__next_slot(i, s->nslots);
+    }
+    return i;
+}
 /* empty slot i, shifting later entries of its probe run back (no tombstones) */
 TFRDV__PRIVATE void tfrdv__slot_erase(tfrdv__shard* s, size_t i) {
-    size_t mask = s->nslots - 1, j = i;
+    size_t n = s->nslots, j = i;
     for (;;) {
         size_t home;
-        j = (j + 1) & mask;
+        j = tfrdv__next_slot(j, n);
         if (!s->slots[j].chan) break;
-        home = (size_t)s->slots[j].hash & mask;
+        home = tfrdv__home(s->slots[j].hash, n);
         /* the entry at j may move to i unless its home lies cyclically in (i, j] */
         if (j > i ? (home <= i || home > j) : (home <= i && home > j)) {
             s->slots[i] = s->slots[j];
@@ -2478,7 +2525,7 @@ TFRDV__PRIVATE void tfrdv__slot_erase(tfrdv__shard* s, size_t i) {
     }
     s->slots[i].chan = 0;
 }
-/* rehash the shard into n slots (a power of two); out of memory keeps the old table */
+/* rehash the shard into n slots; out of memory keeps the old table */
 TFRDV__PRIVATE void tfrdv__rehash(tfrdv_rendezvous* r, tfrdv__shard* s, size_t n) {
     size_t i;
     tfrdv__slot* ns = (tfrdv__slot*)tfrdv__zalloc(&r->hooks.allocator, n * sizeof *ns);
@@ -2486,25 +2533,26 @@ TFRDV__PRIVATE void tfrdv__rehash(tfrdv_rendezvous* r, tfrdv__shard* s, size_t n
     for (i = 0; i < s->nslots; i++) {
         size_t j;
         if (!s->slots[i].chan) continue;
-        for (j = (size_t)s->slots[i].hash & (n - 1); ns[j].chan; j = (j + 1) & (n - 1)) {}
+        for (j = tfrdv__home(s->slots[i].hash, n); ns[j].chan; j = tfrdv__next_slot(j, n)) {}
         ns[j] = s->slots[i];
     }
     tfrdv__free(&r->hooks.allocator, s->slots, s->nslots * sizeof *ns);
     s->slots = ns;
     s->nslots = n;
 }
-/* Grow at 3/4 full (probing ends at an empty slot, so one always stays empty: when growing
-   failed, a new key that would fill the last one is refused). Shrink a large table (over TFRDV__SHRINK_FROM slots) to a quarter
-   below one channel per 16 slots: memory comes back after a burst, and a small working set that
-   empties and refills (the steady state) never reallocates its table. */
-#define TFRDV__SHRINK_FROM 1024
+/* Grow by half at 3/4 full (probing ends at an empty slot, so one always stays empty: when
+   growing failed, a new key that would fill the last one is refused). Shrink a large table (over
+   TFRDV__SHRINK_FROM slots) to a quarter below one channel per 16 slots: memory comes back after
+   a burst, and a small working set that empties and refills (the steady state) never
+   reallocates its table. */
+#define TFRDV__SHRINK_FROM 64
 TFRDV__PRIVATE int tfrdv__should_shrink(const tfrdv__shard* s) {
     return s->nslots > TFRDV__SHRINK_FROM && s->nslots > s->min_slots && s->nchans * 16 < s->nslots;
 }
 TFRDV__PRIVATE int tfrdv__too_full(const tfrdv__shard* s) { return s->nchans * 4 >= s->nslots * 3; }
 TFRDV__PRIVATE void tfrdv__resize(tfrdv_rendezvous* r, tfrdv__shard* s) {
     if (tfrdv__too_full(s)) {
-        tfrdv__rehash(r, s, s->nslots * 2);
+        tfrdv__rehash(r, s, s->nslots + s->nslots / 2);
     } else if (tfrdv__should_shrink(s)) {
         size_t n = s->nslots / 4;
         tfrdv__rehash(r, s, n < s->min_slots ? s->min_slots : n);
@@ -2513,26 +2561,77 @@ TFRDV__PRIVATE void tfrdv__resize(tfrdv_rendezvous* r, tfrdv__shard* s) {
 /* no room for one more channel (the table could not grow): refuse the new key */
 TFRDV__PRIVATE int tfrdv__no_room(const tfrdv__shard* s) { return s->nchans + 2 > s->nslots; }
 TFRDV__PRIVATE size_t tfrdv__chan_bytes(size_t key_cap) { return sizeof(tfrdv__chan) + key_cap; }
+TFRDV__PRIVATE size_t tfrdv__pfx_bytes(size_t len) { return sizeof(tfrdv__pfx) + len; }
+/* The shard's shared copy of the prefix p[0..n), with a reference taken; NULL when it is not
+   cached and neither of its two ways is free (or out of memory): the channel then holds the
+   whole key. The last one used is checked first, without hashing. */
+TFRDV__PRIVATE tfrdv__pfx* tfrdv__pfx_get(tfrdv_rendezvous* r, tfrdv__shard* s, const char* p, size_t n) {
+    tfrdv__pfx* x = s->pfx_hot;
+    uint64_t h;
+    size_t w[2], k;
+    if (x && x->len == n && memcmp(TFRDV__PFX_BYTES(x), p, n) == 0) {
+        x->refs++;
+        return x;
+    }
+    h = tfrdv_hash_bytes(p, n);
+    w[0] = (size_t)(h % TFRDV__PFX_WAYS);
+    w[1] = (size_t)((h >> 32) % TFRDV__PFX_WAYS);
+    for (k = 0; k < 2; k++) {
+        x = s->pfx[w[k]];
+        if (x && x->len == n && memcmp(TFRDV__PFX_BYTES(x), p, n) == 0) {
+            x->refs++;
+            s->pfx_hot = x;
+            return x;
+        }
+    }
+    for (k = 0; k < 2; k++) {
+        tfrdv__pfx* old = s->pfx[w[k]];
+        if (old && old->refs) continue;
+        x = (tfrdv__pfx*)tfrdv__alloc(&r->hooks.allocator, tfrdv__pfx_bytes(n));
+        if (!x) return 0;
+        if (old) tfrdv__free(&r->hooks.allocator, old, tfrdv__pfx_bytes(old->len));
+        x->len = n;
+        x->refs = 1;
+        memcpy(TFRDV__PFX_BYTES(x), p, n);
+        s->pfx[w[k]] = s->pfx_hot = x;
+        return x;
+    }
+    return 0;
+}
+/* how much of a send key is its device-pair prefix (up to the edge name); 0: none worth sharing */
+TFRDV__PRIVATE size_t tfrdv__pfx_len(const tfrdv_parsed_key* key) {
+    uintptr_t b = (uintptr_t)key->full.ptr, e = (uintptr_t)key->edge_name.ptr;
+    size_t n = (size_t)(e - b);
+    return e > b && n < key->full.len && n >= TFRDV__PFX_MIN && n <= TFRDV__PFX_MAX ? n : 0;
+}
 /* a channel for key, in the empty slot i (from tfrdv__slot_find); NULL when out of memory */
 TFRDV__HOT tfrdv__chan* tfrdv__chan_new(tfrdv_rendezvous* r, tfrdv__shard* s, size_t i,
                                             const tfrdv_parsed_key* key, int kind) {
-    tfrdv__chan* c = s->free_c;
-    size_t len = key->full.len;
+    tfrdv__chan* c;
+    tfrdv__pfx* p = 0;
+    size_t len = key->full.len, plen = kind == TFRDV__CHAN_SEND && s->nchans >= TFRDV__PFX_FROM ? tfrdv__pfx_len(key) : 0;
     if (tfrdv__no_room(s) || len > TFRDV__CHAN_KEY_MAX) return 0;
+    if (plen && (p = tfrdv__pfx_get(r, s, key->full.ptr, plen)) != 0) len -= plen;
+    c = s->free_c[p != 0];
     if (c && c->key_cap >= len) {
-        s->free_c = c->next;
-        s->nfree_c--;
+        s->free_c[p != 0] = c->next;
+        s->nfree_c[p != 0]--;
     } else {
-        size_t cap = (len + 31) & ~(size_t)31;
+        /* the allocation rounded to where a 16-byte-granular malloc (8-byte header) puts its next
+           size class, so the slack is key capacity */
+        size_t cap = ((sizeof(tfrdv__chan) + len + 23) & ~(size_t)15) - 8 - sizeof(tfrdv__chan);
         c = (tfrdv__chan*)tfrdv__alloc(&r->hooks.allocator, tfrdv__chan_bytes(cap));
-        if (!c) return 0;
+        if (!c) {
+            if (p) p->refs--;
+            return 0;
+        }
         c->key_cap = (uint32_t)cap;
     }
-    memcpy(TFRDV__CHAN_KEY(c), key->full.ptr, len);
+    memcpy(TFRDV__CHAN_KEY(c), key->full.ptr + (p ? plen : 0), len);
     c->key_len = (uint32_t)len;
-    c->hash = key->hash;
-    c->head = c->tail = 0;
-    c->kind = (unsigned short)kind;
+    c->pfx = p;
+    c->tail = 0;
+    c->kind = (unsigned char)kind;
     c->detached = 0;
     c->first_busy = 0;
     c->next = 0;
@@ -2541,12 +2640,18 @@ TFRDV__HOT tfrdv__chan* tfrdv__chan_new(tfrdv_rendezvous* r, tfrdv__shard* s, si
     s->nchans++;
     return c;
 }
-/* free lists: keep up to free_max of each kind per shard (channels with short keys only) */
+/* free lists: keep up to free_max items of each kind and chan_free_max channels of each kind
+   (short keys only) per shard */
 TFRDV__PRIVATE void tfrdv__chan_recycle(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__chan* c) {
-    if (s->nfree_c < r->free_max && c->key_cap <= TFRDV__CHAN_KEEP_MAX) {
-        c->next = s->free_c;
-        s->free_c = c;
-        s->nfree_c++;
+    int part = c->pfx != 0;
+    if (part) {
+        c->pfx->refs--;
+        c->pfx = 0;
+    }
+    if (s->nfree_c[part] < r->chan_free_max && c->key_cap <= TFRDV__CHAN_KEEP_MAX) {
+        c->next = s->free_c[part];
+        s->free_c[part] = c;
+        s->nfree_c[part]++;
     } else {
         tfrdv__free(&r->hooks.allocator, c, tfrdv__chan_bytes(c->key_cap));
     }
@@ -2591,17 +2696,21 @@ TFRDV__HOT void tfrdv__chan_drop(tfrdv_rendezvous* r, tfrdv__shard* s, size_t i)
     tfrdv__chan_recycle(r, s, c);
     if (tfrdv__should_shrink(s)) tfrdv__resize(r, s);
 }
+/* the ring: both item kinds start with their `next` pointer */
 TFRDV__PRIVATE void tfrdv__chan_push(tfrdv__chan* c, void* item) {
-    /* both item kinds start with their `next` pointer */
-    *(void**)item = 0;
-    if (c->tail) *(void**)c->tail = item;
-    else c->head = item;
+    if (c->tail) {
+        *(void**)item = *(void**)c->tail;
+        *(void**)c->tail = item;
+    } else {
+        *(void**)item = item;
+    }
     c->tail = item;
 }
 TFRDV__PRIVATE void* tfrdv__chan_pop(tfrdv__chan* c) {
-    void* it = c->head;
-    c->head = *(void**)it;
-    if (!c->head) c->tail = 0;
+    void* t = c->tail;
+    void* it = *(void**)t;
+    if (it == t) c->tail = 0;
+    else *(void**)t = *(void**)it;
     return it;
 }
 
@@ -2677,7 +2786,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
     }
     /* a receiver is waiting: the later arrival (us) runs its callback */
     ri = (tfrdv__ritem*)tfrdv__chan_pop(c);
-    if (!c->head) tfrdv__chan_drop(r, s, i);
+    if (!c->tail) tfrdv__chan_drop(r, s, i);
     done = ri->done;
     user = ri->user;
     ra = ri->args;
@@ -2726,20 +2835,17 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
     kcopy = c->key_len <= sizeof kbuf ? kbuf : (char*)tfrdv__alloc(&r->hooks.allocator, c->key_len);
     if (kcopy) memcpy(kcopy, TFRDV__CHAN_KEY(c), c->key_len);
     klen = kcopy ? c->key_len : 0;
-    if ((tfrdv__ritem*)c->head == ri) {
-        tfrdv__chan_pop(c);
-    } else {
-        tfrdv__ritem* prev = (tfrdv__ritem*)c->head;
+    { /* unlink from the ring */
+        tfrdv__ritem* prev = (tfrdv__ritem*)c->tail;
         while (prev->next != ri) prev = prev->next;
-        prev->next = ri->next;
-        if ((tfrdv__ritem*)c->tail == ri) c->tail = prev;
+        if (prev == ri) {
+            c->tail = 0;
+        } else {
+            prev->next = ri->next;
+            if ((tfrdv__ritem*)c->tail == ri) c->tail = prev;
+        }
     }
-    if (!c->head && !c->detached) {
-        int found;
-        size_t i = tfrdv__slot_find(s, c->hash, TFRDV__CHAN_KEY(c), c->key_len, &found);
-        TFRDV_ASSERT(found && s->slots[i].chan == c);
-        tfrdv__chan_drop(r, s, i);
-    }
+    if (!c->tail && !c->detached) tfrdv__chan_drop(r, s, tfrdv__slot_of(s, ri->hash, c));
     ri->linked = 0;
     done = ri->done;
     user = ri->user;
@@ -2768,7 +2874,7 @@ TFRDV__HOT tfrdv_value* tfrdv__take_send(tfrdv_rendezvous* r, tfrdv__shard* s, s
     *t0 = si->t0;
     if (si->embedded) c->first_busy = 0;
     else tfrdv__sitem_recycle(r, s, si);
-    if (!c->head) tfrdv__chan_drop(r, s, i);
+    if (!c->tail) tfrdv__chan_drop(r, s, i);
     return v;
 }
 /* trace: report a TFRDV_TRACE_LOCAL event when the receive completes (not for serving) */
@@ -2824,10 +2930,11 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
     ri->orphan = 0;
     ri->trace = trace;
     ri->t0 = t0;
+    ri->hash = key->hash;
     memset(&ri->cnode, 0, sizeof ri->cnode);
     if (ra.cancel && !tfrdv_cancel_register(ra.cancel, &ri->cnode, tfrdv__ritem_cancelled, ri)) {
         tfrdv_status cst;
-        if (!c->head) tfrdv__chan_drop(r, s, i);
+        if (!c->tail) tfrdv__chan_drop(r, s, i);
         ri->linked = 0;
         tfrdv__ritem_recycle(r, s, ri);
         tfrdv__hold(r);
@@ -2864,7 +2971,7 @@ TFRDV__PRIVATE void tfrdv__drain_tables(tfrdv_rendezvous* r) {
         s->nchans = 0;
         for (c = list; c; c = c->next) {
             for (;;) {
-                if (!c->head) break;
+                if (!c->tail) break;
                 if (c->kind == TFRDV__CHAN_SEND) {
                     tfrdv__sitem* si = (tfrdv__sitem*)tfrdv__chan_pop(c);
                     tfrdv_value* v = si->value;
@@ -2927,6 +3034,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__rdv_new(const tfrdv_hooks* hooks, int nshards, 
     r->nshards = nshards;
     r->shards = (tfrdv__shard*)(void*)(r + 1);
     r->free_max = free_max < 0 ? 0 : (size_t)TFRDV__DEF(free_max, 256);
+    r->chan_free_max = free_max < 0 ? 0 : (size_t)TFRDV__DEF(free_max, TFRDV__CHAN_FREE_DEF);
     r->max_key_len = TFRDV__DEF(max_key_len, 4096);
     if (!tfrdv__mutex_init(&r->mu, hooks->sync)) goto fail0;
     if (!tfrdv__event_init(&r->drain_ev, hooks->sync)) goto fail1;
@@ -2968,6 +3076,7 @@ TFRDV__PRIVATE void tfrdv__free_rdv(tfrdv_rendezvous* r) {
     tfrdv_allocator a = r->hooks.allocator;
     tfrdv_mgr* mgr = r->mgr;
     int i;
+    size_t w;
     for (i = 0; i < r->nshards; i++) {
         tfrdv__shard* s = &r->shards[i];
         while (s->free_s) {
@@ -2980,11 +3089,14 @@ TFRDV__PRIVATE void tfrdv__free_rdv(tfrdv_rendezvous* r) {
             s->free_r = x->next;
             tfrdv__free(&a, x, sizeof *x);
         }
-        while (s->free_c) {
-            tfrdv__chan* x = s->free_c;
-            s->free_c = x->next;
-            tfrdv__free(&a, x, tfrdv__chan_bytes(x->key_cap));
-        }
+        for (w = 0; w < 2; w++)
+            while (s->free_c[w]) {
+                tfrdv__chan* x = s->free_c[w];
+                s->free_c[w] = x->next;
+                tfrdv__free(&a, x, tfrdv__chan_bytes(x->key_cap));
+            }
+        for (w = 0; w < TFRDV__PFX_WAYS; w++)
+            if (s->pfx[w]) tfrdv__free(&a, s->pfx[w], tfrdv__pfx_bytes(s->pfx[w]->len));
         tfrdv__free(&a, s->slots, s->nslots * sizeof *s->slots);
         tfrdv__mutex_destroy(&s->mu);
     }
@@ -3391,9 +3503,11 @@ typedef struct tfrdv__snap {
     int oom;
 } tfrdv__snap;
 /* called under a lock: may allocate (allocator hooks must not call into tfrdv) */
-TFRDV__PRIVATE void tfrdv__snap_add(tfrdv__snap* s, int64_t step, int kind, const char* key,
-                                    size_t len, size_t count) {
+/* the key is pre[0..plen) followed by key[0..len) */
+TFRDV__PRIVATE void tfrdv__snap_add(tfrdv__snap* s, int64_t step, int kind, const char* pre, size_t plen,
+                                    const char* key, size_t len, size_t count) {
     if (s->oom) return;
+    len += plen;
     if (s->n == s->cap) {
         size_t nc = s->cap ? s->cap * 2 : 16;
         tfrdv__snap_ent* e = (tfrdv__snap_ent*)tfrdv__alloc(&s->a, nc * sizeof *e);
@@ -3412,7 +3526,8 @@ TFRDV__PRIVATE void tfrdv__snap_add(tfrdv__snap* s, int64_t step, int kind, cons
         s->bytes = b;
         s->bcap = nc;
     }
-    memcpy(s->bytes + s->blen, key, len);
+    memcpy(s->bytes + s->blen, pre, plen);
+    memcpy(s->bytes + s->blen + plen, key, len - plen);
     s->ents[s->n].step = step;
     s->ents[s->n].off = s->blen;
     s->ents[s->n].len = len;
@@ -3442,8 +3557,13 @@ TFRDV__PRIVATE void tfrdv__rdv_snap(tfrdv_rendezvous* r, tfrdv__snap* snap) {
             size_t count = 0;
             void* it;
             if (!c) continue;
-            for (it = c->head; it; it = *(void**)it) count++; /* both item kinds start with `next` */
-            tfrdv__snap_add(snap, r->step_id, c->kind == TFRDV__CHAN_SEND ? TFRDV_PENDING_SEND : TFRDV_PENDING_RECV, TFRDV__CHAN_KEY(c), c->key_len, count);
+            if ((it = c->tail) != 0) do { /* the ring: both item kinds start with `next` */
+                    count++;
+                    it = *(void**)it;
+                } while (it != c->tail);
+            tfrdv__snap_add(snap, r->step_id, c->kind == TFRDV__CHAN_SEND ? TFRDV_PENDING_SEND : TFRDV_PENDING_RECV,
+                            c->pfx ? TFRDV__PFX_BYTES(c->pfx) : "", c->pfx ? c->pfx->len : 0,
+                            TFRDV__CHAN_KEY(c), c->key_len, count);
         }
         tfrdv__unlock(&s->mu);
     }
@@ -5136,8 +5256,8 @@ TFRDV__PRIVATE void tfrdv__remote_snap(tfrdv_rendezvous* r, tfrdv__snap* s) {
     tfrdv__serve* op;
     tfrdv_call* c;
     tfrdv__lock(&r->mu);
-    for (op = r->deferred; op; op = op->next) tfrdv__snap_add(s, r->step_id, TFRDV_PENDING_DEFERRED, op->key, op->parsed.full.len, 1);
-    for (c = r->calls; c; c = c->next) tfrdv__snap_add(s, r->step_id, TFRDV_PENDING_REMOTE_CALL, c->key.ptr, c->key.len, 1);
+    for (op = r->deferred; op; op = op->next) tfrdv__snap_add(s, r->step_id, TFRDV_PENDING_DEFERRED, "", 0, op->key, op->parsed.full.len, 1);
+    for (c = r->calls; c; c = c->next) tfrdv__snap_add(s, r->step_id, TFRDV_PENDING_REMOTE_CALL, "", 0, c->key.ptr, c->key.len, 1);
     tfrdv__unlock(&r->mu);
 }
 TFRDV_API size_t tfrdv_mgr_pending(tfrdv_mgr* mgr, tfrdv_pending_fn fn, void* user) {
@@ -5544,6 +5664,12 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
 #undef TFRDV__CHAN_KEY
 #undef TFRDV__CHAN_KEEP_MAX
 #undef TFRDV__CHAN_KEY_MAX
+#undef TFRDV__CHAN_FREE_DEF
+#undef TFRDV__PFX_BYTES
+#undef TFRDV__PFX_WAYS
+#undef TFRDV__PFX_MIN
+#undef TFRDV__PFX_MAX
+#undef TFRDV__PFX_FROM
 #undef TFRDV__HAS_FRAMES
 #undef TFRDV__HAS_POSIX
 #undef TFRDV__FUTEX

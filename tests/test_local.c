@@ -1881,42 +1881,171 @@ static void test_allocator_sized_free_everything_freed(void) {
 static tkey ss_keys[SS_KEYS];
 static tval ss_vals[SS_KEYS];
 static rcv ss_rcvs[SS_KEYS];
-static int ss_round(tfrdv_rendezvous* r) {
+static int ss_round(tfrdv_rendezvous* r, int n) {
     int i, bad = 0;
-    for (i = 0; i < SS_KEYS / 2; i++) { /* half the keys: receiver first */
+    for (i = 0; i < n / 2; i++) { /* half the keys: receiver first */
         ss_rcvs[i].calls = 0;
         if (tfrdv_recv_async(r, &ss_keys[i].pk, NULL, rcv_done, &ss_rcvs[i]) != TFRDV_OK) bad++;
     }
-    for (i = 0; i < SS_KEYS; i++)
+    for (i = 0; i < n; i++)
         if (tfrdv_send(r, &ss_keys[i].pk, NULL, &ss_vals[i].v, 0, NULL) != TFRDV_OK) bad++;
-    for (i = SS_KEYS / 2; i < SS_KEYS; i++) {
+    for (i = n / 2; i < n; i++) {
         ss_rcvs[i].calls = 0;
         if (tfrdv_recv_async(r, &ss_keys[i].pk, NULL, rcv_done, &ss_rcvs[i]) != TFRDV_OK) bad++;
     }
-    for (i = 0; i < SS_KEYS; i++)
+    for (i = 0; i < n; i++)
         if (ss_rcvs[i].calls != 1 || ss_rcvs[i].id != i) bad++;
     return bad;
 }
-static void test_allocator_steady_state_allocates_nothing(void) {
+/* n keys in flight at once, round after round: no allocation or free after the first round.
+   free_max 0 is the default (8 channels of each kind per shard kept); a wider working set sets
+   free_max (and min_buckets, so its tables never shrink between rounds). */
+static void steady_state(int n, int free_max, int min_buckets) {
     fx_alloc ca;
-    tfrdv_rendezvous* r = mk_rdv(&ca);
+    tfrdv_config cfg = tfrdv_config_init();
+    tfrdv_rendezvous* r = 0;
     long allocs, frees;
     int i, bad = 0;
-    for (i = 0; i < SS_KEYS; i++) {
+    cfg.hooks = ca_hooks(&ca);
+    cfg.free_max = free_max;
+    cfg.min_buckets = min_buckets;
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, 0), TFRDV_OK);
+    for (i = 0; i < n; i++) {
         tkey_num(&ss_keys[i], i);
         tval_init(&ss_vals[i], i);
         ss_vals[i].v.release = NULL; /* reused every round */
         rcv_init(&ss_rcvs[i]);
     }
-    bad += ss_round(r); /* warm-up */
+    bad += ss_round(r, n); /* warm-up */
     allocs = ca.allocs;
     frees = ca.frees;
-    for (i = 0; i < 10000; i++) bad += ss_round(r);
+    for (i = 0; i < 10000; i++) bad += ss_round(r, n);
     TT_CHECK_EQ_INT(bad, 0);
     TT_CHECK_EQ_INT(ca.allocs - allocs, 0);
     TT_CHECK_EQ_INT(ca.frees - frees, 0);
     tfrdv_destroy(r);
     FX_CHECK_EMPTY(&ca);
+}
+static void test_allocator_steady_state_allocates_nothing(void) {
+    steady_state(16, 0, 0);
+    steady_state(SS_KEYS, 64, 64);
+}
+
+/* ---- shared key prefixes ---------------------------------------------------------------------
+   Once a shard holds a few keys, a new send channel keeps a pointer to a shared copy of the key's
+   "src;incarnation;dst;" part instead of the bytes. Matching must still be on the whole key. */
+#define PX_PAIRS 3
+#define PX_EDGES 40
+#define PX_N (PX_PAIRS * PX_EDGES)
+static tkey px_keys[PX_N];
+static tval px_vals[PX_N];
+static int px_seen[PX_N];
+static void px_make(int pairs) { /* pairs differ in incarnation or destination only; edges repeat */
+    int p, e;
+    for (p = 0; p < pairs; p++)
+        for (e = 0; e < PX_EDGES; e++) {
+            char edge[32];
+            snprintf(edge, sizeof edge, "edge_%d", e);
+            tkey_make(&px_keys[p * PX_EDGES + e], SRC, p == 1 ? 2 : 1, p == 2 ? SRC : DST, edge);
+            tval_init(&px_vals[p * PX_EDGES + e], p * PX_EDGES + e);
+            /* the same edge collides in every pair: only the bytes tell the keys apart */
+            px_keys[p * PX_EDGES + e].pk.hash = px_keys[e].pk.hash;
+        }
+}
+static void px_pend_cb(void* user, int64_t step, tfrdv_pending_kind kind, const char* key, size_t len, size_t count) {
+    int i;
+    (void)step;
+    for (i = 0; i < PX_N; i++)
+        if (strlen(px_keys[i].buf) == len && memcmp(px_keys[i].buf, key, len) == 0 && kind == TFRDV_PENDING_SEND &&
+            count == 1)
+            px_seen[i]++;
+    (*(int*)user)++;
+}
+static void test_table_shared_prefix_keys_match_only_whole_keys(void) {
+    fx_alloc ca;
+    tfrdv_rendezvous* r = mk_rdv_cfg(&ca, 1, 0); /* one shard: every key shares its table */
+    tkey other;
+    tfrdv_value* got = 0;
+    tfrdv_status st;
+    int i, reports = 0, dead = 0;
+    px_make(PX_PAIRS);
+    for (i = 0; i < PX_N; i++) TT_CHECK_EQ_INT(tfrdv_send(r, &px_keys[i].pk, NULL, &px_vals[i].v, 0, NULL), TFRDV_OK);
+    /* the snapshot rebuilds every key byte for byte */
+    memset(px_seen, 0, sizeof px_seen);
+    TT_CHECK_EQ_INT((long)tfrdv_pending(r, px_pend_cb, &reports), PX_N);
+    TT_CHECK_EQ_INT(reports, PX_N);
+    for (i = 0; i < PX_N; i++) TT_CHECK_EQ_INT(px_seen[i], 1);
+    /* same edge, a device pair never sent: no value */
+    tkey_make(&other, DST, 1, SRC, "edge_7");
+    other.pk.hash = px_keys[7].pk.hash;
+    TT_CHECK_EQ_INT(tfrdv_recv(r, &other.pk, NULL, 1000000, &got, &dead, &st), TFRDV_DEADLINE_EXCEEDED);
+    TT_CHECK(got == NULL);
+    for (i = PX_N - 1; i >= 0; i--) { /* each key gets its own value */
+        got = 0;
+        /* a value taken by a wrong key would leave this one waiting: a bound, not a hang */
+        TT_CHECK_EQ_INT(tfrdv_recv(r, &px_keys[i].pk, NULL, 1000000000, &got, &dead, &st), TFRDV_OK);
+        TT_CHECK(got == &px_vals[i].v);
+        tfrdv_value_release(got);
+    }
+    TT_CHECK_EQ_INT((long)tfrdv_pending(r, NULL, NULL), 0);
+    tfrdv_destroy(r);
+    FX_CHECK_EMPTY(&ca);
+}
+/* More device pairs than a shard caches (16), a pair's last key leaving and coming back, and
+   every prefix allocation failing: keys then stay whole, nothing is lost or leaked. */
+static size_t px_fail_size;
+static long px_failed;
+static void* px_alloc(void* u, size_t n) {
+    if (n != px_fail_size) return fx_alloc_fn(u, n);
+    px_failed++;
+    return 0;
+}
+static void test_table_shared_prefix_cache_full_or_out_of_memory_keeps_whole_keys(void) {
+    enum { PAIRS = 40, EDGES = 12 };
+    static tkey keys[PAIRS * EDGES];
+    static tval vals[PAIRS * EDGES];
+    int pass;
+    for (pass = 0; pass < 2; pass++) {
+        fx_alloc ca;
+        tfrdv_config cfg = tfrdv_config_init();
+        tfrdv_rendezvous* r = 0;
+        int p, e, round;
+        cfg.hooks = ca_hooks(&ca);
+        cfg.num_shards = 1;
+        for (p = 0; p < PAIRS; p++)
+            for (e = 0; e < EDGES; e++) {
+                char dst[64], edge[32];
+                snprintf(dst, sizeof dst, "/job:w/replica:0/task:%d/device:CPU:0", p);
+                snprintf(edge, sizeof edge, "edge_%d", e);
+                tkey_make(&keys[p * EDGES + e], SRC, 1, dst, edge);
+                tval_init(&vals[p * EDGES + e], p * EDGES + e);
+            }
+        /* pass 1: the allocation of a prefix copy (header + "src;inc;dst;") fails */
+        px_fail_size = 0;
+        px_failed = 0;
+        if (pass == 1) {
+            tfrdv_str edge = keys[0].pk.edge_name;
+            px_fail_size = (size_t)(edge.ptr - keys[0].buf) + 2 * sizeof(size_t);
+            cfg.hooks.allocator.alloc_fn = px_alloc;
+        }
+        TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, 0), TFRDV_OK);
+        for (round = 0; round < 2; round++) { /* the second round reuses cached and evicted prefixes */
+            int n = PAIRS * EDGES, i;
+            for (i = 0; i < n; i++) TT_CHECK_EQ_INT(tfrdv_send(r, &keys[i].pk, NULL, &vals[i].v, 0, NULL), TFRDV_OK);
+            TT_CHECK_EQ_INT((long)tfrdv_pending(r, NULL, NULL), n);
+            for (i = 0; i < n; i++) {
+                int k = (i * 7) % n; /* 7 and 480 are coprime: every key once, pairs interleaved */
+                tfrdv_value* got = 0;
+                TT_CHECK_EQ_INT(tfrdv_recv(r, &keys[k].pk, NULL, 1000000000, &got, 0, 0), TFRDV_OK);
+                TT_CHECK(got == &vals[k].v);
+                tfrdv_value_release(got);
+            }
+            TT_CHECK_EQ_INT((long)tfrdv_pending(r, NULL, NULL), 0);
+        }
+        if (pass == 1) TT_CHECK(px_failed > 0); /* the fault was hit */
+        tfrdv_destroy(r);
+        FX_CHECK_EMPTY(&ca);
+    }
 }
 
 static void test_allocator_with_only_alloc_or_free_is_invalid(void) {
@@ -2484,6 +2613,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_pending_reports_kinds_and_counts);
     TT_RUN(test_allocator_sized_free_everything_freed);
     TT_RUN(test_allocator_steady_state_allocates_nothing);
+    TT_RUN(test_table_shared_prefix_keys_match_only_whole_keys);
+    TT_RUN(test_table_shared_prefix_cache_full_or_out_of_memory_keeps_whole_keys);
     TT_RUN(test_allocator_with_only_alloc_or_free_is_invalid);
     TT_RUN(test_user_sync_hooks_are_used);
     TT_RUN(test_recv_batch_last_two_arrivals_race_deterministic);
