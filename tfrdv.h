@@ -2642,7 +2642,7 @@ TFRDV__HOT tfrdv__chan* tfrdv__chan_new(tfrdv_rendezvous* r, tfrdv__shard* s, si
 }
 /* free lists: keep up to free_max items of each kind and chan_free_max channels of each kind
    (short keys only) per shard */
-TFRDV__PRIVATE void tfrdv__chan_recycle(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__chan* c) {
+TFRDV__HOT void tfrdv__chan_recycle(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__chan* c) {
     int part = c->pfx != 0;
     if (part) {
         c->pfx->refs--;
