@@ -138,13 +138,14 @@
    MEMORY
      Items (buffered sends, waiting receivers), channels, serve records and call objects are
      recycled through free lists of at most free_max / call_freelist_max entries (defaults: 256
-     items of each kind and 8 channels of each kind per shard, 1000 calls). A steady state within
-     them allocates nothing: by default any number of values queued on up to 8 keys per shard; a
-     runtime that keeps more keys pending round after round sets free_max (and min_buckets, so its
-     tables do not shrink between rounds). Hash tables grow by half at 3/4 full and shrink as they
-     empty out, so after a burst memory returns to a few KiB per table. A new key costs one
-     allocation (channel, first value slot and key bytes together; one more per further queued
-     item). Once a shard holds 8 keys, a buffered send's channel shares the "src;incarnation;dst;"
+     items of each kind and 64 channels of each kind per shard, 1000 calls), so a steady state
+     allocates nothing. Hash tables grow by half at 3/4 full and shrink (from 64 slots up) as they
+     empty out; with the default free_max a shrinking table also frees its spare channels, so
+     after a burst memory returns to a few KiB per table, and a working set that fits a table of
+     up to 64 slots (about 40 keys per shard) never reallocates. A runtime that keeps more keys
+     pending round after round sets free_max (kept, not trimmed) and min_buckets (the size its
+     tables never shrink below). A new key costs one allocation (channel, first value slot and
+     key bytes together; one more per further queued item). Once a shard holds 8 keys, a buffered send's channel shares the "src;incarnation;dst;"
      part of its key with the other keys of that device pair (up to 16 such copies cached per
      shard, the rest stay whole): a pending key then costs about 100 bytes plus its edge name and
      frame, and 25-35 bytes of table.
@@ -464,9 +465,9 @@ typedef struct tfrdv_config {
     int num_shards; /* lock shards (0: 4); keys are spread over shards by hash */
     int min_buckets; /* initial hash buckets per shard, power of two (0: 16); tables grow, and
                         shrink back towards this size as keys leave */
-    int free_max;    /* recycled items and channels kept per shard and kind (0: 256 items, 8
-                        channels; n > 0: n of each; <0: none). Within it the steady state
-                        allocates nothing; beyond it memory goes back after a burst */
+    int free_max;    /* recycled items and channels kept per shard and kind (0: 256 items, 64
+                        channels, freed when a table shrinks; n > 0: n of each, kept; <0: none).
+                        Within it the steady state allocates nothing (see MEMORY) */
     size_t max_key_len; /* longest key accepted (0: 4096 bytes); longer: INVALID_ARGUMENT */
 } tfrdv_config;
 TFRDV_API tfrdv_config tfrdv_config_init(void);
@@ -666,7 +667,7 @@ typedef struct tfrdv_mgr_config {
     int64_t retry_backoff_max_ns;  /* cap (0: 10 s) */
     int call_freelist_max;         /* recycled call objects kept (0: 1000; <0: none) */
     int free_max;                  /* recycled items and channels per step shard and kind, and
-                                      recycled serve records (0: 256, channels 8; <0: none) */
+                                      recycled serve records (0: as tfrdv_config; <0: none) */
     size_t max_key_len;            /* longest key sent, received or served (0: 4096 bytes) */
     int max_deferred;              /* requests waiting for step initialisation, all steps together
                                       (0: 65536); beyond it RESOURCE_EXHAUSTED */
@@ -2391,7 +2392,7 @@ typedef struct tfrdv__chan {
 #define TFRDV__CHAN_KEY(c) ((char*)(void*)((c) + 1))
 #define TFRDV__CHAN_KEY_MAX 0x7fffffffu /* longest key a channel holds */
 #define TFRDV__CHAN_KEEP_MAX 256 /* longer key buffers are not recycled */
-#define TFRDV__CHAN_FREE_DEF 8 /* channels of each kind kept per shard by default: few, so memory comes back */
+#define TFRDV__CHAN_FREE_DEF 64 /* channels of each kind kept per shard by default (until a table shrinks) */
 
 /* The table: open addressing with linear probing over (hash, channel) slots, so probing and
    rehashing read one contiguous array and touch a channel only on a full hash match. Any size
@@ -2432,6 +2433,7 @@ struct tfrdv_rendezvous {
     tfrdv__shard* shards;
     size_t free_max;    /* recycled items kept per shard and kind */
     size_t chan_free_max; /* recycled channels kept per shard and kind */
+    int chan_trim;        /* default free_max: a shrinking table frees its spare channels */
     size_t max_key_len;
     /* step manager part (mgr != NULL) */
     tfrdv_mgr* mgr;
@@ -2550,17 +2552,30 @@ TFRDV__PRIVATE int tfrdv__should_shrink(const tfrdv__shard* s) {
     return s->nslots > TFRDV__SHRINK_FROM && s->nslots > s->min_slots && s->nchans * 16 < s->nslots;
 }
 TFRDV__PRIVATE int tfrdv__too_full(const tfrdv__shard* s) { return s->nchans * 4 >= s->nslots * 3; }
+TFRDV__PRIVATE size_t tfrdv__chan_bytes(size_t key_cap) { return sizeof(tfrdv__chan) + key_cap; }
+TFRDV__PRIVATE void tfrdv__chan_free_all(tfrdv_allocator* a, tfrdv__shard* s) {
+    int k;
+    for (k = 0; k < 2; k++) {
+        while (s->free_c[k]) {
+            tfrdv__chan* x = s->free_c[k];
+            s->free_c[k] = x->next;
+            tfrdv__free(a, x, tfrdv__chan_bytes(x->key_cap));
+        }
+        s->nfree_c[k] = 0;
+    }
+}
 TFRDV__PRIVATE void tfrdv__resize(tfrdv_rendezvous* r, tfrdv__shard* s) {
     if (tfrdv__too_full(s)) {
         tfrdv__rehash(r, s, s->nslots + s->nslots / 2);
     } else if (tfrdv__should_shrink(s)) {
         size_t n = s->nslots / 4;
         tfrdv__rehash(r, s, n < s->min_slots ? s->min_slots : n);
+        /* a burst is draining: with the default free_max its spare channels go back too */
+        if (r->chan_trim) tfrdv__chan_free_all(&r->hooks.allocator, s);
     }
 }
 /* no room for one more channel (the table could not grow): refuse the new key */
 TFRDV__PRIVATE int tfrdv__no_room(const tfrdv__shard* s) { return s->nchans + 2 > s->nslots; }
-TFRDV__PRIVATE size_t tfrdv__chan_bytes(size_t key_cap) { return sizeof(tfrdv__chan) + key_cap; }
 TFRDV__PRIVATE size_t tfrdv__pfx_bytes(size_t len) { return sizeof(tfrdv__pfx) + len; }
 /* The shard's shared copy of the prefix p[0..n), with a reference taken; NULL when it is not
    cached and neither of its two ways is free (or out of memory): the channel then holds the
@@ -3035,6 +3050,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__rdv_new(const tfrdv_hooks* hooks, int nshards, 
     r->shards = (tfrdv__shard*)(void*)(r + 1);
     r->free_max = free_max < 0 ? 0 : (size_t)TFRDV__DEF(free_max, 256);
     r->chan_free_max = free_max < 0 ? 0 : (size_t)TFRDV__DEF(free_max, TFRDV__CHAN_FREE_DEF);
+    r->chan_trim = free_max == 0;
     r->max_key_len = TFRDV__DEF(max_key_len, 4096);
     if (!tfrdv__mutex_init(&r->mu, hooks->sync)) goto fail0;
     if (!tfrdv__event_init(&r->drain_ev, hooks->sync)) goto fail1;
@@ -3089,12 +3105,7 @@ TFRDV__PRIVATE void tfrdv__free_rdv(tfrdv_rendezvous* r) {
             s->free_r = x->next;
             tfrdv__free(&a, x, sizeof *x);
         }
-        for (w = 0; w < 2; w++)
-            while (s->free_c[w]) {
-                tfrdv__chan* x = s->free_c[w];
-                s->free_c[w] = x->next;
-                tfrdv__free(&a, x, tfrdv__chan_bytes(x->key_cap));
-            }
+        tfrdv__chan_free_all(&a, s);
         for (w = 0; w < TFRDV__PFX_WAYS; w++)
             if (s->pfx[w]) tfrdv__free(&a, s->pfx[w], tfrdv__pfx_bytes(s->pfx[w]->len));
         tfrdv__free(&a, s->slots, s->nslots * sizeof *s->slots);

@@ -556,8 +556,8 @@ static void test_d8_memory_returns_after_a_burst_and_steady_state_allocates_noth
     long base, peak, after, allocs;
     memset(&a, 0, sizeof a);
     c.hooks = fx_alloc_hooks(&a);
-    /* a wide working set (300 keys at once): keep up to 256 channels per shard (default 16) and
-       tables of at least 128 slots (default: they shrink down to 16) */
+    /* a wide working set (300 keys at once): keep up to 256 channels per shard, never trimmed
+       (default: 64, freed when a table shrinks) and tables of at least 128 slots (default: 16) */
     c.free_max = 256;
     c.min_buckets = 128;
     TT_CHECK_EQ_INT(tfrdv_create(&c, &r, 0), TFRDV_OK);

@@ -1877,7 +1877,7 @@ static void test_allocator_sized_free_everything_freed(void) {
     FX_CHECK_EMPTY(&ca);
 }
 
-#define SS_KEYS 100
+#define SS_KEYS 400
 static tkey ss_keys[SS_KEYS];
 static tval ss_vals[SS_KEYS];
 static rcv ss_rcvs[SS_KEYS];
@@ -1898,8 +1898,8 @@ static int ss_round(tfrdv_rendezvous* r, int n) {
     return bad;
 }
 /* n keys in flight at once, round after round: no allocation or free after the first round.
-   free_max 0 is the default (8 channels of each kind per shard kept); a wider working set sets
-   free_max (and min_buckets, so its tables never shrink between rounds). */
+   free_max 0 is the default (64 channels of each kind per shard, tables shrink from 64 slots);
+   a wider working set sets free_max and min_buckets (so its tables never shrink between rounds). */
 static void steady_state(int n, int free_max, int min_buckets) {
     fx_alloc ca;
     tfrdv_config cfg = tfrdv_config_init();
@@ -1927,8 +1927,8 @@ static void steady_state(int n, int free_max, int min_buckets) {
     FX_CHECK_EMPTY(&ca);
 }
 static void test_allocator_steady_state_allocates_nothing(void) {
-    steady_state(16, 0, 0);
-    steady_state(SS_KEYS, 64, 64);
+    steady_state(100, 0, 0);      /* ~25 keys per shard: within the defaults */
+    steady_state(SS_KEYS, 256, 256); /* ~100 per shard: configured */
 }
 
 /* ---- shared key prefixes ---------------------------------------------------------------------
