@@ -546,6 +546,26 @@ static void burst(tfrdv_rendezvous* r, int n, int tag) {
         done += m;
     }
 }
+/* n keys pending at once, then each received (its own value): returns the live bytes at the peak */
+static long burst_wide(tfrdv_rendezvous* r, fx_alloc* a, int n, tkey* keys, tval* vals) {
+    long peak;
+    int j;
+    for (j = 0; j < n; j++) {
+        char edge[32];
+        snprintf(edge, sizeof edge, "edge_%d_weights", j);
+        tkey_make(&keys[j], A0, 1, A1, edge);
+        tval_init(&vals[j], j);
+        TT_CHECK_EQ_INT(tfrdv_send(r, &keys[j].pk, 0, &vals[j].v, 0, 0), TFRDV_OK);
+    }
+    peak = fx_live_bytes(a);
+    for (j = 0; j < n; j++) {
+        tfrdv_value* got = 0;
+        TT_CHECK_EQ_INT(tfrdv_recv(r, &keys[j].pk, 0, 0, &got, 0, 0), TFRDV_OK);
+        TT_CHECK(got == &vals[j].v);
+        tfrdv_value_release(got);
+    }
+    return peak;
+}
 static void test_d8_memory_returns_after_a_burst_and_steady_state_allocates_nothing(void) {
     enum { N = 100000 };
     static tkey keys[N];
@@ -563,22 +583,7 @@ static void test_d8_memory_returns_after_a_burst_and_steady_state_allocates_noth
     TT_CHECK_EQ_INT(tfrdv_create(&c, &r, 0), TFRDV_OK);
     base = fx_live_bytes(&a);
     burst(r, 300, 0); /* warm: the steady-state working set */
-    {
-        int j;
-        for (j = 0; j < N; j++) {
-            char edge[32];
-            snprintf(edge, sizeof edge, "wide_%d", j);
-            tkey_make(&keys[j], A0, 1, A1, edge);
-            tval_init(&vals[j], j);
-            TT_CHECK_EQ_INT(tfrdv_send(r, &keys[j].pk, 0, &vals[j].v, 0, 0), TFRDV_OK);
-        }
-        peak = fx_live_bytes(&a);
-        for (j = 0; j < N; j++) {
-            tfrdv_value* got = 0;
-            TT_CHECK_EQ_INT(tfrdv_recv(r, &keys[j].pk, 0, 0, &got, 0, 0), TFRDV_OK);
-            tfrdv_value_release(got);
-        }
-    }
+    peak = burst_wide(r, &a, N, keys, vals);
     after = fx_live_bytes(&a);
     printf("    %d keys: %ld bytes held at the peak (%ld per key), %ld after the receives (base %ld)\n", N, peak - base,
            (peak - base) / N, after - base, base);
@@ -600,25 +605,11 @@ static void test_d8_default_gives_back_memory_after_a_small_burst(void) {
     tfrdv_config c = tfrdv_config_init();
     tfrdv_rendezvous* r = 0;
     long base, peak, after;
-    int j;
     memset(&a, 0, sizeof a);
     c.hooks = fx_alloc_hooks(&a);
     TT_CHECK_EQ_INT(tfrdv_create(&c, &r, 0), TFRDV_OK);
     base = fx_live_bytes(&a);
-    for (j = 0; j < N; j++) {
-        char edge[32];
-        snprintf(edge, sizeof edge, "edge_%d_weights", j);
-        tkey_make(&keys[j], A0, 1, A1, edge);
-        tval_init(&vals[j], j);
-        TT_CHECK_EQ_INT(tfrdv_send(r, &keys[j].pk, 0, &vals[j].v, 0, 0), TFRDV_OK);
-    }
-    peak = fx_live_bytes(&a);
-    for (j = 0; j < N; j++) {
-        tfrdv_value* got = 0;
-        TT_CHECK_EQ_INT(tfrdv_recv(r, &keys[j].pk, 0, 0, &got, 0, 0), TFRDV_OK);
-        TT_CHECK(got == &vals[j].v);
-        tfrdv_value_release(got);
-    }
+    peak = burst_wide(r, &a, N, keys, vals);
     after = fx_live_bytes(&a);
     printf("    %d keys: %ld bytes per pending key, %ld bytes left after the receives\n", N, (peak - base) / N, after - base);
     /* a 2-part key (device pair + edge) costs about a channel header, a send slot and the edge
