@@ -145,10 +145,11 @@
      up to 64 slots (about 40 keys per shard) never reallocates. A runtime that keeps more keys
      pending round after round sets free_max (kept, not trimmed) and min_buckets (the size its
      tables never shrink below). A new key costs one allocation (channel, first value slot and
-     key bytes together; one more per further queued item). Once a shard holds 8 keys, a buffered send's channel shares the "src;incarnation;dst;"
-     part of its key with the other keys of that device pair (up to 16 such copies cached per
-     shard, the rest stay whole): a pending key then costs about 100 bytes plus its edge name and
-     frame, and 25-35 bytes of table.
+     key bytes together; one more per further queued item). Once a shard holds 32 keys, a
+     buffered send's channel shares the "src;incarnation;dst;" part of its key with the other
+     keys of that device pair (up to 16 such copies cached per shard, the rest stay whole): a
+     pending key then costs about 100 bytes plus its edge name and frame, and 25-35 bytes of
+     table.
      Bounds on hostile load: max_key_len (4096 bytes), max_deferred (65536 requests waiting for
      step initialisation), tombstone_max, request_id_window, response_cache_max. Teardown
      (abort, cleanup, destroy) allocates nothing. On Linux, value blocks of 4 MiB and more from the
@@ -2375,7 +2376,7 @@ typedef struct tfrdv__pfx {
 #define TFRDV__PFX_WAYS 16
 #define TFRDV__PFX_MIN 16   /* shorter prefixes are not worth a pointer */
 #define TFRDV__PFX_MAX 512  /* longer ones stay inline (a cache way holds at most this) */
-#define TFRDV__PFX_FROM 8   /* a shard with fewer keys keeps them whole: one compare, no lookup */
+#define TFRDV__PFX_FROM 32  /* a shard with fewer keys keeps them whole: one compare, no lookup, no shared line between threads */
 /* The key's bytes (after the shared prefix, if any) follow it in the same allocation. Compact
    (40-byte header, 80 with the first send slot) since a pending key costs this plus its bytes:
    items form a ring through their `next` (tail->next is the oldest; no head pointer, no count),
