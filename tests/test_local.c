@@ -914,6 +914,78 @@ static void test_cancel_middle_and_tail_keeps_fifo(void) {
     FX_CHECK_EMPTY(&ca);
 }
 
+/* Receivers of one key, each with its own manager, cancelled in a shuffled order that includes
+   the newest, the oldest and runs of neighbours: the ring unlinks each one where it is, and the
+   survivors are served in arrival order. */
+#define SHUF_N 600
+static void test_cancel_receivers_in_shuffled_order_keeps_the_rest_fifo(void) {
+    fx_alloc ca;
+    tfrdv_rendezvous* r = mk_rdv(&ca);
+    tfrdv_cancel_mgr** cm = (tfrdv_cancel_mgr**)calloc(SHUF_N, sizeof *cm);
+    rcv* x = (rcv*)calloc(SHUF_N, sizeof *x);
+    tval* v = (tval*)calloc(SHUF_N, sizeof *v);
+    int* order = (int*)calloc(SHUF_N, sizeof *order);
+    char* gone = (char*)calloc(SHUF_N, 1);
+    tkey k;
+    pend_list pl;
+    unsigned seed = 12345u;
+    int i, ncancel = 0, next = 0;
+    TT_CHECK(cm && x && v && order && gone);
+    if (!cm || !x || !v || !order || !gone) return;
+    tkey_init(&k, "k");
+    for (i = 0; i < SHUF_N; i++) {
+        tfrdv_args a;
+        cm[i] = mk_cm(&ca);
+        a = cancel_args(cm[i]);
+        rcv_init(&x[i]);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &a, rcv_done, &x[i]), TFRDV_OK);
+        order[i] = i;
+    }
+    for (i = SHUF_N - 1; i > 0; i--) { /* Fisher-Yates, fixed seed */
+        int j, t;
+        seed = seed * 1103515245u + 12345u;
+        j = (int)((seed >> 8) % (unsigned)(i + 1));
+        t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    /* the newest and the oldest first, then two thirds of the shuffle */
+    tfrdv_cancel_start(cm[SHUF_N - 1]);
+    tfrdv_cancel_start(cm[0]);
+    gone[SHUF_N - 1] = gone[0] = 1;
+    for (i = 0; i < SHUF_N * 2 / 3; i++) {
+        tfrdv_cancel_start(cm[order[i]]);
+        gone[order[i]] = 1;
+    }
+    for (i = 0; i < SHUF_N; i++) {
+        if (gone[i]) {
+            ncancel++;
+            TT_CHECK(x[i].calls == 1 && x[i].code == TFRDV_CANCELLED);
+        } else {
+            TT_CHECK_EQ_INT(x[i].calls, 0);
+        }
+    }
+    TT_CHECK_EQ_INT(pending(r, &pl), 1);
+    TT_CHECK(pl.e[0].kind == TFRDV_PENDING_RECV && pl.e[0].count == (size_t)(SHUF_N - ncancel));
+    for (i = 0; i < SHUF_N - ncancel; i++) {
+        tval_init(&v[i], i);
+        TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v[i].v, 0, NULL), TFRDV_OK);
+    }
+    for (i = 0; i < SHUF_N; i++) /* the survivors got values 0, 1, 2, ... in arrival order */
+        if (!gone[i]) TT_CHECK(x[i].calls == 1 && x[i].code == TFRDV_OK && x[i].id == next++);
+    TT_CHECK_EQ_INT(next, SHUF_N - ncancel);
+    TT_CHECK_EQ_INT(tfrdv_pending(r, NULL, NULL), 0);
+    for (i = 0; i < SHUF_N; i++) tfrdv_cancel_mgr_destroy(cm[i]);
+    tfrdv_destroy(r);
+    for (i = 0; i < SHUF_N - ncancel; i++) TT_CHECK_EQ_INT(rel(&v[i]), 1);
+    FX_CHECK_EMPTY(&ca);
+    free(cm);
+    free(x);
+    free(v);
+    free(order);
+    free(gone);
+}
+
 static void test_abort_then_cancel_completes_once(void) {
     fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
@@ -2589,6 +2661,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_cancel_after_match_does_nothing);
     TT_RUN(test_recv_on_cancelled_mgr_completes_at_once);
     TT_RUN(test_cancel_middle_and_tail_keeps_fifo);
+    TT_RUN(test_cancel_receivers_in_shuffled_order_keeps_the_rest_fifo);
     TT_RUN(test_abort_then_cancel_completes_once);
     TT_RUN(test_cancel_then_abort_completes_once);
     TT_RUN(test_cancel_mgr_destroyed_after_use);
