@@ -3777,6 +3777,7 @@ typedef struct tfrdv__centry { /* response cache entry */
 enum { TFRDV__SERVE_NEW, TFRDV__SERVE_WAITER, TFRDV__SERVE_DEFERRED, TFRDV__SERVE_LOCAL, TFRDV__SERVE_DONE };
 typedef struct tfrdv__serve { /* one RecvTensor being served; the key's bytes follow it */
     struct tfrdv__serve* next;
+    struct tfrdv__serve* prev; /* WAITER and DEFERRED lists link back: a withdrawn request leaves in O(1) */
     tfrdv_mgr* mgr;
     tfrdv_rendezvous* r;  /* one reference while deferred or waiting in the table */
     tfrdv__centry* entry; /* the cache entry this request computes */
@@ -3793,6 +3794,18 @@ typedef struct tfrdv__serve { /* one RecvTensor being served; the key's bytes fo
     size_t key_cap;
     tfrdv_parsed_key parsed;
 } tfrdv__serve;
+/* the WAITER and DEFERRED lists (newest first; the holder of the list's lock only) */
+TFRDV__PRIVATE void tfrdv__serve_push(tfrdv__serve** head, tfrdv__serve* op) {
+    op->prev = 0;
+    op->next = *head;
+    if (*head) (*head)->prev = op;
+    *head = op;
+}
+TFRDV__PRIVATE void tfrdv__serve_unlink(tfrdv__serve** head, tfrdv__serve* op) {
+    if (op->prev) op->prev->next = op->next;
+    else *head = op->next;
+    if (op->next) op->next->prev = op->prev;
+}
 
 #define TFRDV__CACHE_BUCKETS 256
 struct tfrdv_mgr {
@@ -4349,14 +4362,10 @@ TFRDV__PRIVATE void tfrdv__serve_cancelled(void* p) {
     tfrdv__lock(&mgr->mu); /* lock order mgr -> step */
     if (r) tfrdv__lock(&r->mu);
     if (op->state == TFRDV__SERVE_WAITER) {
-        tfrdv__serve** pp = &op->wait_entry->waiters;
-        while (*pp != op) pp = &(*pp)->next;
-        *pp = op->next;
+        tfrdv__serve_unlink(&op->wait_entry->waiters, op);
         take = 1;
     } else if (op->state == TFRDV__SERVE_DEFERRED) {
-        tfrdv__serve** pp = &r->deferred;
-        while (*pp != op) pp = &(*pp)->next;
-        *pp = op->next;
+        tfrdv__serve_unlink(&r->deferred, op);
         take = 1;
     } else if (op->cm_orphan) {
         op->cm_orphan = 0;
@@ -4416,8 +4425,7 @@ TFRDV__PRIVATE int tfrdv__serve_admit(tfrdv__serve* op) {
             op->cm_registered = op->cm != 0;
             op->state = TFRDV__SERVE_WAITER;
             op->wait_entry = e;
-            op->next = e->waiters;
-            e->waiters = op;
+            tfrdv__serve_push(&e->waiters, op);
             mgr->stats.cache_hits++;
             tfrdv__unlock(&mgr->mu);
             return 1;
@@ -4524,8 +4532,7 @@ TFRDV__PRIVATE void tfrdv__serve_route(tfrdv__serve* op) {
                 op->cm_registered = op->cm != 0;
                 op->deadline = deadline;
                 op->state = TFRDV__SERVE_DEFERRED;
-                op->next = r->deferred;
-                r->deferred = op;
+                tfrdv__serve_push(&r->deferred, op);
                 mgr->stats.requests_deferred++;
                 how = TFRDV__ROUTE_DEFERRED;
                 if (mgr->cfg.step_requested) tfrdv__atomic_add(&op->refs, 1); /* op->key for the hook */
@@ -5190,7 +5197,7 @@ TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now
     for (pp = &r->deferred; *pp;) {
         tfrdv__serve* op = *pp;
         if (op->deadline <= now) {
-            *pp = op->next;
+            tfrdv__serve_unlink(&r->deferred, op);
             tfrdv__serve_leave(op, TFRDV__SERVE_DONE);
             op->next = *defs;
             *defs = op;

@@ -1058,6 +1058,64 @@ static void test_withdraw_deferred_request(void) {
     TT_CHECK_EQ_INT(x.s2.st.code, TFRDV_OK);
     srv_down(&x);
 }
+/* Deferred requests, each with its own manager, withdrawn in a shuffled order (the newest and the
+   oldest first): each leaves the step's list where it is, and initialisation serves the rest in
+   arrival order. */
+#define WD_N 300
+static void test_withdraw_deferred_requests_in_shuffled_order_serves_the_rest_in_order(void) {
+    srv x;
+    tfrdv_cancel_mgr** cm = (tfrdv_cancel_mgr**)calloc(WD_N, sizeof *cm);
+    fx_serve* s = (fx_serve*)calloc(WD_N, sizeof *s);
+    fx_value* v = (fx_value*)calloc(WD_N, sizeof *v);
+    int* order = (int*)calloc(WD_N, sizeof *order);
+    char* gone = (char*)calloc(WD_N, 1);
+    unsigned seed = 777u;
+    int i, left = 0, next = 0;
+    TT_CHECK(cm && s && v && order && gone);
+    if (!cm || !s || !v || !order || !gone) return;
+    srv_up(&x, 5, 0, 0, "w_shuffled");
+    for (i = 0; i < WD_N; i++) {
+        TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm[i], 0), TFRDV_OK);
+        TT_CHECK_EQ_INT(srv_serve(&x, 1000 + i, cm[i], &s[i]), TFRDV_OK);
+        order[i] = i;
+    }
+    TT_CHECK_EQ_INT(stats(x.m).requests_deferred, WD_N);
+    for (i = WD_N - 1; i > 0; i--) { /* Fisher-Yates, fixed seed */
+        int j, t;
+        seed = seed * 1103515245u + 12345u;
+        j = (int)((seed >> 8) % (unsigned)(i + 1));
+        t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    tfrdv_cancel_start(cm[WD_N - 1]);
+    tfrdv_cancel_start(cm[0]);
+    gone[WD_N - 1] = gone[0] = 1;
+    for (i = 0; i < WD_N / 2; i++) {
+        tfrdv_cancel_start(cm[order[i]]);
+        gone[order[i]] = 1;
+    }
+    for (i = 0; i < WD_N; i++) {
+        if (gone[i]) TT_CHECK(s[i].calls == 1 && s[i].st.code == TFRDV_CANCELLED);
+        else TT_CHECK_EQ_INT(s[i].calls, 0);
+        left += !gone[i];
+    }
+    TT_CHECK_EQ_INT(tfrdv_mgr_pending(x.m, 0, 0), (size_t)left); /* one entry per deferred request */
+    srv_start_step(&x);
+    TT_CHECK_EQ_INT(pending_of(x.r, TFRDV_PENDING_RECV), (size_t)left); /* now receivers in the table */
+    for (i = 0; i < left; i++) send_v(x.r, &x.k, fx_value_init(&v[i], i));
+    for (i = 0; i < WD_N; i++) /* the survivors got the values in arrival order */
+        if (!gone[i]) TT_CHECK(s[i].calls == 1 && s[i].st.code == TFRDV_OK && s[i].value_ptr == &v[next++].v);
+    TT_CHECK_EQ_INT(next, left);
+    for (i = 0; i < WD_N; i++) tfrdv_cancel_mgr_destroy(cm[i]);
+    srv_down(&x);
+    for (i = 0; i < left; i++) TT_CHECK_EQ_INT(fx_released(&v[i]), 1);
+    free(cm);
+    free(s);
+    free(v);
+    free(order);
+    free(gone);
+}
 static void test_withdraw_with_an_already_cancelled_manager(void) {
     srv x;
     srv_up(&x, 3, 0, 0, "w_early");
@@ -1593,6 +1651,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_cancel_mgr_reset_refuses_while_nodes_are_registered);
     TT_RUN(test_withdraw_local_request_keeps_the_later_value_and_frees_its_id);
     TT_RUN(test_withdraw_deferred_request);
+    TT_RUN(test_withdraw_deferred_requests_in_shuffled_order_serves_the_rest_in_order);
     TT_RUN(test_withdraw_with_an_already_cancelled_manager);
     TT_RUN(test_withdraw_a_retry_waiting_on_the_cache_entry);
     TT_RUN(test_withdraw_races_send_abort_and_cleanup);
