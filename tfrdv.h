@@ -151,7 +151,10 @@
      pending key then costs about 100 bytes plus its edge name and frame, and 25-35 bytes of
      table.
      Bounds on hostile load: max_key_len (4096 bytes), max_deferred (65536 requests waiting for
-     step initialisation), tombstone_max, request_id_window, response_cache_max. Teardown
+     step initialisation), tombstone_max, request_id_window, response_cache_max. Step and request
+     ids (which peers choose) are hashed with a per-manager secret, so no chosen set of ids shares
+     a bucket. Cancelling or withdrawing any waiting receiver or deferred request is O(1), in any
+     order (10^6 receivers on one key, 65536 deferred requests). Teardown
      (abort, cleanup, destroy) allocates nothing. On Linux, value blocks of 4 MiB and more from the
      built-in allocator (tfrdv_value_new, remote receives without an alloc hook) ask for
      transparent huge pages (TFRDV_NO_HUGEPAGES).
@@ -3642,6 +3645,7 @@ typedef struct tfrdv__idset {
     int32_t* heads;
     unsigned char* live;
     size_t cap, nb, tail, used, live_count, bytes;
+    uint64_t key; /* hash key (the manager's hkey) */
 } tfrdv__idset;
 TFRDV__PRIVATE int tfrdv__idset_init(tfrdv__idset* s, const tfrdv_allocator* a, size_t cap) {
     size_t i;
@@ -3667,8 +3671,7 @@ TFRDV__PRIVATE void tfrdv__idset_free(tfrdv__idset* s, const tfrdv_allocator* a)
     s->ids = 0;
 }
 TFRDV__PRIVATE size_t tfrdv__idset_bucket(const tfrdv__idset* s, int64_t id) {
-    uint64_t h = (uint64_t)id * 0x9e3779b97f4a7c15u;
-    return (size_t)(h >> 32) & (s->nb - 1);
+    return (size_t)tfrdv__mix64((uint64_t)id ^ s->key) & (s->nb - 1);
 }
 /* slot of id, or -1 */
 TFRDV__PRIVATE int32_t tfrdv__idset_find(const tfrdv__idset* s, int64_t id) {
@@ -3831,6 +3834,7 @@ struct tfrdv_mgr {
     tfrdv__centry* cache[TFRDV__CACHE_BUCKETS];
     size_t ncache;
     uint64_t rid_counter, rid_key;
+    uint64_t hkey; /* this manager's secret for hashing ids a peer chooses (steps, request ids) */
     tfrdv_mgr_stats stats;
 };
 
@@ -3915,6 +3919,10 @@ TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** o
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: worker_name '%s' must be /job:J/replica:R/task:T", c.worker_name);
     }
     mgr->rid_key = tfrdv__mix64((uint64_t)tfrdv__now(&c.hooks.clock) ^ (uint64_t)(size_t)mgr ^ 0x5bd1e995u);
+    /* step and request ids come from peers: hashed with a key they cannot know, so no chosen set
+       of ids piles into one bucket (a plain mix is invertible) */
+    mgr->hkey = tfrdv__mix64(mgr->rid_key ^ (uint64_t)(size_t)&wl);
+    mgr->recent.key = mgr->tombs.key = mgr->hkey;
     mgr->incarnation = c.incarnation;
     while (mgr->incarnation == 0) mgr->incarnation = (uint64_t)tfrdv__rid_locked(mgr);
     *out = mgr;
@@ -3958,8 +3966,11 @@ TFRDV__PRIVATE void tfrdv__mgr_unref(tfrdv_mgr* mgr) {
     tfrdv__free(&a, mgr, sizeof *mgr);
 }
 
+TFRDV__PRIVATE size_t tfrdv__cache_bucket(const tfrdv_mgr* mgr, int64_t request_id) {
+    return (size_t)(tfrdv__mix64((uint64_t)request_id ^ mgr->hkey) % TFRDV__CACHE_BUCKETS);
+}
 TFRDV__PRIVATE size_t tfrdv__step_bucket(const tfrdv_mgr* mgr, int64_t step) {
-    return (size_t)(tfrdv__mix64((uint64_t)step) & (mgr->nb - 1));
+    return (size_t)(tfrdv__mix64((uint64_t)step ^ mgr->hkey) & (mgr->nb - 1));
 }
 /* find (and with create, make) the step's rendezvous; returns a new reference. mgr->mu held. */
 TFRDV__PRIVATE tfrdv_code tfrdv__find_locked(tfrdv_mgr* mgr, int64_t step, tfrdv_rendezvous** out,
@@ -3983,7 +3994,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__find_locked(tfrdv_mgr* mgr, int64_t step, tfrdv
                     tfrdv_rendezvous* x = mgr->steps[i];
                     while (x) {
                         tfrdv_rendezvous* nx = x->mgr_next;
-                        size_t nbk = (size_t)(tfrdv__mix64((uint64_t)x->step_id) & (nnb - 1));
+                        size_t nbk = (size_t)(tfrdv__mix64((uint64_t)x->step_id ^ mgr->hkey) & (nnb - 1));
                         x->mgr_next = nt[nbk];
                         nt[nbk] = x;
                         x = nx;
@@ -4311,7 +4322,7 @@ TFRDV__PRIVATE void tfrdv__serve_finish(tfrdv__serve* op, const tfrdv_status* st
                them). A failed answer consumed no tensor, and may come before any step exists, so
                nothing would ever remove it. */
             if (e->doomed || st->code != TFRDV_OK) {
-                tfrdv__centry** pp = &mgr->cache[(uint64_t)e->request_id % TFRDV__CACHE_BUCKETS];
+                tfrdv__centry** pp = &mgr->cache[tfrdv__cache_bucket(mgr, e->request_id)];
                 while (*pp != e) pp = &(*pp)->next;
                 *pp = e->next;
                 mgr->ncache--;
@@ -4401,7 +4412,7 @@ TFRDV__PRIVATE int tfrdv__serve_admit(tfrdv__serve* op) {
     if (mgr->cfg.response_cache && rid != 0) {
         /* before the duplicate check (as TensorFlow): a retry gets the same answer */
         tfrdv__centry* e;
-        for (e = mgr->cache[(uint64_t)rid % TFRDV__CACHE_BUCKETS]; e && e->request_id != rid; e = e->next) {}
+        for (e = mgr->cache[tfrdv__cache_bucket(mgr, rid)]; e && e->request_id != rid; e = e->next) {}
         if (e && e->finished) {
             tfrdv_status cst = e->st;
             tfrdv_args sa = e->sa;
@@ -4445,7 +4456,7 @@ TFRDV__PRIVATE int tfrdv__serve_admit(tfrdv__serve* op) {
         if (mgr->cfg.response_cache && mgr->ncache < (size_t)mgr->cfg.response_cache_max) {
             tfrdv__centry* e = (tfrdv__centry*)tfrdv__zalloc(&mgr->hooks.allocator, sizeof *e);
             if (e) { /* this request computes the answer retries will get */
-                tfrdv__centry** head = &mgr->cache[(uint64_t)rid % TFRDV__CACHE_BUCKETS];
+                tfrdv__centry** head = &mgr->cache[tfrdv__cache_bucket(mgr, rid)];
                 e->request_id = rid;
                 e->step_id = op->step_id;
                 e->next = *head;
@@ -4591,7 +4602,7 @@ TFRDV_API void tfrdv_mgr_ack(tfrdv_mgr* mgr, int64_t request_id) {
     tfrdv__centry** pp;
     if (!mgr) return;
     tfrdv__lock(&mgr->mu);
-    for (pp = &mgr->cache[(uint64_t)request_id % TFRDV__CACHE_BUCKETS]; (e = *pp) != 0; pp = &e->next) {
+    for (pp = &mgr->cache[tfrdv__cache_bucket(mgr, request_id)]; (e = *pp) != 0; pp = &e->next) {
         if (e->request_id != request_id) continue;
         if (!e->finished) {
             e->doomed = 1;

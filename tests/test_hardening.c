@@ -1116,6 +1116,57 @@ static void test_withdraw_deferred_requests_in_shuffled_order_serves_the_rest_in
     free(order);
     free(gone);
 }
+/* Step and request ids come from peers. A hostile peer that knows the hash can choose ids that
+   all share one bucket (each lookup then walks all of them, under the manager's lock). The
+   manager hashes them with a per-manager secret: ids chosen against an unkeyed hash spread. */
+static uint64_t unmix64(uint64_t x) { /* inverse of tfrdv__mix64 (checked below) */
+    x ^= (x >> 31) ^ (x >> 62);
+    x *= 0x319642b2d24d8ec3u;
+    x ^= (x >> 27) ^ (x >> 54);
+    x *= 0x96de1b173f119089u;
+    x ^= (x >> 30) ^ (x >> 60);
+    return x;
+}
+static size_t max_load(const size_t* b, size_t n) {
+    size_t i, m = 0;
+    for (i = 0; i < n; i++)
+        if (b[i] > m) m = b[i];
+    return m;
+}
+#define CHOSEN_N 4000
+static void test_peer_chosen_ids_do_not_pile_into_one_bucket(void) {
+    fx_alloc a;
+    tfrdv_mgr_config c;
+    tfrdv_mgr* m;
+    size_t* load;
+    size_t nb, i;
+    memset(&a, 0, sizeof a);
+    c = fx_mgr_config(WB, INC_B, &a);
+    m = mk(&c);
+    nb = m->recent.nb;
+    load = (size_t*)calloc(nb > 256 ? nb : 256, sizeof *load);
+    TT_CHECK(load != NULL);
+    if (!load) return;
+    /* request ids k << 44: an unkeyed multiplicative hash puts them in at most 4 of the dedup
+       window's buckets */
+    for (i = 1; i <= CHOSEN_N; i++) load[tfrdv__idset_bucket(&m->recent, (int64_t)(i << 44))]++;
+    TT_CHECK(max_load(load, nb) <= 16); /* ~0.25 per bucket on average */
+    /* multiples of 256: one bucket of request_id % 256 in the response cache */
+    memset(load, 0, 256 * sizeof *load);
+    for (i = 1; i <= CHOSEN_N; i++) load[tfrdv__cache_bucket(m, (int64_t)(i * 256))]++;
+    TT_CHECK(max_load(load, 256) <= 4 * CHOSEN_N / 256 + 16);
+    /* step ids whose unkeyed mix has 16 low zero bits: one bucket of any step table up to 65536 */
+    memset(load, 0, m->nb * sizeof *load);
+    for (i = 1; i <= CHOSEN_N; i++) {
+        uint64_t step = unmix64((uint64_t)i << 16);
+        TT_CHECK(tfrdv__mix64(step) == (uint64_t)i << 16);
+        load[tfrdv__step_bucket(m, (int64_t)step)]++;
+    }
+    TT_CHECK(max_load(load, m->nb) <= 4 * CHOSEN_N / m->nb + 16);
+    free(load);
+    tfrdv_mgr_destroy(m);
+    FX_CHECK_EMPTY(&a);
+}
 static void test_withdraw_with_an_already_cancelled_manager(void) {
     srv x;
     srv_up(&x, 3, 0, 0, "w_early");
@@ -1651,6 +1702,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_cancel_mgr_reset_refuses_while_nodes_are_registered);
     TT_RUN(test_withdraw_local_request_keeps_the_later_value_and_frees_its_id);
     TT_RUN(test_withdraw_deferred_request);
+    TT_RUN(test_peer_chosen_ids_do_not_pile_into_one_bucket);
     TT_RUN(test_withdraw_deferred_requests_in_shuffled_order_serves_the_rest_in_order);
     TT_RUN(test_withdraw_with_an_already_cancelled_manager);
     TT_RUN(test_withdraw_a_retry_waiting_on_the_cache_entry);
