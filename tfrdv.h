@@ -151,7 +151,7 @@
      pending key then costs about 100 bytes plus its edge name and frame, and 25-35 bytes of
      table.
      Bounds on hostile load: max_key_len (4096 bytes), max_deferred (65536 requests waiting for
-     step initialisation), tombstone_max, request_id_window, response_cache_max. Step and request
+     step initialisation; a refused request leaves no step behind), tombstone_max, request_id_window, response_cache_max. Step and request
      ids (which peers choose) are hashed with a per-manager secret, so no chosen set of ids shares
      a bucket. Cancelling or withdrawing any waiting receiver or deferred request is O(1), in any
      order (10^6 receivers on one key, 65536 deferred requests). Teardown
@@ -4529,7 +4529,7 @@ TFRDV__PRIVATE void tfrdv__serve_route(tfrdv__serve* op) {
         /* RecvTensor may arrive before the step starts here: defer it, with a deadline */
         int64_t to = mgr->cfg.deferred_timeout_ns;
         int64_t deadline = to > 0 ? tfrdv__sat_add(tfrdv__now(&mgr->hooks.clock), to) : INT64_MAX; /* clock: no lock held */
-        int how = TFRDV__ROUTE_LOCAL;
+        int how = TFRDV__ROUTE_LOCAL, drop = 0;
         tfrdv__lock(&mgr->mu);
         tfrdv__lock(&r->mu);
         if (!r->initialized && !r->aborted) {
@@ -4548,9 +4548,16 @@ TFRDV__PRIVATE void tfrdv__serve_route(tfrdv__serve* op) {
                 how = TFRDV__ROUTE_DEFERRED;
                 if (mgr->cfg.step_requested) tfrdv__atomic_add(&op->refs, 1); /* op->key for the hook */
             }
+            /* refused, and the step holds nothing anybody else can see (typically created just
+               now by this request): drop it, or a peer could fill the table with steps it names */
+            if (how != TFRDV__ROUTE_DEFERRED && !r->deferred && !r->calls && tfrdv__atomic_load(&r->refs) == 2) {
+                tfrdv__unlink_step(mgr, r->step_id);
+                drop = 1;
+            }
         }
         tfrdv__unlock(&r->mu);
         tfrdv__unlock(&mgr->mu);
+        if (drop) tfrdv_unref(r); /* the table's reference; op->r keeps ours until the answer */
         if (how == TFRDV__ROUTE_DEFERRED && mgr->cfg.step_requested) {
             mgr->cfg.step_requested(mgr->cfg.step_requested_user, mgr, op->step_id, op->parsed.full);
             tfrdv__serve_unref(op);

@@ -5,7 +5,8 @@
 
      counting allocator   fx_alloc, fx_alloc_hooks, FX_CHECK_EMPTY (sized frees checked)
      fake clock           fx_set_now / fx_get_now, fx_hooks (counting allocator + fake clock)
-     random numbers       fx_xorshift
+     random numbers       fx_xorshift, fx_shuffle (a fixed permutation)
+     cancelling           fx_cancel_shuffled (the newest, the oldest, then a shuffle)
      local rendezvous     tval (a value with an id that counts its releases), tkey (key bytes and
                           their parsed view), rcv (receive recorder), brec (batch recorder),
                           cancel_args
@@ -347,6 +348,34 @@ FX_FN void fx_serve_done(void* u, const tfrdv_status* st, const tfrdv_args* sa, 
     s->dead = dead;
     if (s->keep) s->kept = v;
     else tfrdv_value_release(v);
+}
+
+/* ---- cancelling in a shuffled order ---- */
+/* order[0..n) becomes a permutation of 0..n-1 fixed by seed (Fisher-Yates) */
+FX_FN void fx_shuffle(int* order, int n, unsigned seed) {
+    int i;
+    for (i = 0; i < n; i++) order[i] = i;
+    for (i = n - 1; i > 0; i--) {
+        int j, t;
+        seed = seed * 1103515245u + 12345u;
+        j = (int)((seed >> 8) % (unsigned)(i + 1));
+        t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+/* cancels cm[n-1] and cm[0] (the newest, the oldest), then cm[order[i]] for i < m, with order a
+   shuffle of 0..n-1 by seed; gone[i] = 1 for each one cancelled */
+FX_FN void fx_cancel_shuffled(tfrdv_cancel_mgr** cm, int n, int m, unsigned seed, int* order, char* gone) {
+    int i;
+    fx_shuffle(order, n, seed);
+    tfrdv_cancel_start(cm[n - 1]);
+    tfrdv_cancel_start(cm[0]);
+    gone[n - 1] = gone[0] = 1;
+    for (i = 0; i < m; i++) {
+        tfrdv_cancel_start(cm[order[i]]);
+        gone[order[i]] = 1;
+    }
 }
 
 /* ---- pending introspection: how many items of one kind a rendezvous holds ---- */

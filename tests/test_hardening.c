@@ -720,21 +720,24 @@ static void test_d8_channel_refuses_keys_over_2g(void) {
     tfrdv_destroy(r);
     FX_CHECK_EMPTY(&a);
 }
+/* a manager (counting allocator a) whose steps are never initialised by us; k: a key it serves */
+static tfrdv_mgr* deferring_mgr(fx_alloc* a, int max_deferred, fx_key* k, const char* edge) {
+    tfrdv_mgr_config c;
+    memset(a, 0, sizeof *a);
+    c = fx_mgr_config(WB, INC_B, a);
+    c.max_deferred = max_deferred;
+    key(k, B0, INC_B, A0, edge);
+    fx_set_now(0);
+    return mk(&c);
+}
 static void test_d8_deferred_requests_are_capped_and_their_memory_returns(void) {
     fx_alloc a;
-    tfrdv_mgr_config c;
-    tfrdv_mgr* m;
     fx_key k;
+    tfrdv_mgr* m = deferring_mgr(&a, 2000, &k, "early");
     static fx_serve s[2001];
     long base;
     int i;
-    memset(&a, 0, sizeof a);
     memset(s, 0, sizeof s);
-    c = fx_mgr_config(WB, INC_B, &a);
-    c.max_deferred = 2000;
-    m = mk(&c);
-    key(&k, B0, INC_B, A0, "early");
-    fx_set_now(0);
     base = fx_live_bytes(&a);
     for (i = 0; i < 2001; i++) TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 7, k.buf, k.len, i + 1, 0, fx_serve_done, &s[i]), TFRDV_OK);
     TT_CHECK_EQ_INT(s[2000].calls, 1);
@@ -752,6 +755,46 @@ static void test_d8_deferred_requests_are_capped_and_their_memory_returns(void) 
     TT_CHECK_EQ_INT(s[0].calls, 0);
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(s[0].calls, 1);
+    FX_CHECK_EMPTY(&a);
+}
+
+/* A peer names step ids. A request that is refused (max_deferred reached, withdrawn at once)
+   must not leave the step it named in the manager's table: otherwise 10^6 requests for 10^6
+   step ids hold 10^6 steps until the process ends. A step someone else holds stays. */
+static void test_d8_refused_requests_leave_no_steps_behind(void) {
+    fx_alloc a;
+    fx_key k;
+    tfrdv_mgr* m = deferring_mgr(&a, 4, &k, "named_by_a_peer");
+    tfrdv_rendezvous* mine = 0;
+    tfrdv_cancel_mgr* cm = 0;
+    static fx_serve s[300];
+    long base;
+    int i;
+    memset(s, 0, sizeof s);
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 5000, &mine, 0), TFRDV_OK); /* ours, not initialised */
+    base = fx_live_bytes(&a);
+    for (i = 0; i < 200; i++) TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 1000 + i, k.buf, k.len, i + 1, 0, fx_serve_done, &s[i]), TFRDV_OK);
+    for (i = 4; i < 200; i++) TT_CHECK(s[i].calls == 1 && s[i].st.code == TFRDV_RESOURCE_EXHAUSTED);
+    TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 1 + 4); /* ours and the 4 deferred ones */
+    /* refused for a step we hold: the step stays */
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 5000, k.buf, k.len, 500, 0, fx_serve_done, &s[200]), TFRDV_OK);
+    TT_CHECK_EQ_INT(s[200].st.code, TFRDV_RESOURCE_EXHAUSTED);
+    TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 1 + 4);
+    /* withdrawn at once (its manager was already cancelled): no step either */
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, 0), TFRDV_OK);
+    tfrdv_cancel_start(cm);
+    tfrdv_mgr_expire(m, INT64_MAX - 1); /* the 4 deferred expire; their steps go */
+    for (i = 0; i < 4; i++) TT_CHECK_EQ_INT(s[i].st.code, TFRDV_DEADLINE_EXCEEDED);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 9000, k.buf, k.len, 600, cm, fx_serve_done, &s[201]), TFRDV_OK);
+    TT_CHECK_EQ_INT(s[201].st.code, TFRDV_CANCELLED);
+    TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 1);
+    printf("    200 refused or expired requests for 200 step ids: %ld bytes held afterwards\n", fx_live_bytes(&a) - base);
+    TT_CHECK(fx_live_bytes(&a) - base < 128 * 1024); /* free lists only, not 200 steps */
+    /* the step we hold still works */
+    TT_CHECK_EQ_INT(tfrdv_mgr_initialize(mine, 0, 0), TFRDV_OK);
+    tfrdv_unref(mine);
+    tfrdv_cancel_mgr_destroy(cm);
+    tfrdv_mgr_destroy(m);
     FX_CHECK_EMPTY(&a);
 }
 
@@ -1069,7 +1112,6 @@ static void test_withdraw_deferred_requests_in_shuffled_order_serves_the_rest_in
     fx_value* v = (fx_value*)calloc(WD_N, sizeof *v);
     int* order = (int*)calloc(WD_N, sizeof *order);
     char* gone = (char*)calloc(WD_N, 1);
-    unsigned seed = 777u;
     int i, left = 0, next = 0;
     TT_CHECK(cm && s && v && order && gone);
     if (!cm || !s || !v || !order || !gone) return;
@@ -1077,24 +1119,9 @@ static void test_withdraw_deferred_requests_in_shuffled_order_serves_the_rest_in
     for (i = 0; i < WD_N; i++) {
         TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm[i], 0), TFRDV_OK);
         TT_CHECK_EQ_INT(srv_serve(&x, 1000 + i, cm[i], &s[i]), TFRDV_OK);
-        order[i] = i;
     }
     TT_CHECK_EQ_INT(stats(x.m).requests_deferred, WD_N);
-    for (i = WD_N - 1; i > 0; i--) { /* Fisher-Yates, fixed seed */
-        int j, t;
-        seed = seed * 1103515245u + 12345u;
-        j = (int)((seed >> 8) % (unsigned)(i + 1));
-        t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
-    tfrdv_cancel_start(cm[WD_N - 1]);
-    tfrdv_cancel_start(cm[0]);
-    gone[WD_N - 1] = gone[0] = 1;
-    for (i = 0; i < WD_N / 2; i++) {
-        tfrdv_cancel_start(cm[order[i]]);
-        gone[order[i]] = 1;
-    }
+    fx_cancel_shuffled(cm, WD_N, WD_N / 2, 777u, order, gone);
     for (i = 0; i < WD_N; i++) {
         if (gone[i]) TT_CHECK(s[i].calls == 1 && s[i].st.code == TFRDV_CANCELLED);
         else TT_CHECK_EQ_INT(s[i].calls, 0);
@@ -1693,6 +1720,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_d8_key_length_is_capped);
     TT_RUN(test_d8_channel_refuses_keys_over_2g);
     TT_RUN(test_d8_deferred_requests_are_capped_and_their_memory_returns);
+    TT_RUN(test_d8_refused_requests_leave_no_steps_behind);
     TT_RUN(test_table_clustered_hashes_wrap_and_delete_in_random_order);
     TT_RUN(test_response_cache_is_keyed_by_request_id_only);
     TT_RUN(test_destroy_of_a_found_step_aborts_it_but_the_table_keeps_it);

@@ -437,26 +437,14 @@ static void test_fifo_random_interleavings(void) {
 static tkey mk_keys[MK];
 static tval mk_vals[MK];
 static rcv mk_rcvs[MK];
-static void shuffle(int* a, int n, uint32_t seed) {
-    int i;
-    for (i = 0; i < n; i++) a[i] = i;
-    for (i = n - 1; i > 0; i--) {
-        int j, t;
-        seed = seed * 1664525u + 1013904223u;
-        j = (int)((seed >> 8) % (uint32_t)(i + 1));
-        t = a[i];
-        a[i] = a[j];
-        a[j] = t;
-    }
-}
 static void test_many_keys_are_independent(void) {
     fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
     int p1[MK], p2[MK], i, bad = 0;
     pend_list pl;
     for (i = 0; i < MK; i++) tkey_num(&mk_keys[i], i);
-    shuffle(p1, MK, 1);
-    shuffle(p2, MK, 2);
+    fx_shuffle(p1, MK, 1);
+    fx_shuffle(p2, MK, 2);
     /* sends first */
     for (i = 0; i < MK; i++) {
         tval_init(&mk_vals[p1[i]], p1[i]);
@@ -928,7 +916,6 @@ static void test_cancel_receivers_in_shuffled_order_keeps_the_rest_fifo(void) {
     char* gone = (char*)calloc(SHUF_N, 1);
     tkey k;
     pend_list pl;
-    unsigned seed = 12345u;
     int i, ncancel = 0, next = 0;
     TT_CHECK(cm && x && v && order && gone);
     if (!cm || !x || !v || !order || !gone) return;
@@ -939,24 +926,9 @@ static void test_cancel_receivers_in_shuffled_order_keeps_the_rest_fifo(void) {
         a = cancel_args(cm[i]);
         rcv_init(&x[i]);
         TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &a, rcv_done, &x[i]), TFRDV_OK);
-        order[i] = i;
     }
-    for (i = SHUF_N - 1; i > 0; i--) { /* Fisher-Yates, fixed seed */
-        int j, t;
-        seed = seed * 1103515245u + 12345u;
-        j = (int)((seed >> 8) % (unsigned)(i + 1));
-        t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
-    /* the newest and the oldest first, then two thirds of the shuffle */
-    tfrdv_cancel_start(cm[SHUF_N - 1]);
-    tfrdv_cancel_start(cm[0]);
-    gone[SHUF_N - 1] = gone[0] = 1;
-    for (i = 0; i < SHUF_N * 2 / 3; i++) {
-        tfrdv_cancel_start(cm[order[i]]);
-        gone[order[i]] = 1;
-    }
+    /* the newest and the oldest first, then two thirds of a shuffle */
+    fx_cancel_shuffled(cm, SHUF_N, SHUF_N * 2 / 3, 12345u, order, gone);
     for (i = 0; i < SHUF_N; i++) {
         if (gone[i]) {
             ncancel++;
