@@ -151,11 +151,11 @@
      pending key then costs about 100 bytes plus its edge name and frame, and 25-35 bytes of
      table.
      Bounds on hostile load: max_key_len (4096 bytes), max_deferred (65536 requests waiting for
-     step initialisation; a refused request leaves no step behind), tombstone_max, request_id_window, response_cache_max. Step and request
-     ids (which peers choose) are hashed with a per-manager secret, so no chosen set of ids shares
-     a bucket. Cancelling or withdrawing any waiting receiver or deferred request is O(1), in any
-     order (10^6 receivers on one key, 65536 deferred requests). Teardown
-     (abort, cleanup, destroy) allocates nothing. On Linux, value blocks of 4 MiB and more from the
+     step initialisation; a refused request leaves no step behind), tombstone_max,
+     request_id_window, response_cache_max. Step and request ids (which peers choose) are hashed
+     with a per-manager secret, so no chosen set of ids shares a bucket. Cancelling or withdrawing
+     any waiting receiver or deferred request is O(1), in any order (10^6 receivers on one key,
+     65536 deferred requests). Teardown (abort, cleanup, destroy) allocates nothing. On Linux, value blocks of 4 MiB and more from the
      built-in allocator (tfrdv_value_new, remote receives without an alloc hook) ask for
      transparent huge pages (TFRDV_NO_HUGEPAGES).
 */
