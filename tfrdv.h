@@ -155,9 +155,9 @@
      request_id_window, response_cache_max. Step and request ids (which peers choose) are hashed
      with a per-manager secret, so no chosen set of ids shares a bucket. Cancelling or withdrawing
      any waiting receiver or deferred request is O(1), in any order (10^6 receivers on one key,
-     65536 deferred requests). Teardown (abort, cleanup, destroy) allocates nothing. On Linux, value blocks of 4 MiB and more from the
-     built-in allocator (tfrdv_value_new, remote receives without an alloc hook) ask for
-     transparent huge pages (TFRDV_NO_HUGEPAGES).
+     65536 deferred requests). Teardown (abort, cleanup, destroy) allocates nothing. On Linux,
+     value blocks of 4 MiB and more from the built-in allocator (tfrdv_value_new, remote receives
+     without an alloc hook) ask for transparent huge pages (TFRDV_NO_HUGEPAGES).
 */
 /* The implementation needs POSIX clock_gettime and pthread_condattr_setclock. Compilers' default
    modes (gnu99/gnu17, and C++ with glibc) declare them already; only in a strict ISO mode
@@ -3616,9 +3616,9 @@ TFRDV__PRIVATE void tfrdv__rdv_snap(tfrdv_rendezvous* r, tfrdv__snap* snap) {
             void* it;
             if (!c) continue;
             if ((it = c->tail) != 0) do { /* the ring: both item kinds start with `next` */
-                    count++;
-                    it = *(void**)it;
-                } while (it != c->tail);
+                count++;
+                it = *(void**)it;
+            } while (it != c->tail);
             tfrdv__snap_add(snap, r->step_id, c->kind == TFRDV__CHAN_SEND ? TFRDV_PENDING_SEND : TFRDV_PENDING_RECV,
                             c->pfx ? TFRDV__PFX_BYTES(c->pfx) : "", c->pfx ? c->pfx->len : 0,
                             TFRDV__CHAN_KEY(c), c->key_len, count);
@@ -4503,6 +4503,12 @@ TFRDV__PRIVATE int tfrdv__serve_check(tfrdv__serve* op) {
     return 0;
 }
 enum { TFRDV__ROUTE_LOCAL, TFRDV__ROUTE_DEFERRED, TFRDV__ROUTE_FULL, TFRDV__ROUTE_WITHDRAWN };
+/* mgr->mu and r->mu held: the step was never initialised and holds nothing (no deferred request,
+   no call), and no reference but the table's and `held` ours: nobody can tell it exists, so it
+   may leave the table (mgr->mu is held: no find races) */
+TFRDV__PRIVATE int tfrdv__step_unused(tfrdv_rendezvous* r, long held) {
+    return !r->initialized && !r->deferred && !r->calls && tfrdv__atomic_load(&r->refs) == 1 + held;
+}
 /* Phase 3: tombstone, find or create the step, then defer (not initialised yet) or wait in its
    table (an aborted step answers with its status). */
 TFRDV__PRIVATE void tfrdv__serve_route(tfrdv__serve* op) {
@@ -4550,7 +4556,7 @@ TFRDV__PRIVATE void tfrdv__serve_route(tfrdv__serve* op) {
             }
             /* refused, and the step holds nothing anybody else can see (typically created just
                now by this request): drop it, or a peer could fill the table with steps it names */
-            if (how != TFRDV__ROUTE_DEFERRED && !r->deferred && !r->calls && tfrdv__atomic_load(&r->refs) == 2) {
+            if (how != TFRDV__ROUTE_DEFERRED && tfrdv__step_unused(r, 1)) {
                 tfrdv__unlink_step(mgr, r->step_id);
                 drop = 1;
             }
@@ -5207,22 +5213,22 @@ TFRDV__PRIVATE void tfrdv__remote_abort(tfrdv_rendezvous* r) {
 TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now, tfrdv_call** calls,
                                                 tfrdv__serve** defs, tfrdv_call** restarts, int* stray) {
     int64_t next = INT64_MAX;
-    tfrdv__serve** pp;
+    tfrdv__serve* op;
+    tfrdv__serve* onx;
     tfrdv_call* c;
     tfrdv_call* nx;
     long expired = 0;
     tfrdv__lock(&r->mu);
-    for (pp = &r->deferred; *pp;) {
-        tfrdv__serve* op = *pp;
+    for (op = r->deferred; op; op = onx) {
+        onx = op->next;
         if (op->deadline <= now) {
             tfrdv__serve_unlink(&r->deferred, op);
             tfrdv__serve_leave(op, TFRDV__SERVE_DONE);
             op->next = *defs;
             *defs = op;
             expired++;
-        } else {
-            if (op->deadline < next) next = op->deadline;
-            pp = &op->next;
+        } else if (op->deadline < next) {
+            next = op->deadline;
         }
     }
     for (c = r->calls; c; c = nx) {
@@ -5247,9 +5253,8 @@ TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now
             if (c->state == TFRDV__CALL_BACKOFF && c->retry_at < next) next = c->retry_at;
         }
     }
-    /* a step created only by requests that expired, never initialised, used by nobody else:
-       TensorFlow keeps it forever; we drop it (mgr->mu is held, so no find can race) */
-    *stray = expired && !r->initialized && !r->deferred && tfrdv__atomic_load(&r->refs) == 1 + expired;
+    /* a step created only by requests that expired: TensorFlow keeps it forever; we drop it */
+    *stray = expired && tfrdv__step_unused(r, expired);
     tfrdv__unlock(&r->mu);
     return next;
 }
