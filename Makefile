@@ -16,7 +16,7 @@ Q         = $(if $(filter 1,$(V)),,@)
 SAY       = $(if $(filter 1,$(V)),@true,@printf '  %-5s %s\n')
 TEST_SRCS    := $(wildcard tests/test_*.c)
 EXAMPLE_SRCS := $(wildcard examples/*.c)
-TESTS    := $(patsubst tests/%.c,$(B)/%,$(TEST_SRCS))
+TESTS    := $(patsubst tests/%.c,$(B)/%,$(TEST_SRCS)) $(B)/test_locks_fenced
 EXAMPLES := $(patsubst examples/%.c,$(B)/ex_%,$(EXAMPLE_SRCS))
 HEADERS  := tfrdv.h $(wildcard tfrdv_*.h) tests/tt.h $(wildcard tests/*.h)
 
@@ -27,6 +27,12 @@ $(B)/test_%: tests/test_%.c $(HEADERS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) -o $@ $< $(LDLIBS)
+
+# the lock suite again with the fallback unlock (an atomic exchange, no membarrier)
+$(B)/test_locks_fenced: tests/test_locks.c $(HEADERS)
+	@mkdir -p $(B)
+	$(SAY) CC $@
+	$(Q)$(CC) $(CFLAGS_T) -DTFRDV_NO_MEMBARRIER -o $@ $< $(LDLIBS)
 
 $(B)/ex_%: examples/%.c $(HEADERS)
 	@mkdir -p $(B)

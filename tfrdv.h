@@ -39,6 +39,11 @@
      TFRDV_NO_FUTEX          implementation TU   off       on Linux/glibc the built-in locks are inline
                                                            futex words that spin briefly before sleeping;
                                                            this selects pthread mutexes instead
+     TFRDV_NO_MEMBARRIER     implementation TU   off       the futex locks unlock with a plain store and a
+                                                           thread about to sleep calls membarrier(2) so
+                                                           the unlocker sees it (Linux 4.14+, probed once
+                                                           per process; absent: an atomic exchange
+                                                           unlocks, as this option forces)
      TFRDV_NO_HUGEPAGES      implementation TU   off       on Linux, value blocks of 4 MiB and more from
                                                            the built-in allocator (tfrdv_value_new, remote
                                                            receives) are madvise(MADV_HUGEPAGE)d: a fresh
@@ -67,7 +72,9 @@
                 process); the companion headers tfrdv_grpc.h and tfrdv_verbs.h are where network
                 transports live.
      State      No global mutable state except one thread-local pointer: the stack of callback
-                frames running on the thread (how destroy-from-inside-a-callback is detected).
+                frames running on the thread (how destroy-from-inside-a-callback is detected), and,
+                with the Linux futex locks, one int caching whether membarrier(2) is registered and
+                a 64-slot table counting threads asleep on a lock (by lock address).
 
    CALLBACK RULES (every async entry point keeps them)
      1. Exactly once. Every accepted async operation calls its done callback exactly once: with OK,
@@ -978,6 +985,20 @@ TFRDV__PRIVATE long tfrdv__atomic_load(volatile long* p) { return *p; }
 TFRDV__PRIVATE void tfrdv__atomic_store(volatile long* p, long v) { *p = v; }
 TFRDV__PRIVATE uint32_t tfrdv__atomic_sub_u32(volatile uint32_t* p) { return (*p)--; }
 TFRDV__PRIVATE void tfrdv__atomic_inc_u32(volatile uint32_t* p) { (*p)++; }
+TFRDV__PRIVATE uint32_t tfrdv__atomic_load_u32(volatile uint32_t* p) { return *p; }
+TFRDV__PRIVATE int tfrdv__atomic_cas(volatile long* p, long* expect, long v) {
+    if (*p != *expect) {
+        *expect = *p;
+        return 0;
+    }
+    *p = v;
+    return 1;
+}
+TFRDV__PRIVATE long tfrdv__atomic_or(volatile long* p, long v) {
+    long old = *p;
+    *p |= v;
+    return old;
+}
 #elif defined(__GNUC__) || defined(__clang__)
 TFRDV__PRIVATE long tfrdv__atomic_add(volatile long* p, long v) {
     return __atomic_add_fetch(p, v, __ATOMIC_SEQ_CST);
@@ -989,6 +1010,13 @@ TFRDV__PRIVATE uint32_t tfrdv__atomic_sub_u32(volatile uint32_t* p) {
     return __atomic_fetch_sub(p, 1u, __ATOMIC_ACQ_REL);
 }
 TFRDV__PRIVATE void tfrdv__atomic_inc_u32(volatile uint32_t* p) { __atomic_fetch_add(p, 1u, __ATOMIC_RELAXED); }
+TFRDV__PRIVATE uint32_t tfrdv__atomic_load_u32(volatile uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+/* *expect is updated on failure; success releases */
+TFRDV__PRIVATE int tfrdv__atomic_cas(volatile long* p, long* expect, long v) {
+    return __atomic_compare_exchange_n(p, expect, v, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+/* returns the value before */
+TFRDV__PRIVATE long tfrdv__atomic_or(volatile long* p, long v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
 #elif defined(_MSC_VER)
 TFRDV__PRIVATE long tfrdv__atomic_add(volatile long* p, long v) { return InterlockedExchangeAdd(p, v) + v; }
 TFRDV__PRIVATE long tfrdv__atomic_load(volatile long* p) { return InterlockedCompareExchange(p, 0, 0); }
@@ -997,13 +1025,24 @@ TFRDV__PRIVATE uint32_t tfrdv__atomic_sub_u32(volatile uint32_t* p) {
     return (uint32_t)InterlockedExchangeAdd((volatile long*)p, -1);
 }
 TFRDV__PRIVATE void tfrdv__atomic_inc_u32(volatile uint32_t* p) { InterlockedExchangeAdd((volatile long*)p, 1); }
+TFRDV__PRIVATE uint32_t tfrdv__atomic_load_u32(volatile uint32_t* p) {
+    return (uint32_t)InterlockedCompareExchange((volatile long*)p, 0, 0);
+}
+TFRDV__PRIVATE int tfrdv__atomic_cas(volatile long* p, long* expect, long v) {
+    long old = InterlockedCompareExchange(p, v, *expect);
+    if (old == *expect) return 1;
+    *expect = old;
+    return 0;
+}
+TFRDV__PRIVATE long tfrdv__atomic_or(volatile long* p, long v) { return InterlockedOr(p, v); }
 #else
 #error "tfrdv: no atomics for this compiler; build with TFRDV_NO_THREADS or add them here"
 #endif
 
 /* >>tls  a thread's stack of callback frames: which rendezvous' (and cancellation managers')
    callbacks run on this thread, so destroy from inside its own callback defers instead of
-   deadlocking. The library's only global mutable state: one thread-local pointer. */
+   deadlocking. The library's only global mutable state besides the futex lock's two (>>sync):
+   one thread-local pointer. */
 typedef struct tfrdv__frame {
     const void* obj;
     struct tfrdv__frame* prev;
@@ -1103,11 +1142,46 @@ TFRDV__PRIVATE int64_t tfrdv__now(const tfrdv_clock* c) {
 }
 
 /* >>sync  a mutex and a counting event, built-in or through the user's tfrdv_sync */
+#if defined(TFRDV__FUTEX)
+#if defined(SYS_membarrier) && !defined(TFRDV_NO_MEMBARRIER)
+/* membarrier(2) commands (kernel ABI, Linux 4.14+): QUERY, PRIVATE_EXPEDITED, its registration */
+#define TFRDV__MB_QUERY 0
+#define TFRDV__MB_PRIVATE_EXPEDITED 8
+#define TFRDV__MB_REGISTER_PRIVATE_EXPEDITED 16
+/* 0: not asked yet, 1: this process registered for PRIVATE_EXPEDITED, -1: unavailable. The cache
+   of a kernel capability, the library's one process-wide variable (racing first askers register
+   twice, which the kernel allows). */
+static int tfrdv__mb_state;
+TFRDV__PRIVATE int tfrdv__membarrier_ready(void) {
+    int st = __atomic_load_n(&tfrdv__mb_state, __ATOMIC_RELAXED);
+    if (st == 0) {
+        long q = syscall(SYS_membarrier, TFRDV__MB_QUERY, 0, 0);
+        st = q > 0 && (q & TFRDV__MB_PRIVATE_EXPEDITED) &&
+                     syscall(SYS_membarrier, TFRDV__MB_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0
+                 ? 1
+                 : -1;
+        __atomic_store_n(&tfrdv__mb_state, st, __ATOMIC_RELAXED);
+    }
+    return st == 1;
+}
+/* a full barrier on every running thread of the process; 0 if the kernel refused (a fork child
+   registers again) */
+TFRDV__PRIVATE int tfrdv__membarrier(void) {
+    if (syscall(SYS_membarrier, TFRDV__MB_PRIVATE_EXPEDITED, 0, 0) == 0) return 1;
+    return syscall(SYS_membarrier, TFRDV__MB_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+           syscall(SYS_membarrier, TFRDV__MB_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+#else
+TFRDV__PRIVATE int tfrdv__membarrier_ready(void) { return 0; }
+TFRDV__PRIVATE int tfrdv__membarrier(void) { return 0; }
+#endif
+#endif
 typedef struct tfrdv__mutex {
     const tfrdv_sync* hook;
     void* h;
 #if defined(TFRDV__FUTEX)
-    int word; /* 0 free, 1 locked, 2 locked with sleepers */
+    int word; /* 0 free, 1 locked */
+    int fast; /* unlock is a plain store (tfrdv__membarrier_ready() held when this was made) */
 #elif defined(TFRDV__HAS_POSIX)
     pthread_mutex_t m;
 #elif defined(TFRDV__HAS_WIN32)
@@ -1145,6 +1219,7 @@ TFRDV__PRIVATE int tfrdv__mutex_init(tfrdv__mutex* m, const tfrdv_sync* s) {
     if (s) return s->mutex_init(s->user, &m->h) == 0;
 #if defined(TFRDV__FUTEX)
     m->word = 0;
+    m->fast = tfrdv__membarrier_ready();
     return 1;
 #elif defined(TFRDV__HAS_POSIX)
     return pthread_mutex_init(&m->m, 0) == 0;
@@ -1172,21 +1247,46 @@ TFRDV__PRIVATE void tfrdv__cpu_relax(void) {
     __asm__ __volatile__("yield");
 #endif
 }
-/* the three-state futex lock ("Futexes Are Tricky", mutex 2) with a bounded spin first */
-TFRDV__PRIVATE void tfrdv__futex_lock_slow(int* w) {
-    int c, i;
+/* A futex lock whose unlock is a plain store. Unlocking must wake a sleeper, and seeing one
+   without a store-load fence is the store-buffer race: the unlocker's store of 0 and a waiter's
+   announcement may each miss the other. The waiter pays for the fence instead (asymmetric Dekker):
+   it counts itself as a sleeper, then membarrier() makes every running thread of the process
+   execute a full barrier. Any unlock either read the count after that barrier (it sees it and
+   wakes) or made its store visible before it (the waiter's compare-and-swap and the futex check
+   see 0). The count stays up until the waiter holds the lock, so one barrier covers all its waits.
+   Sleepers are counted per lock address in a static table, not in the lock: the next holder may
+   free the lock's memory as soon as the store lands, and the unlocker reads the count after it
+   (a shared slot only costs a spurious wake; FUTEX_WAKE on freed memory is harmless). Without
+   membarrier (older kernels, seccomp, TFRDV_NO_MEMBARRIER) unlock is an atomic exchange before
+   that read; a waiter whose barrier failed (it should not, once registered) waits with a 1 ms
+   timeout, late but never lost. Spins briefly first. */
+#define TFRDV__PARK_SLOTS 64
+static struct {
+    int n;
+    char pad[60]; /* one cache line each: waiters on one lock do not disturb unlockers of another */
+} tfrdv__park[TFRDV__PARK_SLOTS];
+TFRDV__PRIVATE int* tfrdv__sleepers(const tfrdv__mutex* m) {
+    uintptr_t a = (uintptr_t)(const void*)m;
+    return &tfrdv__park[((a >> 6) ^ (a >> 12)) % TFRDV__PARK_SLOTS].n;
+}
+TFRDV__PRIVATE void tfrdv__futex_lock_slow(tfrdv__mutex* m) {
+    int c, i, barrier = 1;
     for (i = 0; i < 128; i++) {
         tfrdv__cpu_relax();
         c = 0;
-        if (__atomic_load_n(w, __ATOMIC_RELAXED) == 0 &&
-            __atomic_compare_exchange_n(w, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        if (__atomic_load_n(&m->word, __ATOMIC_RELAXED) == 0 &&
+            __atomic_compare_exchange_n(&m->word, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
             return;
     }
-    c = __atomic_exchange_n(w, 2, __ATOMIC_ACQUIRE);
-    while (c != 0) {
-        syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, 2, (void*)0, (void*)0, 0);
-        c = __atomic_exchange_n(w, 2, __ATOMIC_ACQUIRE);
+    __atomic_fetch_add(tfrdv__sleepers(m), 1, __ATOMIC_SEQ_CST);
+    if (m->fast) barrier = tfrdv__membarrier();
+    for (;;) {
+        struct timespec late = {0, 1000000};
+        c = 0;
+        if (__atomic_compare_exchange_n(&m->word, &c, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) break;
+        syscall(SYS_futex, &m->word, FUTEX_WAIT_PRIVATE, 1, barrier ? (struct timespec*)0 : &late, (void*)0, 0);
     }
+    __atomic_fetch_sub(tfrdv__sleepers(m), 1, __ATOMIC_RELAXED);
 }
 #endif
 TFRDV__HOT void tfrdv__lock(tfrdv__mutex* m) {
@@ -1198,7 +1298,7 @@ TFRDV__HOT void tfrdv__lock(tfrdv__mutex* m) {
     {
         int c = 0;
         if (!__atomic_compare_exchange_n(&m->word, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-            tfrdv__futex_lock_slow(&m->word);
+            tfrdv__futex_lock_slow(m);
     }
 #elif defined(TFRDV__HAS_POSIX)
     pthread_mutex_lock(&m->m);
@@ -1212,8 +1312,18 @@ TFRDV__HOT void tfrdv__unlock(tfrdv__mutex* m) {
         return;
     }
 #if defined(TFRDV__FUTEX)
-    if (__atomic_exchange_n(&m->word, 0, __ATOMIC_RELEASE) == 2)
+    {
+        int* sleepers = tfrdv__sleepers(m); /* m may be freed once word is 0 */
+        if (m->fast) {
+            __atomic_store_n(&m->word, 0, __ATOMIC_RELEASE);
+            __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the compiler keeps the load below after the store */
+            if (__atomic_load_n(sleepers, __ATOMIC_RELAXED) == 0) return;
+        } else {
+            __atomic_exchange_n(&m->word, 0, __ATOMIC_SEQ_CST);
+            if (__atomic_load_n(sleepers, __ATOMIC_SEQ_CST) == 0) return;
+        }
         syscall(SYS_futex, &m->word, FUTEX_WAKE_PRIVATE, 1, (void*)0, (void*)0, 0);
+    }
 #elif defined(TFRDV__HAS_POSIX)
     pthread_mutex_unlock(&m->m);
 #elif defined(TFRDV__HAS_WIN32)
@@ -2146,7 +2256,10 @@ TFRDV_API void tfrdv_value_retain(tfrdv_value* v) {
 }
 TFRDV_API void tfrdv_value_release(tfrdv_value* v) {
     if (!v) return;
-    if (tfrdv__atomic_sub_u32(&v->extra_refs) == 0) { /* that was the last reference */
+    /* The only reference needs no atomic write (nobody can retain it concurrently: retaining takes
+       a reference), as TensorFlow's RefCounted::Unref does; the acquire load orders the release
+       hook after other holders' releases. Otherwise the decrement decides. */
+    if (tfrdv__atomic_load_u32(&v->extra_refs) == 0 || tfrdv__atomic_sub_u32(&v->extra_refs) == 0) {
         v->extra_refs = 0;
         if (v->release) v->release(v);
     }
@@ -2425,6 +2538,11 @@ typedef struct tfrdv__shard {
     size_t nfree_s, nfree_r, nfree_c[2];
     tfrdv__pfx* pfx_hot; /* the prefix used last (one of pfx[]) */
     tfrdv__pfx* pfx[TFRDV__PFX_WAYS];
+    /* deliveries whose callbacks run after this shard's lock was dropped (tfrdv__begin_delivery):
+       2 per delivery, so both wrap alike; bit 0 of dl_ended: the closer has counted this shard */
+    unsigned long dl_begun; /* under mu */
+    volatile long dl_ended; /* atomic */
+    int dl_wait;            /* under mu: the closer holds r until dl_ended catches up */
     char pad[64];
 } tfrdv__shard;
 
@@ -2479,6 +2597,48 @@ TFRDV__PRIVATE void tfrdv__deliver(tfrdv_rendezvous* r, tfrdv_done_fn done, void
     done(user, st, sa ? sa : &tfrdv__no_args, ra ? ra : &tfrdv__no_args, v, dead);
     tfrdv__frame_pop(&f);
     tfrdv__let_go(r);
+}
+
+/* The pair path's cheaper hold. A delivery begun under shard s's lock (a plain increment) keeps r
+   alive until the callback returns and tfrdv__deliver_from counts it ended: one atomic, where
+   tfrdv__hold + tfrdv__let_go take two on a line every shard shares. tfrdv__close counts each
+   shard (sets bit 0 under its lock) and holds r once for every shard with deliveries still
+   running; the last of them to end lets that go. A delivery that sees the bit ends under the lock:
+   nobody can decide the shard is finished between its count and its check. */
+TFRDV__PRIVATE void tfrdv__begin_delivery(tfrdv__shard* s) { s->dl_begun += 2; }
+TFRDV__COLD void tfrdv__end_delivery_slow(tfrdv_rendezvous* r, tfrdv__shard* s) {
+    int last;
+    tfrdv__lock(&s->mu);
+    last = (unsigned long)(tfrdv__atomic_add(&s->dl_ended, 2) & ~1L) == s->dl_begun && s->dl_wait;
+    if (last) s->dl_wait = 0;
+    tfrdv__unlock(&s->mu);
+    if (last) tfrdv__let_go(r);
+}
+/* tfrdv__deliver for a delivery begun with tfrdv__begin_delivery(s) */
+TFRDV__HOT void tfrdv__deliver_from(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv_done_fn done, void* user,
+                                    const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    tfrdv__frame f;
+    long w;
+    tfrdv__frame_push(&f, r);
+    done(user, &tfrdv__ok_status, sa, ra, v, dead);
+    tfrdv__frame_pop(&f);
+    w = tfrdv__atomic_load(&s->dl_ended); /* a stale value only costs a retry */
+    while (!(w & 1))
+        if (tfrdv__atomic_cas(&s->dl_ended, &w, w + 2)) return; /* r may be gone from here on */
+    tfrdv__end_delivery_slow(r, s);
+}
+/* tfrdv__close, after the abort: holds r for every shard with deliveries still running */
+TFRDV__PRIVATE void tfrdv__count_deliveries(tfrdv_rendezvous* r) {
+    int i;
+    for (i = 0; i < r->nshards; i++) {
+        tfrdv__shard* s = &r->shards[i];
+        tfrdv__lock(&s->mu);
+        if ((unsigned long)(tfrdv__atomic_or(&s->dl_ended, 1) & ~1L) != s->dl_begun) {
+            s->dl_wait = 1;
+            tfrdv__hold(r);
+        }
+        tfrdv__unlock(&s->mu);
+    }
 }
 
 TFRDV__PRIVATE tfrdv__shard* tfrdv__shard_of(tfrdv_rendezvous* r, uint64_t h) {
@@ -2865,7 +3025,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
     traced = ri->trace && t0;
     if (traced) t0 = ri->t0;
     tfrdv__ritem_detach(r, s, ri);
-    tfrdv__hold(r);
+    tfrdv__begin_delivery(s);
     tfrdv__unlock(&s->mu);
     sa = tfrdv__no_args;
     if (args) {
@@ -2873,7 +3033,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
         sa.alloc_attrs = args->alloc_attrs;
     }
     if (traced) tfrdv__trace_local(r, key->full.ptr, key->full.len, t0, &tfrdv__ok_status, value, is_dead);
-    tfrdv__deliver(r, done, user, &tfrdv__ok_status, &sa, &ra, value, is_dead);
+    tfrdv__deliver_from(r, s, done, user, &sa, &ra, value, is_dead);
     return TFRDV_OK;
 }
 
@@ -2967,10 +3127,10 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
         int dead;
         int64_t ts;
         tfrdv_value* v = tfrdv__take_send(r, s, i, &sa, &dead, &ts);
-        tfrdv__hold(r);
+        tfrdv__begin_delivery(s);
         tfrdv__unlock(&s->mu);
         if (trace) tfrdv__trace_local(r, key->full.ptr, key->full.len, ts && ts < t0 ? ts : t0, &tfrdv__ok_status, v, dead);
-        tfrdv__deliver(r, done, user, &tfrdv__ok_status, &sa, &ra, v, dead);
+        tfrdv__deliver_from(r, s, done, user, &sa, &ra, v, dead);
         return TFRDV_OK;
     }
     ri = tfrdv__ritem_get(r, s);
@@ -3200,6 +3360,7 @@ TFRDV_API void tfrdv_ref(tfrdv_rendezvous* r) {
 }
 TFRDV__PRIVATE void tfrdv__close(tfrdv_rendezvous* r) {
     tfrdv_abort(r, TFRDV_CANCELLED, "Rendezvous destroyed");
+    tfrdv__count_deliveries(r); /* after the abort no delivery begins that way */
     if (tfrdv__frame_in(r)) {
         /* inside one of r's own callbacks (which holds r): freed when the last one returns */
         tfrdv__atomic_store(&r->closing, 2);
@@ -5759,6 +5920,10 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
 #undef TFRDV__HAS_FRAMES
 #undef TFRDV__HAS_POSIX
 #undef TFRDV__FUTEX
+#undef TFRDV__MB_QUERY
+#undef TFRDV__PARK_SLOTS
+#undef TFRDV__MB_PRIVATE_EXPEDITED
+#undef TFRDV__MB_REGISTER_PRIVATE_EXPEDITED
 #undef TFRDV__HUGEPAGES
 #undef TFRDV__MADV_HUGEPAGE
 #undef TFRDV__HAS_WIN32

@@ -73,6 +73,7 @@ for cc in gcc clang; do
     $cc -std=c99 $CWARN $INC -DTFRDV_NO_MALLOC -DTFRDV_NO_CLOCK -c impl.c -o nm_$cc.o
   cell "$cc -DTFRDV_THREADS_CUSTOM" $cc -std=c99 $CWARN $INC -DTFRDV_THREADS_CUSTOM -c impl.c -o tc_$cc.o
   cell "$cc -DTFRDV_NO_FUTEX (pthread mutexes)" $cc -std=c99 $CWARN $INC -DTFRDV_NO_FUTEX -c impl.c -o nf_$cc.o
+  cell "$cc -DTFRDV_NO_MEMBARRIER (exchange unlock)" $cc -std=c99 $CWARN $INC -DTFRDV_NO_MEMBARRIER -c impl.c -o nm_$cc.o
   cell "$cc -DTFRDV_STATUS_MSG_MAX=16" $cc -std=c99 $CWARN $INC -DTFRDV_STATUS_MSG_MAX=16 -c impl.c -o m16_$cc.o
 done
 

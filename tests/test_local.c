@@ -1578,28 +1578,60 @@ static void slow_done(void* user, const tfrdv_status* st, const tfrdv_args* sa, 
     tfrdv_value_release(v);
     st_(&s->finished, 1);
 }
+/* a thread that receives on k with slow_done (the value is already there: the callback runs inside
+   its tfrdv_recv_async) */
+typedef struct slow_receiver {
+    tfrdv_rendezvous* r;
+    tkey* k;
+    slow* s;
+    tfrdv_code rc;
+} slow_receiver;
+static void* slow_receiver_main(void* p) {
+    slow_receiver* x = (slow_receiver*)p;
+    x->rc = tfrdv_recv_async(x->r, &x->k->pk, NULL, slow_done, x->s);
+    return NULL;
+}
+/* The last reference dropped while a callback runs on another thread (inside its tfrdv_send, or
+   inside its tfrdv_recv_async on a buffered value): destroy returns only after that callback
+   did, so its caller may free what the callback uses. */
 static void test_destroy_waits_for_callback_on_other_thread(void) {
-    fx_alloc ca;
-    tfrdv_rendezvous* r = mk_rdv(&ca);
-    tkey k;
-    tval v;
-    slow s;
-    sender snd;
-    pthread_t th;
-    int spins = 0;
-    tkey_init(&k, "slow");
-    tval_init(&v, 1);
-    memset(&s, 0, sizeof s);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, slow_done, &s), TFRDV_OK);
-    TT_CHECK_EQ_INT(sender_start(&snd, &th, r, &k, &v, 0), 0);
-    while (!ld(&s.started) && spins++ < 5000) sleep_ms(1);
-    TT_CHECK(ld(&s.started));
-    tfrdv_destroy(r);
-    TT_CHECK_EQ_INT(ld(&s.finished), 1); /* destroy returned only after the callback did */
-    pthread_join(th, NULL);
-    TT_CHECK_EQ_INT(snd.rc, TFRDV_OK);
-    TT_CHECK_EQ_INT(rel(&v), 1);
-    FX_CHECK_EMPTY(&ca);
+    int variant;
+    for (variant = 0; variant < 2; variant++) {
+        fx_alloc ca;
+        tfrdv_rendezvous* r = mk_rdv(&ca);
+        tkey k;
+        tval v;
+        slow s;
+        sender snd;
+        slow_receiver sr;
+        pthread_t th;
+        int spins = 0;
+        tkey_init(&k, "slow");
+        tval_init(&v, 1);
+        memset(&s, 0, sizeof s);
+        memset(&sr, 0, sizeof sr);
+        snd.rc = TFRDV_OK;
+        if (variant == 0) { /* the waiting receiver's callback runs inside the sender thread's send */
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, slow_done, &s), TFRDV_OK);
+            TT_CHECK_EQ_INT(sender_start(&snd, &th, r, &k, &v, 0), 0);
+        } else { /* a buffered value completes the receiver thread's recv_async inside it */
+            TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v.v, 0, NULL), TFRDV_OK);
+            sr.r = r;
+            sr.k = &k;
+            sr.s = &s;
+            TT_CHECK_EQ_INT(pthread_create(&th, NULL, slow_receiver_main, &sr), 0);
+        }
+        while (!ld(&s.started) && spins++ < 5000) sleep_ms(1);
+        TT_CHECK(ld(&s.started));
+        tfrdv_destroy(r);
+        TT_CHECK_EQ_INT(ld(&s.finished), 1); /* destroy returned only after the callback did */
+        pthread_join(th, NULL);
+        TT_CHECK_EQ_INT(snd.rc, TFRDV_OK);
+        TT_CHECK_EQ_INT(sr.rc, TFRDV_OK);
+        TT_CHECK_EQ_INT(rel(&v), 1);
+        FX_CHECK_EMPTY(&ca);
+        if (tt_cur) printf("    (variant: %s path)\n", variant ? "recv" : "send");
+    }
 }
 
 /* ---- batch helpers ----------------------------------------------------------------------------- */
