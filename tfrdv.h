@@ -162,9 +162,12 @@
      request_id_window, response_cache_max. Step and request ids (which peers choose) are hashed
      with a per-manager secret, so no chosen set of ids shares a bucket. Cancelling or withdrawing
      any waiting receiver or deferred request is O(1), in any order (10^6 receivers on one key,
-     65536 deferred requests). Teardown (abort, cleanup, destroy) allocates nothing. On Linux,
-     value blocks of 4 MiB and more from the built-in allocator (tfrdv_value_new, remote receives
-     without an alloc hook) ask for transparent huge pages (TFRDV_NO_HUGEPAGES).
+     65536 deferred requests). A waiting receiver costs 48 bytes (one allocation, one cache line),
+     160 with a cancellation manager, alloc hook or trace; a buffered send 40 bytes (the first on
+     a key none: it lives in the key's channel). Teardown (abort, cleanup, destroy) allocates
+     nothing. On Linux, value blocks of 4 MiB and more from the built-in allocator
+     (tfrdv_value_new, remote receives without an alloc hook) ask for transparent huge pages
+     (TFRDV_NO_HUGEPAGES).
 */
 /* The implementation needs POSIX clock_gettime and pthread_condattr_setclock. Compilers' default
    modes (gnu99/gnu17, and C++ with glibc) declare them already; only in a strict ISO mode
@@ -2463,22 +2466,35 @@ typedef struct tfrdv__sitem { /* a buffered send: 40 bytes on LP64 */
 
 struct tfrdv__shard;
 struct tfrdv__chan;
-typedef struct tfrdv__ritem { /* a waiting receiver */
+/* A waiting receiver: 48 bytes on LP64 (one cache line with its allocation header), since a
+   receiver that runs ahead of its senders can leave millions of them queued. One that needs more
+   (a cancellation manager, an alloc hook, a trace) is a tfrdv__ritem_x, whose first member this is. */
+typedef struct tfrdv__ritem {
     struct tfrdv__ritem* next;
     struct tfrdv__ritem* prev; /* receive rings are doubly linked: a cancelled receiver leaves in O(1) */
+    tfrdv_done_fn done;
+    void* user;
+    void* device_context;
+    uint32_t alloc_attrs;
+    unsigned char linked;
+    unsigned char orphan; /* unlinked while its cancellation callback was already running: that callback recycles it */
+    unsigned char x;      /* a tfrdv__ritem_x */
+    unsigned char pad_;
+} tfrdv__ritem;
+typedef struct tfrdv__ritem_x {
+    tfrdv__ritem base;
+    tfrdv_cancel_mgr* cancel;
+    tfrdv_alloc_fn alloc_fn;
+    void* alloc_user;
+    tfrdv_cancel_node cnode;
     struct tfrdv__chan* chan;
     struct tfrdv__shard* shard;
     tfrdv_rendezvous* r;
-    tfrdv_done_fn done;
-    void* user;
-    tfrdv_args args;
-    tfrdv_cancel_node cnode;
-    int64_t t0; /* when it was posted (only when traced) */
+    int64_t t0;    /* when it was posted (only when traced) */
     uint64_t hash; /* its key's (finds the channel's slot on cancellation) */
-    int linked;
-    int orphan; /* unlinked while its cancellation callback was already running: that callback recycles it */
-    int trace;  /* report a TFRDV_TRACE_LOCAL event when it completes */
-} tfrdv__ritem;
+    int trace;     /* report a TFRDV_TRACE_LOCAL event when it completes */
+} tfrdv__ritem_x;
+#define TFRDV__RX(ri) ((tfrdv__ritem_x*)(void*)(ri))
 
 enum { TFRDV__CHAN_SEND = 0, TFRDV__CHAN_RECV = 1 };
 /* A send channel's shared key prefix ("src;incarnation;dst;"): the keys of one device pair
@@ -2533,9 +2549,9 @@ typedef struct tfrdv__shard {
     tfrdv__slot* slots;
     size_t nslots, nchans, min_slots;
     tfrdv__sitem* free_s;
-    tfrdv__ritem* free_r;
+    tfrdv__ritem* free_r[2]; /* plain receivers, and tfrdv__ritem_x */
     tfrdv__chan* free_c[2]; /* channels that held a whole key, and a key after a shared prefix */
-    size_t nfree_s, nfree_r, nfree_c[2];
+    size_t nfree_s, nfree_r[2], nfree_c[2];
     tfrdv__pfx* pfx_hot; /* the prefix used last (one of pfx[]) */
     tfrdv__pfx* pfx[TFRDV__PFX_WAYS];
     /* deliveries whose callbacks run after this shard's lock was dropped (tfrdv__begin_delivery):
@@ -2868,13 +2884,15 @@ TFRDV__PRIVATE void tfrdv__sitem_recycle(tfrdv_rendezvous* r, tfrdv__shard* s, t
         tfrdv__free(&r->hooks.allocator, si, sizeof *si);
     }
 }
+TFRDV__PRIVATE size_t tfrdv__ritem_bytes(int x) { return x ? sizeof(tfrdv__ritem_x) : sizeof(tfrdv__ritem); }
 TFRDV__PRIVATE void tfrdv__ritem_recycle(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__ritem* ri) {
-    if (s->nfree_r < r->free_max) {
-        ri->next = s->free_r;
-        s->free_r = ri;
-        s->nfree_r++;
+    int x = ri->x;
+    if (s->nfree_r[x] < r->free_max) {
+        ri->next = s->free_r[x];
+        s->free_r[x] = ri;
+        s->nfree_r[x]++;
     } else {
-        tfrdv__free(&r->hooks.allocator, ri, sizeof *ri);
+        tfrdv__free(&r->hooks.allocator, ri, tfrdv__ritem_bytes(x));
     }
 }
 TFRDV__PRIVATE tfrdv__sitem* tfrdv__sitem_get(tfrdv_rendezvous* r, tfrdv__shard* s) {
@@ -2884,12 +2902,28 @@ TFRDV__PRIVATE tfrdv__sitem* tfrdv__sitem_get(tfrdv_rendezvous* r, tfrdv__shard*
     s->nfree_s--;
     return si;
 }
-TFRDV__PRIVATE tfrdv__ritem* tfrdv__ritem_get(tfrdv_rendezvous* r, tfrdv__shard* s) {
-    tfrdv__ritem* ri = s->free_r;
-    if (!ri) return (tfrdv__ritem*)tfrdv__alloc(&r->hooks.allocator, sizeof *ri);
-    s->free_r = ri->next;
-    s->nfree_r--;
+TFRDV__PRIVATE tfrdv__ritem* tfrdv__ritem_get(tfrdv_rendezvous* r, tfrdv__shard* s, int x) {
+    tfrdv__ritem* ri = s->free_r[x];
+    if (ri) {
+        s->free_r[x] = ri->next;
+        s->nfree_r[x]--;
+    } else if ((ri = (tfrdv__ritem*)tfrdv__alloc(&r->hooks.allocator, tfrdv__ritem_bytes(x))) == 0) {
+        return 0;
+    }
+    ri->x = (unsigned char)x;
     return ri;
+}
+/* the receiver's args as it passed them (key: set by the caller) */
+TFRDV__PRIVATE void tfrdv__ritem_args(const tfrdv__ritem* ri, tfrdv_args* ra) {
+    *ra = tfrdv__no_args;
+    ra->device_context = ri->device_context;
+    ra->alloc_attrs = ri->alloc_attrs;
+    if (ri->x) {
+        const tfrdv__ritem_x* rx = (const tfrdv__ritem_x*)(const void*)ri;
+        ra->cancel = rx->cancel;
+        ra->alloc_fn = rx->alloc_fn;
+        ra->alloc_user = rx->alloc_user;
+    }
 }
 /* remove the (empty) channel in slot i, recycle it, shrink the table if it emptied out */
 TFRDV__HOT void tfrdv__chan_drop(tfrdv_rendezvous* r, tfrdv__shard* s, size_t i) {
@@ -2951,7 +2985,7 @@ TFRDV__PRIVATE tfrdv__ritem* tfrdv__rring_pop(tfrdv__chan* c) {
    will find ri unlinked and recycle it (r is held for it). */
 TFRDV__PRIVATE void tfrdv__ritem_detach(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv__ritem* ri) {
     ri->linked = 0;
-    if (ri->args.cancel && !tfrdv_cancel_try_deregister(ri->args.cancel, &ri->cnode)) {
+    if (ri->x && TFRDV__RX(ri)->cancel && !tfrdv_cancel_try_deregister(TFRDV__RX(ri)->cancel, &TFRDV__RX(ri)->cnode)) {
         ri->orphan = 1;
         tfrdv__hold(r);
         return;
@@ -3020,10 +3054,10 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
     if (!c->tail) tfrdv__chan_drop(r, s, i);
     done = ri->done;
     user = ri->user;
-    ra = ri->args;
+    tfrdv__ritem_args(ri, &ra);
     ra.key = key->full; /* the sender's copy of the same bytes, valid during this call */
-    traced = ri->trace && t0;
-    if (traced) t0 = ri->t0;
+    traced = ri->x && TFRDV__RX(ri)->trace && t0;
+    if (traced) t0 = TFRDV__RX(ri)->t0;
     tfrdv__ritem_detach(r, s, ri);
     tfrdv__begin_delivery(s);
     tfrdv__unlock(&s->mu);
@@ -3038,9 +3072,10 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
 }
 
 TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
-    tfrdv__ritem* ri = (tfrdv__ritem*)p;
-    tfrdv_rendezvous* r = ri->r;
-    tfrdv__shard* s = ri->shard;
+    tfrdv__ritem_x* rx = (tfrdv__ritem_x*)p;
+    tfrdv__ritem* ri = &rx->base;
+    tfrdv_rendezvous* r = rx->r;
+    tfrdv__shard* s = rx->shard;
     tfrdv__chan* c;
     tfrdv_done_fn done;
     void* user;
@@ -3061,17 +3096,17 @@ TFRDV__PRIVATE void tfrdv__ritem_cancelled(void* p) {
         if (orphan) tfrdv__let_go(r);
         return;
     }
-    c = ri->chan;
+    c = rx->chan;
     /* the key for the callback: the channel may be recycled once we unlock */
     kcopy = c->key_len <= sizeof kbuf ? kbuf : (char*)tfrdv__alloc(&r->hooks.allocator, c->key_len);
     if (kcopy) memcpy(kcopy, TFRDV__CHAN_KEY(c), c->key_len);
     klen = kcopy ? c->key_len : 0;
     tfrdv__rring_unlink(c, ri);
-    if (!c->tail && !c->detached) tfrdv__chan_drop(r, s, tfrdv__slot_of(s, ri->hash, c));
+    if (!c->tail && !c->detached) tfrdv__chan_drop(r, s, tfrdv__slot_of(s, rx->hash, c));
     ri->linked = 0;
     done = ri->done;
     user = ri->user;
-    ra = ri->args;
+    tfrdv__ritem_args(ri, &ra);
     tfrdv__ritem_recycle(r, s, ri);
     tfrdv__hold(r);
     tfrdv__unlock(&s->mu);
@@ -3133,7 +3168,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
         tfrdv__deliver_from(r, s, done, user, &sa, &ra, v, dead);
         return TFRDV_OK;
     }
-    ri = tfrdv__ritem_get(r, s);
+    ri = tfrdv__ritem_get(r, s, ra.cancel || ra.alloc_fn || ra.alloc_user || trace);
     if (ri && !c && !(c = tfrdv__chan_new(r, s, i, key, TFRDV__CHAN_RECV))) {
         tfrdv__ritem_recycle(r, s, ri);
         ri = 0;
@@ -3142,19 +3177,26 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_recv(tfrdv_rendezvous* r, const tfrdv_par
         tfrdv__unlock(&s->mu);
         return tfrdv__err(est, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_recv_async: out of memory (key %S)", &key->full);
     }
-    ri->chan = c;
-    ri->shard = s;
-    ri->r = r;
     ri->done = done;
     ri->user = user;
-    ri->args = ra;
+    ri->device_context = ra.device_context;
+    ri->alloc_attrs = ra.alloc_attrs;
     ri->linked = 1;
     ri->orphan = 0;
-    ri->trace = trace;
-    ri->t0 = t0;
-    ri->hash = key->hash;
-    memset(&ri->cnode, 0, sizeof ri->cnode);
-    if (ra.cancel && !tfrdv_cancel_register(ra.cancel, &ri->cnode, tfrdv__ritem_cancelled, ri)) {
+    if (ri->x) {
+        tfrdv__ritem_x* rx = TFRDV__RX(ri);
+        rx->cancel = ra.cancel;
+        rx->alloc_fn = ra.alloc_fn;
+        rx->alloc_user = ra.alloc_user;
+        rx->chan = c;
+        rx->shard = s;
+        rx->r = r;
+        rx->trace = trace;
+        rx->t0 = t0;
+        rx->hash = key->hash;
+        memset(&rx->cnode, 0, sizeof rx->cnode);
+    }
+    if (ra.cancel && !tfrdv_cancel_register(ra.cancel, &TFRDV__RX(ri)->cnode, tfrdv__ritem_cancelled, ri)) {
         tfrdv_status cst;
         if (!c->tail) tfrdv__chan_drop(r, s, i);
         ri->linked = 0;
@@ -3205,7 +3247,8 @@ TFRDV__PRIVATE void tfrdv__drain_tables(tfrdv_rendezvous* r) {
                     tfrdv__ritem* ri = tfrdv__rring_pop(c);
                     tfrdv_done_fn done = ri->done;
                     void* user = ri->user;
-                    tfrdv_args ra = ri->args;
+                    tfrdv_args ra;
+                    tfrdv__ritem_args(ri, &ra);
                     ra.key.ptr = TFRDV__CHAN_KEY(c); /* c stays on our private list until the end */
                     ra.key.len = c->key_len;
                     tfrdv__ritem_detach(r, s, ri);
@@ -3307,10 +3350,12 @@ TFRDV__PRIVATE void tfrdv__free_rdv(tfrdv_rendezvous* r) {
             s->free_s = x->next;
             tfrdv__free(&a, x, sizeof *x);
         }
-        while (s->free_r) {
-            tfrdv__ritem* x = s->free_r;
-            s->free_r = x->next;
-            tfrdv__free(&a, x, sizeof *x);
+        for (w = 0; w < 2; w++) {
+            while (s->free_r[w]) {
+                tfrdv__ritem* x = s->free_r[w];
+                s->free_r[w] = x->next;
+                tfrdv__free(&a, x, tfrdv__ritem_bytes((int)w));
+            }
         }
         tfrdv__chan_free_all(&a, s);
         for (w = 0; w < TFRDV__PFX_WAYS; w++)
@@ -5922,6 +5967,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
 #undef TFRDV__FUTEX
 #undef TFRDV__MB_QUERY
 #undef TFRDV__PARK_SLOTS
+#undef TFRDV__RX
 #undef TFRDV__MB_PRIVATE_EXPEDITED
 #undef TFRDV__MB_REGISTER_PRIVATE_EXPEDITED
 #undef TFRDV__HUGEPAGES

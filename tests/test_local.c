@@ -155,6 +155,48 @@ static tfrdv_value* dummy_alloc(void* u, int32_t dtype, int32_t rank, const int6
     (void)u; (void)dtype; (void)rank; (void)dims; (void)size;
     return 0;
 }
+/* A waiting receiver is one 48-byte allocation (its args' device context and alloc attrs kept,
+   handed back to the callback); one with a cancellation manager or an alloc hook takes 160 bytes.
+   Both kinds sit in one queue in arrival order. */
+static void test_waiting_receivers_cost_48_bytes_or_160_with_extras(void) {
+    enum { N = 1000 };
+    fx_alloc ca;
+    tfrdv_rendezvous* r = mk_rdv(&ca);
+    tfrdv_cancel_mgr* cm = mk_cm(&ca);
+    tkey k;
+    static rcv x[2 * N];
+    tval v;
+    int i, dc, in_order = 1;
+    long b0, b1, b2;
+    tfrdv_args plain, extra;
+    tkey_init(&k, "cheap");
+    memset(&plain, 0, sizeof plain);
+    plain.device_context = &dc;
+    plain.alloc_attrs = TFRDV_ALLOC_NIC_COMPATIBLE;
+    extra = cancel_args(cm);
+    for (i = 0; i < 2 * N; i++) rcv_init(&x[i]);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &plain, rcv_done, &x[0]), TFRDV_OK); /* the channel */
+    b0 = fx_live_bytes(&ca);
+    for (i = 1; i < N; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &plain, rcv_done, &x[i]), TFRDV_OK);
+    b1 = fx_live_bytes(&ca);
+    for (i = N; i < 2 * N; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &extra, rcv_done, &x[i]), TFRDV_OK);
+    b2 = fx_live_bytes(&ca);
+    printf("    (%ld bytes per waiting receiver, %ld with a cancellation manager)\n", (b1 - b0) / (N - 1), (b2 - b1) / N);
+    TT_CHECK_EQ_INT((b1 - b0) / (N - 1), 48);
+    TT_CHECK_EQ_INT((b2 - b1) / N, 160);
+    for (i = 0; i < 2 * N; i++) {
+        tval_init(&v, i);
+        TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v.v, 0, NULL), TFRDV_OK);
+        if (x[i].calls != 1 || x[i].id != i) in_order = 0;
+    }
+    TT_CHECK(in_order);
+    TT_CHECK(x[5].ra.device_context == &dc && x[5].ra.alloc_attrs == TFRDV_ALLOC_NIC_COMPATIBLE && !x[5].ra.cancel);
+    TT_CHECK(x[N + 5].ra.cancel == cm && !x[N + 5].ra.device_context);
+    tfrdv_destroy(r);
+    tfrdv_cancel_mgr_destroy(cm);
+    FX_CHECK_EMPTY(&ca);
+}
+
 static void test_send_and_recv_args_reach_the_callback(void) {
     fx_alloc ca;
     tfrdv_rendezvous* r = mk_rdv(&ca);
@@ -2645,6 +2687,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_send_then_recv_completes_in_recv);
     TT_RUN(test_recv_then_send_completes_in_send);
     TT_RUN(test_send_and_recv_args_reach_the_callback);
+    TT_RUN(test_waiting_receivers_cost_48_bytes_or_160_with_extras);
     TT_RUN(test_dead_values_delivered_as_dead);
     TT_RUN(test_argument_errors_are_synchronous);
     TT_RUN(test_value_retain_release_extra_refs);
