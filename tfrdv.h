@@ -2548,6 +2548,8 @@ typedef struct tfrdv__shard {
     char lock_pad[64];
     tfrdv__slot* slots;
     size_t nslots, nchans, min_slots;
+    size_t burst_slots; /* the largest size since the table last shrank */
+    size_t peak_slots;  /* that size for the last burst: the next one grows toward it in fewer steps */
     tfrdv__sitem* free_s;
     tfrdv__ritem* free_r[2]; /* plain receivers, and tfrdv__ritem_x */
     tfrdv__chan* free_c[2]; /* channels that held a whole key, and a key after a shared prefix */
@@ -2731,7 +2733,9 @@ TFRDV__PRIVATE void tfrdv__rehash(tfrdv_rendezvous* r, tfrdv__shard* s, size_t n
    growing failed, a new key that would fill the last one is refused). Shrink a large table (over
    TFRDV__SHRINK_FROM slots) to a quarter below one channel per 16 slots: memory comes back after
    a burst, and a small working set that empties and refills (the steady state) never
-   reallocates its table. */
+   reallocates its table. A table that shrank after a burst remembers how large that burst made
+   it; the next burst grows toward that size up to 8x per step (one rehash where growing by half
+   takes five), so repeated bursts do not pay the whole growth again. */
 #define TFRDV__SHRINK_FROM 64
 TFRDV__PRIVATE int tfrdv__should_shrink(const tfrdv__shard* s) {
     return s->nslots > TFRDV__SHRINK_FROM && s->nslots > s->min_slots && s->nchans * 16 < s->nslots;
@@ -2751,9 +2755,16 @@ TFRDV__PRIVATE void tfrdv__chan_free_all(tfrdv_allocator* a, tfrdv__shard* s) {
 }
 TFRDV__PRIVATE void tfrdv__resize(tfrdv_rendezvous* r, tfrdv__shard* s) {
     if (tfrdv__too_full(s)) {
-        tfrdv__rehash(r, s, s->nslots + s->nslots / 2);
+        size_t n = s->nslots + s->nslots / 2;
+        if (s->peak_slots > n) n = s->peak_slots / 8 < s->nslots ? s->peak_slots : s->nslots * 8;
+        tfrdv__rehash(r, s, n);
+        if (s->nslots > s->burst_slots) s->burst_slots = s->nslots;
     } else if (tfrdv__should_shrink(s)) {
         size_t n = s->nslots / 4;
+        if (s->burst_slots) { /* the first shrink after a burst */
+            s->peak_slots = s->burst_slots;
+            s->burst_slots = 0;
+        }
         tfrdv__rehash(r, s, n < s->min_slots ? s->min_slots : n);
         /* a burst is draining: with the default free_max its spare channels go back too */
         if (r->chan_trim) tfrdv__chan_free_all(&r->hooks.allocator, s);

@@ -155,6 +155,55 @@ static tfrdv_value* dummy_alloc(void* u, int32_t dtype, int32_t rank, const int6
     (void)u; (void)dtype; (void)rank; (void)dims; (void)size;
     return 0;
 }
+/* A table that drained after a burst gives its memory back, and the next burst of the same size
+   grows straight toward the size the last one reached (at most 8x per step) instead of by half
+   each time: 3 rehashes where the first burst took 14. */
+static int burst_growths(tfrdv_rendezvous* r, tkey* k, tval* v, int n, long* live_after, fx_alloc* ca) {
+    int i, growths = 0;
+    size_t slots = r->shards[0].nslots;
+    rcv x;
+    for (i = 0; i < n; i++) {
+        TT_CHECK_EQ_INT(tfrdv_send(r, &k[i].pk, NULL, &v[i].v, 0, NULL), TFRDV_OK);
+        if (r->shards[0].nslots != slots) growths++;
+        slots = r->shards[0].nslots;
+    }
+    for (i = 0; i < n; i++) {
+        rcv_init(&x);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[i].pk, NULL, rcv_done, &x), TFRDV_OK);
+        TT_CHECK(x.calls == 1 && x.id == i);
+    }
+    *live_after = fx_live_bytes(ca);
+    return growths;
+}
+static void test_table_grows_toward_the_last_bursts_size(void) {
+    enum { N = 10000 };
+    fx_alloc ca;
+    tfrdv_rendezvous* r = mk_rdv_cfg(&ca, 1, 0);
+    tkey* k = (tkey*)calloc(N, sizeof *k);
+    tval* v = (tval*)calloc(N, sizeof *v);
+    long base, live1, live2;
+    int i, g1, g2;
+    TT_CHECK(k && v);
+    if (!k || !v) return;
+    for (i = 0; i < N; i++) {
+        tkey_num(&k[i], i);
+        tval_init(&v[i], i);
+    }
+    base = fx_live_bytes(&ca);
+    g1 = burst_growths(r, k, v, N, &live1, &ca);
+    for (i = 0; i < N; i++) tval_init(&v[i], i);
+    g2 = burst_growths(r, k, v, N, &live2, &ca);
+    printf("    (growths: %d in the first burst, %d in the second; %ld and %ld bytes held after each)\n", g1, g2,
+           live1 - base, live2 - base);
+    TT_CHECK(g1 >= 10);
+    TT_CHECK(g2 <= 4);
+    TT_CHECK(live1 - base < 4096 && live2 - base < 4096); /* drained: the table shrank back */
+    tfrdv_destroy(r);
+    FX_CHECK_EMPTY(&ca);
+    free(k);
+    free(v);
+}
+
 /* A waiting receiver is one 48-byte allocation (its args' device context and alloc attrs kept,
    handed back to the callback); one with a cancellation manager or an alloc hook takes 160 bytes.
    Both kinds sit in one queue in arrival order. */
@@ -2688,6 +2737,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_recv_then_send_completes_in_send);
     TT_RUN(test_send_and_recv_args_reach_the_callback);
     TT_RUN(test_waiting_receivers_cost_48_bytes_or_160_with_extras);
+    TT_RUN(test_table_grows_toward_the_last_bursts_size);
     TT_RUN(test_dead_values_delivered_as_dead);
     TT_RUN(test_argument_errors_are_synchronous);
     TT_RUN(test_value_retain_release_extra_refs);
