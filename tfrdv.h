@@ -918,8 +918,9 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
 #include <errno.h>
 #include <time.h>
 #if defined(__linux__) && defined(__GLIBC__) && !defined(TFRDV_NO_FUTEX) && (defined(__GNUC__) || defined(__clang__))
-/* Linux: the library's locks are futex words with a short spin (an uncontended lock and unlock
-   are one atomic each, inline; a contended one spins briefly before it sleeps in the kernel) */
+/* Linux: the library's locks are futex words with a short spin (an uncontended lock is one
+   atomic and its unlock a plain store, inline; a contended one spins briefly before it sleeps in
+   the kernel) */
 #define TFRDV__FUTEX 1
 #include <unistd.h>
 #include <sys/syscall.h>
