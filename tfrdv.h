@@ -984,7 +984,10 @@ extern "C" {
 
 /* >>atomics  (plain operations in the single-threaded build) */
 #if defined(TFRDV__HAS_NONE)
-TFRDV__PRIVATE long tfrdv__atomic_add(volatile long* p, long v) { *p += v; return *p; }
+TFRDV__PRIVATE long tfrdv__atomic_add(volatile long* p, long v) { /* wraps, as the atomic ones do */
+    *p = (long)((unsigned long)*p + (unsigned long)v);
+    return *p;
+}
 TFRDV__PRIVATE long tfrdv__atomic_load(volatile long* p) { return *p; }
 TFRDV__PRIVATE void tfrdv__atomic_store(volatile long* p, long v) { *p = v; }
 TFRDV__PRIVATE uint32_t tfrdv__atomic_sub_u32(volatile uint32_t* p) { return (*p)--; }
@@ -2622,7 +2625,7 @@ TFRDV__PRIVATE void tfrdv__deliver(tfrdv_rendezvous* r, tfrdv_done_fn done, void
    alive until the callback returns and tfrdv__deliver_from counts it ended: one atomic, where
    tfrdv__hold + tfrdv__let_go take two on a line every shard shares. tfrdv__close counts each
    shard (sets bit 0 under its lock) and holds r once for every shard with deliveries still
-   running; the last of them to end lets that go. A delivery that sees the bit ends under the lock:
+   running; the last of them to end lets that go. Both counts wrap (compared as equal only). A delivery that sees the bit ends under the lock:
    nobody can decide the shard is finished between its count and its check. */
 TFRDV__PRIVATE void tfrdv__begin_delivery(tfrdv__shard* s) { s->dl_begun += 2; }
 TFRDV__COLD void tfrdv__end_delivery_slow(tfrdv_rendezvous* r, tfrdv__shard* s) {
@@ -2643,7 +2646,7 @@ TFRDV__HOT void tfrdv__deliver_from(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv_
     tfrdv__frame_pop(&f);
     w = tfrdv__atomic_load(&s->dl_ended); /* a stale value only costs a retry */
     while (!(w & 1))
-        if (tfrdv__atomic_cas(&s->dl_ended, &w, w + 2)) return; /* r may be gone from here on */
+        if (tfrdv__atomic_cas(&s->dl_ended, &w, (long)((unsigned long)w + 2u))) return; /* r may be gone from here on */
     tfrdv__end_delivery_slow(r, s);
 }
 /* tfrdv__close, after the abort: holds r for every shard with deliveries still running */

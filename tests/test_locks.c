@@ -4,7 +4,8 @@
    test_locks_fenced (-DTFRDV_NO_MEMBARRIER: an atomic exchange unlocks). Contracts: the mode
    matches what the kernel offers; mutual exclusion under contention with threads that really
    sleep; no lost wake-up (a waiter that slept is always woken: every run finishes); and the pair
-   path that counts deliveries per shard keeps values exactly once under two threads. */
+   path that counts deliveries per shard keeps values exactly once under two threads, and its
+   counts wrap safely. */
 #define _POSIX_C_SOURCE 200809L
 #define TT_COUNT_ASSERTS
 #include "tt.h"
@@ -164,6 +165,58 @@ static void test_pair_path_two_threads_exactly_once_in_order(void) {
     free(x.v);
 }
 
+/* The per-shard delivery counts wrap: 16 pairs across the wrap, then destroy (which compares them)
+   must return at once and free everything; it would wait for ever if the counts disagreed. */
+static void* destroyer(void* p) {
+    tfrdv_destroy((tfrdv_rendezvous*)p);
+    return NULL;
+}
+static void test_delivery_counts_wrap(void) {
+    fx_alloc ca;
+    tfrdv_config cfg = tfrdv_config_init();
+    tfrdv_rendezvous* r = 0;
+    tfrdv_status st;
+    tkey k;
+    tval v[16];
+    pthread_t th;
+    int i, waited = 0, got = 0;
+    memset(&ca, 0, sizeof ca);
+    cfg.hooks = fx_alloc_hooks(&ca);
+    cfg.num_shards = 1;
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, &st), TFRDV_OK);
+    r->shards[0].dl_begun = ~0ul - 5;      /* 3 deliveries before the wrap */
+    r->shards[0].dl_ended = (long)(~0ul - 5);
+    tkey_make(&k, "/job:a/replica:0/task:0/device:CPU:0", 1, "/job:a/replica:0/task:0/device:CPU:0", "wrap");
+    for (i = 0; i < 16; i++) {
+        rcv x;
+        tval_init(&v[i], i);
+        rcv_init(&x);
+        if (i & 1) {
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v[i].v, 0, NULL), TFRDV_OK);
+        } else {
+            TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v[i].v, 0, NULL), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x), TFRDV_OK);
+        }
+        got += x.calls == 1 && x.id == i;
+    }
+    TT_CHECK_EQ_INT(got, 16);
+    TT_CHECK(r->shards[0].dl_begun < 100); /* wrapped */
+    TT_CHECK_EQ_INT(pthread_create(&th, NULL, destroyer, r), 0);
+    while (fx_live(&ca) && waited < 10000) {
+        sleep_ms(10);
+        waited += 10;
+    }
+    if (fx_live(&ca)) {
+        printf("    destroy did not return: the wrapped delivery counts disagree\n");
+        TT_CHECK(0);
+        printf("%d passed, %d failed\n", tt_passed, tt_failed + 1);
+        exit(1);
+    }
+    pthread_join(th, NULL);
+    FX_CHECK_EMPTY(&ca);
+}
+
 static void test_no_assert_tripped(void) { TT_CHECK_EQ_INT(tt_asserts, 0); }
 
 int main(int argc, char** argv) {
@@ -171,6 +224,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_lock_mode_matches_the_kernel);
     TT_RUN(test_lock_contended_with_sleepers_is_exclusive_and_wakes_everyone);
     TT_RUN(test_pair_path_two_threads_exactly_once_in_order);
+    TT_RUN(test_delivery_counts_wrap);
     TT_RUN(test_no_assert_tripped);
     return TT_MAIN_END();
 }
