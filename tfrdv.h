@@ -2609,15 +2609,20 @@ TFRDV__PRIVATE void tfrdv__let_go(tfrdv_rendezvous* r) {
     if (tfrdv__atomic_load(&r->closing) == 1) tfrdv__event_signal(&r->drain_ev); /* the closer waits */
     else tfrdv__free_rdv(r); /* closed from inside a callback: the last one out frees */
 }
+/* Runs a receive callback inside a frame for r (destroy from inside it defers) */
+TFRDV__PRIVATE void tfrdv__call_done(tfrdv_rendezvous* r, tfrdv_done_fn done, void* user, const tfrdv_status* st,
+                                     const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    tfrdv__frame f;
+    tfrdv__frame_push(&f, r);
+    done(user, st, sa ? sa : &tfrdv__no_args, ra ? ra : &tfrdv__no_args, v, dead);
+    tfrdv__frame_pop(&f);
+}
 /* Runs a receive callback. The caller did tfrdv__hold(r) (before dropping its lock); this lets
    go after the callback, so r may be gone when it returns. */
 TFRDV__PRIVATE void tfrdv__deliver(tfrdv_rendezvous* r, tfrdv_done_fn done, void* user,
                                    const tfrdv_status* st, const tfrdv_args* sa,
                                    const tfrdv_args* ra, tfrdv_value* v, int dead) {
-    tfrdv__frame f;
-    tfrdv__frame_push(&f, r);
-    done(user, st, sa ? sa : &tfrdv__no_args, ra ? ra : &tfrdv__no_args, v, dead);
-    tfrdv__frame_pop(&f);
+    tfrdv__call_done(r, done, user, st, sa, ra, v, dead);
     tfrdv__let_go(r);
 }
 
@@ -2625,8 +2630,9 @@ TFRDV__PRIVATE void tfrdv__deliver(tfrdv_rendezvous* r, tfrdv_done_fn done, void
    alive until the callback returns and tfrdv__deliver_from counts it ended: one atomic, where
    tfrdv__hold + tfrdv__let_go take two on a line every shard shares. tfrdv__close counts each
    shard (sets bit 0 under its lock) and holds r once for every shard with deliveries still
-   running; the last of them to end lets that go. Both counts wrap (compared as equal only). A delivery that sees the bit ends under the lock:
-   nobody can decide the shard is finished between its count and its check. */
+   running; the last of them to end lets that go. A delivery that sees the bit ends under the
+   lock: nobody can decide the shard is finished between its count and its check. Both counts
+   wrap (they are only compared for equality). */
 TFRDV__PRIVATE void tfrdv__begin_delivery(tfrdv__shard* s) { s->dl_begun += 2; }
 TFRDV__COLD void tfrdv__end_delivery_slow(tfrdv_rendezvous* r, tfrdv__shard* s) {
     int last;
@@ -2639,11 +2645,8 @@ TFRDV__COLD void tfrdv__end_delivery_slow(tfrdv_rendezvous* r, tfrdv__shard* s) 
 /* tfrdv__deliver for a delivery begun with tfrdv__begin_delivery(s) */
 TFRDV__HOT void tfrdv__deliver_from(tfrdv_rendezvous* r, tfrdv__shard* s, tfrdv_done_fn done, void* user,
                                     const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
-    tfrdv__frame f;
     long w;
-    tfrdv__frame_push(&f, r);
-    done(user, &tfrdv__ok_status, sa, ra, v, dead);
-    tfrdv__frame_pop(&f);
+    tfrdv__call_done(r, done, user, &tfrdv__ok_status, sa, ra, v, dead);
     w = tfrdv__atomic_load(&s->dl_ended); /* a stale value only costs a retry */
     while (!(w & 1))
         if (tfrdv__atomic_cas(&s->dl_ended, &w, (long)((unsigned long)w + 2u))) return; /* r may be gone from here on */

@@ -30,6 +30,13 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
+/* a watchdog fired: a thread is stuck for good and cannot be joined; fail this test and stop */
+static void give_up(void) {
+    TT_CHECK(0);
+    printf("%d passed, %d failed\n", tt_passed, tt_failed + 1);
+    exit(1);
+}
+
 #define NTHREADS 4 /* more threads than this machine's 2 cores: holders get preempted, waiters sleep */
 #define ROUNDS 200000
 #define HOLD_EVERY 256 /* every so often a holder stays long enough that waiters give up spinning */
@@ -92,9 +99,7 @@ static void test_lock_contended_with_sleepers_is_exclusive_and_wakes_everyone(vo
     }
     if (__atomic_load_n(&s.done, __ATOMIC_SEQ_CST) < NTHREADS) {
         printf("    a thread never woke (lost wake-up): %d of %d finished after 60 s\n", s.done, NTHREADS);
-        TT_CHECK(0);
-        printf("%d passed, %d failed\n", tt_passed, tt_failed + 1);
-        exit(1); /* the sleeping threads cannot be joined */
+        give_up(); /* the sleeping threads cannot be joined */
     }
     for (i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
     TT_CHECK_EQ_INT(s.counter, (long)NTHREADS * ROUNDS);
@@ -209,9 +214,7 @@ static void test_delivery_counts_wrap(void) {
     }
     if (fx_live(&ca)) {
         printf("    destroy did not return: the wrapped delivery counts disagree\n");
-        TT_CHECK(0);
-        printf("%d passed, %d failed\n", tt_passed, tt_failed + 1);
-        exit(1);
+        give_up();
     }
     pthread_join(th, NULL);
     FX_CHECK_EMPTY(&ca);
