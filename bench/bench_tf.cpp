@@ -6,9 +6,11 @@
 //      constructed directly, TF NewLocalRendezvous(1), tfrdv_create(NULL) (its defaults).
 //   2. scaling: N sends then N receives on N distinct keys, N = 10^3..10^6, warm (the same table
 //      after an untimed run) and cold (a fresh table after malloc_trim(0)); heap bytes (mallinfo2)
-//      and resident bytes (/proc/self/statm) per key after the sends and after the receives.
+//      and resident bytes (/proc/self/statm) per key after the sends and after the receives; page
+//      faults per key in the first cold run (getrusage) at what a fault costs on this machine.
 //   3. two threads: a producer sends 10^6 values over K = 1 and K = 64 keys while the consumer
-//      posts receives; in >= 5 separate processes (this binary re-executed with --child-two-thread).
+//      posts receives; in >= 5 separate processes (this binary re-executed with --child-two-thread),
+//      each also timing a cache line's round trip between two threads before and after.
 //   4. ParseKey on the 116-byte typical key; CreateKey; CreateKey from a prebuilt prefix (TF exports
 //      no prefix function: timed is what its Send/Recv kernels do in a loop frame, StrCat of the
 //      prebuilt prefix, ";", frame_id, ":", iter_id).
@@ -24,6 +26,8 @@
 
 #include <malloc.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -310,7 +314,7 @@ void bench_pairs(KeySet& ks) {
 // 2. scaling
 // =============================================================================================
 struct Mem {
-    int64_t heap, rss;
+    int64_t heap, rss, faults; // faults: minor page faults of the process so far
 };
 Mem mem_now() {
     struct mallinfo2 mi = mallinfo2();
@@ -318,7 +322,25 @@ Mem mem_now() {
     FILE* f = std::fopen("/proc/self/statm", "r");
     if (!f || std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
     if (f) std::fclose(f);
-    return Mem{static_cast<int64_t>(mi.uordblks + mi.hblkhd), static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE)};
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return Mem{static_cast<int64_t>(mi.uordblks + mi.hblkhd), static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE),
+               static_cast<int64_t>(ru.ru_minflt)};
+}
+// what one minor page fault costs here: touch every page of fresh anonymous memory (best of 3)
+double fault_ns() {
+    const size_t bytes = size_t(64) << 20, page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    double best = 1e30;
+    for (int k = 0; k < 3; k++) {
+        void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) die("mmap");
+        volatile char* p = static_cast<volatile char*>(m);
+        int64_t t0 = now_ns();
+        for (size_t i = 0; i < bytes; i += page) p[i] = 1;
+        best = std::min(best, static_cast<double>(now_ns() - t0) / static_cast<double>(bytes / page));
+        munmap(m, bytes);
+    }
+    return best;
 }
 struct ScaleRun {
     double send_ns, recv_ns;   // per key
@@ -376,7 +398,8 @@ void bench_scaling(KeySet& ks) {
     rval.size = sizeof data;
     struct MemRow {
         size_t n;
-        ScaleRun tf, rdv;
+        ScaleRun tf, rdv;  // the first cold run of each
+        double tf_cold, rdv_cold; // medians, ns/key
     };
     std::vector<MemRow> mems;
     for (size_t n : {size_t(1000), size_t(10000), size_t(100000), size_t(1000000)}) {
@@ -405,7 +428,7 @@ void bench_scaling(KeySet& ks) {
             tfrdv_destroy(r);
         }
         // cold
-        MemRow m{n, {}, {}};
+        MemRow m{n, {}, {}, 0, 0};
         for (int round = 0; round < ROUNDS; round++) {
             double a = 0, b = 0;
             for (int k = 0; k < reps; k++) {
@@ -426,6 +449,8 @@ void bench_scaling(KeySet& ks) {
             tc.ns[round] = a / reps;
             rc.ns[round] = b / reps;
         }
+        m.tf_cold = med(tc);
+        m.rdv_cold = med(rc);
         mems.push_back(m);
         char name[64];
         std::snprintf(name, sizeof name, "scaling N=%zu, warm", n);
@@ -447,6 +472,19 @@ void bench_scaling(KeySet& ks) {
         std::snprintf(c, sizeof c, "%.1f -> %.1f | %.1f -> %.1f", per(m.tf, &Mem::rss, false), per(m.tf, &Mem::rss, true),
                       per(m.rdv, &Mem::rss, false), per(m.rdv, &Mem::rss, true));
         std::printf("   %-9zu %-34s %-34s %s\n", m.n, a, b, c);
+    }
+    // Where cold time goes: a cold run touches its memory for the first time (the heap was trimmed),
+    // and every fresh page costs a fault that the warm run does not pay.
+    double fns = fault_ns();
+    std::printf("   page faults, first cold run (getrusage minor faults during sends + receives, per key), at %.0f ns per fault\n"
+                "   (this machine, touching fresh anonymous pages), and the cold ratio with that time taken out of both:\n",
+                fns);
+    for (const MemRow& m : mems) {
+        double n = static_cast<double>(m.n);
+        double ft = static_cast<double>(m.tf.received.faults - m.tf.before.faults) / n;
+        double fr = static_cast<double>(m.rdv.received.faults - m.rdv.before.faults) / n;
+        std::printf("   %-9zu TF %.3f/key = %.0f of %.0f ns   tfrdv %.3f/key = %.0f of %.0f ns   without faults %.2fx\n", m.n,
+                    ft, ft * fns, m.tf_cold, fr, fr * fns, m.rdv_cold, (m.tf_cold - ft * fns) / (m.rdv_cold - fr * fns));
     }
     for (const MemRow& m : mems) {
         double n = static_cast<double>(m.n);
@@ -579,10 +617,37 @@ double rdv_two_thread(KeySet& ks, int nkeys, long n) {
 }
 
 // Child: 3 interleaved rounds per K; prints "K tf_ns rdv_ns ratio" lines (medians over the rounds).
+// One cache line handed back and forth between two threads, ns per round trip: the least a hand-off
+// between producer and consumer costs (their lock, channel and items move the same way). The host
+// places the two vCPUs; this figure moves with that placement, and the two-thread rows move with it.
+double line_round_trip() {
+    const long trips = 50000;
+    std::atomic<long> flag{0};
+    auto wait_for = [&](long v) {
+        for (long spins = 0; flag.load(std::memory_order_acquire) != v;)
+            if (++spins > 4096) std::this_thread::yield(); // both threads on one CPU: let the other run
+    };
+    std::thread other([&] {
+        for (long i = 0; i < trips; i++) {
+            wait_for(2 * i + 1);
+            flag.store(2 * i + 2, std::memory_order_release);
+        }
+    });
+    int64_t t0 = now_ns();
+    for (long i = 0; i < trips; i++) {
+        flag.store(2 * i + 1, std::memory_order_release);
+        wait_for(2 * i + 2);
+    }
+    int64_t el = now_ns() - t0;
+    other.join();
+    return static_cast<double>(el) / static_cast<double>(trips);
+}
+
 int child_two_thread() {
     alarm(600); // a lost wake-up or deadlock kills the child (the parent then fails) instead of hanging CI
     KeySet ks;
     ks.make(64);
+    double rt_before = line_round_trip();
     for (int nkeys : {1, 64}) {
         std::vector<double> a, b, q;
         tf_two_thread(ks, nkeys, PC_ITEMS / 10); // warm-up
@@ -597,6 +662,7 @@ int child_two_thread() {
         std::printf("K %d %.2f %.2f %.4f %.2f %.2f\n", nkeys, median(a), median(b), median(q),
                     *std::min_element(a.begin(), a.end()), *std::min_element(b.begin(), b.end()));
     }
+    std::printf("RT %.1f %.1f\n", rt_before, line_round_trip());
     std::fflush(stdout);
     return 0;
 }
@@ -604,7 +670,8 @@ int child_two_thread() {
 void bench_two_threads(const char* self, int processes) {
     std::printf("\n3. two threads: a producer sends %ld values over K keys while the consumer posts receives (ns per item)\n"
                 "   each line is a separate process (this binary re-executed); per process: median of 3 rounds, TF and\n"
-                "   tfrdv interleaved; TF = LocalRendezvous (direct, 1 shard); values: a ring of %d values\n",
+                "   tfrdv interleaved; TF = LocalRendezvous (direct, 1 shard); values: a ring of %d values; each process\n"
+                "   also times a cache line handed back and forth between two threads (the floor of any hand-off)\n",
                 PC_ITEMS, PC_RING);
     for (int p = 1; p <= processes; p++) {
         int fd[2];
@@ -633,7 +700,12 @@ void bench_two_threads(const char* self, int processes) {
             std::string line = out.substr(pos, eol == std::string::npos ? std::string::npos : eol - pos);
             pos = eol == std::string::npos ? out.size() : eol + 1;
             int k;
-            double tf, rd, q, tfmin, rdmin;
+            double tf, rd, q, tfmin, rdmin, rt0, rt1;
+            if (std::sscanf(line.c_str(), "RT %lf %lf", &rt0, &rt1) == 2) {
+                std::printf("   process %d: a cache line's round trip between two threads: %.0f ns before, %.0f ns after\n", p,
+                            rt0, rt1);
+                continue;
+            }
             if (std::sscanf(line.c_str(), "K %d %lf %lf %lf %lf %lf", &k, &tf, &rd, &q, &tfmin, &rdmin) != 6) continue;
             char name[64];
             std::snprintf(name, sizeof name, "two threads, K=%d, process %d", k, p);
