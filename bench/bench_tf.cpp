@@ -245,10 +245,13 @@ void check(const Counter& c, long want, const char* what) {
     if (c.got != want || c.errors) die(std::string(what) + ": wrong number of receives or a failed receive");
 }
 
-tfrdv_rendezvous* rdv_create() {
+// min_buckets 0: tfrdv's defaults
+tfrdv_rendezvous* rdv_create(int min_buckets = 0) {
     tfrdv_rendezvous* r = nullptr;
     tfrdv_status st;
-    if (tfrdv_create(nullptr, &r, &st) != TFRDV_OK) die(st.msg);
+    tfrdv_config c = tfrdv_config_init();
+    c.min_buckets = min_buckets;
+    if (tfrdv_create(&c, &r, &st) != TFRDV_OK) die(st.msg);
     return r;
 }
 
@@ -400,6 +403,7 @@ void bench_scaling(KeySet& ks) {
         size_t n;
         ScaleRun tf, rdv;  // the first cold run of each
         double tf_cold, rdv_cold; // medians, ns/key
+        double sized_cold, sized_ratio; // tfrdv with min_buckets for N keys: median ns/key, TF / it
     };
     std::vector<MemRow> mems;
     for (size_t n : {size_t(1000), size_t(10000), size_t(100000), size_t(1000000)}) {
@@ -428,7 +432,11 @@ void bench_scaling(KeySet& ks) {
             tfrdv_destroy(r);
         }
         // cold
-        MemRow m{n, {}, {}, 0, 0};
+        MemRow m{n, {}, {}, 0, 0, 0, 0};
+        // a table created at the size N keys need (4 shards, at most 3/4 full): no growth, no shrink
+        int sized = 1;
+        while (static_cast<size_t>(sized) * 3 < n) sized <<= 1;
+        Job sc;
         for (int round = 0; round < ROUNDS; round++) {
             double a = 0, b = 0;
             for (int k = 0; k < reps; k++) {
@@ -446,11 +454,22 @@ void bench_scaling(KeySet& ks) {
                 if (round == 0 && k == 0) m.rdv = s;
                 tfrdv_destroy(r);
             }
+            double c = 0;
+            for (int k = 0; k < reps; k++) {
+                malloc_trim(0);
+                tfrdv_rendezvous* r = rdv_create(sized);
+                ScaleRun s = rdv_scale(r, ks, n, &rval);
+                c += s.send_ns + s.recv_ns;
+                tfrdv_destroy(r);
+            }
             tc.ns[round] = a / reps;
             rc.ns[round] = b / reps;
+            sc.ns[round] = c / reps;
         }
         m.tf_cold = med(tc);
         m.rdv_cold = med(rc);
+        m.sized_cold = med(sc);
+        m.sized_ratio = ratio(tc, sc);
         mems.push_back(m);
         char name[64];
         std::snprintf(name, sizeof name, "scaling N=%zu, warm", n);
@@ -486,6 +505,10 @@ void bench_scaling(KeySet& ks) {
         std::printf("   %-9zu TF %.3f/key = %.0f of %.0f ns   tfrdv %.3f/key = %.0f of %.0f ns   without faults %.2fx\n", m.n,
                     ft, ft * fns, m.tf_cold, fr, fr * fns, m.rdv_cold, (m.tf_cold - ft * fns) / (m.rdv_cold - fr * fns));
     }
+    std::printf("   cold, tfrdv created with min_buckets for N keys (its tables never grow or shrink; a runtime that knows\n"
+                "   its burst sets this): no target, shows what the default table's growth costs\n");
+    for (const MemRow& m : mems)
+        std::printf("   %-9zu %.1f ns/key, %.2fx TF (default tables: %.1f ns/key)\n", m.n, m.sized_cold, m.sized_ratio, m.rdv_cold);
     for (const MemRow& m : mems) {
         double n = static_cast<double>(m.n);
         double tf_sent = static_cast<double>(m.tf.sent.heap - m.tf.before.heap) / n;
