@@ -7,7 +7,8 @@
 //   2. scaling: N sends then N receives on N distinct keys, N = 10^3..10^6, warm (the same table
 //      after an untimed run) and cold (a fresh table after malloc_trim(0)); heap bytes (mallinfo2)
 //      and resident bytes (/proc/self/statm) per key after the sends and after the receives; page
-//      faults per key in the first cold run (getrusage) at what a fault costs on this machine.
+//      faults per key in the first cold run (getrusage) at what a fault costs on this machine, and
+//      the cold rows again with tfrdv's tables created at the size N keys need (min_buckets).
 //   3. two threads: a producer sends 10^6 values over K = 1 and K = 64 keys while the consumer
 //      posts receives; in >= 5 separate processes (this binary re-executed with --child-two-thread),
 //      each also timing a cache line's round trip between two threads before and after.
@@ -437,8 +438,21 @@ void bench_scaling(KeySet& ks) {
         int sized = 1;
         while (static_cast<size_t>(sized) * 3 < n) sized <<= 1;
         Job sc;
+        // reps cold tfrdv runs, ns/key on average; the first one's figures into *first when given
+        auto rdv_cold = [&](int min_buckets, ScaleRun* first) {
+            double b = 0;
+            for (int k = 0; k < reps; k++) {
+                malloc_trim(0);
+                tfrdv_rendezvous* r = rdv_create(min_buckets);
+                ScaleRun s = rdv_scale(r, ks, n, &rval);
+                b += s.send_ns + s.recv_ns;
+                if (first && k == 0) *first = s;
+                tfrdv_destroy(r);
+            }
+            return b / reps;
+        };
         for (int round = 0; round < ROUNDS; round++) {
-            double a = 0, b = 0;
+            double a = 0;
             for (int k = 0; k < reps; k++) {
                 malloc_trim(0);
                 TfTable t = TfTable::direct();
@@ -446,25 +460,9 @@ void bench_scaling(KeySet& ks) {
                 a += s.send_ns + s.recv_ns;
                 if (round == 0 && k == 0) m.tf = s;
             }
-            for (int k = 0; k < reps; k++) {
-                malloc_trim(0);
-                tfrdv_rendezvous* r = rdv_create();
-                ScaleRun s = rdv_scale(r, ks, n, &rval);
-                b += s.send_ns + s.recv_ns;
-                if (round == 0 && k == 0) m.rdv = s;
-                tfrdv_destroy(r);
-            }
-            double c = 0;
-            for (int k = 0; k < reps; k++) {
-                malloc_trim(0);
-                tfrdv_rendezvous* r = rdv_create(sized);
-                ScaleRun s = rdv_scale(r, ks, n, &rval);
-                c += s.send_ns + s.recv_ns;
-                tfrdv_destroy(r);
-            }
             tc.ns[round] = a / reps;
-            rc.ns[round] = b / reps;
-            sc.ns[round] = c / reps;
+            rc.ns[round] = rdv_cold(0, round == 0 ? &m.rdv : nullptr);
+            sc.ns[round] = rdv_cold(sized, nullptr);
         }
         m.tf_cold = med(tc);
         m.rdv_cold = med(rc);
