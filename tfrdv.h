@@ -1266,7 +1266,13 @@ TFRDV__PRIVATE void tfrdv__cpu_relax(void) {
    (a shared slot only costs a spurious wake; FUTEX_WAKE on freed memory is harmless). Without
    membarrier (older kernels, seccomp, TFRDV_NO_MEMBARRIER) unlock is an atomic exchange before
    that read; a waiter whose barrier failed (it should not, once registered) waits with a 1 ms
-   timeout, late but never lost. Spins briefly first. */
+   timeout, late but never lost. Spins first: TFRDV__SPIN pauses (~14 us at a 27 ns pause, ~1.5 us
+   where a pause is a few cycles). Going to sleep costs a membarrier (an interrupt to every other
+   CPU running the process; a VM exit under a hypervisor), a futex wait and the unlocker's wake. A
+   producer and a consumer on one key (10^6 items, 2 vCPUs): 128 pauses slept a median ~2,000
+   times per run, 512 ~25, and took ~11% less time per item (7 of 8 paired runs); 4096 gained no
+   more. */
+#define TFRDV__SPIN 512
 #define TFRDV__PARK_SLOTS 64
 static struct {
     int n;
@@ -1278,7 +1284,7 @@ TFRDV__PRIVATE int* tfrdv__sleepers(const tfrdv__mutex* m) {
 }
 TFRDV__PRIVATE void tfrdv__futex_lock_slow(tfrdv__mutex* m) {
     int c, i, barrier = 1;
-    for (i = 0; i < 128; i++) {
+    for (i = 0; i < TFRDV__SPIN; i++) {
         tfrdv__cpu_relax();
         c = 0;
         if (__atomic_load_n(&m->word, __ATOMIC_RELAXED) == 0 &&
@@ -5985,6 +5991,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
 #undef TFRDV__FUTEX
 #undef TFRDV__MB_QUERY
 #undef TFRDV__PARK_SLOTS
+#undef TFRDV__SPIN
 #undef TFRDV__RX
 #undef TFRDV__MB_PRIVATE_EXPEDITED
 #undef TFRDV__MB_REGISTER_PRIVATE_EXPEDITED
