@@ -11,7 +11,8 @@
 //      the cold rows again with tfrdv's tables created at the size N keys need (min_buckets).
 //   3. two threads: a producer sends 10^6 values over K = 1 and K = 64 keys while the consumer
 //      posts receives; in >= 5 separate processes (this binary re-executed with --child-two-thread),
-//      each also timing a cache line's round trip between two threads before and after.
+//      each also timing a cache line's round trip between two threads before and after, and, with
+//      K = 1, a bare spin lock over two preallocated arrays (a hand-off with no table or allocation).
 //   4. ParseKey on the 116-byte typical key; CreateKey; CreateKey from a prebuilt prefix (TF exports
 //      no prefix function: timed is what its Send/Recv kernels do in a loop frame, StrCat of the
 //      prebuilt prefix, ";", frame_id, ":", iter_id).
@@ -637,6 +638,80 @@ double rdv_two_thread(KeySet& ks, int nkeys, long n) {
     return static_cast<double>(el) / static_cast<double>(n);
 }
 
+// The least a lock-based hand-off on one key costs here: one spin lock over two preallocated arrays
+// (buffered values, waiting receivers), no table, no key, no allocation; the same values, callback and
+// completion as rdv_two_thread with K = 1. Not a rendezvous (one key, nothing to match): it shows how far
+// a design that does not share a table between keys could go, against tfrdv's sharded table.
+double ring_two_thread(long n) {
+    struct Waiter {
+        tfrdv_done_fn done;
+        void* user;
+    };
+    std::atomic<int> word{0};
+    auto lock = [&] {
+        for (long spins = 0;;) {
+            if (word.load(std::memory_order_relaxed) == 0 && word.exchange(1, std::memory_order_acquire) == 0) return;
+            if (++spins > 4096) std::this_thread::yield(); // both threads on one CPU: let the other run
+            else __builtin_ia32_pause();
+        }
+    };
+    auto unlock = [&] { word.store(0, std::memory_order_release); };
+    std::vector<tfrdv_value*> items(static_cast<size_t>(n));
+    std::vector<Waiter> waiting(static_cast<size_t>(n));
+    size_t ih = 0, it = 0, wh = 0, wt = 0; // under the lock; each side indexes at most n times
+    static float data = 1.0f;
+    std::vector<tfrdv_value> vals(PC_RING);
+    for (auto& v : vals) {
+        std::memset(&v, 0, sizeof v);
+        v.dtype = 1;
+        v.data = &data;
+        v.size = sizeof data;
+    }
+    static const tfrdv_status ok = {};
+    static const tfrdv_args none = {};
+    PcSync s;
+    s.n = n;
+    pthread_barrier_init(&s.bar, nullptr, 2);
+    std::thread producer([&] {
+        pthread_barrier_wait(&s.bar);
+        for (long i = 0; i < n; i++) {
+            tfrdv_value* v = &vals[i & (PC_RING - 1)];
+            tfrdv_value_retain(v);
+            lock();
+            if (wh != wt) {
+                Waiter w = waiting[wh++];
+                unlock();
+                w.done(w.user, &ok, &none, &none, v, 0);
+            } else {
+                items[it++] = v;
+                unlock();
+            }
+        }
+    });
+    pthread_barrier_wait(&s.bar);
+    int64_t t0 = now_ns();
+    for (long i = 0; i < n; i++) {
+        lock();
+        if (ih != it) {
+            tfrdv_value* v = items[ih++];
+            unlock();
+            rdv_pc_done(&s, &ok, &none, &none, v, 0);
+        } else {
+            waiting[wt++] = Waiter{rdv_pc_done, &s};
+            unlock();
+        }
+    }
+    {
+        std::unique_lock<std::mutex> l(s.mu);
+        s.cv.wait(l, [&] { return s.finished; });
+    }
+    int64_t el = now_ns() - t0;
+    producer.join();
+    pthread_barrier_destroy(&s.bar);
+    if (s.errors) die("one-lock ring: a receive failed");
+    return static_cast<double>(el) / static_cast<double>(n);
+}
+
 // Child: 3 interleaved rounds per K; prints "K tf_ns rdv_ns ratio" lines (medians over the rounds).
 // One cache line handed back and forth between two threads, ns per round trip: the least a hand-off
 // between producer and consumer costs (their lock, channel and items move the same way). The host
@@ -673,15 +748,18 @@ int child_two_thread() {
         std::vector<double> a, b, q;
         tf_two_thread(ks, nkeys, PC_ITEMS / 10); // warm-up
         rdv_two_thread(ks, nkeys, PC_ITEMS / 10);
+        std::vector<double> ring;
         for (int r = 0; r < 3; r++) {
             double x = tf_two_thread(ks, nkeys, PC_ITEMS);
             double y = rdv_two_thread(ks, nkeys, PC_ITEMS);
             a.push_back(x);
             b.push_back(y);
             q.push_back(x / y);
+            if (nkeys == 1) ring.push_back(ring_two_thread(PC_ITEMS));
         }
         std::printf("K %d %.2f %.2f %.4f %.2f %.2f\n", nkeys, median(a), median(b), median(q),
                     *std::min_element(a.begin(), a.end()), *std::min_element(b.begin(), b.end()));
+        if (nkeys == 1) std::printf("RING %.2f %.2f\n", median(ring), *std::min_element(ring.begin(), ring.end()));
     }
     std::printf("RT %.1f %.1f\n", rt_before, line_round_trip());
     std::fflush(stdout);
@@ -692,7 +770,8 @@ void bench_two_threads(const char* self, int processes) {
     std::printf("\n3. two threads: a producer sends %ld values over K keys while the consumer posts receives (ns per item)\n"
                 "   each line is a separate process (this binary re-executed); per process: median of 3 rounds, TF and\n"
                 "   tfrdv interleaved; TF = LocalRendezvous (direct, 1 shard); values: a ring of %d values; each process\n"
-                "   also times a cache line handed back and forth between two threads (the floor of any hand-off)\n",
+                "   also times a cache line handed back and forth between two threads (the floor of any hand-off) and,\n"
+                "   beside K=1, one spin lock over two preallocated arrays (a hand-off without table, key or allocation)\n",
                 PC_ITEMS, PC_RING);
     for (int p = 1; p <= processes; p++) {
         int fd[2];
@@ -725,6 +804,11 @@ void bench_two_threads(const char* self, int processes) {
             if (std::sscanf(line.c_str(), "RT %lf %lf", &rt0, &rt1) == 2) {
                 std::printf("   process %d: a cache line's round trip between two threads: %.0f ns before, %.0f ns after\n", p,
                             rt0, rt1);
+                continue;
+            }
+            if (std::sscanf(line.c_str(), "RING %lf %lf", &rd, &rdmin) == 2) {
+                std::printf("   process %d: K=1 through one spin lock over two arrays (no table, key or allocation): %s\n", p,
+                            fmt_ns(rd, rdmin).c_str());
                 continue;
             }
             if (std::sscanf(line.c_str(), "K %d %lf %lf %lf %lf %lf", &k, &tf, &rd, &q, &tfmin, &rdmin) != 6) continue;
