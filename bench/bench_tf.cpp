@@ -544,6 +544,10 @@ struct PcSync {
     std::atomic<long> done{0}, errors{0};
     long n = 0;
     pthread_barrier_t bar;
+    void wait() { // until the last receive completed
+        std::unique_lock<std::mutex> l(mu);
+        cv.wait(l, [&] { return finished; });
+    }
     void arrive() {
         if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
             std::lock_guard<std::mutex> l(mu);
@@ -580,15 +584,24 @@ double tf_two_thread(KeySet& ks, int nkeys, long n) {
         });
         if (++k == nkeys) k = 0;
     }
-    {
-        std::unique_lock<std::mutex> l(s.mu);
-        s.cv.wait(l, [&] { return s.finished; });
-    }
+    s.wait();
     int64_t el = now_ns() - t0;
     producer.join();
     pthread_barrier_destroy(&s.bar);
     if (s.errors) die("TF two threads: a receive failed");
     return static_cast<double>(el) / static_cast<double>(n);
+}
+// the ring of values a producer sends (tfrdv_value, a scalar float, no release hook)
+std::vector<tfrdv_value> pc_values() {
+    static float data = 1.0f;
+    std::vector<tfrdv_value> vals(PC_RING);
+    for (auto& v : vals) {
+        std::memset(&v, 0, sizeof v);
+        v.dtype = 1;
+        v.data = &data;
+        v.size = sizeof data;
+    }
+    return vals;
 }
 void rdv_pc_done(void* user, const tfrdv_status* st, const tfrdv_args*, const tfrdv_args*, tfrdv_value* v, int) {
     PcSync* s = static_cast<PcSync*>(user);
@@ -598,14 +611,7 @@ void rdv_pc_done(void* user, const tfrdv_status* st, const tfrdv_args*, const tf
 }
 double rdv_two_thread(KeySet& ks, int nkeys, long n) {
     tfrdv_rendezvous* r = rdv_create();
-    static float data = 1.0f;
-    std::vector<tfrdv_value> vals(PC_RING);
-    for (auto& v : vals) {
-        std::memset(&v, 0, sizeof v);
-        v.dtype = 1;
-        v.data = &data;
-        v.size = sizeof data;
-    }
+    std::vector<tfrdv_value> vals = pc_values();
     PcSync s;
     s.n = n;
     pthread_barrier_init(&s.bar, nullptr, 2);
@@ -626,10 +632,7 @@ double rdv_two_thread(KeySet& ks, int nkeys, long n) {
         if (tfrdv_recv_async(r, &ks.rdv[k], nullptr, rdv_pc_done, &s) != TFRDV_OK) die("tfrdv_recv_async refused");
         if (++k == nkeys) k = 0;
     }
-    {
-        std::unique_lock<std::mutex> l(s.mu);
-        s.cv.wait(l, [&] { return s.finished; });
-    }
+    s.wait();
     int64_t el = now_ns() - t0;
     producer.join();
     pthread_barrier_destroy(&s.bar);
@@ -659,14 +662,7 @@ double ring_two_thread(long n) {
     std::vector<tfrdv_value*> items(static_cast<size_t>(n));
     std::vector<Waiter> waiting(static_cast<size_t>(n));
     size_t ih = 0, it = 0, wh = 0, wt = 0; // under the lock; each side indexes at most n times
-    static float data = 1.0f;
-    std::vector<tfrdv_value> vals(PC_RING);
-    for (auto& v : vals) {
-        std::memset(&v, 0, sizeof v);
-        v.dtype = 1;
-        v.data = &data;
-        v.size = sizeof data;
-    }
+    std::vector<tfrdv_value> vals = pc_values();
     static const tfrdv_status ok = {};
     static const tfrdv_args none = {};
     PcSync s;
@@ -701,10 +697,7 @@ double ring_two_thread(long n) {
             unlock();
         }
     }
-    {
-        std::unique_lock<std::mutex> l(s.mu);
-        s.cv.wait(l, [&] { return s.finished; });
-    }
+    s.wait();
     int64_t el = now_ns() - t0;
     producer.join();
     pthread_barrier_destroy(&s.bar);
