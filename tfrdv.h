@@ -73,8 +73,9 @@
                 transports live.
      State      No global mutable state except one thread-local pointer: the stack of callback
                 frames running on the thread (how destroy-from-inside-a-callback is detected), and,
-                with the Linux futex locks, one int caching whether membarrier(2) is registered and
-                a 64-slot table counting threads asleep on a lock (by lock address).
+                with the Linux futex locks, one int caching whether membarrier(2) is registered, one
+                whether the process may run on more than one CPU (locks spin only then), and a
+                64-slot table counting threads asleep on a lock (by lock address).
 
    CALLBACK RULES (every async entry point keeps them)
      1. Exactly once. Every accepted async operation calls its done callback exactly once: with OK,
@@ -1048,7 +1049,7 @@ TFRDV__PRIVATE long tfrdv__atomic_or(volatile long* p, long v) { return Interloc
 
 /* >>tls  a thread's stack of callback frames: which rendezvous' (and cancellation managers')
    callbacks run on this thread, so destroy from inside its own callback defers instead of
-   deadlocking. The library's only global mutable state besides the futex lock's two (>>sync):
+   deadlocking. The library's only global mutable state besides the futex lock's three (>>sync):
    one thread-local pointer. */
 typedef struct tfrdv__frame {
     const void* obj;
@@ -1156,8 +1157,7 @@ TFRDV__PRIVATE int64_t tfrdv__now(const tfrdv_clock* c) {
 #define TFRDV__MB_PRIVATE_EXPEDITED 8
 #define TFRDV__MB_REGISTER_PRIVATE_EXPEDITED 16
 /* 0: not asked yet, 1: this process registered for PRIVATE_EXPEDITED, -1: unavailable. The cache
-   of a kernel capability, the library's one process-wide variable (racing first askers register
-   twice, which the kernel allows). */
+   of a kernel capability (racing first askers register twice, which the kernel allows). */
 static int tfrdv__mb_state;
 TFRDV__PRIVATE int tfrdv__membarrier_ready(void) {
     int st = __atomic_load_n(&tfrdv__mb_state, __ATOMIC_RELAXED);
@@ -1182,6 +1182,31 @@ TFRDV__PRIVATE int tfrdv__membarrier(void) {
 TFRDV__PRIVATE int tfrdv__membarrier_ready(void) { return 0; }
 TFRDV__PRIVATE int tfrdv__membarrier(void) { return 0; }
 #endif
+/* 0: not asked yet, 1: this process may run on one CPU only (its affinity mask when first asked),
+   2: on more, or unknown. On one CPU a waiter that spins only delays the holder it waits for, so
+   the locks made then sleep at once. A mask changed later is not seen (the spin is only a cost). */
+static int tfrdv__cpu_state;
+TFRDV__PRIVATE int tfrdv__multi_cpu(void) {
+    int st = __atomic_load_n(&tfrdv__cpu_state, __ATOMIC_RELAXED);
+    if (st == 0) {
+        unsigned long mask[16]; /* 1024 CPUs; a larger kernel mask fails EINVAL: unknown */
+        long n = syscall(SYS_sched_getaffinity, 0, sizeof mask, mask), i;
+        int cpus = 0;
+        for (i = 0; n > 0 && i < n / (long)sizeof mask[0]; i++) cpus += __builtin_popcountl(mask[i]);
+        st = n > 0 && cpus == 1 ? 1 : 2;
+        __atomic_store_n(&tfrdv__cpu_state, st, __ATOMIC_RELAXED);
+    }
+    return st == 2;
+}
+#endif
+#if defined(TFRDV__FUTEX)
+/* A contended futex lock spins this many pauses before it sleeps (~14 us at a 27 ns pause, ~1.5 us
+   where a pause is a few cycles), when the process may run on more than one CPU. Going to sleep
+   costs a membarrier (an interrupt to every other CPU running the process; a VM exit under a
+   hypervisor), a futex wait and the unlocker's wake. A producer and a consumer on one key (10^6
+   items, 2 vCPUs): 128 pauses slept a median ~2,000 times per run, 512 ~25, and took ~11% less
+   time per item (7 of 8 paired runs); 4096 gained no more. */
+#define TFRDV__SPIN 512
 #endif
 typedef struct tfrdv__mutex {
     const tfrdv_sync* hook;
@@ -1189,6 +1214,7 @@ typedef struct tfrdv__mutex {
 #if defined(TFRDV__FUTEX)
     int word; /* 0 free, 1 locked */
     int fast; /* unlock is a plain store (tfrdv__membarrier_ready() held when this was made) */
+    int spin; /* pauses before sleeping: TFRDV__SPIN, 0 when the process had one CPU */
 #elif defined(TFRDV__HAS_POSIX)
     pthread_mutex_t m;
 #elif defined(TFRDV__HAS_WIN32)
@@ -1227,6 +1253,7 @@ TFRDV__PRIVATE int tfrdv__mutex_init(tfrdv__mutex* m, const tfrdv_sync* s) {
 #if defined(TFRDV__FUTEX)
     m->word = 0;
     m->fast = tfrdv__membarrier_ready();
+    m->spin = tfrdv__multi_cpu() ? TFRDV__SPIN : 0;
     return 1;
 #elif defined(TFRDV__HAS_POSIX)
     return pthread_mutex_init(&m->m, 0) == 0;
@@ -1266,13 +1293,7 @@ TFRDV__PRIVATE void tfrdv__cpu_relax(void) {
    (a shared slot only costs a spurious wake; FUTEX_WAKE on freed memory is harmless). Without
    membarrier (older kernels, seccomp, TFRDV_NO_MEMBARRIER) unlock is an atomic exchange before
    that read; a waiter whose barrier failed (it should not, once registered) waits with a 1 ms
-   timeout, late but never lost. Spins first: TFRDV__SPIN pauses (~14 us at a 27 ns pause, ~1.5 us
-   where a pause is a few cycles). Going to sleep costs a membarrier (an interrupt to every other
-   CPU running the process; a VM exit under a hypervisor), a futex wait and the unlocker's wake. A
-   producer and a consumer on one key (10^6 items, 2 vCPUs): 128 pauses slept a median ~2,000
-   times per run, 512 ~25, and took ~11% less time per item (7 of 8 paired runs); 4096 gained no
-   more. */
-#define TFRDV__SPIN 512
+   timeout, late but never lost. Spins first (m->spin pauses, see TFRDV__SPIN). */
 #define TFRDV__PARK_SLOTS 64
 static struct {
     int n;
@@ -1284,7 +1305,7 @@ TFRDV__PRIVATE int* tfrdv__sleepers(const tfrdv__mutex* m) {
 }
 TFRDV__PRIVATE void tfrdv__futex_lock_slow(tfrdv__mutex* m) {
     int c, i, barrier = 1;
-    for (i = 0; i < TFRDV__SPIN; i++) {
+    for (i = 0; i < m->spin; i++) {
         tfrdv__cpu_relax();
         c = 0;
         if (__atomic_load_n(&m->word, __ATOMIC_RELAXED) == 0 &&

@@ -3,9 +3,10 @@
    instead (membarrier). Built twice: as test_locks (membarrier when the kernel offers it) and as
    test_locks_fenced (-DTFRDV_NO_MEMBARRIER: an atomic exchange unlocks). Contracts: the mode
    matches what the kernel offers; mutual exclusion under contention with threads that really
-   sleep; no lost wake-up (a waiter that slept is always woken: every run finishes); and the pair
-   path that counts deliveries per shard keeps values exactly once under two threads, and its
-   counts wrap safely. */
+   sleep; no lost wake-up (a waiter that slept is always woken: every run finishes); a waiter spins
+   only when the process may run on more than one CPU (pinned to one, the lock still excludes and
+   wakes everyone); and the pair path that counts deliveries per shard keeps values exactly once
+   under two threads, and its counts wrap safely. */
 #define _POSIX_C_SOURCE 200809L
 #define TT_COUNT_ASSERTS
 #include "tt.h"
@@ -47,13 +48,14 @@ typedef struct shared {
     long inside;      /* threads inside the critical section (must stay 0 or 1) */
     long overlaps;    /* times a thread found another inside */
     long saw_sleeper; /* times a holder saw a waiter announced to sleep */
+    long rounds;      /* lock/unlock per thread */
     int done;         /* threads finished (atomic) */
 } shared;
 
 static void* hammer(void* p) {
     shared* s = (shared*)p;
     long i;
-    for (i = 0; i < ROUNDS; i++) {
+    for (i = 0; i < s->rounds; i++) {
         tfrdv__lock(&s->mu);
         if (s->inside++ != 0) s->overlaps++;
         s->counter++;
@@ -83,14 +85,16 @@ static void test_lock_mode_matches_the_kernel(void) {
 #endif
 }
 
-/* 4 threads x 200,000 lock/unlock on one lock; every 256th holder sleeps 1 ms, so the others
+/* NTHREADS threads x rounds lock/unlock on one lock; every 256th holder sleeps 1 ms, so the others
    exhaust their spin and sleep in the kernel. A lost wake-up leaves a thread asleep forever:
-   the watchdog (60 s) reports it instead of hanging. */
-static void test_lock_contended_with_sleepers_is_exclusive_and_wakes_everyone(void) {
+   the watchdog (60 s) reports it instead of hanging. The lock is made here (after any change of
+   the CPU mask). */
+static void contend(long rounds) {
     shared s;
     pthread_t th[NTHREADS];
     int i, waited = 0;
     memset(&s, 0, sizeof s);
+    s.rounds = rounds;
     TT_CHECK(tfrdv__mutex_init(&s.mu, NULL));
     for (i = 0; i < NTHREADS; i++) TT_CHECK_EQ_INT(pthread_create(&th[i], NULL, hammer, &s), 0);
     while (__atomic_load_n(&s.done, __ATOMIC_SEQ_CST) < NTHREADS && waited < 60000) {
@@ -102,7 +106,7 @@ static void test_lock_contended_with_sleepers_is_exclusive_and_wakes_everyone(vo
         give_up(); /* the sleeping threads cannot be joined */
     }
     for (i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
-    TT_CHECK_EQ_INT(s.counter, (long)NTHREADS * ROUNDS);
+    TT_CHECK_EQ_INT(s.counter, (long)NTHREADS * rounds);
     TT_CHECK_EQ_INT(s.overlaps, 0);
 #if defined(FUTEX_LOCK)
     TT_CHECK(s.saw_sleeper > 0); /* the sleeping path ran */
@@ -111,6 +115,38 @@ static void test_lock_contended_with_sleepers_is_exclusive_and_wakes_everyone(vo
 #endif
     printf("    (%ld holds saw a sleeping waiter)\n", s.saw_sleeper);
     tfrdv__mutex_destroy(&s.mu);
+}
+static void test_lock_contended_with_sleepers_is_exclusive_and_wakes_everyone(void) { contend(ROUNDS); }
+
+/* A contended lock spins before it sleeps only when the process may run on more than one CPU (on
+   one, a spinning waiter only delays the holder). The CPU mask is read once per process: the test
+   resets that cache around pinning itself, and the threads it starts inherit the pin. */
+static void test_lock_spins_only_with_more_than_one_cpu(void) {
+#if defined(FUTEX_LOCK)
+    unsigned long all[16], one[16];
+    long n = syscall(SYS_sched_getaffinity, 0, sizeof all, all), i;
+    int cpus = 0, first = -1;
+    tfrdv__mutex m;
+    TT_CHECK(n > 0);
+    if (n <= 0) return;
+    for (i = 0; i < n / (long)sizeof all[0]; i++) cpus += __builtin_popcountl(all[i]);
+    for (i = 0; first < 0 && i < n * 8; i++)
+        if ((all[i / 64] >> (i % 64)) & 1) first = (int)i;
+    TT_CHECK(tfrdv__mutex_init(&m, NULL));
+    printf("    (%d CPUs: a waiter spins %d pauses)\n", cpus, m.spin);
+    TT_CHECK(cpus > 1 ? m.spin > 0 : m.spin == 0);
+    tfrdv__mutex_destroy(&m);
+    memset(one, 0, sizeof one);
+    one[first / 64] = 1ul << (first % 64);
+    TT_CHECK_EQ_INT(syscall(SYS_sched_setaffinity, 0, sizeof one, one), 0);
+    tfrdv__cpu_state = 0;
+    TT_CHECK(tfrdv__mutex_init(&m, NULL));
+    TT_CHECK_EQ_INT(m.spin, 0);
+    tfrdv__mutex_destroy(&m);
+    contend(ROUNDS / 4); /* all threads on one CPU: waiters go straight to sleep */
+    TT_CHECK_EQ_INT(syscall(SYS_sched_setaffinity, 0, sizeof all, all), 0);
+    tfrdv__cpu_state = 0;
+#endif
 }
 
 /* the pair path under two threads on one key: a producer sends 200,000 values while a consumer
@@ -226,6 +262,7 @@ int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_lock_mode_matches_the_kernel);
     TT_RUN(test_lock_contended_with_sleepers_is_exclusive_and_wakes_everyone);
+    TT_RUN(test_lock_spins_only_with_more_than_one_cpu);
     TT_RUN(test_pair_path_two_threads_exactly_once_in_order);
     TT_RUN(test_delivery_counts_wrap);
     TT_RUN(test_no_assert_tripped);
