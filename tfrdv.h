@@ -1198,8 +1198,6 @@ TFRDV__PRIVATE int tfrdv__multi_cpu(void) {
     }
     return st == 2;
 }
-#endif
-#if defined(TFRDV__FUTEX)
 /* A contended futex lock spins this many pauses before it sleeps (~14 us at a 27 ns pause, ~1.5 us
    where a pause is a few cycles), when the process may run on more than one CPU. Going to sleep
    costs a membarrier (an interrupt to every other CPU running the process; a VM exit under a
