@@ -542,11 +542,20 @@ struct PcSync {
     std::condition_variable cv;
     bool finished = false;
     std::atomic<long> done{0}, errors{0};
-    long n = 0;
-    pthread_barrier_t bar;
-    void wait() { // until the last receive completed
-        std::unique_lock<std::mutex> l(mu);
-        cv.wait(l, [&] { return finished; });
+    long n;               // items
+    pthread_barrier_t bar; // producer and consumer start together
+    explicit PcSync(long items) : n(items) { pthread_barrier_init(&bar, nullptr, 2); }
+    // ns per item since t0 once the last receive completed; joins the producer; dies on a failed receive
+    double finish(int64_t t0, std::thread& producer, const char* what) {
+        {
+            std::unique_lock<std::mutex> l(mu);
+            cv.wait(l, [&] { return finished; });
+        }
+        int64_t el = now_ns() - t0;
+        producer.join();
+        pthread_barrier_destroy(&bar);
+        if (errors) die(std::string(what) + ": a receive failed");
+        return static_cast<double>(el) / static_cast<double>(n);
     }
     void arrive() {
         if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
@@ -561,9 +570,7 @@ struct PcSync {
 double tf_two_thread(KeySet& ks, int nkeys, long n) {
     TfTable t = TfTable::direct();
     std::vector<Tensor> vals(PC_RING, Tensor(1.0f));
-    PcSync s;
-    s.n = n;
-    pthread_barrier_init(&s.bar, nullptr, 2);
+    PcSync s(n);
     Rendezvous::Args args;
     std::thread producer([&] {
         pthread_barrier_wait(&s.bar);
@@ -584,12 +591,7 @@ double tf_two_thread(KeySet& ks, int nkeys, long n) {
         });
         if (++k == nkeys) k = 0;
     }
-    s.wait();
-    int64_t el = now_ns() - t0;
-    producer.join();
-    pthread_barrier_destroy(&s.bar);
-    if (s.errors) die("TF two threads: a receive failed");
-    return static_cast<double>(el) / static_cast<double>(n);
+    return s.finish(t0, producer, "TF two threads");
 }
 // the ring of values a producer sends (tfrdv_value, a scalar float, no release hook)
 std::vector<tfrdv_value> pc_values() {
@@ -612,9 +614,7 @@ void rdv_pc_done(void* user, const tfrdv_status* st, const tfrdv_args*, const tf
 double rdv_two_thread(KeySet& ks, int nkeys, long n) {
     tfrdv_rendezvous* r = rdv_create();
     std::vector<tfrdv_value> vals = pc_values();
-    PcSync s;
-    s.n = n;
-    pthread_barrier_init(&s.bar, nullptr, 2);
+    PcSync s(n);
     std::thread producer([&] {
         pthread_barrier_wait(&s.bar);
         int k = 0;
@@ -632,13 +632,9 @@ double rdv_two_thread(KeySet& ks, int nkeys, long n) {
         if (tfrdv_recv_async(r, &ks.rdv[k], nullptr, rdv_pc_done, &s) != TFRDV_OK) die("tfrdv_recv_async refused");
         if (++k == nkeys) k = 0;
     }
-    s.wait();
-    int64_t el = now_ns() - t0;
-    producer.join();
-    pthread_barrier_destroy(&s.bar);
+    double ns = s.finish(t0, producer, "tfrdv two threads");
     tfrdv_destroy(r);
-    if (s.errors) die("tfrdv two threads: a receive failed");
-    return static_cast<double>(el) / static_cast<double>(n);
+    return ns;
 }
 
 // The least a lock-based hand-off on one key costs here: one spin lock over two preallocated arrays
@@ -655,7 +651,9 @@ double ring_two_thread(long n) {
         for (long spins = 0;;) {
             if (word.load(std::memory_order_relaxed) == 0 && word.exchange(1, std::memory_order_acquire) == 0) return;
             if (++spins > 4096) std::this_thread::yield(); // both threads on one CPU: let the other run
+#if defined(__x86_64__) || defined(__i386__)
             else __builtin_ia32_pause();
+#endif
         }
     };
     auto unlock = [&] { word.store(0, std::memory_order_release); };
@@ -665,9 +663,7 @@ double ring_two_thread(long n) {
     std::vector<tfrdv_value> vals = pc_values();
     static const tfrdv_status ok = {};
     static const tfrdv_args none = {};
-    PcSync s;
-    s.n = n;
-    pthread_barrier_init(&s.bar, nullptr, 2);
+    PcSync s(n);
     std::thread producer([&] {
         pthread_barrier_wait(&s.bar);
         for (long i = 0; i < n; i++) {
@@ -697,15 +693,9 @@ double ring_two_thread(long n) {
             unlock();
         }
     }
-    s.wait();
-    int64_t el = now_ns() - t0;
-    producer.join();
-    pthread_barrier_destroy(&s.bar);
-    if (s.errors) die("one-lock ring: a receive failed");
-    return static_cast<double>(el) / static_cast<double>(n);
+    return s.finish(t0, producer, "one-lock ring");
 }
 
-// Child: 3 interleaved rounds per K; prints "K tf_ns rdv_ns ratio" lines (medians over the rounds).
 // One cache line handed back and forth between two threads, ns per round trip: the least a hand-off
 // between producer and consumer costs (their lock, channel and items move the same way). The host
 // places the two vCPUs; this figure moves with that placement, and the two-thread rows move with it.
@@ -732,6 +722,8 @@ double line_round_trip() {
     return static_cast<double>(el) / static_cast<double>(trips);
 }
 
+// Child: 3 interleaved rounds per K; prints "K tf rdv ratio tf_min rdv_min" lines (medians over the
+// rounds), after K=1 "RING median min" (the one-lock reference), and "RT before after" (round trips).
 int child_two_thread() {
     alarm(600); // a lost wake-up or deadlock kills the child (the parent then fails) instead of hanging CI
     KeySet ks;
