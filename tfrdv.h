@@ -686,6 +686,11 @@ typedef struct tfrdv_mgr_config {
     size_t max_key_len;            /* longest key sent, received or served (0: 4096 bytes) */
     int max_deferred;              /* requests waiting for step initialisation, all steps together
                                       (0: 65536); beyond it RESOURCE_EXHAUSTED */
+    /* Idle-step policy: tfrdv_mgr_expire cleans up (as tfrdv_mgr_cleanup, tombstone included) a
+       step that nobody holds a reference to and that has nothing buffered, waiting, deferred or
+       in flight, once it stayed so for this long: a worker whose steps a remote master starts
+       (a TensorFlow cluster) needs no step bookkeeping. 0: never (the default). */
+    int64_t step_idle_timeout_ns;
     tfrdv_trace_fn trace;          /* optional transfer trace, see tfrdv_trace_event */
     void* trace_user;
     /* Optional: a remote request (tfrdv_mgr_serve) arrived for a step this worker has not
@@ -792,6 +797,7 @@ typedef struct tfrdv_mgr_stats {
     uint64_t duplicate_requests, cache_hits, deferred_expired, tombstone_hits;
     uint64_t requests_served;      /* tfrdv_mgr_serve calls (the serving side) */
     uint64_t requests_deferred;    /* of which arrived before their step was initialised */
+    uint64_t steps_idle_cleaned;   /* by the idle-step policy (also in steps_cleaned) */
     size_t active_steps, tombstones, calls_in_flight, calls_free;
 } tfrdv_mgr_stats;
 TFRDV_API void tfrdv_mgr_get_stats(tfrdv_mgr* mgr, tfrdv_mgr_stats* out);
@@ -2671,6 +2677,9 @@ struct tfrdv_rendezvous {
     size_t worker_len;
     struct tfrdv__serve* deferred;
     tfrdv_call* calls;
+    /* idle-step policy (mgr->mu): finds so far, and since when nothing has happened */
+    uint64_t touches, idle_touches;
+    int64_t idle_since;
 };
 
 static const tfrdv_args tfrdv__no_args = {0, 0, 0, 0, 0, {0, 0}};
@@ -4190,7 +4199,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** o
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: transport needs both start_call and cancel_call");
     if (c.num_shards < 0 || c.tombstone_max < 0 || c.response_cache_max < 0 || c.call_max_retries < 0 ||
         c.call_timeout_ns < 0 || c.retry_backoff_ns < 0 || c.retry_backoff_max_ns < 0 || c.tombstone_ttl_ns < 0 ||
-        c.max_deferred < 0)
+        c.max_deferred < 0 || c.step_idle_timeout_ns < 0)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: negative size, count or time in the config");
     c.num_shards = TFRDV__DEF(c.num_shards, 1);
     c.deferred_timeout_ns = TFRDV__DEF(c.deferred_timeout_ns, (int64_t)60 * 1000000000);
@@ -4325,6 +4334,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__find_locked(tfrdv_mgr* mgr, int64_t step, tfrdv
         mgr->stats.steps_created++;
         tfrdv__idset_remove(&mgr->tombs, step);
     }
+    r->touches++; /* every use of a step starts with a find: the idle-step policy's sign of life */
     tfrdv_ref(r);
     *out = r;
     return TFRDV_OK;
@@ -5621,6 +5631,44 @@ TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now
     tfrdv__unlock(&r->mu);
     return next;
 }
+/* mgr->mu held: the idle-step policy for r. *gone = 1 when r has been idle (no reference but the
+   table's, nothing queued, deferred or called, no find since) for step_idle_timeout_ns; returns
+   when it will have been, or INT64_MAX. A find is the only way to a reference, so an unchanged
+   find count between two looks means nothing happened in between. */
+TFRDV__PRIVATE int64_t tfrdv__idle_locked(tfrdv_mgr* mgr, tfrdv_rendezvous* r, int64_t now, int* gone) {
+    int idle, i;
+    tfrdv__lock(&r->mu);
+    idle = !r->deferred && !r->calls && !r->aborted && tfrdv__atomic_load(&r->refs) == 1;
+    tfrdv__unlock(&r->mu);
+    for (i = 0; idle && i < r->nshards; i++) {
+        tfrdv__shard* s = &r->shards[i];
+        tfrdv__lock(&s->mu);
+        idle = s->nchans == 0;
+        tfrdv__unlock(&s->mu);
+    }
+    *gone = 0;
+    if (!idle) {
+        r->idle_since = 0;
+        return INT64_MAX;
+    }
+    if (!r->idle_since || r->idle_touches != r->touches) {
+        r->idle_since = now ? now : 1;
+        r->idle_touches = r->touches;
+    }
+    if (now - r->idle_since >= mgr->cfg.step_idle_timeout_ns) {
+        *gone = 1;
+        return INT64_MAX;
+    }
+    return tfrdv__sat_add(r->idle_since, mgr->cfg.step_idle_timeout_ns);
+}
+/* two lists of dropped cache entries as one */
+TFRDV__PRIVATE tfrdv__centry* tfrdv__cache_chain(tfrdv__centry* a, tfrdv__centry* b) {
+    tfrdv__centry* t = b;
+    if (!b) return a;
+    while (t->next) t = t->next;
+    t->next = a;
+    return b;
+}
 TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
     int64_t next, t;
     size_t i;
@@ -5629,6 +5677,8 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
     tfrdv_call* restarts = 0;
     tfrdv__serve* defs = 0;
     tfrdv_rendezvous* strays = 0;
+    tfrdv_rendezvous* idles = 0;
+    tfrdv__centry* idle_dropped = 0;
     if (!mgr) return INT64_MAX;
     tfrdv__lock(&mgr->mu);
     next = tfrdv__idset_expire(&mgr->tombs, now_ns, mgr->cfg.tombstone_ttl_ns);
@@ -5639,6 +5689,18 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
             int stray = 0;
             t = tfrdv__rdv_expire_locked(r, now_ns, &calls, &defs, &restarts, &stray);
             if (t < next) next = t;
+            if (!stray && mgr->cfg.step_idle_timeout_ns > 0) {
+                t = tfrdv__idle_locked(mgr, r, now_ns, &stray);
+                if (t < next) next = t;
+                if (stray) { /* idle too long: cleaned up, tombstone and all */
+                    tfrdv__unlink_step(mgr, r->step_id);
+                    idle_dropped = tfrdv__cache_chain(idle_dropped, tfrdv__forget_locked(mgr, r->step_id, now_ns));
+                    mgr->stats.steps_idle_cleaned++;
+                    r->mgr_next = idles;
+                    idles = r;
+                    stray = 0;
+                }
+            }
             if (stray) {
                 tfrdv__unlink_step(mgr, r->step_id);
                 r->mgr_next = strays;
@@ -5654,7 +5716,14 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
         for (c = restarts; c; c = c->restart_next) mgr->stats.calls_retried++;
     }
     tfrdv__unlock(&mgr->mu);
-    acted = defs || calls || restarts || strays;
+    acted = defs || calls || restarts || strays || idles;
+    tfrdv__forget_finish(mgr, 0, 0, idle_dropped, 0);
+    while (idles) {
+        tfrdv_rendezvous* r = idles;
+        idles = r->mgr_next;
+        r->mgr_next = 0;
+        tfrdv__forget_finish(mgr, r, r->step_id, 0, "Cleanup (idle)");
+    }
     while (defs) {
         tfrdv__serve* op = defs;
         tfrdv_status st;
@@ -5678,8 +5747,10 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
         strays = r->mgr_next;
         tfrdv_unref(r); /* the table's reference */
     }
-    if (acted) { /* what we did (a retry failing again at once) may have set new deadlines */
+    if (acted) { /* what we did (a retry failing again at once, a tombstone) may have set new deadlines */
         tfrdv__lock(&mgr->mu);
+        t = tfrdv__idset_expire(&mgr->tombs, now_ns, mgr->cfg.tombstone_ttl_ns);
+        if (t < next) next = t;
         for (i = 0; i < mgr->nb; i++) {
             tfrdv_rendezvous* r;
             for (r = mgr->steps[i]; r; r = r->mgr_next) {
