@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
     print_stats("ps", ps);
     tfrdv_mgr_destroy(worker);
     tfrdv_mgr_destroy(ps);
-    tfrdv_loopback_destroy(lb); /* after every manager that uses it */
+    tfrdv_loopback_destroy(lb);
     if (trace_file) {
         fprintf(trace_file, "\n]}\n");
         if (fclose(trace_file) != 0) return perror(argv[2]), 1;

@@ -113,6 +113,51 @@ static void test_find_returns_same_rendezvous_per_step_and_counts_refs(void) {
     FX_CHECK_EMPTY(&a);
 }
 
+/* TRANSPORTS: the loopback and its managers go in either order. Destroyed first, the loopback
+   forgets its workers (a fetch through it fails UNAVAILABLE at once) and its memory goes with the
+   last manager; destroyed last, as before. A failed tfrdv_loopback_add_worker takes nothing. */
+static void test_loopback_and_its_managers_go_in_either_order(void) {
+    int order;
+    for (order = 0; order < 2; order++) {
+        fx_alloc a = {0};
+        tfrdv_loopback* lb;
+        tfrdv_mgr *ma, *mb, *bad;
+        tfrdv_mgr_config cbad = fx_mgr_config(WA, INC_A, &a);
+        tfrdv_rendezvous *ra, *rb;
+        fx_key k;
+        fx_value v;
+        fx_recv r;
+        tfrdv_status st;
+        memset(&r, 0, sizeof r);
+        TT_CHECK_EQ_INT(loopback_pair(&a, &lb, &ma, &mb), TFRDV_OK);
+        cbad.num_shards = -1;
+        TT_CHECK_EQ_INT(tfrdv_loopback_add_worker(lb, "/job:x/replica:0/task:0", &cbad, &bad, &st), TFRDV_INVALID_ARGUMENT);
+        TT_CHECK(bad == 0);
+        ra = step(ma, 5, 1);
+        rb = step(mb, 5, 1);
+        key(&k, B0, INC_B, A0, "order");
+        if (order == 0) {
+            tfrdv_loopback_destroy(lb);
+            TT_CHECK_EQ_INT(tfrdv_send(rb, &k.pk, 0, fx_value_init(&v, 5), 0, 0), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &k.pk, 0, fx_recv_done, &r), TFRDV_OK);
+            TT_CHECK_EQ_INT(r.calls, 1);
+            TT_CHECK_EQ_INT(r.st.code, TFRDV_UNAVAILABLE);
+            TT_CHECK_CONTAINS(r.st.msg, "no worker registered as " WB);
+        } else {
+            TT_CHECK_EQ_INT(tfrdv_send(rb, &k.pk, 0, fx_value_init(&v, 5), 0, 0), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &k.pk, 0, fx_recv_done, &r), TFRDV_OK);
+            TT_CHECK(r.calls == 1 && r.st.code == TFRDV_OK && fx_recv_matches(&r, 5));
+        }
+        tfrdv_unref(ra);
+        tfrdv_unref(rb);
+        tfrdv_mgr_destroy(ma);
+        tfrdv_mgr_destroy(mb);
+        if (order == 1) tfrdv_loopback_destroy(lb);
+        TT_CHECK_EQ_INT(fx_released(&v), 1);
+        FX_CHECK_EMPTY(&a);
+    }
+}
+
 static void test_find_argument_errors(void) {
     tfrdv_mgr_config c = fx_mgr_config(WA, INC_A, 0);
     tfrdv_mgr* m = mk(&c);
@@ -1524,6 +1569,7 @@ int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_find_returns_same_rendezvous_per_step_and_counts_refs);
     TT_RUN(test_find_argument_errors);
+    TT_RUN(test_loopback_and_its_managers_go_in_either_order);
     TT_RUN(test_create_rejects_bad_config_without_leaks);
     TT_RUN(test_incarnation_zero_is_derived_nonzero);
     TT_RUN(test_serve_before_initialize_is_deferred_then_answered_in_arrival_order);
