@@ -770,6 +770,19 @@ typedef struct tfrdv_trace_event {
     int64_t end_ns;         /* completion */
 } tfrdv_trace_event;
 typedef void (*tfrdv_trace_fn)(void* user, const tfrdv_trace_event* ev);
+/* One event as a Chrome / Perfetto trace event (open the file in https://ui.perfetto.dev or
+   chrome://tracing): a complete event ("ph":"X") named after the key's edge, "cat" local / fetch /
+   serve, "ts" and "dur" in microseconds since t0_ns, the given pid (one per worker), tid 1 + side,
+   and args step, key, bytes, dtype, dead, code. Writes the JSON object (no separator) into buf,
+   at most cap bytes, NUL-terminated when cap > 0; returns the full length (like snprintf). A
+   trace file is "[" + the events separated by "," + "]":
+       static void on_trace(void* user, const tfrdv_trace_event* ev) {   (lock: several threads)
+           char line[1024];
+           tfrdv_trace_json(ev, t0, 1, line, sizeof line);
+           fprintf(f, "%s%s\n", first ? "[" : ",", line);  first = 0;
+       }                                        and fputs("]\n", f) at the end */
+TFRDV_API size_t tfrdv_trace_json(const tfrdv_trace_event* ev, int64_t t0_ns, int pid, char* buf,
+                                  size_t cap);
 
 struct tfrdv_mgr_config {
     tfrdv_hooks hooks;
@@ -4575,6 +4588,79 @@ TFRDV__PRIVATE void tfrdv__trace(tfrdv_mgr* mgr, int64_t step, const char* key, 
 TFRDV__PRIVATE void tfrdv__trace_local(tfrdv_rendezvous* r, const char* key, size_t len, int64_t t0,
                                        const tfrdv_status* st, const tfrdv_value* v, int dead) {
     tfrdv__trace(r->mgr, r->step_id, key, len, TFRDV_TRACE_LOCAL, t0, st, v, dead);
+}
+
+/* a JSON string: quotes, backslashes and control bytes escaped */
+TFRDV__PRIVATE void tfrdv__sb_json(tfrdv__sb* b, const char* p, size_t n) {
+    size_t i;
+    tfrdv__sb_put(b, "\"", 1);
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '"' || c == '\\') {
+            char e[2];
+            e[0] = '\\';
+            e[1] = (char)c;
+            tfrdv__sb_put(b, e, 2);
+        } else if (c < 0x20) {
+            char e[6] = {'\\', 'u', '0', '0', 0, 0};
+            e[4] = "0123456789abcdef"[c >> 4];
+            e[5] = "0123456789abcdef"[c & 15];
+            tfrdv__sb_put(b, e, 6);
+        } else {
+            tfrdv__sb_put(b, (const char*)&p[i], 1);
+        }
+    }
+    tfrdv__sb_put(b, "\"", 1);
+}
+/* nanoseconds as microseconds with three decimals */
+TFRDV__PRIVATE void tfrdv__sb_us(tfrdv__sb* b, int64_t ns) {
+    uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    char f[4];
+    if (ns < 0) tfrdv__sb_put(b, "-", 1);
+    tfrdv__sb_u64(b, a / 1000);
+    f[0] = '.';
+    f[1] = (char)('0' + (int)(a / 100 % 10));
+    f[2] = (char)('0' + (int)(a / 10 % 10));
+    f[3] = (char)('0' + (int)(a % 10));
+    tfrdv__sb_put(b, f, 4);
+}
+TFRDV_API size_t tfrdv_trace_json(const tfrdv_trace_event* ev, int64_t t0_ns, int pid, char* buf,
+                                  size_t cap) {
+    static const char* const side[3] = {"local", "fetch", "serve"};
+    tfrdv__sb b;
+    tfrdv_parsed_key pk;
+    tfrdv_str name;
+    int sd;
+    tfrdv__sb_init(&b, buf, buf ? cap : 0);
+    if (!ev) return 0;
+    sd = (int)ev->side >= 0 && (int)ev->side < 3 ? (int)ev->side : 0;
+    name = tfrdv_key_parse(ev->key.ptr, ev->key.len, &pk, 0) == TFRDV_OK ? pk.edge_name : ev->key;
+    tfrdv__sb_cstr(&b, "{\"name\":");
+    tfrdv__sb_json(&b, name.ptr, name.len);
+    tfrdv__sb_cstr(&b, ",\"cat\":\"");
+    tfrdv__sb_cstr(&b, side[sd]);
+    tfrdv__sb_cstr(&b, "\",\"ph\":\"X\",\"ts\":");
+    tfrdv__sb_us(&b, ev->start_ns - t0_ns);
+    tfrdv__sb_cstr(&b, ",\"dur\":");
+    tfrdv__sb_us(&b, ev->end_ns - ev->start_ns);
+    tfrdv__sb_cstr(&b, ",\"pid\":");
+    tfrdv__sb_i64(&b, pid);
+    tfrdv__sb_cstr(&b, ",\"tid\":");
+    tfrdv__sb_i64(&b, sd + 1);
+    tfrdv__sb_cstr(&b, ",\"args\":{\"step\":");
+    tfrdv__sb_i64(&b, ev->step_id);
+    tfrdv__sb_cstr(&b, ",\"key\":");
+    tfrdv__sb_json(&b, ev->key.ptr, ev->key.len);
+    tfrdv__sb_cstr(&b, ",\"bytes\":");
+    tfrdv__sb_u64(&b, ev->bytes);
+    tfrdv__sb_cstr(&b, ",\"dtype\":");
+    tfrdv__sb_i64(&b, ev->dtype);
+    tfrdv__sb_cstr(&b, ",\"dead\":");
+    tfrdv__sb_i64(&b, ev->is_dead != 0);
+    tfrdv__sb_cstr(&b, ",\"code\":\"");
+    tfrdv__sb_cstr(&b, tfrdv_code_str(ev->code));
+    tfrdv__sb_cstr(&b, "\"}}");
+    return b.len;
 }
 
 /* >>serve  the serving side: answer other workers' RecvTensor requests */
