@@ -4633,7 +4633,7 @@ TFRDV_API size_t tfrdv_trace_json(const tfrdv_trace_event* ev, int64_t t0_ns, in
     int sd;
     tfrdv__sb_init(&b, buf, buf ? cap : 0);
     if (!ev) return 0;
-    sd = (int)ev->side >= 0 && (int)ev->side < 3 ? (int)ev->side : 0;
+    sd = ev->side == TFRDV_TRACE_FETCH ? 1 : ev->side == TFRDV_TRACE_SERVE ? 2 : 0;
     name = tfrdv_key_parse(ev->key.ptr, ev->key.len, &pk, 0) == TFRDV_OK ? pk.edge_name : ev->key;
     tfrdv__sb_cstr(&b, "{\"name\":");
     tfrdv__sb_json(&b, name.ptr, name.len);
