@@ -32,7 +32,9 @@
                step instead). MarkRecvFinished -> tfrdv_mgr_ack. GetStatus answers this worker's
                devices; CreateWorkerSession and DeleteWorkerSession get empty replies, so a
                TensorFlow master can include a tfrdv worker in its cluster without device_filters.
-               Requests are capped at 64 MiB.
+               Requests are capped at 64 MiB. The port is bound exclusively (no SO_REUSEPORT):
+               a port another process listens on makes tfrdv_grpc_attach fail UNAVAILABLE
+               "cannot listen on <address> ...", as TensorFlow's server refuses a busy port.
                Every other method is answered UNIMPLEMENTED at once.
        threads tfrdv_grpc_config.num_threads completion-queue threads owned by the companion, or
                none (-1): the host calls tfrdv_grpc_poll(). The attached manager's
@@ -2173,7 +2175,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__shutdown_done(tfrdv_grpc* g, tfrdv_grpc__ta
 }
 
 TFRDV_API tfrdv_code tfrdv_grpc_attach(tfrdv_grpc* g, tfrdv_mgr* mgr, tfrdv_status* st) {
-    grpc_arg args[2];
+    grpc_arg args[3];
     grpc_channel_args ca;
     grpc_server_credentials* creds;
     grpc_server* srv;
@@ -2194,7 +2196,10 @@ TFRDV_API tfrdv_code tfrdv_grpc_attach(tfrdv_grpc* g, tfrdv_mgr* mgr, tfrdv_stat
        make gRPC buffer; replies are bounded by max_message_bytes */
     args[0].type = GRPC_ARG_INTEGER; args[0].key = (char*)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH; args[0].value.integer = 64 << 20;
     args[1].type = GRPC_ARG_INTEGER; args[1].key = (char*)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH; args[1].value.integer = -1;
-    ca.num_args = 2;
+    /* a busy port is an error, as for TensorFlow's server: gRPC's default SO_REUSEPORT would let a
+       second worker bind the same port and split new connections between the two */
+    args[2].type = GRPC_ARG_INTEGER; args[2].key = (char*)GRPC_ARG_ALLOW_REUSEPORT; args[2].value.integer = 0;
+    ca.num_args = 3;
     ca.args = args;
     srv = grpc_server_create(&ca, NULL);
     for (i = 0; i < TFRDV_GRPC__NMETHODS; i++)
@@ -2220,7 +2225,7 @@ TFRDV_API tfrdv_code tfrdv_grpc_attach(tfrdv_grpc* g, tfrdv_mgr* mgr, tfrdv_stat
         pthread_mutex_unlock(&g->mu);
         tfrdv_mgr_unref(mgr);
         return tfrdv_grpc__err(st, TFRDV_UNAVAILABLE, "tfrdv_grpc: cannot listen on %s%s", g->cfg.listen_address,
-                               creds ? "" : " (bad TLS material)");
+                               creds ? " (the port is in use, or the address is not one of this host)" : " (bad TLS material)");
     }
     grpc_server_start(srv);
     pthread_mutex_lock(&g->mu);

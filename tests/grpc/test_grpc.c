@@ -922,6 +922,28 @@ static void late_value_is_kept(int64_t step, const char* edge, int32_t dtype, in
     TT_CHECK(r.st.code == TFRDV_OK && check_value(&want, r.v));
     fres_clear(&r);
 }
+/* a port another worker serves is busy: the second server fails with a message naming the
+   address (gRPC's default SO_REUSEPORT would let it bind too and split the connections) */
+static void test_port_in_use(void) {
+    tfrdv_grpc_config gc = tfrdv_grpc_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_grpc* g;
+    tfrdv_mgr* m;
+    tfrdv_status st;
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", S.port);
+    gc.listen_address = addr;
+    TT_CHECK_EQ_INT(tfrdv_grpc_create(&gc, &g, &st), TFRDV_OK);
+    mc.worker_name = PS;
+    mc.transport = tfrdv_grpc_transport(g);
+    TT_CHECK_EQ_INT(tfrdv_mgr_create(&mc, &m, &st), TFRDV_OK);
+    memset(&st, 0, sizeof st);
+    TT_CHECK_EQ_INT(tfrdv_grpc_attach(g, m, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, addr);
+    TT_CHECK_EQ_INT(tfrdv_grpc_port(g), 0);
+    tfrdv_grpc_destroy(g);
+    tfrdv_mgr_destroy(m);
+}
 /* the call's deadline is on the gRPC call; the server withdraws its request; the value sent
    afterwards is not lost */
 static void test_deadline(void) {
@@ -1546,6 +1568,7 @@ int main(int argc, char** argv) {
         return 1;
     }
     TT_RUN(test_get_status);
+    TT_RUN(test_port_in_use);
     TT_RUN(test_dtypes_shapes);
     TT_RUN(test_big);
     TT_RUN(test_dead);
