@@ -771,6 +771,20 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char
 /* MarkRecvFinished: drop the response-cache entry of request_id. The cache is keyed by request
    id only, as TensorFlow's: a request reusing a cached id gets the cached answer whatever its key. */
 TFRDV_API void tfrdv_mgr_ack(tfrdv_mgr* mgr, int64_t request_id);
+/* Give back what a serve done callback handed over but the transport could not deliver (the
+   client's deadline passed, it cancelled or its connection broke while the reply was on its way):
+   the value (one owned reference; NULL only if is_dead) goes to the key's first waiting receiver
+   in step step_id, else to the FRONT of the key's queue, ahead of values sent later, so the next
+   receiver gets it in send order. send_args as the done callback gave them (copied). The request
+   id leaves the dedup window (a retry with the same id is served afresh) and its response-cache
+   entry is dropped. The value is always taken: OK when it went back; when it could not (the step
+   was cleaned up or aborted, the manager shut down: nobody can receive it any more) it is
+   released and the code says why (ABORTED, the step's abort status, or INVALID_ARGUMENT for a
+   NULL manager, a bad key or a NULL live value). */
+TFRDV_API tfrdv_code tfrdv_mgr_serve_return(tfrdv_mgr* mgr, int64_t step_id, const char* key,
+                                            size_t key_len, int64_t request_id,
+                                            const tfrdv_args* send_args, tfrdv_value* value,
+                                            int is_dead, tfrdv_status* st);
 
 typedef struct tfrdv_mgr_stats {
     uint64_t steps_created, steps_cleaned, calls_started, calls_retried, calls_completed;
@@ -2986,6 +3000,15 @@ TFRDV__PRIVATE void tfrdv__chan_push(tfrdv__chan* c, void* item) {
     }
     c->tail = item;
 }
+/* a send given back (tfrdv_mgr_serve_return) goes before every queued one: it was sent first */
+TFRDV__PRIVATE void tfrdv__chan_push_front(tfrdv__chan* c, void* item) {
+    if (!c->tail) {
+        tfrdv__chan_push(c, item);
+        return;
+    }
+    *(void**)item = *(void**)c->tail;
+    *(void**)c->tail = item;
+}
 TFRDV__PRIVATE void* tfrdv__chan_pop(tfrdv__chan* c) {
     void* t = c->tail;
     void* it = *(void**)t;
@@ -3046,9 +3069,10 @@ TFRDV__PRIVATE tfrdv_trace_fn tfrdv__trace_of(const tfrdv_rendezvous* r);
 TFRDV__PRIVATE void tfrdv__trace_local(tfrdv_rendezvous* r, const char* key, size_t len, int64_t t0,
                                        const tfrdv_status* st, const tfrdv_value* v, int dead);
 
+/* front: queue the value before every buffered one (a value given back) */
 TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                             const tfrdv_args* args, tfrdv_value* value, int is_dead,
-                                            tfrdv_status* st) {
+                                            int front, tfrdv_status* st) {
     tfrdv__shard* s = tfrdv__shard_of(r, key->hash);
     size_t i;
     int found;
@@ -3087,7 +3111,8 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
         si->device_context = args ? args->device_context : 0;
         si->alloc_attrs = args ? args->alloc_attrs : 0;
         si->t0 = t0;
-        tfrdv__chan_push(c, si);
+        if (front) tfrdv__chan_push_front(c, si);
+        else tfrdv__chan_push(c, si);
         if (tfrdv__too_full(s)) tfrdv__resize(r, s);
         tfrdv__unlock(&s->mu);
         return TFRDV_OK;
@@ -3495,7 +3520,7 @@ TFRDV_API tfrdv_code tfrdv_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
         tfrdv_code rc = tfrdv__remote_send_check(r, key, st);
         if (rc != TFRDV_OK) return rc;
     }
-    return tfrdv__local_send(r, key, args, value, is_dead, st);
+    return tfrdv__local_send(r, key, args, value, is_dead, 0, st);
 }
 
 /* refusals fill est (and run no callback) */
@@ -4613,12 +4638,18 @@ TFRDV__PRIVATE void tfrdv__serve_local(tfrdv__serve* op) {
     if (tfrdv__local_recv(op->r, &op->parsed, &a, tfrdv__serve_recv_done, op, 0, &est) != TFRDV_OK)
         tfrdv__serve_finish(op, &est, 0, 0, 0);
 }
+/* mgr->mu and r->mu held: the step was never initialised and holds nothing (no deferred request,
+   no call), and no reference but the table's and `held` ours: nobody can tell it exists, so it
+   may leave the table (mgr->mu is held: no find races) */
+TFRDV__PRIVATE int tfrdv__step_unused(tfrdv_rendezvous* r, long held) {
+    return !r->initialized && !r->deferred && !r->calls && tfrdv__atomic_load(&r->refs) == 1 + held;
+}
 /* the request's cancellation manager fired while it was a WAITER or DEFERRED (or after it left) */
 TFRDV__PRIVATE void tfrdv__serve_cancelled(void* p) {
     tfrdv__serve* op = (tfrdv__serve*)p;
     tfrdv_mgr* mgr = op->mgr;
     tfrdv_rendezvous* r = op->r; /* set before op could be DEFERRED; NULL for a WAITER */
-    int take = 0, orphan = 0;
+    int take = 0, orphan = 0, drop = 0;
     tfrdv__lock(&mgr->mu); /* lock order mgr -> step */
     if (r) tfrdv__lock(&r->mu);
     if (op->state == TFRDV__SERVE_WAITER) {
@@ -4627,6 +4658,12 @@ TFRDV__PRIVATE void tfrdv__serve_cancelled(void* p) {
     } else if (op->state == TFRDV__SERVE_DEFERRED) {
         tfrdv__serve_unlink(&r->deferred, op);
         take = 1;
+        /* withdrawn like an expired one: a step only this request made leaves with it (op->r is
+           still held), or a peer that cancels could fill the table with steps it names */
+        if (tfrdv__step_unused(r, 1)) {
+            tfrdv__unlink_step(mgr, r->step_id);
+            drop = 1;
+        }
     } else if (op->cm_orphan) {
         op->cm_orphan = 0;
         orphan = 1;
@@ -4638,6 +4675,7 @@ TFRDV__PRIVATE void tfrdv__serve_cancelled(void* p) {
     }
     if (r) tfrdv__unlock(&r->mu);
     tfrdv__unlock(&mgr->mu);
+    if (drop) tfrdv_unref(r); /* the table's reference; op->r keeps ours until the answer */
     if (take) {
         tfrdv__serve_fail(op, TFRDV_CANCELLED, TFRDV__WITHDRAWN);
     } else if (orphan) {
@@ -4752,12 +4790,6 @@ TFRDV__PRIVATE int tfrdv__serve_check(tfrdv__serve* op) {
     return 0;
 }
 enum { TFRDV__ROUTE_LOCAL, TFRDV__ROUTE_DEFERRED, TFRDV__ROUTE_FULL, TFRDV__ROUTE_WITHDRAWN };
-/* mgr->mu and r->mu held: the step was never initialised and holds nothing (no deferred request,
-   no call), and no reference but the table's and `held` ours: nobody can tell it exists, so it
-   may leave the table (mgr->mu is held: no find races) */
-TFRDV__PRIVATE int tfrdv__step_unused(tfrdv_rendezvous* r, long held) {
-    return !r->initialized && !r->deferred && !r->calls && tfrdv__atomic_load(&r->refs) == 1 + held;
-}
 /* Phase 3: tombstone, find or create the step, then defer (not initialised yet) or wait in its
    table (an aborted step answers with its status). */
 TFRDV__PRIVATE void tfrdv__serve_route(tfrdv__serve* op) {
@@ -4859,24 +4891,67 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char
     return TFRDV_OK;
 }
 
-TFRDV_API void tfrdv_mgr_ack(tfrdv_mgr* mgr, int64_t request_id) {
+/* mgr->mu held: forget request_id's response-cache entry; returns it when it is to be freed
+   (outside the lock), NULL when there is none or it is still being computed (then doomed) */
+TFRDV__PRIVATE tfrdv__centry* tfrdv__cache_forget(tfrdv_mgr* mgr, int64_t request_id) {
     tfrdv__centry* e;
     tfrdv__centry** pp;
-    if (!mgr) return;
-    tfrdv__lock(&mgr->mu);
     for (pp = &mgr->cache[tfrdv__cache_bucket(mgr, request_id)]; (e = *pp) != 0; pp = &e->next) {
         if (e->request_id != request_id) continue;
         if (!e->finished) {
             e->doomed = 1;
-            e = 0;
-        } else {
-            *pp = e->next;
-            mgr->ncache--;
+            return 0;
         }
-        break;
+        *pp = e->next;
+        mgr->ncache--;
+        return e;
+    }
+    return 0;
+}
+TFRDV_API void tfrdv_mgr_ack(tfrdv_mgr* mgr, int64_t request_id) {
+    tfrdv__centry* e;
+    if (!mgr) return;
+    tfrdv__lock(&mgr->mu);
+    e = tfrdv__cache_forget(mgr, request_id);
+    tfrdv__unlock(&mgr->mu);
+    if (e) tfrdv__centry_free(mgr, e);
+}
+
+TFRDV_API tfrdv_code tfrdv_mgr_serve_return(tfrdv_mgr* mgr, int64_t step_id, const char* key,
+                                            size_t key_len, int64_t request_id,
+                                            const tfrdv_args* send_args, tfrdv_value* value,
+                                            int is_dead, tfrdv_status* st) {
+    tfrdv_parsed_key pk;
+    tfrdv_rendezvous* r = 0;
+    tfrdv__centry* e = 0;
+    tfrdv_code rc;
+    if (!mgr || (!key && key_len) || (!value && !is_dead)) {
+        tfrdv_value_release(value);
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_serve_return: NULL manager or key, or a NULL live value");
+    }
+    if (key_len > mgr->cfg.max_key_len || tfrdv_key_parse(key, key_len, &pk, st) != TFRDV_OK) {
+        tfrdv_value_release(value);
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_serve_return: invalid rendezvous key (%U bytes)", (uint64_t)key_len);
+    }
+    tfrdv__lock(&mgr->mu);
+    if (request_id != 0) { /* as if never served: a retry with the same id is served afresh */
+        tfrdv__idset_remove(&mgr->recent, request_id);
+        e = tfrdv__cache_forget(mgr, request_id);
+    }
+    if (!mgr->destroyed) {
+        for (r = mgr->steps[tfrdv__step_bucket(mgr, step_id)]; r && r->step_id != step_id; r = r->mgr_next) {}
+        if (r) tfrdv_ref(r);
     }
     tfrdv__unlock(&mgr->mu);
     if (e) tfrdv__centry_free(mgr, e);
+    if (!r) {
+        tfrdv_value_release(value);
+        return tfrdv__err(st, TFRDV_ABORTED, "tfrdv_mgr_serve_return: step %I is gone (cleaned up or shut down); the value was released", step_id);
+    }
+    rc = tfrdv__local_send(r, &pk, send_args, value, is_dead, 1, st);
+    if (rc != TFRDV_OK) tfrdv_value_release(value); /* the step was aborted: its status is in st */
+    tfrdv_unref(r);
+    return rc;
 }
 
 /* r->mu held: take the deferred requests out (in arrival order), each leaving DEFERRED */
