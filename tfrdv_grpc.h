@@ -29,7 +29,19 @@
        server  (listen_address set, manager attached with tfrdv_grpc_attach) answers RecvTensor
                through tfrdv_mgr_serve asynchronously; a client cancel or deadline withdraws the serve
                request (the value stays buffered for the next receiver: TensorFlow aborts the whole
-               step instead). MarkRecvFinished -> tfrdv_mgr_ack. GetStatus answers this worker's
+               step instead). A value already handed to a call that cannot deliver it is given back
+               to the table (tfrdv_mgr_serve_return: the key's next receiver gets it, in send order),
+               never dropped: when the call's deadline is less than serve_deadline_margin_ns away
+               (the reply is DEADLINE_EXCEEDED), and when gRPC reports the call closed cancelled
+               while the reply was on its way (the client cancelled, its deadline passed, its
+               connection broke, shutdown). The answer keeps a value reference until that close.
+               Cancelled means the status never left this server, so the client cannot have
+               completed with the value; when in doubt the value goes back (a duplicate would wait
+               in the table until the step is cleaned up; a loss would hang the step). What no
+               server can see: a reply that left intact but reached a client that had already given
+               up (its own cancel, or its deadline firing while the reply was in transit) is lost
+               there; the margin makes the deadline case rare, a receiver's cancel does not retry.
+               MarkRecvFinished -> tfrdv_mgr_ack. GetStatus answers this worker's
                devices; CreateWorkerSession and DeleteWorkerSession get empty replies, so a
                TensorFlow master can include a tfrdv worker in its cluster without device_filters.
                Requests are capped at 64 MiB. The port is bound exclusively (no SO_REUSEPORT):
@@ -80,8 +92,12 @@
        tfrdv_grpc_attach(g, mgr, &st);          starts the server, drives tfrdv_mgr_expire
        ... tfrdv_send / tfrdv_recv_async as usual ...
        tfrdv_grpc_destroy(g);  tfrdv_mgr_destroy(mgr);      (either order)
-     tfrdv_grpc_destroy shuts the server down (in-flight calls are cancelled), cancels every
-     in-flight client call, waits for their completions, joins the threads and releases gRPC. The
+     tfrdv_grpc_destroy shuts the server down (in-flight calls are cancelled: their answers go
+     back to the manager's table), cancels every in-flight client call, waits for their
+     completions, waits until gRPC has dropped every zero-copy slice over a served value (gRPC
+     frees the slices of a stalled reply on its own threads, after the connection closed: each
+     holds a value reference, so no value release runs after destroy returned), joins the threads
+     and releases gRPC. The
      transport handed to the manager keeps the object's memory alive until the manager lets go of
      it; a fetch started after destroy fails UNAVAILABLE at once.
 
@@ -215,6 +231,10 @@ typedef struct tfrdv_grpc_config {
     int require_ack;              /* mark responses to non-zero request ids require_ack (use
                                      with tfrdv_mgr_config.response_cache) */
     int64_t expire_interval_ns;   /* tfrdv_mgr_expire period for the attached manager (0: 20 ms) */
+    int64_t serve_deadline_margin_ns; /* server: a RecvTensor call with less than this left before
+                                     its deadline is answered DEADLINE_EXCEEDED and the value stays
+                                     buffered, as a reply then would reach the client after it
+                                     gave up (0: TFRDV_GRPC_SERVE_MARGIN_NS; negative: none) */
     const tfrdv_grpc_device* devices; /* GetStatus answer (copied); none: one device
                                          "<worker>/device:CPU:0" with the manager's incarnation */
     size_t num_devices;
@@ -231,6 +251,7 @@ typedef struct tfrdv_grpc_config {
     const char* ssl_target_name_override; /* client: name expected in the server certificate */
 } tfrdv_grpc_config;
 TFRDV_API tfrdv_grpc_config tfrdv_grpc_config_init(void);
+#define TFRDV_GRPC_SERVE_MARGIN_NS 5000000 /* 5 ms: serve_deadline_margin_ns by default */
 
 TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc** out,
                                        tfrdv_status* st);
@@ -262,6 +283,8 @@ typedef struct tfrdv_grpc_stats {
     uint64_t calls_started, calls_ok, calls_failed, acks_sent;       /* client */
     uint64_t bytes_received;                                         /* tensor bytes fetched */
     uint64_t served, serve_ok, serve_cancelled, unimplemented;       /* server */
+    uint64_t serve_returned; /* server: answers given back to the table, undeliverable (the call's
+                                deadline passed, it was cancelled or its connection broke) */
     uint64_t status_calls, session_calls, acks_received; /* server: GetStatus, Create/Delete-
                                                             WorkerSession, MarkRecvFinished */
     uint64_t bytes_sent;                                             /* tensor bytes served */
@@ -1163,7 +1186,13 @@ typedef struct tfrdv_grpc__sctx { /* one server call (posted request, then the c
     grpc_call_details details;
     tfrdv_cancel_mgr* cm;
     uint64_t bytes;
-    int64_t request_id;
+    int64_t step_id, request_id;
+    /* RecvTensor, under g->mu: the answer handed to the reply is kept (one value reference) until
+       gRPC reports the call closed; a call that closed cancelled gives it back to the table */
+    tfrdv_args send_args;
+    tfrdv_value* held;
+    int holding, held_dead;
+    int closed; /* the close was handled: 1 delivered, 2 cancelled */
     size_t key_len;
     char* key;   /* key_inline, or a heap block of key_cap bytes for a longer key */
     size_t key_cap;
@@ -1187,6 +1216,7 @@ struct tfrdv_grpc {
     size_t nch, capch;
     tfrdv_grpc__ccall* live;
     long client_live, srv_live;
+    long zc_live; /* zero-copy slices gRPC still holds (each holds a value reference) */
     grpc_server* server;
     void* rm[TFRDV_GRPC__NMETHODS];
     int port;
@@ -1845,18 +1875,46 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__sctx_unref(tfrdv_grpc* g, tfrdv_grpc__sctx*
     tfrdv_grpc__sctx_free(g, x);
 }
 
+/* A served answer the call cannot deliver goes back to the table (never dropped): to the key's
+   next receiver, ahead of later sends. value is one owned reference (NULL only if is_dead). */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__give_back(tfrdv_grpc* g, tfrdv_grpc__sctx* x, tfrdv_value* value, int is_dead) {
+    tfrdv_status st;
+    if (tfrdv_mgr_serve_return(g->mgr, x->step_id, x->key, x->key_len, x->request_id, &x->send_args, value, is_dead, &st) == TFRDV_OK)
+        TFRDV_GRPC__ADD(g, serve_returned, 1);
+    else /* the step is gone or aborted: nobody can receive the value any more (it was released) */
+        tfrdv_grpc__log(g, 1, "tfrdv_grpc: an undelivered RecvTensor answer was dropped: %s", st.msg);
+}
+/* gRPC reported the RecvTensor call closed (RECV_CLOSE_ON_SERVER): cancelled (the client's cancel
+   or deadline, a broken connection, shutdown: the status did not reach the client) withdraws a
+   request not answered yet and gives a held answer back; otherwise the held reference goes. */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__closed(tfrdv_grpc* g, tfrdv_grpc__sctx* x, int cancelled) {
+    tfrdv_value* v;
+    int holding, dead;
+    pthread_mutex_lock(&g->mu);
+    x->closed = cancelled ? 2 : 1;
+    holding = x->holding;
+    v = x->held;
+    dead = x->held_dead;
+    x->holding = 0;
+    x->held = 0;
+    pthread_mutex_unlock(&g->mu);
+    if (cancelled) {
+        TFRDV_GRPC__ADD(g, serve_cancelled, 1);
+        if (x->cm) tfrdv_cancel_start(x->cm); /* withdraws the serve request (harmless once answered) */
+    }
+    if (holding && cancelled) tfrdv_grpc__give_back(g, x, v, dead);
+    else if (holding) tfrdv_value_release(v);
+}
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__send_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
     tfrdv_grpc__sctx* x = TFRDV_GRPC__OF(tag, tfrdv_grpc__sctx, send);
     if (ok && x->method == TFRDV_GRPC__M_RECV && x->bytes) TFRDV_GRPC__ADD(g, bytes_sent, x->bytes);
+    /* the batch carried RECV_CLOSE too (phase 1): a failed batch counts as cancelled */
+    if (x->method == TFRDV_GRPC__M_RECV && __atomic_load_n(&x->phase, __ATOMIC_ACQUIRE) == 1) tfrdv_grpc__closed(g, x, !ok || x->cancelled);
     tfrdv_grpc__sctx_unref(g, x);
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__close_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
     tfrdv_grpc__sctx* x = TFRDV_GRPC__OF(tag, tfrdv_grpc__sctx, close);
-    (void)ok;
-    if (x->cancelled) { /* client cancel, deadline or shutdown: withdraw the serve request */
-        TFRDV_GRPC__ADD(g, serve_cancelled, 1);
-        if (x->cm) tfrdv_cancel_start(x->cm);
-    }
+    tfrdv_grpc__closed(g, x, !ok || x->cancelled);
     tfrdv_grpc__sctx_unref(g, x);
 }
 
@@ -1900,11 +1958,51 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__reply(tfrdv_grpc* g, tfrdv_grpc__sctx* x, g
     grpc_slice_unref(details);
     if (err != GRPC_CALL_OK) {
         tfrdv_grpc__log(g, 3, "tfrdv_grpc: reply batch failed: %s", grpc_call_error_to_string(err));
+        grpc_call_cancel(x->gc, NULL); /* a separate close batch then completes cancelled */
         tfrdv_grpc__send_done(g, &x->send, 0);
     }
 }
 
-TFRDV_GRPC__PRIVATE void tfrdv_grpc__release_value(void* v) { tfrdv_value_release((tfrdv_value*)v); }
+/* A zero-copy slice over a value: it holds a value reference and a reference on g; its release
+   (on whichever gRPC thread drops the slice last) releases the value, then counts down
+   g->zc_live, which tfrdv_grpc_destroy waits to reach 0. */
+typedef struct tfrdv_grpc__zc {
+    tfrdv_grpc* g;
+    tfrdv_value* v;
+} tfrdv_grpc__zc;
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__zc_release(void* p) {
+    tfrdv_grpc__zc* z = (tfrdv_grpc__zc*)p;
+    tfrdv_grpc* g = z->g;
+    tfrdv_value_release(z->v);
+    tfrdv_grpc__free(&g->a, z, sizeof *z);
+    pthread_mutex_lock(&g->mu);
+    g->zc_live--;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    tfrdv_grpc__unref(g);
+}
+/* value stays the caller's: the slice takes a reference of its own (copied if out of memory) */
+TFRDV_GRPC__PRIVATE grpc_slice tfrdv_grpc__zc_slice(tfrdv_grpc* g, tfrdv_value* value) {
+    tfrdv_grpc__zc* z = (tfrdv_grpc__zc*)tfrdv_grpc__alloc(&g->a, sizeof *z);
+    if (!z) return grpc_slice_from_copied_buffer((const char*)value->data, (size_t)value->size);
+    z->g = g;
+    z->v = value;
+    tfrdv_value_retain(value);
+    pthread_mutex_lock(&g->mu);
+    g->zc_live++;
+    g->refs++;
+    pthread_mutex_unlock(&g->mu);
+    return grpc_slice_new_with_user_data(value->data, (size_t)value->size, tfrdv_grpc__zc_release, z);
+}
+
+/* 1 if the call's deadline is less than the margin away: a reply sent now could not reach the
+   client before it gives up, and would be dropped there */
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__expired(tfrdv_grpc* g, tfrdv_grpc__sctx* x) {
+    gpr_timespec d = gpr_convert_clock_type(x->deadline, GPR_CLOCK_MONOTONIC);
+    if (d.tv_sec == INT64_MAX) return 0; /* no deadline */
+    if (g->cfg.serve_deadline_margin_ns > 0) d = gpr_time_sub(d, gpr_time_from_nanos(g->cfg.serve_deadline_margin_ns, GPR_TIMESPAN));
+    return gpr_time_cmp(d, gpr_now(GPR_CLOCK_MONOTONIC)) <= 0;
+}
 
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* status, const tfrdv_args* send_args,
                                             tfrdv_value* value, int is_dead) {
@@ -1921,8 +2019,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* stat
     uint64_t size = value ? value->size : 0;
     gpr_timespec now;
     int64_t micros;
-    int zero = 0, with_close;
-    (void)send_args;
+    int zero = 0, with_close, closed;
+    grpc_byte_buffer* bb;
     /* answered while tfrdv_mgr_serve still runs in the accept handler: one batch does it all */
     with_close = __atomic_compare_exchange_n(&x->phase, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     if (with_close) __atomic_sub_fetch(&x->refs, 1, __ATOMIC_ACQ_REL); /* no separate close tag */
@@ -1933,11 +2031,18 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* stat
         return;
     }
     TFRDV_GRPC__ADD(g, serve_ok, 1);
+    x->send_args = *send_args;
+    if (tfrdv_grpc__expired(g, x)) { /* the client gives up before a reply could reach it */
+        tfrdv_grpc__give_back(g, x, value, is_dead);
+        tfrdv_grpc__reply(g, x, 0, TFRDV_DEADLINE_EXCEEDED, "RecvTensor: the call's deadline passed before the value could be sent "
+                          "(it stays buffered for the next receiver)", 0, with_close);
+        return;
+    }
     if (rank > 8 && rank <= TFRDV_GRPC_MAX_RANK) {
         head_cap = TFRDV_GRPC_HEAD_MAX(rank);
         head = (uint8_t*)tfrdv_grpc__alloc(&g->a, head_cap);
         if (!head) {
-            tfrdv_value_release(value);
+            tfrdv_grpc__give_back(g, x, value, is_dead);
             tfrdv_grpc__reply(g, x, 0, TFRDV_RESOURCE_EXHAUSTED, "RecvTensor: out of memory", 0, with_close);
             return;
         }
@@ -1951,7 +2056,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* stat
         micros = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
         tfrdv_grpc_encode_response(value, is_dead, g->cfg.require_ack && x->request_id != 0, micros, head, head_cap, &head_len, tail, &tail_len, &st);
     }
-    if (st.code != TFRDV_OK) {
+    if (st.code != TFRDV_OK) { /* a value this transport can never carry: consumed, as an error */
         if (head != stackhead) tfrdv_grpc__free(&g->a, head, head_cap);
         tfrdv_value_release(value);
         tfrdv_grpc__reply(g, x, 0, st.code, st.msg, 0, with_close);
@@ -1963,19 +2068,31 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* stat
         if (size) memcpy(GRPC_SLICE_START_PTR(sl[0]) + head_len, value->data, (size_t)size);
         if (tail_len) memcpy(GRPC_SLICE_START_PTR(sl[0]) + head_len + size, tail, tail_len);
         ns = 1;
-        tfrdv_value_release(value);
-    } else { /* zero copy: the slice holds the value reference, released with the slice */
+    } else { /* zero copy: the slice holds a value reference of its own, released with the slice */
         sl[ns++] = grpc_slice_from_copied_buffer((const char*)head, head_len);
-        sl[ns++] = grpc_slice_new_with_user_data(value->data, (size_t)size, tfrdv_grpc__release_value, value);
+        sl[ns++] = tfrdv_grpc__zc_slice(g, value);
         if (tail_len) sl[ns++] = grpc_slice_from_copied_buffer((const char*)tail, tail_len);
     }
     if (head != stackhead) tfrdv_grpc__free(&g->a, head, head_cap);
-    x->bytes = size;
-    {
-        grpc_byte_buffer* bb = grpc_raw_byte_buffer_create(sl, ns);
-        for (i = 0; i < ns; i++) grpc_slice_unref(sl[i]);
-        tfrdv_grpc__reply(g, x, bb, TFRDV_OK, 0, 0, with_close);
+    bb = grpc_raw_byte_buffer_create(sl, ns);
+    for (i = 0; i < ns; i++) grpc_slice_unref(sl[i]);
+    /* the answer (value's reference) stays here until the close says whether it arrived */
+    pthread_mutex_lock(&g->mu);
+    closed = x->closed;
+    if (!closed) {
+        x->held = value;
+        x->held_dead = is_dead;
+        x->holding = 1;
     }
+    pthread_mutex_unlock(&g->mu);
+    if (closed) { /* the client cancelled (or its deadline passed) while the answer was being made */
+        grpc_byte_buffer_destroy(bb);
+        tfrdv_grpc__give_back(g, x, value, is_dead);
+        tfrdv_grpc__reply(g, x, 0, TFRDV_CANCELLED, "RecvTensor: the call was cancelled", 0, with_close);
+        return;
+    }
+    x->bytes = size;
+    tfrdv_grpc__reply(g, x, bb, TFRDV_OK, 0, 0, with_close);
 }
 
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
@@ -2035,6 +2152,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag*
         tfrdv_grpc__reply(g, x, 0, st.code, st.msg, 0, 1);
         return;
     }
+    x->step_id = step_id;
     x->request_id = request_id; /* the key lives in x until the context is freed */
     c = tfrdv_mgr_serve(g->mgr, step_id, x->key, x->key_len, request_id, x->cm, tfrdv_grpc__served, x);
     if (c != TFRDV_OK) { /* refused without a callback (only for NULL arguments) */
@@ -2269,6 +2387,7 @@ TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc*
     if (!g->cfg.max_message_bytes) g->cfg.max_message_bytes = TFRDV_GRPC__MAX_DEFAULT;
     if (!g->cfg.max_key_len) g->cfg.max_key_len = 4096;
     if (g->cfg.expire_interval_ns <= 0) g->cfg.expire_interval_ns = 20000000;
+    if (g->cfg.serve_deadline_margin_ns == 0) g->cfg.serve_deadline_margin_ns = TFRDV_GRPC_SERVE_MARGIN_NS;
     /* owned copies */
     g->cfg.listen_address = tfrdv_grpc__strdup(&a, cfg->listen_address);
     g->cfg.pem_root_certs = tfrdv_grpc__strdup(&a, cfg->pem_root_certs);
@@ -2339,6 +2458,10 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__quiet(tfrdv_grpc* g, void* arg) {
     (void)arg;
     return (!g->server || g->shutdown_done) && g->srv_live == 0 && g->client_live == 0;
 }
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__zc_done(tfrdv_grpc* g, void* arg) {
+    (void)arg;
+    return g->zc_live == 0;
+}
 TFRDV_API void tfrdv_grpc_destroy(tfrdv_grpc* g) {
     grpc_server* srv;
     tfrdv_grpc__ccall* c;
@@ -2364,6 +2487,12 @@ TFRDV_API void tfrdv_grpc_destroy(tfrdv_grpc* g) {
     pthread_mutex_unlock(&g->mu);
     if (srv) grpc_server_destroy(srv);
     for (i = 0; i < g->nch; i++) grpc_channel_destroy(g->ch[i]->ch);
+    /* gRPC drops the slices of cancelled replies later, on its own threads (a stream stalled by a
+       peer that never reads is freed after the server closed its connection): each holds a value
+       reference, released before destroy returns, never after */
+    pthread_mutex_lock(&g->mu);
+    tfrdv_grpc__wait_locked(g, tfrdv_grpc__zc_done, 0);
+    pthread_mutex_unlock(&g->mu);
     grpc_completion_queue_shutdown(g->cq);
     for (n = 0; n < g->nthreads; n++) pthread_join(g->threads[n], NULL);
     if (!g->nthreads) while (tfrdv_grpc__next(g, gpr_inf_future(GPR_CLOCK_MONOTONIC)) >= 0) {}
