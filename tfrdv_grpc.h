@@ -83,7 +83,9 @@
      (ABORTED "RecvTensor expects a different device incarnation ...") also carries TensorFlow's
      grpc-status-details-bin payload naming tensorflow.distributed_runtime.WorkerPossiblyRestarted;
      the client turns that payload (from TensorFlow or tfrdv) into status detail
-     TFRDV_DETAIL_WORKER_RESTARTED for the receiver.
+     TFRDV_DETAIL_WORKER_RESTARTED for the receiver. The payload is parsed, not searched
+     (tfrdv_grpc_details_restarted): only the exact type URL as a GrpcPayloadContainer key or a
+     google.rpc.Status Any type_url counts, in a well-formed payload.
 
    LIFE CYCLE
        tfrdv_grpc_config gc = tfrdv_grpc_config_init();  gc.listen_address = "0.0.0.0:5000"; ...
@@ -207,6 +209,15 @@ TFRDV_API size_t tfrdv_grpc_encode_status_response(const tfrdv_grpc_device* devi
 TFRDV_API tfrdv_code tfrdv_grpc_decode_status_response(const tfrdv_str* segs, size_t nsegs,
                                                        tfrdv_grpc_device* out, size_t cap,
                                                        size_t* n, tfrdv_status* st);
+
+/* 1 if a grpc-status-details-bin payload says the serving worker possibly restarted, else 0.
+   The payload is parsed, never searched: TensorFlow sends a GrpcPayloadContainer {repeated 1:
+   map entry {1: key, 2: value}}, gRPC's rich status is a google.rpc.Status {1: code, 2: message,
+   repeated 3: google.protobuf.Any {1: type_url, 2: value}}. Restarted only when a map entry's key
+   (field 1 of a field 1) or an Any's type_url (field 1 of a field 3) is exactly
+   "type.googleapis.com/tensorflow.distributed_runtime.WorkerPossiblyRestarted" and the whole
+   payload is well formed (a truncated varint, a length past the end, an invalid tag: 0). */
+TFRDV_API int tfrdv_grpc_details_restarted(const void* payload, size_t len);
 
 /* ---------------------------------------------------------------------------------------------
    Transport
@@ -1112,6 +1123,42 @@ TFRDV_API tfrdv_code tfrdv_grpc_decode_status_response(const tfrdv_str* segs, si
     return TFRDV_OK;
 }
 
+/* >>status details ---------------------------------------------------------------------------- */
+TFRDV_API int tfrdv_grpc_details_restarted(const void* payload, size_t len) {
+    static const char url[] = "type.googleapis.com/tensorflow.distributed_runtime.WorkerPossiblyRestarted";
+    tfrdv_grpc__rd r;
+    tfrdv_str seg;
+    uint32_t f;
+    int wt, found = 0;
+    uint64_t n;
+    if (!payload) return 0;
+    seg.ptr = (const char*)payload;
+    seg.len = len;
+    tfrdv_grpc__rd_init(&r, &seg, 1);
+    while (r.pos < r.end) {
+        if (tfrdv_grpc__rd_tag(&r, "", &f, &wt, &n, 0) != TFRDV_OK) return 0;
+        if ((f == 1 || f == 3) && wt == 2) { /* a map entry (GrpcPayloadContainer) or an Any (Status) */
+            tfrdv_grpc__rd e = tfrdv_grpc__rd_sub(&r, n);
+            while (e.pos < e.end) {
+                uint32_t ef;
+                int ewt;
+                uint64_t el;
+                char name[sizeof url - 1];
+                if (tfrdv_grpc__rd_tag(&e, "", &ef, &ewt, &el, 0) != TFRDV_OK) return 0;
+                if (ef == 1 && ewt == 2 && el == sizeof name) {
+                    tfrdv_grpc__rd_take(&e, name, el);
+                    if (memcmp(name, url, sizeof name) == 0) found = 1;
+                } else if (tfrdv_grpc__rd_skip(&e, "", ef, ewt, el, 0) != TFRDV_OK) {
+                    return 0;
+                }
+            }
+        } else if (tfrdv_grpc__rd_skip(&r, "", f, wt, n, 0) != TFRDV_OK) {
+            return 0;
+        }
+    }
+    return found;
+}
+
 #ifndef TFRDV_GRPC_NO_TRANSPORT
 /* >>transport: objects ----------------------------------------------------------------------- */
 struct tfrdv_grpc__tag;
@@ -1632,18 +1679,15 @@ TFRDV_GRPC__PRIVATE tfrdv_value* tfrdv_grpc__call_alloc(void* user, int32_t dtyp
     return tfrdv_call_alloc_value((tfrdv_call*)user, dtype, rank, dims, size);
 }
 
-/* A failed RecvTensor whose trailing grpc-status-details-bin names TensorFlow's
+/* A failed RecvTensor whose trailing grpc-status-details-bin carries TensorFlow's
    WorkerPossiblyRestarted payload (an incarnation mismatch: the serving worker restarted). */
 TFRDV_GRPC__PRIVATE int tfrdv_grpc__restarted(const grpc_metadata_array* md) {
-    static const char type[] = "tensorflow.distributed_runtime.WorkerPossiblyRestarted";
-    size_t i, n = sizeof type - 1;
+    size_t i;
     for (i = 0; i < md->count; i++) {
         const grpc_metadata* m = &md->metadata[i];
-        const uint8_t* v = GRPC_SLICE_START_PTR(m->value);
-        size_t j, len = GRPC_SLICE_LENGTH(m->value);
-        if (grpc_slice_str_cmp(m->key, "grpc-status-details-bin") != 0) continue;
-        for (j = 0; j + n <= len; j++)
-            if (memcmp(v + j, type, n) == 0) return 1;
+        if (grpc_slice_str_cmp(m->key, "grpc-status-details-bin") == 0 &&
+            tfrdv_grpc_details_restarted(GRPC_SLICE_START_PTR(m->value), GRPC_SLICE_LENGTH(m->value)))
+            return 1;
     }
     return 0;
 }

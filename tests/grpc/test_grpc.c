@@ -450,6 +450,69 @@ static void test_roundtrip_dtypes(void) {
     TT_CHECK_EQ_INT(hval_live, 0);
 }
 
+/* grpc-status-details-bin is parsed, not searched: only the exact type URL as a
+   GrpcPayloadContainer key (TensorFlow) or a google.rpc.Status Any type_url, in a well-formed
+   payload, says the worker restarted (before, the name anywhere in the bytes did) */
+#define RESTARTED_URL "type.googleapis.com/tensorflow.distributed_runtime.WorkerPossiblyRestarted"
+static size_t pb_lenfield(unsigned char* p, int field, const void* data, size_t len) { /* len < 128 */
+    p[0] = (unsigned char)(field << 3 | 2);
+    p[1] = (unsigned char)len;
+    if (len) memcpy(p + 2, data, len);
+    return 2 + len;
+}
+static void test_status_details(void) {
+    static const char tf_payload[] = "\x0a\x4e\x0a\x4a" RESTARTED_URL "\x12\x00"; /* TensorFlow's bytes */
+    static const char url[] = RESTARTED_URL;
+    unsigned char any[200], p[300];
+    size_t n, an, i;
+    TT_CHECK_EQ_INT(sizeof tf_payload - 1, 80);
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(tf_payload, 80), 1);
+    /* google.rpc.Status {1: 10, 2: "m", 3: Any {1: url, 2: ""}} */
+    an = pb_lenfield(any, 1, url, sizeof url - 1);
+    an += pb_lenfield(any + an, 2, "", 0);
+    n = 0;
+    p[n++] = 0x08;
+    p[n++] = 10;
+    n += pb_lenfield(p + n, 2, "m", 1);
+    n += pb_lenfield(p + n, 3, any, an);
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(p, n), 1);
+    /* every truncation of both: malformed, not restarted */
+    for (i = 0; i < 80; i++) TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(tf_payload, i), 0);
+    for (i = 0; i < n; i++) TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(p, i), 0);
+    /* the name inside the message, inside Any.value, as a bare field, without the prefix */
+    n = pb_lenfield(p, 2, url, sizeof url - 1);
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(p, n), 0);
+    an = pb_lenfield(any, 1, "type.googleapis.com/x", 21);
+    an += pb_lenfield(any + an, 2, url, sizeof url - 1);
+    n = pb_lenfield(p, 3, any, an);
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(p, n), 0);
+    n = pb_lenfield(p, 5, url, sizeof url - 1);
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(p, n), 0);
+    an = pb_lenfield(any, 1, url + 20, sizeof url - 21); /* "tensorflow.distributed_runtime...." */
+    n = pb_lenfield(p, 1, any, an);
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(p, n), 0);
+    an = pb_lenfield(any, 1, url, sizeof url - 2); /* one byte short */
+    n = pb_lenfield(p, 1, any, an);
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(p, n), 0);
+    an = pb_lenfield(any, 2, url, sizeof url - 1); /* the URL as the map value */
+    n = pb_lenfield(p, 1, any, an);
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(p, n), 0);
+    /* the URL right, then a malformed tail: a truncated varint, a length past the end, tag 0 */
+    memcpy(p, tf_payload, 80);
+    p[80] = 0x08;
+    p[81] = 0xff;
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(p, 82), 0);
+    p[80] = 0x12;
+    p[81] = 0x7f;
+    p[82] = 'x';
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(p, 83), 0);
+    p[80] = 0x00;
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(p, 81), 0);
+    memset(p, 0xff, 11); /* an overlong varint tag */
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(p, 11), 0);
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted(0, 5), 0);
+    TT_CHECK_EQ_INT(tfrdv_grpc_details_restarted("", 0), 0);
+}
 /* ============================================================================================
    Part 2: two processes. The serving worker is this binary with --serve, driven over pipes.
    ============================================================================================ */
@@ -1813,6 +1876,16 @@ static void test_tfrdv_fetches_from_peer(void) {
     TT_CHECK_EQ_INT(r[1].st.code, TFRDV_RESOURCE_EXHAUSTED);
     fres_clear(&r[0]);
     fres_clear(&r[1]);
+    /* status details: TensorFlow's payload says restarted; the type name inside another field
+       of a hostile payload does not */
+    TT_CHECK(fetch(&c2, 7, 0x1234567890abcdefULL, "details_tf", 0, &r[0]));
+    TT_CHECK(fetch(&c2, 7, 0x1234567890abcdefULL, "details_hostile", 0, &r[1]));
+    TT_CHECK(fwait(&r[0], 10000) && fwait(&r[1], 10000));
+    TT_CHECK(r[0].st.code == TFRDV_ABORTED && r[1].st.code == TFRDV_ABORTED);
+    TT_CHECK_EQ_INT(r[0].st.detail, TFRDV_DETAIL_WORKER_RESTARTED);
+    TT_CHECK_EQ_INT(r[1].st.detail, 0);
+    fres_clear(&r[0]);
+    fres_clear(&r[1]);
     { /* MarkRecvFinished is fire and forget (as TensorFlow's): let it finish before destroy cancels it */
         tfrdv_grpc_stats gs;
         int64_t t0 = now_ms();
@@ -1869,6 +1942,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_field_order);
     TT_RUN(test_hostile);
     TT_RUN(test_roundtrip_dtypes);
+    TT_RUN(test_status_details);
     if (!spawn(&S, 0, 0x5eed5eedULL, 0) || !client_up(&C, &S, 0, 2)) {
         printf("[FAIL] cannot start the serving worker\n");
         return 1;
