@@ -20,7 +20,12 @@
        client  one channel per remote worker address (worker name -> "host:port" from
                tfrdv_grpc_config.workers, tfrdv_grpc_set_worker or the resolve callback), one unary
                RecvTensor call per remote receive with the call's deadline (tfrdv_call_deadline) on
-               the gRPC call; cancel_call cancels the gRPC call; gRPC's receive limit is
+               the gRPC call, or recv_timeout_ns (10 min by default) when the receive has none:
+               TensorFlow waits without bound, but then a hung or hostile server (one that never
+               answers, or sends two messages, which gRPC holds until the deadline) would hold
+               the receive forever; a receive that fails this way loses nothing (the server keeps
+               the value) and its message names the field; set it negative for no bound.
+               cancel_call cancels the gRPC call; gRPC's receive limit is
                max_message_bytes + 64 KiB (INT_MAX by default, as TensorFlow's). Responses are
                decoded by walking the received slices straight into tfrdv_call_alloc_value memory
                (one copy, no intermediate buffer). A response with require_ack is followed by a MarkRecvFinished
@@ -242,6 +247,12 @@ typedef struct tfrdv_grpc_config {
     int require_ack;              /* mark responses to non-zero request ids require_ack (use
                                      with tfrdv_mgr_config.response_cache) */
     int64_t expire_interval_ns;   /* tfrdv_mgr_expire period for the attached manager (0: 20 ms) */
+    int64_t recv_timeout_ns;      /* client: the gRPC deadline of a RecvTensor call whose receive
+                                     has none (tfrdv_mgr_config.call_timeout_ns 0, the default), so
+                                     a hung or hostile server cannot hold a receive forever; on
+                                     expiry the receive fails DEADLINE_EXCEEDED naming this field
+                                     (the value stays on the server). 0: TFRDV_GRPC_RECV_TIMEOUT_NS;
+                                     negative: none (TensorFlow's unbounded wait) */
     int64_t serve_deadline_margin_ns; /* server: a RecvTensor call with less than this left before
                                      its deadline is answered DEADLINE_EXCEEDED and the value stays
                                      buffered, as a reply then would reach the client after it
@@ -263,6 +274,7 @@ typedef struct tfrdv_grpc_config {
 } tfrdv_grpc_config;
 TFRDV_API tfrdv_grpc_config tfrdv_grpc_config_init(void);
 #define TFRDV_GRPC_SERVE_MARGIN_NS 5000000 /* 5 ms: serve_deadline_margin_ns by default */
+#define TFRDV_GRPC_RECV_TIMEOUT_NS 600000000000LL /* 10 min: recv_timeout_ns by default */
 
 TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc** out,
                                        tfrdv_status* st);
@@ -1214,6 +1226,7 @@ typedef struct tfrdv_grpc__ccall { /* one client call */
     grpc_status_code status;
     grpc_slice details;
     int64_t request_id;
+    int default_deadline; /* RecvTensor: the deadline is recv_timeout_ns, not the receive's */
     tfrdv_grpc__waiter* w;
     struct tfrdv_grpc__ccall *prev, *next;
 } tfrdv_grpc__ccall;
@@ -1609,6 +1622,7 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__ccall_start(tfrdv_grpc* g, int kind, 
     c->chan = chan;
     c->w = w;
     c->request_id = request_id;
+    c->default_deadline = call && tfrdv_call_deadline(call) == INT64_MAX && g->cfg.recv_timeout_ns > 0;
     c->details = grpc_empty_slice();
     grpc_metadata_array_init(&c->imd);
     grpc_metadata_array_init(&c->tmd);
@@ -1712,6 +1726,11 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* t
         tfrdv_grpc__slice_msg(c->details, st.msg, sizeof st.msg);
         if (!st.msg[0]) snprintf(st.msg, sizeof st.msg, "RecvTensor failed with gRPC status %d", (int)c->status);
         if (tfrdv_grpc__restarted(&c->tmd)) st.detail = TFRDV_DETAIL_WORKER_RESTARTED;
+        if (st.code == TFRDV_DEADLINE_EXCEEDED && c->default_deadline) {
+            size_t len = strlen(st.msg);
+            snprintf(st.msg + len, sizeof st.msg - len, " (the receive had no deadline: tfrdv_grpc_config.recv_timeout_ns %lld ns applied)",
+                     (long long)g->cfg.recv_timeout_ns);
+        }
     } else if (!c->resp) {
         tfrdv_grpc__err(&st, TFRDV_INTERNAL, "RecvTensor: OK status without a response message");
     } else {
@@ -1773,6 +1792,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
     if (dl != INT64_MAX) {
         int64_t rem = dl - tfrdv_mgr_now(tfrdv_call_mgr(call)); /* on the call's own manager's clock */
         deadline = tfrdv_grpc__in(rem > 0 ? rem : 0);
+    } else if (g->cfg.recv_timeout_ns > 0) {
+        deadline = tfrdv_grpc__in(g->cfg.recv_timeout_ns);
     }
     pthread_mutex_unlock(&g->mu);
     if (!chan) {
@@ -2432,6 +2453,7 @@ TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc*
     if (!g->cfg.max_key_len) g->cfg.max_key_len = 4096;
     if (g->cfg.expire_interval_ns <= 0) g->cfg.expire_interval_ns = 20000000;
     if (g->cfg.serve_deadline_margin_ns == 0) g->cfg.serve_deadline_margin_ns = TFRDV_GRPC_SERVE_MARGIN_NS;
+    if (g->cfg.recv_timeout_ns == 0) g->cfg.recv_timeout_ns = TFRDV_GRPC_RECV_TIMEOUT_NS;
     /* owned copies */
     g->cfg.listen_address = tfrdv_grpc__strdup(&a, cfg->listen_address);
     g->cfg.pem_root_certs = tfrdv_grpc__strdup(&a, cfg->pem_root_certs);

@@ -1124,6 +1124,48 @@ static void test_deadline_then_send(void) {
     srv_simple(&S, C_CLEANUP, step);
     srv_quiet(&S);
 }
+/* a receive without a deadline of its own (call_timeout_ns 0) gets recv_timeout_ns on its gRPC
+   call: a server that never answers cannot hold it forever; the message names the field, and
+   the server withdraws the request (the value sent later is kept). Negative: no deadline. */
+static void test_recv_timeout(void) {
+    int mode;
+    int64_t step = next_step++;
+    TT_CHECK(TFRDV_GRPC_RECV_TIMEOUT_NS > 0);
+    srv_simple(&S, C_INIT, step);
+    for (mode = 0; mode < 2; mode++) {
+        tfrdv_grpc_config gc = tfrdv_grpc_config_init();
+        tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+        tfrdv_grpc_worker w;
+        client c2;
+        fres r;
+        char addr[64];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", S.port);
+        w.name = PS;
+        w.address = addr;
+        gc.workers = &w;
+        gc.num_workers = 1;
+        gc.recv_timeout_ns = mode == 0 ? 300000000LL : -1;
+        TT_CHECK_EQ_INT(tfrdv_grpc_create(&gc, &c2.g, 0), TFRDV_OK);
+        mc.worker_name = WK;
+        mc.transport = tfrdv_grpc_transport(c2.g);
+        TT_CHECK_EQ_INT(tfrdv_mgr_create(&mc, &c2.m, 0), TFRDV_OK);
+        TT_CHECK(fetch(&c2, step, S.inc, mode == 0 ? "rt0" : "rt1", 0, &r));
+        if (mode == 0) {
+            TT_CHECK(fwait(&r, 10000));
+            TT_CHECK_EQ_INT(r.st.code, TFRDV_DEADLINE_EXCEEDED);
+            TT_CHECK_CONTAINS(r.st.msg, "recv_timeout_ns");
+        } else {
+            TT_CHECK(!fwait(&r, 600)); /* still waiting */
+        }
+        client_down(&c2); /* mode 1: destroy cancels the call */
+        TT_CHECK(fwait(&r, 5000));
+        fres_clear(&r);
+    }
+    srv_quiet(&S);
+    late_value_is_kept(step, "rt0", 3, 3, 8);
+    tfrdv_mgr_cleanup(C.m, step);
+    srv_simple(&S, C_CLEANUP, step);
+}
 /* the receiver's cancellation cancels the gRPC call; the value is not lost */
 static void test_client_cancel(void) {
     fres r;
@@ -1954,6 +1996,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_dead);
     TT_RUN(test_deadline);
     TT_RUN(test_deadline_then_send);
+    TT_RUN(test_recv_timeout);
     TT_RUN(test_client_cancel);
     TT_RUN(test_cancel_mid_reply);
     TT_RUN(test_destroy_stalled_reader);
