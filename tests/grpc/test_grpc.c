@@ -1193,6 +1193,130 @@ static void test_client_cancel(void) {
     tfrdv_mgr_cleanup(C.m, step);
     srv_simple(&S, C_CLEANUP, step);
 }
+/* issue 20.7: receives cancelled at random moments of their life, thousands of times: before the
+   receive (never started), in flight (waiting on the server), while the response arrives (the
+   value sent just before the cancel, from another thread) and after the finish. Every callback
+   runs exactly once, an OK carries the right value, no call is left, no provider double finish.
+   Run under ASan and TSan (make grpc-asan, grpc-tsan). */
+typedef struct stress_cancel { int64_t at_us; tfrdv_cancel_mgr* cm; } stress_cancel;
+typedef struct stress_job { stress_cancel* c; int n; int64_t t0; } stress_job;
+static void* stress_canceller(void* arg) {
+    stress_job* j = (stress_job*)arg;
+    int i;
+    for (i = 0; i < j->n; i++) { /* in time order */
+        int64_t now = tfrdv_now_ns() / 1000 - j->t0;
+        if (j->c[i].at_us > now) {
+            struct timespec ts;
+            ts.tv_sec = 0;
+            ts.tv_nsec = (long)((j->c[i].at_us - now) * 1000);
+            nanosleep(&ts, 0);
+        }
+        tfrdv_cancel_start(j->c[i].cm);
+    }
+    return 0;
+}
+static int stress_cmp(const void* a, const void* b) {
+    int64_t x = ((const stress_cancel*)a)->at_us, y = ((const stress_cancel*)b)->at_us;
+    return x < y ? -1 : x > y;
+}
+static void test_cancel_stress(void) {
+    enum { ROUNDS = 100, B = 50 };
+    static fres r[B];
+    static tfrdv_cancel_mgr* cm[B];
+    static int mode[B];
+    static stress_cancel sc[B];
+    int64_t step = next_step++, d1[1] = {300};
+    uint32_t seed = (uint32_t)tfrdv_now_ns(), rnd;
+    int round, i, count[4] = {0, 0, 0, 0}, ok[4] = {0, 0, 0, 0}, cancelled[4] = {0, 0, 0, 0}, once = 0, total = 0;
+    tfrdv_mgr_stats ms;
+    tfrdv_grpc_stats gs;
+    reply pend;
+    printf("    seed %u\n", seed);
+    rnd = seed;
+#define STRESS_RND() (rnd = rnd * 1103515245u + 12345u, (rnd >> 8) & 0xffffu)
+    srv_simple(&S, C_INIT, step);
+    for (round = 0; round < ROUNDS; round++) {
+        stress_job job;
+        pthread_t th;
+        int nsc = 0;
+        for (i = 0; i < B; i++) {
+            tfrdv_args args;
+            char e[32];
+            TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm[i], 0), TFRDV_OK);
+            mode[i] = (int)(STRESS_RND() % 4);
+            count[mode[i]]++;
+            memset(&args, 0, sizeof args);
+            args.cancel = cm[i];
+            snprintf(e, sizeof e, "x%d_%d", round, i);
+            if (mode[i] == 0) tfrdv_cancel_start(cm[i]); /* before the receive */
+            if (mode[i] >= 2) TT_CHECK_EQ_INT(srv_send(&S, step, e, 3, 1, d1, 0, (uint32_t)(round * B + i)), TFRDV_OK);
+            TT_CHECK(fetch(&C, step, S.inc, e, &args, &r[i]));
+            if (mode[i] == 1 || mode[i] == 2) { /* in flight / while the response arrives: 0-2 ms */
+                sc[nsc].at_us = (int64_t)(STRESS_RND() % (mode[i] == 1 ? 2000u : 400u));
+                sc[nsc++].cm = cm[i];
+            }
+        }
+        qsort(sc, (size_t)nsc, sizeof sc[0], stress_cmp);
+        job.c = sc;
+        job.n = nsc;
+        job.t0 = tfrdv_now_ns() / 1000;
+        pthread_create(&th, 0, stress_canceller, &job);
+        for (i = 0; i < B; i++) {
+            if (mode[i] == 1) continue; /* nothing is sent: only its cancel ends it */
+            TT_CHECK(fwait(&r[i], 10000));
+            if (mode[i] == 3) tfrdv_cancel_start(cm[i]); /* after the finish */
+        }
+        pthread_join(th, 0);
+        for (i = 0; i < B; i++) {
+            cmd want;
+            TT_CHECK(fwait(&r[i], 10000));
+            memset(&want, 0, sizeof want);
+            want.dtype = 3;
+            want.rank = 1;
+            want.dims[0] = d1[0];
+            want.seed = (uint32_t)(round * B + i);
+            if (r[i].st.code == TFRDV_OK) {
+                ok[mode[i]]++;
+                TT_CHECK(check_value(&want, r[i].v));
+            } else {
+                if (r[i].st.code == TFRDV_CANCELLED) cancelled[mode[i]]++;
+                else printf("    mode %d: %s %s\n", mode[i], tfrdv_code_str(r[i].st.code), r[i].st.msg);
+                TT_CHECK_EQ_INT(r[i].st.code, TFRDV_CANCELLED);
+            }
+        }
+        for (i = 0; i < B; i++) {
+            pthread_mutex_lock(&fmu);
+            once += r[i].done == 1;
+            pthread_mutex_unlock(&fmu);
+            total++;
+            fres_clear(&r[i]);
+        }
+    }
+#undef STRESS_RND
+    {
+        int64_t t0 = now_ms();
+        do { /* the gRPC calls of cancelled receives finish after their callbacks */
+            tfrdv_grpc_get_stats(C.g, &gs);
+        } while (gs.client_calls_live && now_ms() - t0 < 10000 && (sleep_ms(5), 1));
+    }
+    /* exactly once: no callback ran a second time meanwhile */
+    for (i = 0; i < B; i++) TT_CHECK_EQ_INT(r[i].done, 0);
+    for (i = 0; i < B; i++) tfrdv_cancel_mgr_destroy(cm[i]); /* the last round's */
+    TT_CHECK_EQ_INT(once, total);
+    TT_CHECK_EQ_INT(gs.client_calls_live, 0);
+    tfrdv_mgr_get_stats(C.m, &ms);
+    TT_CHECK_EQ_INT(ms.double_finishes, 0);
+    TT_CHECK_EQ_INT(ok[0] + ok[1], 0);     /* nothing to receive: only cancels end them */
+    TT_CHECK_EQ_INT(cancelled[3], 0);      /* cancelled after the finish: harmless */
+    TT_CHECK_EQ_INT(srv_quiet(&S), 0);
+    pend = srv_simple(&S, C_PENDING, step);
+    printf("    %d receives: before %d (cancelled %d), in flight %d (cancelled %d), response racing %d (ok %d, cancelled %d: "
+           "%d values back on the server, %d dropped by the client after it had reported CANCELLED), after finish %d (ok %d)\n",
+           total, count[0], cancelled[0], count[1], cancelled[1], count[2], ok[2], cancelled[2], (int)pend.v[0],
+           cancelled[2] - (int)pend.v[0], count[3], ok[3]);
+    tfrdv_mgr_cleanup(C.m, step);
+    srv_simple(&S, C_CLEANUP, step);
+}
 /* abort and cleanup during a call: on the client (the call is cancelled) and on the server
    (the pending request fails ABORTED "Cleanup") */
 static void test_abort_cleanup(void) {
@@ -1998,6 +2122,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_deadline_then_send);
     TT_RUN(test_recv_timeout);
     TT_RUN(test_client_cancel);
+    TT_RUN(test_cancel_stress);
     TT_RUN(test_cancel_mid_reply);
     TT_RUN(test_destroy_stalled_reader);
     TT_RUN(test_abort_cleanup);
