@@ -853,8 +853,8 @@ static void fres_clear(fres* r) {
 
 /* the client world: one tfrdv_grpc, one manager ("/job:worker/...") */
 typedef struct client { tfrdv_grpc* g; tfrdv_mgr* m; } client;
-static int client_up(client* c, const server* s, int64_t call_timeout_ns, int threads) {
-    tfrdv_grpc_config gc = tfrdv_grpc_config_init();
+/* gc (its worker table filled in here) and a manager with call_timeout_ns; attached or not */
+static int client_up_with(client* c, const server* s, tfrdv_grpc_config gc, int64_t call_timeout_ns, int attach) {
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
     tfrdv_status st;
     char addr[64];
@@ -864,13 +864,17 @@ static int client_up(client* c, const server* s, int64_t call_timeout_ns, int th
     w.address = addr;
     gc.workers = &w;
     gc.num_workers = 1;
-    gc.num_threads = threads;
     if (tfrdv_grpc_create(&gc, &c->g, &st) != TFRDV_OK) { printf("    %s\n", st.msg); return 0; }
     mc.worker_name = WK;
     mc.transport = tfrdv_grpc_transport(c->g);
     mc.call_timeout_ns = call_timeout_ns;
     if (tfrdv_mgr_create(&mc, &c->m, &st) != TFRDV_OK) { printf("    %s\n", st.msg); return 0; }
-    return tfrdv_grpc_attach(c->g, c->m, &st) == TFRDV_OK;
+    return !attach || tfrdv_grpc_attach(c->g, c->m, &st) == TFRDV_OK;
+}
+static int client_up(client* c, const server* s, int64_t call_timeout_ns, int threads) {
+    tfrdv_grpc_config gc = tfrdv_grpc_config_init();
+    gc.num_threads = threads;
+    return client_up_with(c, s, gc, call_timeout_ns, 1);
 }
 static void client_down(client* c) {
     tfrdv_grpc_destroy(c->g);
@@ -1134,21 +1138,10 @@ static void test_recv_timeout(void) {
     srv_simple(&S, C_INIT, step);
     for (mode = 0; mode < 2; mode++) {
         tfrdv_grpc_config gc = tfrdv_grpc_config_init();
-        tfrdv_mgr_config mc = tfrdv_mgr_config_init();
-        tfrdv_grpc_worker w;
         client c2;
         fres r;
-        char addr[64];
-        snprintf(addr, sizeof addr, "127.0.0.1:%d", S.port);
-        w.name = PS;
-        w.address = addr;
-        gc.workers = &w;
-        gc.num_workers = 1;
         gc.recv_timeout_ns = mode == 0 ? 300000000LL : -1;
-        TT_CHECK_EQ_INT(tfrdv_grpc_create(&gc, &c2.g, 0), TFRDV_OK);
-        mc.worker_name = WK;
-        mc.transport = tfrdv_grpc_transport(c2.g);
-        TT_CHECK_EQ_INT(tfrdv_mgr_create(&mc, &c2.m, 0), TFRDV_OK);
+        TT_CHECK(client_up_with(&c2, &S, gc, 0, 0));
         TT_CHECK(fetch(&c2, step, S.inc, mode == 0 ? "rt0" : "rt1", 0, &r));
         if (mode == 0) {
             TT_CHECK(fwait(&r, 10000));
@@ -1290,6 +1283,7 @@ static void test_cancel_stress(void) {
             pthread_mutex_unlock(&fmu);
             total++;
             fres_clear(&r[i]);
+            if (round < ROUNDS - 1) tfrdv_cancel_mgr_destroy(cm[i]);
         }
     }
 #undef STRESS_RND
@@ -1299,7 +1293,7 @@ static void test_cancel_stress(void) {
             tfrdv_grpc_get_stats(C.g, &gs);
         } while (gs.client_calls_live && now_ms() - t0 < 10000 && (sleep_ms(5), 1));
     }
-    /* exactly once: no callback ran a second time meanwhile */
+    /* exactly once: no callback of the last round ran a second time meanwhile */
     for (i = 0; i < B; i++) TT_CHECK_EQ_INT(r[i].done, 0);
     for (i = 0; i < B; i++) tfrdv_cancel_mgr_destroy(cm[i]); /* the last round's */
     TT_CHECK_EQ_INT(once, total);
@@ -1859,19 +1853,8 @@ static void test_size_limit(void) {
     srv_stop(&s2);
     {
         tfrdv_grpc_config gc = tfrdv_grpc_config_init();
-        tfrdv_mgr_config mc = tfrdv_mgr_config_init();
-        tfrdv_grpc_worker w;
-        char addr[64];
-        snprintf(addr, sizeof addr, "127.0.0.1:%d", S.port);
-        w.name = PS;
-        w.address = addr;
-        gc.workers = &w;
-        gc.num_workers = 1;
         gc.max_message_bytes = 1000;
-        TT_CHECK_EQ_INT(tfrdv_grpc_create(&gc, &c2.g, 0), TFRDV_OK);
-        mc.worker_name = WK;
-        mc.transport = tfrdv_grpc_transport(c2.g);
-        TT_CHECK_EQ_INT(tfrdv_mgr_create(&mc, &c2.m, 0), TFRDV_OK);
+        TT_CHECK(client_up_with(&c2, &S, gc, 0, 0));
         TT_CHECK_EQ_INT(srv_send(&S, step, "big", 4, 1, d1, 0, 1), TFRDV_OK);
         TT_CHECK(fetch(&c2, step, S.inc, "big", 0, &r));
         TT_CHECK(fwait(&r, 5000));
