@@ -22,8 +22,8 @@
                RecvTensor call per remote receive with the call's deadline (tfrdv_call_deadline) on
                the gRPC call, or recv_timeout_ns (10 min by default) when the receive has none:
                TensorFlow waits without bound, but then a hung or hostile server (one that never
-               answers, or sends two messages, which gRPC holds until the deadline) would hold
-               the receive forever; a receive that fails this way loses nothing (the server keeps
+               answers, or answers the unary call with two messages: gRPC then waits for the
+               deadline) would hold the receive forever; a receive that fails this way loses nothing (the server keeps
                the value) and its message names the field; set it negative for no bound.
                cancel_call cancels the gRPC call; gRPC's receive limit is
                max_message_bytes + 64 KiB (INT_MAX by default, as TensorFlow's). Responses are
@@ -44,8 +44,10 @@
                completed with the value; when in doubt the value goes back (a duplicate would wait
                in the table until the step is cleaned up; a loss would hang the step). What no
                server can see: a reply that left intact but reached a client that had already given
-               up (its own cancel, or its deadline firing while the reply was in transit) is lost
-               there; the margin makes the deadline case rare, a receiver's cancel does not retry.
+               up (its deadline fired, or its receive was cancelled, while the reply was in transit)
+               is dropped by that client. The margin makes the deadline case rare; a receive
+               cancelled at that moment reports CANCELLED and its value is gone (TensorFlow aborts
+               the step when a RecvTensor is cancelled).
                MarkRecvFinished -> tfrdv_mgr_ack. GetStatus answers this worker's
                devices; CreateWorkerSession and DeleteWorkerSession get empty replies, so a
                TensorFlow master can include a tfrdv worker in its cluster without device_filters.
@@ -121,7 +123,9 @@
      A served value is read from value->data on the host: copy device tensors to host memory
      before tfrdv_send (tfrdv_mgr_serve hands the sender's args to the transport; this one does
      not look at them). Received tensors land in the receiver's alloc hook memory if it gave one
-     (tfrdv_args.alloc_fn), else in the manager's allocator.
+     (tfrdv_args.alloc_fn), else in the manager's allocator. A served value above 1 KiB goes out
+     zero copy: the reply's slice holds a reference, and its release may run on one of gRPC's
+     own threads when gRPC drops the slice, always before tfrdv_grpc_destroy returns.
 
    THREADS AND CALLBACKS
      Every function is thread-safe. Receive callbacks of remote fetches and serve completions run
