@@ -686,6 +686,11 @@ typedef struct tfrdv_mgr_config {
     size_t max_key_len;            /* longest key sent, received or served (0: 4096 bytes) */
     int max_deferred;              /* requests waiting for step initialisation, all steps together
                                       (0: 65536); beyond it RESOURCE_EXHAUSTED */
+    /* Idle-step policy: tfrdv_mgr_expire cleans up (as tfrdv_mgr_cleanup, tombstone included) a
+       step that nobody holds a reference to and that has nothing buffered, waiting, deferred or
+       in flight, once it stayed so for this long: a worker whose steps a remote master starts
+       (a TensorFlow cluster) needs no step bookkeeping. 0: never (the default). */
+    int64_t step_idle_timeout_ns;
     tfrdv_trace_fn trace;          /* optional transfer trace, see tfrdv_trace_event */
     void* trace_user;
     /* Optional: a remote request (tfrdv_mgr_serve) arrived for a step this worker has not
@@ -792,6 +797,7 @@ typedef struct tfrdv_mgr_stats {
     uint64_t duplicate_requests, cache_hits, deferred_expired, tombstone_hits;
     uint64_t requests_served;      /* tfrdv_mgr_serve calls (the serving side) */
     uint64_t requests_deferred;    /* of which arrived before their step was initialised */
+    uint64_t steps_idle_cleaned;   /* by the idle-step policy (also in steps_cleaned) */
     size_t active_steps, tombstones, calls_in_flight, calls_free;
 } tfrdv_mgr_stats;
 TFRDV_API void tfrdv_mgr_get_stats(tfrdv_mgr* mgr, tfrdv_mgr_stats* out);
@@ -814,6 +820,44 @@ TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb);
    "restart"); mgr NULL removes it. */
 TFRDV_API tfrdv_code tfrdv_loopback_register(tfrdv_loopback* lb, const char* worker_name,
                                              tfrdv_mgr* mgr, tfrdv_status* st);
+
+/* ---------------------------------------------------------------------------------------------
+   Router: one manager, several transports, picked per call by the worker the tensor comes from,
+   so one worker fetches from TensorFlow peers over gRPC, from tfrdv peers over TCP or verbs, and
+   from same-process workers over the loopback.
+       tfrdv_route routes[3] = {{"/job:tf", grpc_transport}, {"/job:ps", tcp_transport},
+                                {"*", loopback_transport}};
+       rc.routes = routes;  rc.num_routes = 3;
+       tfrdv_router_create(&rc, &mc.transport, &st);        then tfrdv_mgr_create(&mc, ...)
+   Servers are attached to the manager as usual (tfrdv_grpc_attach, tfrdv_tcp_attach, ...): any
+   number of them may serve the same manager at once.
+   --------------------------------------------------------------------------------------------- */
+typedef struct tfrdv_route {
+    /* Which source workers: a device-name pattern matched part by part against the call's source
+       worker (tfrdv_call_src_worker): "/job:ps" (every task of job ps), "/job:ps/task:1",
+       "/job:ps/replica:0/task:1"; "", "/" or "*" match every worker. */
+    const char* workers;
+    tfrdv_transport transport;
+} tfrdv_route;
+typedef struct tfrdv_router_config {
+    tfrdv_hooks hooks;          /* allocator (the router's own memory) */
+    const tfrdv_route* routes;  /* copied; the first route whose pattern matches wins */
+    size_t num_routes;          /* 1..64 */
+    /* Optional, asked before the patterns: the index of the route for this worker, or -1 to use
+       the patterns. It must answer the same for a worker for the whole life of a call (a call's
+       cancellation goes to the transport that started it). Called without library locks. */
+    int (*pick)(void* user, const char* worker, size_t len);
+    void* pick_user;
+} tfrdv_router_config;
+TFRDV_API tfrdv_router_config tfrdv_router_config_init(void);
+/* Builds the routing transport into *out (for tfrdv_mgr_config.transport). On success it owns
+   the routes' transports: its destroy calls each distinct transport's destroy once. On failure it
+   takes nothing and names the bad route (a pattern that does not parse, a transport without
+   start_call or cancel_call). A pick answer out of range fails that call INTERNAL. A call no route
+   matches fails INTERNAL "tfrdv router: no route for worker <name>" (as an unknown worker does
+   with the manager's resolve hook). */
+TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_transport* out,
+                                         tfrdv_status* st);
 
 /* ---------------------------------------------------------------------------------------------
    Convenience helpers (values with their own storage, keys that own their bytes, printing)
@@ -2633,6 +2677,9 @@ struct tfrdv_rendezvous {
     size_t worker_len;
     struct tfrdv__serve* deferred;
     tfrdv_call* calls;
+    /* idle-step policy (mgr->mu): finds so far, and since when nothing has happened */
+    uint64_t touches, idle_touches;
+    int64_t idle_since;
 };
 
 static const tfrdv_args tfrdv__no_args = {0, 0, 0, 0, 0, {0, 0}};
@@ -4010,6 +4057,7 @@ struct tfrdv_call {
     int cancel_pending;
     int linked;
     int attempt;
+    int route;         /* the router's choice for this attempt (tfrdv_router_create) */
     int cm_registered; /* cnode is registered with recv_args.cancel */
     int cm_orphan;     /* its cancellation callback was running when we took over: it unbusies */
     int64_t step_id, request_id, deadline, retry_at;
@@ -4151,7 +4199,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** o
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: transport needs both start_call and cancel_call");
     if (c.num_shards < 0 || c.tombstone_max < 0 || c.response_cache_max < 0 || c.call_max_retries < 0 ||
         c.call_timeout_ns < 0 || c.retry_backoff_ns < 0 || c.retry_backoff_max_ns < 0 || c.tombstone_ttl_ns < 0 ||
-        c.max_deferred < 0)
+        c.max_deferred < 0 || c.step_idle_timeout_ns < 0)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: negative size, count or time in the config");
     c.num_shards = TFRDV__DEF(c.num_shards, 1);
     c.deferred_timeout_ns = TFRDV__DEF(c.deferred_timeout_ns, (int64_t)60 * 1000000000);
@@ -4286,6 +4334,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__find_locked(tfrdv_mgr* mgr, int64_t step, tfrdv
         mgr->stats.steps_created++;
         tfrdv__idset_remove(&mgr->tombs, step);
     }
+    r->touches++; /* every use of a step starts with a find: the idle-step policy's sign of life */
     tfrdv_ref(r);
     *out = r;
     return TFRDV_OK;
@@ -5582,6 +5631,44 @@ TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now
     tfrdv__unlock(&r->mu);
     return next;
 }
+/* mgr->mu held: the idle-step policy for r. *gone = 1 when r has been idle (no reference but the
+   table's, nothing queued, deferred or called, no find since) for step_idle_timeout_ns; returns
+   when it will have been, or INT64_MAX. A find is the only way to a reference, so an unchanged
+   find count between two looks means nothing happened in between. */
+TFRDV__PRIVATE int64_t tfrdv__idle_locked(tfrdv_mgr* mgr, tfrdv_rendezvous* r, int64_t now, int* gone) {
+    int idle, i;
+    tfrdv__lock(&r->mu);
+    idle = !r->deferred && !r->calls && !r->aborted && tfrdv__atomic_load(&r->refs) == 1;
+    tfrdv__unlock(&r->mu);
+    for (i = 0; idle && i < r->nshards; i++) {
+        tfrdv__shard* s = &r->shards[i];
+        tfrdv__lock(&s->mu);
+        idle = s->nchans == 0;
+        tfrdv__unlock(&s->mu);
+    }
+    *gone = 0;
+    if (!idle) {
+        r->idle_since = 0;
+        return INT64_MAX;
+    }
+    if (!r->idle_since || r->idle_touches != r->touches) {
+        r->idle_since = now ? now : 1;
+        r->idle_touches = r->touches;
+    }
+    if (now - r->idle_since >= mgr->cfg.step_idle_timeout_ns) {
+        *gone = 1;
+        return INT64_MAX;
+    }
+    return tfrdv__sat_add(r->idle_since, mgr->cfg.step_idle_timeout_ns);
+}
+/* two lists of dropped cache entries as one */
+TFRDV__PRIVATE tfrdv__centry* tfrdv__cache_chain(tfrdv__centry* a, tfrdv__centry* b) {
+    tfrdv__centry* t = b;
+    if (!b) return a;
+    while (t->next) t = t->next;
+    t->next = a;
+    return b;
+}
 TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
     int64_t next, t;
     size_t i;
@@ -5590,6 +5677,8 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
     tfrdv_call* restarts = 0;
     tfrdv__serve* defs = 0;
     tfrdv_rendezvous* strays = 0;
+    tfrdv_rendezvous* idles = 0;
+    tfrdv__centry* idle_dropped = 0;
     if (!mgr) return INT64_MAX;
     tfrdv__lock(&mgr->mu);
     next = tfrdv__idset_expire(&mgr->tombs, now_ns, mgr->cfg.tombstone_ttl_ns);
@@ -5600,6 +5689,18 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
             int stray = 0;
             t = tfrdv__rdv_expire_locked(r, now_ns, &calls, &defs, &restarts, &stray);
             if (t < next) next = t;
+            if (!stray && mgr->cfg.step_idle_timeout_ns > 0) {
+                t = tfrdv__idle_locked(mgr, r, now_ns, &stray);
+                if (t < next) next = t;
+                if (stray) { /* idle too long: cleaned up, tombstone and all */
+                    tfrdv__unlink_step(mgr, r->step_id);
+                    idle_dropped = tfrdv__cache_chain(idle_dropped, tfrdv__forget_locked(mgr, r->step_id, now_ns));
+                    mgr->stats.steps_idle_cleaned++;
+                    r->mgr_next = idles;
+                    idles = r;
+                    stray = 0;
+                }
+            }
             if (stray) {
                 tfrdv__unlink_step(mgr, r->step_id);
                 r->mgr_next = strays;
@@ -5615,7 +5716,14 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
         for (c = restarts; c; c = c->restart_next) mgr->stats.calls_retried++;
     }
     tfrdv__unlock(&mgr->mu);
-    acted = defs || calls || restarts || strays;
+    acted = defs || calls || restarts || strays || idles;
+    tfrdv__forget_finish(mgr, 0, 0, idle_dropped, 0);
+    while (idles) {
+        tfrdv_rendezvous* r = idles;
+        idles = r->mgr_next;
+        r->mgr_next = 0;
+        tfrdv__forget_finish(mgr, r, r->step_id, 0, "Cleanup (idle)");
+    }
     while (defs) {
         tfrdv__serve* op = defs;
         tfrdv_status st;
@@ -5639,8 +5747,10 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
         strays = r->mgr_next;
         tfrdv_unref(r); /* the table's reference */
     }
-    if (acted) { /* what we did (a retry failing again at once) may have set new deadlines */
+    if (acted) { /* what we did (a retry failing again at once, a tombstone) may have set new deadlines */
         tfrdv__lock(&mgr->mu);
+        t = tfrdv__idset_expire(&mgr->tombs, now_ns, mgr->cfg.tombstone_ttl_ns);
+        if (t < next) next = t;
         for (i = 0; i < mgr->nb; i++) {
             tfrdv_rendezvous* r;
             for (r = mgr->steps[i]; r; r = r->mgr_next) {
@@ -5924,6 +6034,132 @@ TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
     return t;
 }
 
+/* >>router */
+#define TFRDV__ROUTES_MAX 64
+typedef struct tfrdv__route {
+    tfrdv_device_name dn; /* views into pattern */
+    char* pattern;
+    size_t len;
+    int all;
+    tfrdv_transport t;
+} tfrdv__route;
+typedef struct tfrdv__router {
+    tfrdv_allocator a;
+    int (*pick)(void* user, const char* worker, size_t len);
+    void* pick_user;
+    size_t n;
+    tfrdv__route r[1]; /* n of them */
+} tfrdv__router;
+TFRDV__PRIVATE size_t tfrdv__router_bytes(size_t n) { return sizeof(tfrdv__router) + (n - 1) * sizeof(tfrdv__route); }
+TFRDV__PRIVATE int tfrdv__route_matches(const tfrdv__route* rt, const tfrdv_device_name* w) {
+    if (rt->all) return 1;
+    if (rt->dn.has_job && (!w->has_job || rt->dn.job.len != w->job.len || memcmp(rt->dn.job.ptr, w->job.ptr, w->job.len) != 0))
+        return 0;
+    if (rt->dn.has_replica && (!w->has_replica || rt->dn.replica != w->replica)) return 0;
+    if (rt->dn.has_task && (!w->has_task || rt->dn.task != w->task)) return 0;
+    return 1;
+}
+/* the route of the call's source worker, or -1 (st says why) */
+TFRDV__PRIVATE int tfrdv__router_pick(tfrdv__router* rt, tfrdv_call* call, tfrdv_status* st) {
+    tfrdv_str w = tfrdv_call_src_worker(call);
+    tfrdv_device_name dn;
+    size_t i;
+    if (rt->pick) {
+        int k = rt->pick(rt->pick_user, w.ptr, w.len);
+        if (k >= 0 && (size_t)k < rt->n) return k;
+        if (k != -1) {
+            tfrdv__err(st, TFRDV_INTERNAL, "tfrdv router: pick answered route %d for worker %S (%d routes)", k, &w, (int)rt->n);
+            return -1;
+        }
+    }
+    if (tfrdv_device_parse(w.ptr, w.len, &dn, st) == TFRDV_OK)
+        for (i = 0; i < rt->n; i++)
+            if (tfrdv__route_matches(&rt->r[i], &dn)) return (int)i;
+    tfrdv__err(st, TFRDV_INTERNAL, "tfrdv router: no route for worker %S", &w);
+    return -1;
+}
+TFRDV__PRIVATE void tfrdv__router_start(void* user, tfrdv_call* call) {
+    tfrdv__router* rt = (tfrdv__router*)user;
+    tfrdv_status st;
+    int k = tfrdv__router_pick(rt, call, &st);
+    call->route = k;
+    if (k < 0) tfrdv_call_finish_status(call, &st, 0, 0);
+    else rt->r[k].t.start_call(rt->r[k].t.user, call);
+}
+TFRDV__PRIVATE void tfrdv__router_cancel(void* user, tfrdv_call* call) {
+    tfrdv__router* rt = (tfrdv__router*)user;
+    int k = call->route; /* set by the start this cancellation follows */
+    if (k >= 0 && (size_t)k < rt->n) rt->r[k].t.cancel_call(rt->r[k].t.user, call);
+}
+TFRDV__PRIVATE void tfrdv__router_destroy(void* user) {
+    tfrdv__router* rt = (tfrdv__router*)user;
+    tfrdv_allocator a = rt->a;
+    size_t i, j;
+    for (i = 0; i < rt->n; i++) {
+        tfrdv_transport* t = &rt->r[i].t;
+        int seen = 0;
+        for (j = 0; j < i && !seen; j++)
+            seen = rt->r[j].t.user == t->user && rt->r[j].t.destroy == t->destroy;
+        if (t->destroy && !seen) t->destroy(t->user);
+    }
+    for (i = 0; i < rt->n; i++) tfrdv__free(&a, rt->r[i].pattern, rt->r[i].len + 1);
+    tfrdv__free(&a, rt, tfrdv__router_bytes(rt->n));
+}
+TFRDV_API tfrdv_router_config tfrdv_router_config_init(void) {
+    tfrdv_router_config c;
+    memset(&c, 0, sizeof c);
+    return c;
+}
+TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_transport* out,
+                                         tfrdv_status* st) {
+    tfrdv__router* rt;
+    tfrdv_allocator a;
+    size_t i;
+    if (!cfg || !out) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_router_create: NULL config or out");
+    memset(out, 0, sizeof *out);
+    a = cfg->hooks.allocator;
+    if (!tfrdv__allocator_ok(&a)) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_router_create: incomplete allocator hooks");
+    if (!cfg->routes || cfg->num_routes < 1 || cfg->num_routes > TFRDV__ROUTES_MAX)
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_router_create: num_routes must be 1..%d (got %U)", TFRDV__ROUTES_MAX, (uint64_t)cfg->num_routes);
+    for (i = 0; i < cfg->num_routes; i++) {
+        const tfrdv_route* r = &cfg->routes[i];
+        const char* p = r->workers ? r->workers : "";
+        tfrdv_device_name dn;
+        tfrdv_status pst;
+        if (!r->transport.start_call || !r->transport.cancel_call)
+            return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_router_create: route %d (\"%s\") has no start_call or cancel_call", (int)i, p);
+        if (strcmp(p, "*") != 0 && tfrdv_device_parse(p, strlen(p), &dn, &pst) != TFRDV_OK)
+            return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_router_create: route %d: %s", (int)i, pst.msg);
+    }
+    rt = (tfrdv__router*)tfrdv__zalloc(&a, tfrdv__router_bytes(cfg->num_routes));
+    if (!rt) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_router_create: out of memory");
+    rt->a = a;
+    rt->pick = cfg->pick;
+    rt->pick_user = cfg->pick_user;
+    for (i = 0; i < cfg->num_routes; i++) {
+        tfrdv__route* d = &rt->r[i];
+        const char* p = cfg->routes[i].workers ? cfg->routes[i].workers : "";
+        d->len = strlen(p);
+        d->pattern = (char*)tfrdv__alloc(&a, d->len + 1);
+        if (!d->pattern) {
+            rt->n = i; /* frees the patterns copied so far, destroys nothing: no transport is ours yet */
+            while (i--) tfrdv__free(&a, rt->r[i].pattern, rt->r[i].len + 1);
+            tfrdv__free(&a, rt, tfrdv__router_bytes(cfg->num_routes));
+            return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_router_create: out of memory");
+        }
+        memcpy(d->pattern, p, d->len + 1);
+        d->all = strcmp(p, "*") == 0;
+        if (!d->all) tfrdv_device_parse(d->pattern, d->len, &d->dn, 0); /* checked above */
+        d->t = cfg->routes[i].transport;
+    }
+    rt->n = cfg->num_routes;
+    out->user = rt;
+    out->start_call = tfrdv__router_start;
+    out->cancel_call = tfrdv__router_cancel;
+    out->destroy = tfrdv__router_destroy;
+    return TFRDV_OK;
+}
+
 /* >>helpers  values with their own storage, keys that own their bytes, one-call workers and steps */
 TFRDV_API tfrdv_value* tfrdv_value_new_with(const tfrdv_allocator* allocator, int32_t dtype,
                                             int32_t rank, const int64_t* dims, const void* data,
@@ -6070,6 +6306,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
 #undef TFRDV__CACHE_BUCKETS
 #undef TFRDV__WITHDRAWN
 #undef TFRDV__LB_FREE_MAX
+#undef TFRDV__ROUTES_MAX
 #undef TFRDV__SHRINK_FROM
 #undef TFRDV__CHAN_KEY
 #undef TFRDV__CHAN_KEEP_MAX

@@ -530,6 +530,51 @@ static void test_cleanup_aborts_receivers_and_deferred_and_releases_buffered_val
     FX_CHECK_EMPTY(&a);
 }
 
+/* idle-step policy: a step nobody holds, with nothing queued, deferred or in flight, is cleaned up
+   (tombstone included) by tfrdv_mgr_expire once it stayed so for step_idle_timeout_ns; a step held
+   by the runtime, one with a buffered value, or one used again meanwhile stays */
+static void test_idle_steps_are_cleaned_up_after_the_idle_timeout(void) {
+    fx_alloc a = {0};
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
+    tfrdv_mgr* m;
+    tfrdv_rendezvous *r1, *r2, *held;
+    fx_key k;
+    fx_value v;
+    fx_serve s1, s2;
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    c.step_idle_timeout_ns = 100;
+    c.tombstone_ttl_ns = 5000;
+    m = mk(&c);
+    key(&k, B0, INC_B, A0, "idle");
+    fx_set_now(1000);
+    r1 = step(m, 71, 1); /* will be idle */
+    r2 = step(m, 72, 1); /* holds a value until it is fetched */
+    held = step(m, 73, 1); /* the runtime keeps its reference */
+    TT_CHECK_EQ_INT(tfrdv_send(r2, &k.pk, 0, fx_value_init(&v, 1), 0, 0), TFRDV_OK);
+    tfrdv_unref(r1);
+    tfrdv_unref(r2);
+    TT_CHECK_EQ_INT(tfrdv_mgr_expire(m, 1000), 1100); /* 71 idle from now: gone at 1100 */
+    TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 3);
+    fx_set_now(1050);
+    serve(m, 72, &k, 5, &s1); /* the value is fetched: 72 is idle from the next look on */
+    TT_CHECK(s1.calls == 1 && s1.st.code == TFRDV_OK);
+    tfrdv_unref(step(m, 71, 0)); /* a find: 71 was used meanwhile, its idle time starts again */
+    TT_CHECK_EQ_INT(tfrdv_mgr_expire(m, 1100), 1200);
+    TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 3);
+    TT_CHECK_EQ_INT(tfrdv_mgr_expire(m, 1200), 1200 + c.tombstone_ttl_ns); /* 71 and 72 go (their
+                                                                tombstones age out then); 73 is held */
+    TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 1);
+    TT_CHECK_EQ_INT(stats(m).steps_idle_cleaned, 2);
+    /* a late request for a cleaned step fails at once (the tombstone) */
+    serve(m, 72, &k, 6, &s2);
+    TT_CHECK_EQ_INT(s2.st.code, TFRDV_ABORTED);
+    TT_CHECK_CONTAINS(s2.st.msg, "Cleanup 72");
+    tfrdv_unref(held);
+    tfrdv_mgr_destroy(m);
+    FX_CHECK_EMPTY(&a);
+}
+
 static void test_tombstone_fails_a_late_serve_at_once(void) {
     fx_alloc a = {0};
     tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
@@ -1489,6 +1534,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_expired_request_keeps_a_step_that_is_in_use);
     TT_RUN(test_withdrawn_deferred_requests_leave_no_step_behind);
     TT_RUN(test_cleanup_aborts_receivers_and_deferred_and_releases_buffered_values);
+    TT_RUN(test_idle_steps_are_cleaned_up_after_the_idle_timeout);
     TT_RUN(test_tombstone_fails_a_late_serve_at_once);
     TT_RUN(test_tombstones_are_bounded_by_tombstone_max);
     TT_RUN(test_tombstones_expire_after_ttl);
