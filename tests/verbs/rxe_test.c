@@ -302,12 +302,18 @@ static void test_faults(void) {
         TT_CHECK_CONTAINS(a.st.msg, want[round]);
         printf("    %s=%s: %s %s\n", var[round], val[round], tfrdv_code_str(a.st.code), a.st.msg);
         unsetenv(var[round]);
-        /* after a refused registration the connection still works; after a broken one it does not */
+        /* after a refused registration the connection still works; a broken one is reconnected
+           by the next call (this side called tfrdv_verbs_connect) */
         TT_CHECK(cmd("send %d %d %s 4 4 0 1 4096\n", 1100 + round, 7 + round, edge));
         TT_CHECK(post(&f, &b, 1100 + round, 1, 7 + round, edge, 0, 0));
         TT_CHECK(fetch_wait(&b, 20) == 1);
-        TT_CHECK_EQ_INT(b.st.code, round == 0 ? TFRDV_OK : TFRDV_UNAVAILABLE);
-        if (round == 0) TT_CHECK(check_bytes(b.val, 4096, 4));
+        TT_CHECK_EQ_INT(b.st.code, TFRDV_OK);
+        TT_CHECK(check_bytes(b.val, 4096, 4));
+        {
+            tfrdv_verbs_stats s;
+            stats_of(f.v, &s);
+            TT_CHECK_EQ_INT(s.reconnects, round == 0 ? 0 : 1);
+        }
         rm_worker(&f);
         TT_CHECK_EQ_INT(a.calls, 1);
         TT_CHECK_EQ_INT(b.calls, 1);
@@ -683,10 +689,18 @@ static void test_bad_rkey(void) {
     TT_CHECK_CONTAINS(f.st.msg, "access");
     TT_CHECK(secs < 10);
     printf("    UNAVAILABLE after %.2f s: %s\n", secs, f.st.msg);
-    /* later calls to that peer fail at once; the connection A <-> B still works */
+    /* the next call to that peer reconnects (a3 called tfrdv_verbs_connect); A <-> B still works */
+    TT_CHECK(cmd("send 801 3 x 4 6 0 1 4096\n"));
     TT_CHECK(post(&a3, &g, 801, 1, 3, "x", 0, 0));
-    TT_CHECK(fetch_wait(&g, 5) == 1);
-    TT_CHECK_EQ_INT(g.st.code, TFRDV_UNAVAILABLE);
+    TT_CHECK(fetch_wait(&g, 20) == 1);
+    TT_CHECK_EQ_INT(g.st.code, TFRDV_OK);
+    TT_CHECK(check_bytes(g.val, 4096, 6));
+    {
+        tfrdv_verbs_stats s;
+        stats_of(a3.v, &s);
+        TT_CHECK_EQ_INT(s.reconnects, 1);
+        printf("    reconnected: %llu reconnect, %d peer records\n", (unsigned long long)s.reconnects, s.peers);
+    }
     fetch_fini(&g);
     fetch_init(&g);
     TT_CHECK(cmd("send 802 0 stillok 4 9 0 1 100000\n"));
