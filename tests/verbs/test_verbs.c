@@ -505,6 +505,7 @@ typedef struct siw {
     tfrdv_mgr* m;
     char name[64];
 } siw;
+static int si_corrupt; /* the next siw_make advertises bad rkeys (test_corrupt_rkey) */
 static int siw_make(siw* w, int task, int thread, int port, int64_t connect_timeout_ns) {
     tfrdv_verbs_config vc = tfrdv_verbs_config_init();
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
@@ -517,6 +518,8 @@ static int siw_make(siw* w, int task, int thread, int port, int64_t connect_time
     vc.listen_port = port;
     vc.progress_thread = thread;
     vc.connect_timeout_ns = connect_timeout_ns;
+    vc.test_corrupt_rkey = si_corrupt;
+    si_corrupt = 0;
     if (tfrdv_verbs_create(&vc, &w->v, &st) != TFRDV_OK) {
         printf("    tfrdv_verbs_create: %s\n", st.msg);
         return 0;
@@ -592,13 +595,12 @@ static void si_done(void* user, const tfrdv_status* st, const tfrdv_args* sa, co
     f->val = v;
     pthread_mutex_unlock(&f->mu);
 }
-/* dst fetches edge at step from task src; waits for the result (up to 20 s); returns its code */
-static tfrdv_code si_fetch_wait(siw* dst, int src, int64_t step, const char* edge, si_fetch* f) {
+/* dst starts fetching edge at step from task src */
+static int si_fetch_start(siw* dst, int src, int64_t step, const char* edge, si_fetch* f) {
     tfrdv_rendezvous* r = 0;
     tfrdv_parsed_key k;
     char kb[256];
     tfrdv_status st;
-    int i, calls = 0;
     memset(f, 0, sizeof *f);
     pthread_mutex_init(&f->mu, 0);
     si_key(&k, kb, sizeof kb, src, atoi(strrchr(dst->name, ':') + 1), edge);
@@ -606,9 +608,14 @@ static tfrdv_code si_fetch_wait(siw* dst, int src, int64_t step, const char* edg
         tfrdv_recv_async(r, &k, 0, si_done, f) != TFRDV_OK) {
         printf("    recv %s: %s\n", edge, st.msg);
         if (r) tfrdv_unref(r);
-        return TFRDV_INTERNAL;
+        return 0;
     }
     tfrdv_unref(r);
+    return 1;
+}
+/* waits for the fetch's result (up to 20 s); returns its code */
+static tfrdv_code si_fetch_end(si_fetch* f) {
+    int i, calls = 0;
     for (i = 0; i < 20000 && !calls; i++) {
         pthread_mutex_lock(&f->mu);
         calls = f->calls;
@@ -616,6 +623,9 @@ static tfrdv_code si_fetch_wait(siw* dst, int src, int64_t step, const char* edg
         if (!calls) sleep_ms(1);
     }
     return calls ? f->st.code : TFRDV_DEADLINE_EXCEEDED;
+}
+static tfrdv_code si_fetch_wait(siw* dst, int src, int64_t step, const char* edge, si_fetch* f) {
+    return si_fetch_start(dst, src, step, edge, f) ? si_fetch_end(f) : TFRDV_INTERNAL;
 }
 static void si_fetch_fini(si_fetch* f) {
     tfrdv_value_release(f->val);
@@ -844,6 +854,42 @@ static void test_closed_connections_freed(void) {
     siw_free(&a);
 }
 
+/* Issue 20 item 5, the serving side: a connection breaks (a write into a bad rkey) while another
+   request of that peer is still being served (its value was not sent yet). The broken peer is
+   released only after that serve was withdrawn and finished (ASan sees any use after free), then
+   both sides hold no registration. */
+static void test_broken_while_serving(void) {
+    siw a, b;
+    si_fetch pending, bad;
+    tfrdv_status st;
+    tfrdv_verbs_stats sa, sb;
+    int k;
+    if (!standin_ok()) return;
+    si_corrupt = 1;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(si_fetch_start(&a, 1, 7, "later", &pending)); /* b serves it: no value yet */
+    TT_CHECK(si_send(&b, 0, 7, "now", 4096, 3));
+    TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 7, "now", &bad), TFRDV_UNAVAILABLE);
+    printf("    %s\n", bad.st.msg);
+    TT_CHECK_CONTAINS(bad.st.msg, "access");
+    TT_CHECK_EQ_INT(si_fetch_end(&pending), TFRDV_UNAVAILABLE);
+    for (k = 0; k < 10000; k++) {
+        tfrdv_verbs_get_stats(a.v, &sa);
+        tfrdv_verbs_get_stats(b.v, &sb);
+        if (sb.peers == 0 && standin_live_mrs() == 0) break;
+        sleep_ms(1);
+    }
+    TT_CHECK_EQ_INT(sb.peers, 0); /* b accepted the connection: nothing to keep */
+    TT_CHECK_EQ_INT(sa.peers, 1); /* a connected: the record stays to reconnect */
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+    TT_CHECK(si_send(&b, 0, 7, "later", 10, 1)); /* the withdrawn serve's value stays with b */
+    si_fetch_fini(&pending);
+    si_fetch_fini(&bad);
+    siw_free(&a);
+    siw_free(&b);
+}
+
 /* Issue 20 item 5: a later call to a peer whose connection broke reconnects; a failed attempt
    makes calls within the backoff window fail UNAVAILABLE at once, the window doubling. */
 static void test_reconnect(void) {
@@ -861,13 +907,22 @@ static void test_reconnect(void) {
     TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 1, "e", &f), TFRDV_OK);
     TT_CHECK(si_bytes_ok(f.val, 1000, 1));
     si_fetch_fini(&f);
+    TT_CHECK(si_fetch_start(&a, 1, 1, "never", &f)); /* in flight when the connection breaks */
     siw_free(&b); /* the peer process goes away */
+    rc = si_fetch_end(&f); /* the peer's shutdown (its manager went first) or the closed connection */
+    TT_CHECK(rc == TFRDV_ABORTED || rc == TFRDV_UNAVAILABLE);
+    TT_CHECK_EQ_INT(f.calls, 1);
+    si_fetch_fini(&f);
+    rc = TFRDV_UNKNOWN;
+    /* its call finished, the broken peer releases everything; the record stays to reconnect */
     for (k = 0; k < 10000; k++) {
         tfrdv_verbs_get_stats(a.v, &s);
-        if (s.peers_broken == 1) break;
+        if (s.peers_broken == 1 && standin_live_mrs() == 0) break;
         sleep_ms(1);
     }
     TT_CHECK_EQ_INT(s.peers_broken, 1);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+    TT_CHECK_EQ_INT(s.peers, 1);
     /* nobody listens: the call's reconnect attempt fails, then the next call fails at once */
     TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 2, "e", &f), TFRDV_UNAVAILABLE);
     printf("    first call after the break: %s\n", f.st.msg);
@@ -939,6 +994,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_bootstrap_silent_peer);
     TT_RUN(test_bootstrap_dripping_peer);
     TT_RUN(test_closed_connections_freed);
+    TT_RUN(test_broken_while_serving);
     TT_RUN(test_reconnect);
 #endif
     return TT_MAIN_END();
