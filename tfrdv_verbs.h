@@ -960,6 +960,8 @@ struct tfrdv_verbs__peer {
     int want_reconnect, fails;     /* a call waits for a reconnect; failed attempts in a row */
     int64_t retry_at, backoff;     /* no attempt before retry_at (tfrdv_now_ns); its window */
     struct tfrdv_verbs__pend* pend;/* the reconnect under way for this record */
+    int64_t doom_at;               /* our receives were flushed: break then (tfrdv_now_ns) unless */
+    char doom_msg[TFRDV_STATUS_MSG_MAX]; /* the peer's reason arrives first */
 };
 /* a bootstrap exchange under way, driven by progress on a non-blocking socket: accepted (receive
    the peer's hello, then answer) or our reconnect (connect, send, receive). The whole exchange
@@ -2133,7 +2135,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* 
                                              tfrdv_verbs__todos* todo) {
     uint64_t kind = TFRDV_VERBS__WR_KIND(wc->wr_id);
     char em[TFRDV_STATUS_MSG_MAX];
-    if (p->state != TFRDV_VERBS__PEER_UP) return;
+    if (p->state != TFRDV_VERBS__PEER_UP || p->doom_at) return;
     if (wc->status != IBV_WC_SUCCESS) {
         tfrdv_verbs__fmt(em, sizeof em, "verbs: %s %s failed: %s (status %d)",
                  kind == TFRDV_VERBS__WR_RECV ? "receive from" : kind == TFRDV_VERBS__WR_CTRL ? "control write to" : "RDMA write to",
@@ -2141,13 +2143,11 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* 
         if (kind == TFRDV_VERBS__WR_RECV && p->fd >= 0) {
             /* our receives are flushed because the peer's side failed: its reason (e.g. "remote
                access error" for the rkey we advertised) is on its way over the bootstrap
-               connection and names the cause better; wait for it briefly (error path only) */
-            struct pollfd pf;
-            pf.fd = p->fd;
-            pf.events = POLLIN;
-            pf.revents = 0;
-            if (poll(&pf, 1, 200) > 0) tfrdv_verbs__on_sock(v, p, todo);
-            if (p->state != TFRDV_VERBS__PEER_UP) return;
+               connection and names the cause better. Wait for it up to 200 ms without holding
+               progress: the break happens when it arrives (on_sock) or in timers after that. */
+            tfrdv_verbs__fmt(p->doom_msg, sizeof p->doom_msg, "%s", em);
+            p->doom_at = tfrdv_now_ns() + 200000000;
+            return;
         }
         tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
         return;
@@ -2240,8 +2240,12 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
         if (p->state != TFRDV_VERBS__PEER_UP) { /* calls waiting for a reconnect */
             for (w = p->wait_head; w; w = wn) {
                 wn = w->next;
-                if (w->deadline <= now) tfrdv_verbs__req_abandon(v, p, w, TFRDV_DEADLINE_EXCEEDED, "verbs: fetch passed its deadline while reconnecting", todo);
+                if (w->deadline <= now)  tfrdv_verbs__req_abandon(v, p, w, TFRDV_DEADLINE_EXCEEDED, "verbs: fetch passed its deadline while reconnecting", todo);
             }
+            continue;
+        }
+        if (p->doom_at) { /* its receives were flushed: nothing to send it any more */
+            if (tfrdv_now_ns() >= p->doom_at) tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, p->doom_msg, todo);
             continue;
         }
         for (k = 0; k < p->nreq_slots; k++) {
@@ -2657,6 +2661,9 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_fail(tfrdv_verbs* v, tfrdv_verbs__pe
     tfrdv_verbs__todos todo = {0, 0, 0};
     tfrdv_verbs__todo* t;
     pthread_mutex_lock(&v->mu);
+    /* at once, not after the callbacks below: a call they start must see the backoff window,
+       not an attempt still under way that would never take it */
+    if (e->origin && e->origin->pend == e) e->origin->pend = 0;
     if (e->outgoing && !e->superseded && e->origin) {
         tfrdv_verbs__peer* q = e->origin;
         int64_t w = v->cfg.reconnect_backoff_ns;
@@ -3126,6 +3133,10 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
         for (i = 0; i < v->npeers; i++) {
             tfrdv_verbs__peer* p = v->peers[i];
             if (p->state != TFRDV_VERBS__PEER_UP) continue;
+            if (p->doom_at) { /* wake for its break */
+                int64_t left = p->doom_at - tfrdv_now_ns();
+                if (soonest < 0 || left < soonest) soonest = left > 0 ? left : 0;
+            }
             ibv_req_notify_cq(p->cq, 0);
             if (ibv_poll_cq(p->cq, 1, wc) > 0) {
                 tfrdv_verbs__on_wc(v, p, &wc[0], &todo);

@@ -5,7 +5,8 @@
    RDMA WRITE (WITH IMMEDIATE) checks the remote rkey and bounds like hardware, copies the bytes at
    post time and consumes one of the target's posted receives; a missing target QP gives
    IBV_WC_RETRY_EXC_ERR (what hardware reports for a dead peer), no posted receive
-   IBV_WC_RNR_RETRY_EXC_ERR, a bad rkey IBV_WC_REM_ACCESS_ERR; an error moves the QP to ERR and
+   IBV_WC_RNR_RETRY_EXC_ERR, a bad rkey IBV_WC_REM_ACCESS_ERR (and the target QP goes to ERR,
+   its posted receives complete with IBV_WC_WR_FLUSH_ERR); an error moves the QP to ERR and
    later posts complete with IBV_WC_WR_FLUSH_ERR. The completion channel is an eventfd, so
    tfrdv_verbs_fd/epoll work unchanged. Introspection for tests: standin_live_mrs() and
    standin_live_qps() count registrations and queue pairs not yet destroyed.
@@ -184,6 +185,15 @@ static int post_send(struct ibv_qp* qp, struct ibv_send_wr* wr, struct ibv_send_
                                wr->wr.rdma.remote_addr + len > (uint64_t)(uintptr_t)m->mr.addr + m->mr.length)) {
                 s.status = IBV_WC_REM_ACCESS_ERR;
                 peer->qp.state = IBV_QPS_ERR;
+                while (peer->rn > 0) { /* the responder's posted receives are flushed */
+                    r.wr_id = peer->rq[peer->rhead];
+                    peer->rhead = (peer->rhead + 1) % peer->rcap;
+                    peer->rn--;
+                    r.status = IBV_WC_WR_FLUSH_ERR;
+                    r.opcode = IBV_WC_RECV;
+                    r.qp_num = peer->qp.qp_num;
+                    push(peer->qp.recv_cq, &r);
+                }
             } else if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && peer->rn == 0) {
                 s.status = IBV_WC_RNR_RETRY_EXC_ERR;
             } else {
