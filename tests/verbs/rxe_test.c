@@ -18,53 +18,8 @@ static void sleep_us(long us) {
     nanosleep(&ts, 0);
 }
 
-#define WORKER(n) "/job:w/replica:0/task:" #n
-#define INC 0x1234u
+#include "verbs_test.h"
 
-typedef struct worker {
-    tfrdv_verbs* v;
-    tfrdv_mgr* m;
-    char name[64];
-} worker;
-typedef struct wopts {
-    int64_t call_timeout_ns, peer_timeout_ns;
-    int corrupt, ctrl_slots, max_requests;
-} wopts;
-
-static int mk_worker(worker* w, int task, const wopts* o, tfrdv_status* st) {
-    tfrdv_verbs_config vc = tfrdv_verbs_config_init();
-    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
-    memset(w, 0, sizeof *w);
-    snprintf(w->name, sizeof w->name, "/job:w/replica:0/task:%d", task);
-    vc.worker_name = w->name;
-    vc.progress_thread = 1;
-    vc.test_corrupt_rkey = o ? o->corrupt : 0;
-    vc.ctrl_slots = o ? o->ctrl_slots : 0;
-    vc.max_requests = o ? o->max_requests : 0;
-    vc.peer_timeout_ns = o && o->peer_timeout_ns ? o->peer_timeout_ns : 0;
-    if (vc.peer_timeout_ns) vc.keepalive_ns = vc.peer_timeout_ns / 4;
-    if (tfrdv_verbs_create(&vc, &w->v, st) != TFRDV_OK) return 0;
-    mc.worker_name = w->name;
-    mc.incarnation = INC;
-    mc.transport = tfrdv_verbs_transport(w->v);
-    mc.call_timeout_ns = o ? o->call_timeout_ns : 0;
-    if (tfrdv_mgr_create(&mc, &w->m, st) != TFRDV_OK) return 0;
-    return tfrdv_verbs_attach(w->v, w->m, st) == TFRDV_OK;
-}
-static void rm_worker(worker* w) {
-    if (w->m) tfrdv_mgr_destroy(w->m);
-    if (w->v) tfrdv_verbs_destroy(w->v);
-    memset(w, 0, sizeof *w);
-}
-static uint64_t key_inc = INC; /* the source incarnation mk_key writes */
-static void mk_key(tfrdv_parsed_key* k, char* buf, size_t cap, int src, int dst, const char* edge) {
-    char s[64], d[64];
-    tfrdv_frame_iter fi = {0, 0};
-    snprintf(s, sizeof s, "/job:w/replica:0/task:%d/device:CPU:0", src);
-    snprintf(d, sizeof d, "/job:w/replica:0/task:%d/device:CPU:0", dst);
-    if (tfrdv_key_create(s, key_inc, d, edge, fi, buf, cap, 0, 0) != TFRDV_OK || tfrdv_key_parse(buf, strlen(buf), k, 0) != TFRDV_OK)
-        printf("bad key %s\n", edge);
-}
 static int esize(int dtype) { return dtype == TFRDV_DT_UINT8 ? 1 : dtype == TFRDV_DT_DOUBLE || dtype == TFRDV_DT_INT64 ? 8 : 4; }
 static uint8_t pat(uint64_t i, int seed) { return (uint8_t)((i * 7 + (uint64_t)seed * 13 + (i >> 12)) & 0xff); }
 

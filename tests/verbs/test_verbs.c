@@ -499,60 +499,32 @@ static int standin_ok(void) {
     return standin_live_mrs != 0;
 }
 
-#define SI_INC 0x5151u
-typedef struct siw {
-    tfrdv_verbs* v;
-    tfrdv_mgr* m;
-    char name[64];
-} siw;
+#include "verbs_test.h"
 static int si_corrupt;        /* the next siw_make advertises bad rkeys (test_corrupt_rkey) */
 static int64_t si_backoff_ns; /* and uses this reconnect_backoff_ns */
-static int siw_make(siw* w, int task, int thread, int port, int64_t connect_timeout_ns) {
-    tfrdv_verbs_config vc = tfrdv_verbs_config_init();
-    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+/* a worker on the stand-in libibverbs */
+static int siw_make(worker* w, int task, int thread, int port, int64_t connect_timeout_ns) {
+    wopts o;
     tfrdv_status st;
-    memset(w, 0, sizeof *w);
-    snprintf(w->name, sizeof w->name, "/job:w/replica:0/task:%d", task);
-    vc.worker_name = w->name;
-    vc.library = standin;
-    vc.listen_host = "127.0.0.1";
-    vc.listen_port = port;
-    vc.progress_thread = thread;
-    vc.connect_timeout_ns = connect_timeout_ns;
-    vc.test_corrupt_rkey = si_corrupt;
-    vc.reconnect_backoff_ns = si_backoff_ns;
+    memset(&o, 0, sizeof o);
+    o.library = standin;
+    o.listen_port = port;
+    o.no_thread = !thread;
+    o.connect_timeout_ns = connect_timeout_ns;
+    o.reconnect_backoff_ns = si_backoff_ns;
+    o.corrupt = si_corrupt;
+    o.call_timeout_ns = (int64_t)20 * 1000000000;
     si_corrupt = 0;
     si_backoff_ns = 0;
-    if (tfrdv_verbs_create(&vc, &w->v, &st) != TFRDV_OK) {
-        printf("    tfrdv_verbs_create: %s\n", st.msg);
-        return 0;
-    }
-    mc.worker_name = w->name;
-    mc.incarnation = SI_INC;
-    mc.transport = tfrdv_verbs_transport(w->v);
-    mc.call_timeout_ns = (int64_t)20 * 1000000000;
-    if (tfrdv_mgr_create(&mc, &w->m, &st) != TFRDV_OK || tfrdv_verbs_attach(w->v, w->m, &st) != TFRDV_OK) {
-        printf("    manager: %s\n", st.msg);
+    if (!mk_worker(w, task, &o, &st)) {
+        printf("    worker: %s\n", st.msg);
         return 0;
     }
     return 1;
 }
-static void siw_free(siw* w) {
-    if (w->m) tfrdv_mgr_destroy(w->m);
-    if (w->v) tfrdv_verbs_destroy(w->v);
-    memset(w, 0, sizeof *w);
-}
-static void si_key(tfrdv_parsed_key* k, char* buf, size_t cap, int src, int dst, const char* edge) {
-    char s[64], d[64];
-    tfrdv_frame_iter fi = {0, 0};
-    snprintf(s, sizeof s, "/job:w/replica:0/task:%d/device:CPU:0", src);
-    snprintf(d, sizeof d, "/job:w/replica:0/task:%d/device:CPU:0", dst);
-    if (tfrdv_key_create(s, SI_INC, d, edge, fi, buf, cap, 0, 0) != TFRDV_OK || tfrdv_key_parse(buf, strlen(buf), k, 0) != TFRDV_OK)
-        printf("    bad key %s\n", edge);
-}
 static void si_val_free(tfrdv_value* v) { free(v); }
 /* src sends n bytes (byte i = i * 3 + seed) under edge at step */
-static int si_send(siw* src, int dst, int64_t step, const char* edge, uint64_t n, int seed) {
+static int si_send(worker* src, int dst, int64_t step, const char* edge, uint64_t n, int seed) {
     tfrdv_rendezvous* r = 0;
     tfrdv_parsed_key k;
     char kb[256];
@@ -570,7 +542,7 @@ static int si_send(siw* src, int dst, int64_t step, const char* edge, uint64_t n
     v->size = n;
     v->release = si_val_free;
     for (i = 0; i < n; i++) ((uint8_t*)v->data)[i] = (uint8_t)(i * 3 + (uint64_t)seed);
-    si_key(&k, kb, sizeof kb, atoi(strrchr(src->name, ':') + 1), dst, edge);
+    mk_key(&k, kb, sizeof kb, atoi(strrchr(src->name, ':') + 1), dst, edge);
     ok = tfrdv_mgr_find(src->m, step, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK &&
          tfrdv_send(r, &k, 0, v, 0, &st) == TFRDV_OK;
     if (!ok) {
@@ -599,14 +571,14 @@ static void si_done(void* user, const tfrdv_status* st, const tfrdv_args* sa, co
     pthread_mutex_unlock(&f->mu);
 }
 /* dst starts fetching edge at step from task src */
-static int si_fetch_start(siw* dst, int src, int64_t step, const char* edge, si_fetch* f) {
+static int si_fetch_start(worker* dst, int src, int64_t step, const char* edge, si_fetch* f) {
     tfrdv_rendezvous* r = 0;
     tfrdv_parsed_key k;
     char kb[256];
     tfrdv_status st;
     memset(f, 0, sizeof *f);
     pthread_mutex_init(&f->mu, 0);
-    si_key(&k, kb, sizeof kb, src, atoi(strrchr(dst->name, ':') + 1), edge);
+    mk_key(&k, kb, sizeof kb, src, atoi(strrchr(dst->name, ':') + 1), edge);
     if (tfrdv_mgr_find(dst->m, step, &r, &st) != TFRDV_OK || tfrdv_mgr_initialize(r, 0, &st) != TFRDV_OK ||
         tfrdv_recv_async(r, &k, 0, si_done, f) != TFRDV_OK) {
         printf("    recv %s: %s\n", edge, st.msg);
@@ -627,7 +599,7 @@ static tfrdv_code si_fetch_end(si_fetch* f) {
     }
     return calls ? f->st.code : TFRDV_DEADLINE_EXCEEDED;
 }
-static tfrdv_code si_fetch_wait(siw* dst, int src, int64_t step, const char* edge, si_fetch* f) {
+static tfrdv_code si_fetch_wait(worker* dst, int src, int64_t step, const char* edge, si_fetch* f) {
     return si_fetch_start(dst, src, step, edge, f) ? si_fetch_end(f) : TFRDV_INTERNAL;
 }
 static void si_fetch_fini(si_fetch* f) {
@@ -695,7 +667,7 @@ static long rss_kib(void) {
 
 /* sanity of the stand-in: a fetch between two workers of this process */
 static void test_standin_fetch(void) {
-    siw a, b;
+    worker a, b;
     si_fetch f;
     tfrdv_status st;
     if (!standin_ok()) return;
@@ -708,8 +680,8 @@ static void test_standin_fetch(void) {
     TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 1, "big", &f), TFRDV_OK);
     TT_CHECK(si_bytes_ok(f.val, 1 << 20, 2));
     si_fetch_fini(&f);
-    siw_free(&a);
-    siw_free(&b);
+    rm_worker(&a);
+    rm_worker(&b);
     TT_CHECK_EQ_INT(standin_live_mrs(), 0);
 }
 
@@ -717,7 +689,7 @@ static void test_standin_fetch(void) {
    peer's exchange completes while the silent one is still connected, and the silent one is
    dropped once connect_timeout_ns passed since it connected. */
 static void test_bootstrap_silent_peer(void) {
-    siw a;
+    worker a;
     int silent, good, i, st0 = -1;
     uint8_t fr[TFRDV_VERBS_INFO_MAX + 4], rep[TFRDV_VERBS_INFO_MAX + 4];
     size_t n, got = 0;
@@ -749,7 +721,7 @@ static void test_bootstrap_silent_peer(void) {
     TT_CHECK_EQ_INT(peer_state(silent), 1);
     close(silent);
     close(good);
-    siw_free(&a);
+    rm_worker(&a);
 }
 
 /* Issue 20 item 4: a peer dripping its hello one byte every 20 ms (2 s for the frame) is dropped
@@ -788,7 +760,7 @@ static void* drip(void* arg) {
     return 0;
 }
 static void test_bootstrap_dripping_peer(void) {
-    siw a;
+    worker a;
     dripper d;
     pthread_t t;
     tfrdv_verbs_stats s;
@@ -809,13 +781,59 @@ static void test_bootstrap_dripping_peer(void) {
     tfrdv_verbs_get_stats(a.v, &s);
     TT_CHECK_EQ_INT(s.peers, 0);
     close(d.fd);
-    siw_free(&a);
+    rm_worker(&a);
+}
+
+/* Issue 20 item 4, the connecting side: a listener that answers one byte every 20 ms (its whole
+   answer takes 2 s) makes tfrdv_verbs_connect fail when the exchange as a whole passed
+   connect_timeout_ns (200 ms), and it closes the connection before the answer is complete. */
+static void* drip_listener(void* arg) {
+    dripper* d = (dripper*)arg;
+    int fd = accept(d->fd, 0, 0);
+    uint8_t in[TFRDV_VERBS_INFO_MAX + 4];
+    if (fd >= 0 && recv(fd, in, 4, MSG_WAITALL) == 4 && tfrdv_verbs__get32(in) <= TFRDV_VERBS_INFO_MAX &&
+        recv(fd, in + 4, tfrdv_verbs__get32(in), MSG_WAITALL) == (ssize_t)tfrdv_verbs__get32(in)) {
+        close(d->fd);
+        d->fd = fd;
+        drip(d); /* the answer, byte by byte */
+    }
+    if (fd >= 0) close(fd);
+    return 0;
+}
+static void test_connect_dripping_listener(void) {
+    worker a;
+    dripper d;
+    pthread_t t;
+    tfrdv_status st;
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    tfrdv_code rc;
+    if (!standin_ok()) return;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 200000000));
+    memset(&d, 0, sizeof d);
+    pthread_mutex_init(&d.mu, 0);
+    d.n = hello(d.fr, sizeof d.fr, "/job:w/replica:0/task:9");
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    d.fd = socket(AF_INET, SOCK_STREAM, 0);
+    TT_CHECK(bind(d.fd, (struct sockaddr*)&sa, sizeof sa) == 0 && listen(d.fd, 4) == 0 &&
+             getsockname(d.fd, (struct sockaddr*)&sa, &sl) == 0);
+    TT_CHECK(pthread_create(&t, 0, drip_listener, &d) == 0);
+    rc = tfrdv_verbs_connect(a.v, "/job:w/replica:0/task:9", "127.0.0.1", ntohs(sa.sin_port), &st);
+    pthread_join(t, 0);
+    pthread_mutex_destroy(&d.mu);
+    printf("    %s; answer of %zu bytes: closed after %zu\n", rc == TFRDV_OK ? "connected" : st.msg, d.n, d.closed_at);
+    TT_CHECK_EQ_INT(rc, TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "connect_timeout_ns");
+    TT_CHECK(d.closed_at < d.n);
+    rm_worker(&a);
 }
 
 /* Issue 20 item 5: 300 bootstrap connections that complete the exchange and close leave no peer,
    no registration and no memory behind. */
 static void test_closed_connections_freed(void) {
-    siw a;
+    worker a;
     tfrdv_verbs_stats s;
     uint8_t fr[TFRDV_VERBS_INFO_MAX + 4], rep[TFRDV_VERBS_INFO_MAX + 4];
     size_t n = hello(fr, sizeof fr, "/job:h/replica:0/task:3");
@@ -854,7 +872,7 @@ static void test_closed_connections_freed(void) {
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !TT_SI_SANITIZED
     TT_CHECK(rss1 - rss0 < 48 * 1024);
 #endif
-    siw_free(&a);
+    rm_worker(&a);
 }
 
 /* Issue 20 item 5, the serving side: a connection breaks (a write into a bad rkey) while another
@@ -862,7 +880,7 @@ static void test_closed_connections_freed(void) {
    released only after that serve was withdrawn and finished (ASan sees any use after free), then
    both sides hold no registration. */
 static void test_broken_while_serving(void) {
-    siw a, b;
+    worker a, b;
     si_fetch pending, bad;
     tfrdv_status st;
     tfrdv_verbs_stats sa, sb;
@@ -889,14 +907,14 @@ static void test_broken_while_serving(void) {
     TT_CHECK(si_send(&b, 0, 7, "later", 10, 1)); /* the withdrawn serve's value stays with b */
     si_fetch_fini(&pending);
     si_fetch_fini(&bad);
-    siw_free(&a);
-    siw_free(&b);
+    rm_worker(&a);
+    rm_worker(&b);
 }
 
 /* Issue 20 item 5: a later call to a peer whose connection broke reconnects; a failed attempt
    makes calls within the backoff window fail UNAVAILABLE at once, the window doubling. */
 static void test_reconnect(void) {
-    siw a, b;
+    worker a, b;
     si_fetch f;
     tfrdv_status st;
     tfrdv_verbs_stats s;
@@ -912,7 +930,7 @@ static void test_reconnect(void) {
     TT_CHECK(si_bytes_ok(f.val, 1000, 1));
     si_fetch_fini(&f);
     TT_CHECK(si_fetch_start(&a, 1, 1, "never", &f)); /* in flight when the connection breaks */
-    siw_free(&b); /* the peer process goes away */
+    rm_worker(&b); /* the peer process goes away */
     rc = si_fetch_end(&f); /* the peer's shutdown (its manager went first) or the closed connection */
     TT_CHECK(rc == TFRDV_ABORTED || rc == TFRDV_UNAVAILABLE);
     TT_CHECK_EQ_INT(f.calls, 1);
@@ -972,8 +990,8 @@ static void test_reconnect(void) {
     TT_CHECK_EQ_INT(si_fetch_wait(&b, 0, 500, "back", &f), TFRDV_OK);
     TT_CHECK(si_bytes_ok(f.val, 300, 5));
     si_fetch_fini(&f);
-    siw_free(&a);
-    siw_free(&b);
+    rm_worker(&a);
+    rm_worker(&b);
     TT_CHECK_EQ_INT(standin_live_mrs(), 0);
 }
 #endif
@@ -999,6 +1017,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_standin_fetch);
     TT_RUN(test_bootstrap_silent_peer);
     TT_RUN(test_bootstrap_dripping_peer);
+    TT_RUN(test_connect_dripping_listener);
     TT_RUN(test_closed_connections_freed);
     TT_RUN(test_broken_while_serving);
     TT_RUN(test_reconnect);
