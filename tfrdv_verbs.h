@@ -101,10 +101,10 @@
      peer's bootstrap connection closing, keep-alive silence (peer_timeout_ns), or shutdown. A
      failed work completion breaks that peer's connection (its QP is destroyed) and fails every
      call on it; later calls to it reconnect or fail UNAVAILABLE at once (see LIFE CYCLE OF A
-     PEER; the peer is told why over the bootstrap connection). Keep-alive pings travel over the bootstrap TCP connection, so a long
-     RDMA write cannot delay them; with an exchange callback there is none and they are control
-     messages, queued behind writes already posted: then peer_timeout_ns must exceed the longest
-     transfer. A cancelled request whose buffer was
+     PEER; the peer is told why over the bootstrap connection). Keep-alive pings travel over the
+     bootstrap TCP connection, so a long RDMA write cannot delay them; with an exchange callback
+     there is none and they are control messages, queued behind writes already posted: then
+     peer_timeout_ns must exceed the longest transfer. A cancelled request whose buffer was
      advertised keeps the buffer until the sender answered (or the connection broke), so a late
      write never lands in freed memory.
 
@@ -205,7 +205,7 @@ typedef struct tfrdv_verbs_config {
     int rnr_retry;             /* (0: 7 = retry forever) */
     int64_t reconnect_backoff_ns;     /* after a failed reconnect, calls fail at once for this long,
                                          doubling per failure in a row (0: 100 ms; < 0: never
-                                         reconnect, see CONNECTIONS) */
+                                         reconnect; see LIFE CYCLE OF A PEER) */
     int64_t reconnect_backoff_max_ns; /* the window's cap (0: 10 s) */
     tfrdv_logger logger;       /* optional */
     /* tests only: corrupt the rkey of every advertised receive buffer (proves the error path) */
@@ -949,7 +949,7 @@ struct tfrdv_verbs__peer {
     uint32_t max_msg;
     uint8_t sockbuf[320];
     size_t socklen;
-    /* life cycle (see CONNECTIONS in the header): */
+    /* life cycle (LIFE CYCLE OF A PEER in the header): */
     int released;                  /* broken and its rings, QP, CQ and registrations are freed */
     int pins;                      /* deferred work (todo lists of other threads) pointing into p */
     int has_addr;                  /* tfrdv_verbs_connect's address: this side reconnects */
@@ -958,7 +958,7 @@ struct tfrdv_verbs__peer {
     char host[64];
     int port;
     int want_reconnect, fails;     /* a call waits for a reconnect; failed attempts in a row */
-    int64_t retry_at, backoff;     /* no attempt before retry_at (tfrdv_now_ns); its window */
+    int64_t retry_at;              /* no reconnect attempt before (tfrdv_now_ns) */
     struct tfrdv_verbs__pend* pend;/* the reconnect under way for this record */
     int64_t doom_at;               /* our receives were flushed: break then (tfrdv_now_ns) unless */
     char doom_msg[TFRDV_STATUS_MSG_MAX]; /* the peer's reason arrives first */
@@ -1006,7 +1006,8 @@ struct tfrdv_verbs {
     int has_thr;
     int stop, destroying;          /* under mu */
     int64_t next_timer;
-    tfrdv_verbs__pend* pends;      /* bootstrap exchanges under way (progress only) */
+    tfrdv_verbs__pend* pends;      /* bootstrap exchanges under way (changed by progress only) */
+    int want_reconnect;            /* some record's want_reconnect was set */
     int npends;
     uint8_t* scratch;              /* encode buffer (under mu) */
     uint8_t* rxcopy;               /* a received slot (progress only) */
@@ -1779,7 +1780,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
         p->ping_out = 0;
     }
     launch = tfrdv_verbs__admit(p, r);
-    if (reconnect && !p->pend) p->want_reconnect = 1;
+    if (reconnect && !p->pend) p->want_reconnect = v->want_reconnect = 1;
     pthread_mutex_unlock(&v->mu);
     if (reconnect) tfrdv_verbs__wake(v);
     if (launch) tfrdv_verbs__launch(v, r, 0);
@@ -2240,7 +2241,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
         if (p->state != TFRDV_VERBS__PEER_UP) { /* calls waiting for a reconnect */
             for (w = p->wait_head; w; w = wn) {
                 wn = w->next;
-                if (w->deadline <= now)  tfrdv_verbs__req_abandon(v, p, w, TFRDV_DEADLINE_EXCEEDED, "verbs: fetch passed its deadline while reconnecting", todo);
+                if (w->deadline <= now) tfrdv_verbs__req_abandon(v, p, w, TFRDV_DEADLINE_EXCEEDED, "verbs: fetch passed its deadline while reconnecting", todo);
             }
             continue;
         }
@@ -2671,7 +2672,6 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_fail(tfrdv_verbs* v, tfrdv_verbs__pe
         for (k = 1; k < q->fails + 1 && w < v->cfg.reconnect_backoff_max_ns; k++) w *= 2;
         if (w > v->cfg.reconnect_backoff_max_ns) w = v->cfg.reconnect_backoff_max_ns;
         q->fails++;
-        q->backoff = w;
         q->retry_at = tfrdv_now_ns() + w;
         v->stats.reconnect_failures++;
         tfrdv_verbs__err(&q->broken, TFRDV_UNAVAILABLE, "%s (reconnect backoff %lld ms)", msg, (long long)(w / 1000000));
@@ -3097,6 +3097,7 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
     struct epoll_event ev[16];
     tfrdv_verbs__todos todo = {0, 0, 0};
     int64_t now, soonest;
+    int want;
     if (!v) return 0;
     if (pthread_mutex_trylock(&v->progress_mu) != 0) return 0;
     pthread_mutex_lock(&v->mu);
@@ -3119,13 +3120,13 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
     if (now >= v->next_timer) {
         v->next_timer = now + 1000000;
         tfrdv_verbs__timers(v, now, &todo);
+        tfrdv_verbs__reclaim(v); /* (safe before todo runs: deferred work pins what it uses) */
     }
+    want = v->want_reconnect;
+    v->want_reconnect = 0;
     pthread_mutex_unlock(&v->mu);
     tfrdv_verbs__todo_run(v, &todo);
-    pthread_mutex_lock(&v->mu);
-    tfrdv_verbs__reclaim(v);
-    pthread_mutex_unlock(&v->mu);
-    soonest = tfrdv_verbs__pend_timers(v);
+    soonest = want || v->pends ? tfrdv_verbs__pend_timers(v) : -1; /* (pends: progress only) */
     if (n == 0 && timeout_ns > 0) {
         /* arm, then look once more: a completion between the poll and the arm is not lost */
         int busy = 0;
