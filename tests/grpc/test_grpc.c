@@ -952,7 +952,7 @@ static void test_big(void) {
     cmd c;
     int64_t step = next_step++;
     const char* e = getenv("TFRDV_GRPC_BIG");
-    if (e && e[0] == '0') return;
+    if (e && e[0] == '0') TT_SKIP("TFRDV_GRPC_BIG=0");
     TT_CHECK_EQ_INT(srv_send(&S, step, "big", 4, 1, d1, 0, 77), TFRDV_OK);
     TT_CHECK(fetch(&C, step, S.inc, "big", 0, &r));
     TT_CHECK(fwait(&r, 60000));
@@ -1869,7 +1869,7 @@ static void test_size_limit(void) {
 static void test_tls(void) {
     const char* dir = getenv("TFRDV_TEST_CERTS");
     int mode;
-    if (!dir || !*dir) { printf("    (TLS not tested: no certificates; tests/grpc/certs.sh needs openssl)\n"); return; }
+    if (!dir || !*dir) TT_SKIP("no certificates: tests/grpc/certs.sh needs openssl");
     for (mode = 0; mode < 2; mode++) {
         server s2;
         client c2;
@@ -1941,10 +1941,14 @@ static int run_peer(const char* args, char* out, size_t cap) {
     while (n + 1 < cap && fgets(out + n, (int)(cap - n), f)) n = strlen(out);
     return pclose(f);
 }
+/* the Python conformance peer (tests/grpc/peer.py) runs when grpc.mk found Debian's grpcio */
+#define PEER_SKIP_WHY "the Python peer needs /usr/bin/python3 with python3-grpcio, python3-protobuf and protoc"
+static int peer_enabled(void) { return getenv("TFRDV_TEST_PEER") && getenv("TFRDV_TEST_PEER")[0] == '1'; }
 static void test_peer_fetches_from_tfrdv(void) {
     char args[512], out[4096];
     int64_t step = next_step++, d2[2] = {2, 3}, d1[1] = {3};
     char kb[256];
+    if (!peer_enabled()) TT_SKIP(PEER_SKIP_WHY);
     tfrdv_parsed_key pk;
     srv_send(&S, step, "f", 1, 2, d2, 0, 1);
     srv_send(&S, step, "s", 7, 1, d1, 0, 2);
@@ -1979,6 +1983,7 @@ static void test_tfrdv_fetches_from_peer(void) {
     client c2;
     fres r[5];
     static const char* edges[5] = {"content_f32", "typed_f32", "typed_i64", "strings", "dead"};
+    if (!peer_enabled()) TT_SKIP(PEER_SKIP_WHY);
     snprintf(pf, sizeof pf, "/tmp/tfrdv_peer_port_%d", (int)getpid());
     unlink(pf);
     pid = fork();
@@ -2116,12 +2121,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_ack_and_poll);
     TT_RUN(test_size_limit);
     TT_RUN(test_tls);
-    if (getenv("TFRDV_TEST_PEER") && getenv("TFRDV_TEST_PEER")[0] == '1') {
-        TT_RUN(test_peer_fetches_from_tfrdv);
-        TT_RUN(test_tfrdv_fetches_from_peer);
-    } else {
-        printf("    (python peer not run: needs /usr/bin/python3 with python3-grpcio, python3-protobuf and protoc)\n");
-    }
+    TT_RUN(test_peer_fetches_from_tfrdv);
+    TT_RUN(test_tfrdv_fetches_from_peer);
     client_down(&C);
     srv_stop(&S);
     return TT_MAIN_END();
