@@ -144,9 +144,8 @@
    TRANSPORTS (one life cycle for all of them: the loopback here, tfrdv_tcp.h, tfrdv_grpc.h,
    tfrdv_verbs.h, and yours)
      1. X_create(&config, &x, &st)      config.hooks.allocator is where all its memory comes from
-     2. mc.transport = X_transport(x)   the vtable holds a reference on x; tfrdv_mgr_create takes
-                                        it over on success (a failed create leaves it to you:
-                                        call its destroy)
+     2. mc.transport = X_transport(x)   each manager created with this vtable holds x until it
+                                        goes (tfrdv_transport.ref): copy configs freely
      3. X_attach(x, mgr, &st)           servers only: start serving mgr's tables
      4. ... fetches ...                 a fetch through x after X_destroy fails UNAVAILABLE at once
      5. X_destroy(x) and tfrdv_mgr_destroy(mgr), in either order: X_destroy stops x (its calls
@@ -700,7 +699,12 @@ typedef struct tfrdv_transport {
     void* user;
     void (*start_call)(void* user, tfrdv_call* call);
     void (*cancel_call)(void* user, tfrdv_call* call);
-    void (*destroy)(void* user);
+    void (*destroy)(void* user); /* the manager that held it is gone (optional) */
+    /* Optional. Set: every manager given this vtable takes its own reference with ref(user) when
+       its create succeeds, and drops it with destroy(user) when it goes, so one vtable (or a
+       copied config) may serve any number of managers. NULL: the one manager given it owns it,
+       and destroy runs once, when that manager goes. */
+    void (*ref)(void* user);
 } tfrdv_transport;
 
 TFRDV_API int64_t tfrdv_call_step_id(const tfrdv_call* call);
@@ -944,8 +948,7 @@ TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopb
 /* Unregisters every worker (a fetch through lb fails UNAVAILABLE from now on) and drops the
    owner's reference: before or after its managers (TRANSPORTS). */
 TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb);
-/* The vtable for tfrdv_mgr_config.transport. It holds a reference on lb, dropped by its destroy
-   (the manager calls it when it goes; call it yourself if no manager took the vtable). */
+/* The vtable for tfrdv_mgr_config.transport: each manager given it holds lb (TRANSPORTS). */
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb);
 /* Route worker_name (e.g. "/job:ps/replica:0/task:0") to mgr; replaces an earlier entry (a
    "restart"); mgr NULL removes it. */
@@ -981,9 +984,10 @@ typedef struct tfrdv_router_config {
     void* pick_user;
 } tfrdv_router_config;
 TFRDV_API tfrdv_router_config tfrdv_router_config_init(void);
-/* Builds the routing transport into *out (for tfrdv_mgr_config.transport). On success it owns
-   the routes' transports: its destroy calls each distinct transport's destroy once. On failure it
-   takes nothing and names the bad route (a pattern that does not parse, a transport without
+/* Builds the routing transport into *out (for ONE manager's tfrdv_mgr_config.transport: the
+   router has no ref hook, the manager owns it). It holds each distinct route transport as a
+   manager would: a reference (its ref hook) now, or the ownership of one without a ref hook; its
+   destroy drops them (each distinct transport's destroy once). On failure it takes nothing and names the bad route (a pattern that does not parse, a transport without
    start_call or cancel_call). A pick answer out of range fails that call INTERNAL. A call no route
    matches fails INTERNAL "tfrdv router: no route for worker <name>" (as an unknown worker does
    with the manager's resolve hook). */
@@ -4296,6 +4300,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** o
     mgr->recent.key = mgr->tombs.key = mgr->hkey;
     mgr->incarnation = c.incarnation;
     while (mgr->incarnation == 0) mgr->incarnation = (uint64_t)tfrdv__rid_locked(mgr);
+    if (c.transport.ref) c.transport.ref(c.transport.user); /* ours from here: destroy drops it */
     *out = mgr;
     return TFRDV_OK;
 }
@@ -5988,6 +5993,7 @@ TFRDV__PRIVATE void tfrdv__lb_req_free(tfrdv_loopback* lb, tfrdv__lb_req* q) {
 TFRDV__PRIVATE void tfrdv__lb_unref(void* p) {
     tfrdv_loopback* lb = (tfrdv_loopback*)p;
     if (tfrdv__atomic_add(&lb->refs, -1) != 0) return;
+    TFRDV_ASSERT(lb->destroyed && "tfrdv_loopback: more destroys than references (a vtable's destroy called by hand?)");
     tfrdv__free(&lb->hooks.allocator, lb->w, lb->cap * sizeof *lb->w);
     while (lb->free_reqs) {
         tfrdv__lb_req* q = lb->free_reqs;
@@ -6223,13 +6229,14 @@ TFRDV__PRIVATE void tfrdv__lb_cancel(void* user, tfrdv_call* call) {
     tfrdv__lb_req_unref(q);
     if (c) tfrdv_call_finish(c, TFRDV_CANCELLED, "loopback: call cancelled", 0, 0);
 }
+TFRDV__PRIVATE void tfrdv__lb_ref(void* p) { tfrdv__atomic_add(&((tfrdv_loopback*)p)->refs, 1); }
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
     tfrdv_transport t;
-    if (lb) tfrdv__atomic_add(&lb->refs, 1); /* dropped by t.destroy */
     t.user = lb;
     t.start_call = tfrdv__lb_start;
     t.cancel_call = tfrdv__lb_cancel;
     t.destroy = lb ? tfrdv__lb_unref : 0;
+    t.ref = lb ? tfrdv__lb_ref : 0; /* each manager holds lb (TRANSPORTS) */
     return t;
 }
 
@@ -6352,6 +6359,13 @@ TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_t
         d->t = cfg->routes[i].transport;
     }
     rt->n = cfg->num_routes;
+    for (i = 0; i < rt->n; i++) { /* a reference of the router's own on each distinct transport
+                                     that counts them (destroy drops it, as a manager's would) */
+        size_t j;
+        int seen = 0;
+        for (j = 0; j < i && !seen; j++) seen = rt->r[j].t.user == rt->r[i].t.user && rt->r[j].t.destroy == rt->r[i].t.destroy;
+        if (!seen && rt->r[i].t.ref) rt->r[i].t.ref(rt->r[i].t.user);
+    }
     out->user = rt;
     out->start_call = tfrdv__router_start;
     out->cancel_call = tfrdv__router_cancel;
@@ -6465,10 +6479,7 @@ TFRDV_API tfrdv_code tfrdv_loopback_add_worker(tfrdv_loopback* lb, const char* w
     c.worker_name = worker_name;
     c.transport = tfrdv_loopback_transport(lb);
     rc = tfrdv_mgr_create(&c, out, st);
-    if (rc != TFRDV_OK) {
-        c.transport.destroy(c.transport.user); /* a failed create takes nothing */
-        return rc;
-    }
+    if (rc != TFRDV_OK) return rc;
     rc = tfrdv_loopback_register(lb, worker_name, *out, st);
     if (rc != TFRDV_OK) {
         tfrdv_mgr_destroy(*out);
