@@ -4,7 +4,8 @@
    it, exactly once; cancel_call may come any number of times, before, during or after the answer,
    and withdraws the served request; an answer whose fetch was cancelled on its way goes back to the
    serving table (tfrdv_mgr_serve_return). The host's thread runs tfrdv_mgr_expire for the call
-   deadlines. Life cycle: TRANSPORTS in tfrdv.h. (A library allocates through hooks.allocator.) */
+   deadlines. Life cycle: TRANSPORTS in tfrdv.h. (In a library, take a tfrdv_hooks and allocate
+   through hooks.allocator; this file uses calloc. Both managers use the built-in clock.) */
 #define TFRDV_IMPLEMENTATION
 #include "tfrdv.h"
 #include <pthread.h>
@@ -80,12 +81,12 @@ static void on_answer(void* u, const tfrdv_status* st, const tfrdv_args* sa, tfr
     pthread_mutex_lock(&r->t->mu); c = take(r); pthread_mutex_unlock(&r->t->mu);
     if (c && st->code == TFRDV_OK && v) { /* the bytes land in the receiver's memory (its alloc hook) */
         copy = tfrdv_call_alloc_value(c, v->dtype, v->rank, v->dims, v->size);
-        if (copy && copy->size >= v->size) {
-            if (v->size) memcpy(copy->data, v->data, (size_t)v->size);
-        } else {
+        if (!copy || copy->size < v->size) { /* no memory: the value goes back below */
             tfrdv_value_release(copy);
             tfrdv_call_finish(c, TFRDV_RESOURCE_EXHAUSTED, "custom transport: no memory for the answer", NULL, 0);
             c = NULL;
+        } else if (v->size) {
+            memcpy(copy->data, v->data, (size_t)v->size);
         }
     }
     /* A receive cancelled between take() and this finish is not seen: the core drops copy, the value
@@ -109,7 +110,7 @@ static void* serve_loop(void* p) { /* the "remote" worker: serves the queue in a
             continue;
         }
         if (!(t->head = r->qnext)) t->tail = &t->head;
-        if (tfrdv_now_ns() >= r->deadline) late = take(r); /* the managers' clock too */
+        if (tfrdv_now_ns() >= r->deadline) late = take(r); /* (over a network: send the time left) */
         pthread_mutex_unlock(&t->mu);
         if (late) { /* not served: no answer will drop its reference */
             tfrdv_call_finish(late, TFRDV_DEADLINE_EXCEEDED, "custom transport: deadline passed before serving", NULL, 0);
@@ -126,19 +127,23 @@ static void qt_start(void* user, tfrdv_call* call) {
     qt* t = (qt*)user;
     tfrdv_str key = tfrdv_call_key(call);
     req* r = (req*)calloc(1, sizeof *r + key.len);
-    int ok = r && tfrdv_cancel_mgr_create(NULL, &r->cm, NULL) == TFRDV_OK;
     *(req**)tfrdv_call_scratch(call) = NULL;
+    if (!r || tfrdv_cancel_mgr_create(NULL, &r->cm, NULL) != TFRDV_OK) {
+        free(r);
+        tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "custom transport: out of memory", NULL, 0);
+        return;
+    }
+    r->t = t;
+    r->call = call;
+    r->refs = 1;
+    r->step_id = tfrdv_call_step_id(call);
+    r->request_id = tfrdv_call_request_id(call);
+    r->deadline = tfrdv_call_deadline(call); /* INT64_MAX: none */
+    r->key_len = key.len;
+    memcpy(r + 1, key.ptr, key.len);
     pthread_mutex_lock(&t->mu);
-    if (ok && !t->stop && tfrdv_cancel_register(t->all, &r->node, withdraw, r)) {
-        r->t = t;
-        r->call = call;
-        r->refs = 1;
-        r->step_id = tfrdv_call_step_id(call);
-        r->request_id = tfrdv_call_request_id(call);
-        r->deadline = tfrdv_call_deadline(call); /* INT64_MAX: none */
-        r->key_len = key.len;
-        memcpy(r + 1, key.ptr, key.len);
-        *t->tail = r;
+    if (!t->stop && tfrdv_cancel_register(t->all, &r->node, withdraw, r)) {
+        *t->tail = r; /* to the server thread */
         t->tail = &r->qnext;
         t->live++;
         *(req**)tfrdv_call_scratch(call) = r;
@@ -147,10 +152,9 @@ static void qt_start(void* user, tfrdv_call* call) {
     }
     pthread_mutex_unlock(&t->mu);
     if (!r) return;
-    if (ok) tfrdv_cancel_mgr_destroy(r->cm);
+    tfrdv_cancel_mgr_destroy(r->cm);
     free(r);
-    tfrdv_call_finish(call, ok ? TFRDV_UNAVAILABLE : TFRDV_RESOURCE_EXHAUSTED,
-                      ok ? "custom transport: destroyed" : "custom transport: out of memory", NULL, 0);
+    tfrdv_call_finish(call, TFRDV_UNAVAILABLE, "custom transport: destroyed", NULL, 0);
 }
 static void qt_cancel(void* user, tfrdv_call* call) { /* any number of times, at any point */
     qt* t = (qt*)user;
@@ -170,21 +174,23 @@ static void qt_cancel(void* user, tfrdv_call* call) { /* any number of times, at
 /* TRANSPORTS 1 in tfrdv.h: a transport answering from server's tables */
 static tfrdv_code qt_create(tfrdv_mgr* server, qt** out, tfrdv_status* st) {
     qt* t = (qt*)calloc(1, sizeof *t);
-    if (!(*out = t) || tfrdv_cancel_mgr_create(NULL, &t->all, st) != TFRDV_OK) {
+    *out = NULL;
+    if (!t || tfrdv_cancel_mgr_create(NULL, &t->all, st) != TFRDV_OK) {
         free(t);
-        *out = NULL;
         return tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "qt_create: out of memory");
     }
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
     t->tail = &t->head;
     t->refs = 1;
-    tfrdv_mgr_ref(t->server = server);
-    if (pthread_create(&t->thread, NULL, serve_loop, t) == 0) return TFRDV_OK;
-    tfrdv_mgr_unref(server);
-    qt_unref(t);
-    *out = NULL;
-    return tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "qt_create: no thread");
+    t->server = server; /* used from the first request on */
+    if (pthread_create(&t->thread, NULL, serve_loop, t) != 0) {
+        qt_unref(t);
+        return tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "qt_create: no thread");
+    }
+    tfrdv_mgr_ref(server);
+    *out = t;
+    return TFRDV_OK;
 }
 /* TRANSPORTS 2: the vtable holds a reference on t; its destroy drops it */
 static tfrdv_transport qt_transport(qt* t) {
@@ -202,38 +208,39 @@ static void qt_destroy(qt* t) {
     pthread_mutex_lock(&t->mu);
     while (t->live && tfrdv_now_ns() < until) wait_ns(&t->cv, &t->mu, until - tfrdv_now_ns());
     pthread_mutex_unlock(&t->mu);
+    if (t->live) return; /* an answer still runs after 2 s: leak t rather than free it under it */
     tfrdv_mgr_unref(t->server);
     qt_unref(t);
 }
 
 /* ---- the host: two workers, the expire thread, the fetches ---- */
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static int stop, done; /* (mu) */
+static pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t host_cv = PTHREAD_COND_INITIALIZER;
+static int stop, done; /* (host_mu) */
 static tfrdv_code got_code;
 static float got_value;
 
 static void* expire_loop(void* w) { /* acts on the fetching worker's deadlines */
-    pthread_mutex_lock(&mu);
+    pthread_mutex_lock(&host_mu);
     while (!stop) {
         int64_t now = tfrdv_mgr_now((tfrdv_mgr*)w), next;
-        pthread_mutex_unlock(&mu);
+        pthread_mutex_unlock(&host_mu);
         next = tfrdv_mgr_expire((tfrdv_mgr*)w, now); /* callbacks may run in here: hold no lock */
-        pthread_mutex_lock(&mu);
+        pthread_mutex_lock(&host_mu);
         /* until the next deadline, 10 ms at most: a new fetch may bring an earlier one */
-        if (!stop) wait_ns(&cv, &mu, next - now < 10000000 ? next - now : 10000000);
+        if (!stop) wait_ns(&host_cv, &host_mu, next - now < 10000000 ? next - now : 10000000);
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&host_mu);
     return NULL;
 }
 static void on_got(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
     (void)u; (void)sa; (void)ra; (void)dead;
-    pthread_mutex_lock(&mu);
+    pthread_mutex_lock(&host_mu);
     done = 1;
     got_code = st->code;
     got_value = st->code == TFRDV_OK && v && v->size == sizeof(float) ? *(const float*)v->data : -1.0f;
-    pthread_cond_broadcast(&cv);
-    pthread_mutex_unlock(&mu);
+    pthread_cond_broadcast(&host_cv);
+    pthread_mutex_unlock(&host_mu);
     tfrdv_value_release(v); /* ours (NULL on error) */
 }
 /* Receives k on r; 1 if that completes (within 5 s) with want (and value). cancel: cancels it
@@ -250,12 +257,12 @@ static int fetch(const char* what, tfrdv_rendezvous* r, const tfrdv_key* k, tfrd
     for (i = 0; cancel && i < 2000 && tfrdv_pending(at, NULL, NULL) == 0; i++) nanosleep(&ms, NULL);
     ok = !cancel || tfrdv_pending(at, NULL, NULL) == 1; /* it waits on the ps */
     tfrdv_cancel_start(cancel); /* NULL: nothing */
-    pthread_mutex_lock(&mu);
-    while (!done && tfrdv_now_ns() < until) wait_ns(&cv, &mu, until - tfrdv_now_ns());
+    pthread_mutex_lock(&host_mu);
+    while (!done && tfrdv_now_ns() < until) wait_ns(&host_cv, &host_mu, until - tfrdv_now_ns());
     ok &= done && got_code == want && (want != TFRDV_OK || got_value == value);
     printf("  %-34s %-17s %s\n", what, done ? tfrdv_code_str(got_code) : "(no answer)", ok ? "ok" : "WRONG");
     done = 0;
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&host_mu);
     return ok;
 }
 static int send_float(tfrdv_rendezvous* r, const tfrdv_key* k, float f) {
@@ -304,10 +311,10 @@ int main(void) {
     /* 4. the transport goes first (the other order works too): a fetch through it fails at once */
     qt_destroy(t);
     ok &= fetch("a: after the transport's destroy", rw, &k[0], NULL, rps, TFRDV_UNAVAILABLE, 0);
-    tfrdv_mgr_get_stats(w, &s);
-    ok &= s.double_finishes == 0 && s.calls_in_flight == 0;
-    pthread_mutex_lock(&mu); stop = 1; pthread_cond_broadcast(&cv); pthread_mutex_unlock(&mu);
+    pthread_mutex_lock(&host_mu); stop = 1; pthread_cond_broadcast(&host_cv); pthread_mutex_unlock(&host_mu);
     pthread_join(expirer, NULL);
+    tfrdv_mgr_get_stats(w, &s); /* (a call is counted until the thread that completed it let go) */
+    ok &= s.double_finishes == 0 && s.calls_in_flight == 0;
     tfrdv_unref(rps);
     tfrdv_unref(rw);
     tfrdv_mgr_cleanup(ps, 1);
