@@ -144,9 +144,8 @@
    TRANSPORTS (one life cycle for all of them: the loopback here, tfrdv_tcp.h, tfrdv_grpc.h,
    tfrdv_verbs.h, and yours)
      1. X_create(&config, &x, &st)      config.hooks.allocator is where all its memory comes from
-     2. mc.transport = X_transport(x)   the vtable holds a reference on x; tfrdv_mgr_create takes
-                                        it over on success (a failed create leaves it to you:
-                                        call its destroy)
+     2. mc.transport = X_transport(x)   each manager created with this vtable holds x until it
+                                        goes (tfrdv_transport.ref): copy configs freely
      3. X_attach(x, mgr, &st)           servers only: start serving mgr's tables
      4. ... fetches ...                 a fetch through x after X_destroy fails UNAVAILABLE at once
      5. X_destroy(x) and tfrdv_mgr_destroy(mgr), in either order: X_destroy stops x (its calls
@@ -700,7 +699,12 @@ typedef struct tfrdv_transport {
     void* user;
     void (*start_call)(void* user, tfrdv_call* call);
     void (*cancel_call)(void* user, tfrdv_call* call);
-    void (*destroy)(void* user);
+    void (*destroy)(void* user); /* the manager that held it is gone (optional) */
+    /* Optional. Set: every manager given this vtable takes its own reference with ref(user) when
+       its create succeeds, and drops it with destroy(user) when it goes, so one vtable (or a
+       copied config) may serve any number of managers. NULL: the one manager given it owns it,
+       and destroy runs once, when that manager goes. */
+    void (*ref)(void* user);
 } tfrdv_transport;
 
 TFRDV_API int64_t tfrdv_call_step_id(const tfrdv_call* call);
@@ -770,6 +774,19 @@ typedef struct tfrdv_trace_event {
     int64_t end_ns;         /* completion */
 } tfrdv_trace_event;
 typedef void (*tfrdv_trace_fn)(void* user, const tfrdv_trace_event* ev);
+/* One event as a Chrome / Perfetto trace event (open the file in https://ui.perfetto.dev or
+   chrome://tracing): a complete event ("ph":"X") named after the key's edge, "cat" local / fetch /
+   serve, "ts" and "dur" in microseconds since t0_ns, the given pid (one per worker), tid 1 + side,
+   and args step, key, bytes, dtype, dead, code. Writes the JSON object (no separator) into buf,
+   at most cap bytes, NUL-terminated when cap > 0; returns the full length (like snprintf). A
+   trace file is "[" + the events separated by "," + "]":
+       static void on_trace(void* user, const tfrdv_trace_event* ev) {   (lock: several threads)
+           char line[1024];
+           tfrdv_trace_json(ev, t0, 1, line, sizeof line);
+           fprintf(f, "%s%s\n", first ? "[" : ",", line);  first = 0;
+       }                                        and fputs("]\n", f) at the end */
+TFRDV_API size_t tfrdv_trace_json(const tfrdv_trace_event* ev, int64_t t0_ns, int pid, char* buf,
+                                  size_t cap);
 
 struct tfrdv_mgr_config {
     tfrdv_hooks hooks;
@@ -931,8 +948,7 @@ TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopb
 /* Unregisters every worker (a fetch through lb fails UNAVAILABLE from now on) and drops the
    owner's reference: before or after its managers (TRANSPORTS). */
 TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb);
-/* The vtable for tfrdv_mgr_config.transport. It holds a reference on lb, dropped by its destroy
-   (the manager calls it when it goes; call it yourself if no manager took the vtable). */
+/* The vtable for tfrdv_mgr_config.transport: each manager given it holds lb (TRANSPORTS). */
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb);
 /* Route worker_name (e.g. "/job:ps/replica:0/task:0") to mgr; replaces an earlier entry (a
    "restart"); mgr NULL removes it. */
@@ -968,9 +984,10 @@ typedef struct tfrdv_router_config {
     void* pick_user;
 } tfrdv_router_config;
 TFRDV_API tfrdv_router_config tfrdv_router_config_init(void);
-/* Builds the routing transport into *out (for tfrdv_mgr_config.transport). On success it owns
-   the routes' transports: its destroy calls each distinct transport's destroy once. On failure it
-   takes nothing and names the bad route (a pattern that does not parse, a transport without
+/* Builds the routing transport into *out (for ONE manager's tfrdv_mgr_config.transport: the
+   router has no ref hook, the manager owns it). It holds each distinct route transport as a
+   manager would: a reference (its ref hook) now, or the ownership of one without a ref hook; its
+   destroy drops them (each distinct transport's destroy once). On failure it takes nothing and names the bad route (a pattern that does not parse, a transport without
    start_call or cancel_call). A pick answer out of range fails that call INTERNAL. A call no route
    matches fails INTERNAL "tfrdv router: no route for worker <name>" (as an unknown worker does
    with the manager's resolve hook). */
@@ -4283,6 +4300,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** o
     mgr->recent.key = mgr->tombs.key = mgr->hkey;
     mgr->incarnation = c.incarnation;
     while (mgr->incarnation == 0) mgr->incarnation = (uint64_t)tfrdv__rid_locked(mgr);
+    if (c.transport.ref) c.transport.ref(c.transport.user); /* ours from here: destroy drops it */
     *out = mgr;
     return TFRDV_OK;
 }
@@ -4575,6 +4593,79 @@ TFRDV__PRIVATE void tfrdv__trace(tfrdv_mgr* mgr, int64_t step, const char* key, 
 TFRDV__PRIVATE void tfrdv__trace_local(tfrdv_rendezvous* r, const char* key, size_t len, int64_t t0,
                                        const tfrdv_status* st, const tfrdv_value* v, int dead) {
     tfrdv__trace(r->mgr, r->step_id, key, len, TFRDV_TRACE_LOCAL, t0, st, v, dead);
+}
+
+/* a JSON string: quotes, backslashes and control bytes escaped */
+TFRDV__PRIVATE void tfrdv__sb_json(tfrdv__sb* b, const char* p, size_t n) {
+    size_t i;
+    tfrdv__sb_put(b, "\"", 1);
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '"' || c == '\\') {
+            char e[2];
+            e[0] = '\\';
+            e[1] = (char)c;
+            tfrdv__sb_put(b, e, 2);
+        } else if (c < 0x20) {
+            char e[6] = {'\\', 'u', '0', '0', 0, 0};
+            e[4] = "0123456789abcdef"[c >> 4];
+            e[5] = "0123456789abcdef"[c & 15];
+            tfrdv__sb_put(b, e, 6);
+        } else {
+            tfrdv__sb_put(b, (const char*)&p[i], 1);
+        }
+    }
+    tfrdv__sb_put(b, "\"", 1);
+}
+/* nanoseconds as microseconds with three decimals */
+TFRDV__PRIVATE void tfrdv__sb_us(tfrdv__sb* b, int64_t ns) {
+    uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    char f[4];
+    if (ns < 0) tfrdv__sb_put(b, "-", 1);
+    tfrdv__sb_u64(b, a / 1000);
+    f[0] = '.';
+    f[1] = (char)('0' + (int)(a / 100 % 10));
+    f[2] = (char)('0' + (int)(a / 10 % 10));
+    f[3] = (char)('0' + (int)(a % 10));
+    tfrdv__sb_put(b, f, 4);
+}
+TFRDV_API size_t tfrdv_trace_json(const tfrdv_trace_event* ev, int64_t t0_ns, int pid, char* buf,
+                                  size_t cap) {
+    static const char* const side[3] = {"local", "fetch", "serve"};
+    tfrdv__sb b;
+    tfrdv_parsed_key pk;
+    tfrdv_str name;
+    int sd;
+    tfrdv__sb_init(&b, buf, buf ? cap : 0);
+    if (!ev) return 0;
+    sd = ev->side == TFRDV_TRACE_FETCH ? 1 : ev->side == TFRDV_TRACE_SERVE ? 2 : 0;
+    name = tfrdv_key_parse(ev->key.ptr, ev->key.len, &pk, 0) == TFRDV_OK ? pk.edge_name : ev->key;
+    tfrdv__sb_cstr(&b, "{\"name\":");
+    tfrdv__sb_json(&b, name.ptr, name.len);
+    tfrdv__sb_cstr(&b, ",\"cat\":\"");
+    tfrdv__sb_cstr(&b, side[sd]);
+    tfrdv__sb_cstr(&b, "\",\"ph\":\"X\",\"ts\":");
+    tfrdv__sb_us(&b, ev->start_ns - t0_ns);
+    tfrdv__sb_cstr(&b, ",\"dur\":");
+    tfrdv__sb_us(&b, ev->end_ns - ev->start_ns);
+    tfrdv__sb_cstr(&b, ",\"pid\":");
+    tfrdv__sb_i64(&b, pid);
+    tfrdv__sb_cstr(&b, ",\"tid\":");
+    tfrdv__sb_i64(&b, sd + 1);
+    tfrdv__sb_cstr(&b, ",\"args\":{\"step\":");
+    tfrdv__sb_i64(&b, ev->step_id);
+    tfrdv__sb_cstr(&b, ",\"key\":");
+    tfrdv__sb_json(&b, ev->key.ptr, ev->key.len);
+    tfrdv__sb_cstr(&b, ",\"bytes\":");
+    tfrdv__sb_u64(&b, ev->bytes);
+    tfrdv__sb_cstr(&b, ",\"dtype\":");
+    tfrdv__sb_i64(&b, ev->dtype);
+    tfrdv__sb_cstr(&b, ",\"dead\":");
+    tfrdv__sb_i64(&b, ev->is_dead != 0);
+    tfrdv__sb_cstr(&b, ",\"code\":\"");
+    tfrdv__sb_cstr(&b, tfrdv_code_str(ev->code));
+    tfrdv__sb_cstr(&b, "\"}}");
+    return b.len;
 }
 
 /* >>serve  the serving side: answer other workers' RecvTensor requests */
@@ -5902,6 +5993,7 @@ TFRDV__PRIVATE void tfrdv__lb_req_free(tfrdv_loopback* lb, tfrdv__lb_req* q) {
 TFRDV__PRIVATE void tfrdv__lb_unref(void* p) {
     tfrdv_loopback* lb = (tfrdv_loopback*)p;
     if (tfrdv__atomic_add(&lb->refs, -1) != 0) return;
+    TFRDV_ASSERT(lb->destroyed && "tfrdv_loopback: more destroys than references (a vtable's destroy called by hand?)");
     tfrdv__free(&lb->hooks.allocator, lb->w, lb->cap * sizeof *lb->w);
     while (lb->free_reqs) {
         tfrdv__lb_req* q = lb->free_reqs;
@@ -6137,13 +6229,14 @@ TFRDV__PRIVATE void tfrdv__lb_cancel(void* user, tfrdv_call* call) {
     tfrdv__lb_req_unref(q);
     if (c) tfrdv_call_finish(c, TFRDV_CANCELLED, "loopback: call cancelled", 0, 0);
 }
+TFRDV__PRIVATE void tfrdv__lb_ref(void* p) { tfrdv__atomic_add(&((tfrdv_loopback*)p)->refs, 1); }
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
     tfrdv_transport t;
-    if (lb) tfrdv__atomic_add(&lb->refs, 1); /* dropped by t.destroy */
     t.user = lb;
     t.start_call = tfrdv__lb_start;
     t.cancel_call = tfrdv__lb_cancel;
     t.destroy = lb ? tfrdv__lb_unref : 0;
+    t.ref = lb ? tfrdv__lb_ref : 0; /* each manager holds lb (TRANSPORTS) */
     return t;
 }
 
@@ -6266,6 +6359,13 @@ TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_t
         d->t = cfg->routes[i].transport;
     }
     rt->n = cfg->num_routes;
+    for (i = 0; i < rt->n; i++) { /* a reference of the router's own on each distinct transport
+                                     that counts them (destroy drops it, as a manager's would) */
+        size_t j;
+        int seen = 0;
+        for (j = 0; j < i && !seen; j++) seen = rt->r[j].t.user == rt->r[i].t.user && rt->r[j].t.destroy == rt->r[i].t.destroy;
+        if (!seen && rt->r[i].t.ref) rt->r[i].t.ref(rt->r[i].t.user);
+    }
     out->user = rt;
     out->start_call = tfrdv__router_start;
     out->cancel_call = tfrdv__router_cancel;
@@ -6379,10 +6479,7 @@ TFRDV_API tfrdv_code tfrdv_loopback_add_worker(tfrdv_loopback* lb, const char* w
     c.worker_name = worker_name;
     c.transport = tfrdv_loopback_transport(lb);
     rc = tfrdv_mgr_create(&c, out, st);
-    if (rc != TFRDV_OK) {
-        c.transport.destroy(c.transport.user); /* a failed create takes nothing */
-        return rc;
-    }
+    if (rc != TFRDV_OK) return rc;
     rc = tfrdv_loopback_register(lb, worker_name, *out, st);
     if (rc != TFRDV_OK) {
         tfrdv_mgr_destroy(*out);

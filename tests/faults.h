@@ -489,7 +489,6 @@ FX_FN long faults_destroy(faults* f) {
         tfrdv_value_release(q->v);
         free(q);
     }
-    if (f->inner.destroy) f->inner.destroy(f->inner.user); /* the loopback vtable's reference */
     pthread_mutex_destroy(&f->mu);
     free(f);
     return left;

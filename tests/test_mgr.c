@@ -133,6 +133,19 @@ static void test_loopback_and_its_managers_go_in_either_order(void) {
         cbad.num_shards = -1;
         TT_CHECK_EQ_INT(tfrdv_loopback_add_worker(lb, "/job:x/replica:0/task:0", &cbad, &bad, &st), TFRDV_INVALID_ARGUMENT);
         TT_CHECK(bad == 0);
+        { /* one vtable in one config, copied: each manager holds the loopback on its own */
+            tfrdv_mgr_config c1 = fx_mgr_config("/job:y/replica:0/task:0", 1, &a), c2;
+            tfrdv_mgr *m1, *m2;
+            c1.transport = tfrdv_loopback_transport(lb);
+            c2 = c1;
+            c2.worker_name = "/job:y/replica:0/task:1";
+            m1 = mk(&c1);
+            m2 = mk(&c2);
+            c2.num_shards = -1; /* refused: takes nothing */
+            TT_CHECK_EQ_INT(tfrdv_mgr_create(&c2, &bad, &st), TFRDV_INVALID_ARGUMENT);
+            tfrdv_mgr_destroy(m1);
+            tfrdv_mgr_destroy(m2);
+        }
         ra = step(ma, 5, 1);
         rb = step(mb, 5, 1);
         key(&k, B0, INC_B, A0, "order");

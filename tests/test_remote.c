@@ -653,7 +653,6 @@ static void test_event_between_registration_and_start_completes_once(void) {
             ca = world_cfg(&w, WA, INC_A);
             ca.call_timeout_ns = 1000;
             x.inner = tfrdv_loopback_transport(w.lb);
-            x.inner.destroy(x.inner.user); /* borrowed: the loopback lives until world_end */
             x.w = &w;
             x.ev = ev;
             x.cm = world_cm(&w);
@@ -994,7 +993,6 @@ static void test_cancel_call_after_finish_is_harmless(void) {
     w.f->on_start = observe;
     w.f->on_start_user = &s;
     lbt = tfrdv_loopback_transport(w.lb);
-    lbt.destroy(lbt.user); /* borrowed: the loopback lives until world_end */
     ft = faults_transport(w.f);
     key(&k, B0, INC_B, A0, "finished");
     for (via = 0; via < 2; via++) {

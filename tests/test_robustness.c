@@ -1,5 +1,6 @@
-/* test_hardening.c - regressions for the eight defects an outside adversarial suite found, the
-   behaviours it asked to make explicit, and the API network transports build on:
+/* test_robustness.c - callbacks that destroy, allocations that fail, clocks and providers kept out
+   of library locks, memory that comes back, and the API network transports build on (these began
+   as regressions for eight defects an outside adversarial suite found):
      D1 tfrdv_pending / tfrdv_mgr_pending callbacks may destroy what they report on
      D2 a same-worker copy completing after the last reference went (threaded build here; the
         single-threaded build is in test_nothreads.c)
@@ -147,8 +148,6 @@ static void world_up(world* w, void (*tweak)(tfrdv_mgr_config* ca, tfrdv_mgr_con
     h = fx_alloc_hooks(&w->a);
     TT_CHECK_EQ_INT(tfrdv_loopback_create(&h, &w->lb, 0), TFRDV_OK);
     w->inner = tfrdv_loopback_transport(w->lb);
-    w->inner.destroy(w->inner.user); /* borrowed: the loopback lives until world_down */
-    w->inner.destroy = 0;
     ca = tfrdv_mgr_config_init();
     ca.hooks = h;
     ca.worker_name = WA;
