@@ -29,7 +29,7 @@ struct qt {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     req *head, **tail;
-    int refs, live, stop;  /* refs: the owner's and each vtable's; live: requests */
+    int refs, live, stop;  /* refs: the owner's and each manager's; live: requests */
     tfrdv_cancel_mgr* all; /* every live request */
     tfrdv_mgr* server;     /* whose tables answer (a reference) */
     pthread_t thread;
@@ -42,7 +42,7 @@ static void wait_ns(pthread_cond_t* cv, pthread_mutex_t* mu, int64_t ns) { /* at
     ts.tv_nsec = (long)(ns % 1000000000);
     pthread_cond_timedwait(cv, mu, &ts);
 }
-static void qt_unref(void* p) { /* the owner's (qt_destroy) or a vtable's (its destroy) */
+static void qt_unref(void* p) { /* the owner's (qt_destroy) or a manager's (the vtable's destroy) */
     qt* t = (qt*)p;
     int last;
     pthread_mutex_lock(&t->mu); last = --t->refs == 0; pthread_mutex_unlock(&t->mu);
@@ -192,10 +192,13 @@ static tfrdv_code qt_create(tfrdv_mgr* server, qt** out, tfrdv_status* st) {
     *out = t;
     return TFRDV_OK;
 }
-/* TRANSPORTS 2: the vtable holds a reference on t; its destroy drops it */
-static tfrdv_transport qt_transport(qt* t) {
-    tfrdv_transport v = {t, qt_start, qt_cancel, qt_unref};
+static void qt_ref(void* p) {
+    qt* t = (qt*)p;
     pthread_mutex_lock(&t->mu); t->refs++; pthread_mutex_unlock(&t->mu);
+}
+/* TRANSPORTS 2: each manager created with the vtable holds t (ref) until it goes (destroy) */
+static tfrdv_transport qt_transport(qt* t) {
+    tfrdv_transport v = {t, qt_start, qt_cancel, qt_unref, qt_ref};
     return v;
 }
 /* TRANSPORTS 5: before or after the managers. Fetches fail UNAVAILABLE from now on, every request
@@ -294,7 +297,7 @@ int main(void) {
     mc.worker_name = W;
     mc.transport = qt_transport(t);
     mc.call_timeout_ns = 500000000; /* a fetch fails DEADLINE_EXCEEDED after 0.5 s */
-    if (tfrdv_mgr_create(&mc, &w, &st) != TFRDV_OK) mc.transport.destroy(mc.transport.user); /* not taken over */
+    if (tfrdv_mgr_create(&mc, &w, &st) != TFRDV_OK) w = NULL; /* a failed create takes nothing */
     for (i = 0; i < 3; i++)
         ok &= tfrdv_key_make(&k[i], PS "/device:CPU:0", tfrdv_mgr_incarnation(ps), W "/device:CPU:0", edge[i], top, &st) == TFRDV_OK;
     if (!ok || !w || pthread_create(&expirer, NULL, expire_loop, w) != 0 || tfrdv_cancel_mgr_create(NULL, &cm, &st) != TFRDV_OK ||
@@ -319,7 +322,7 @@ int main(void) {
     tfrdv_unref(rw);
     tfrdv_mgr_cleanup(ps, 1);
     tfrdv_mgr_cleanup(w, 1);
-    tfrdv_mgr_destroy(w); /* with it the vtable's reference: t is freed here */
+    tfrdv_mgr_destroy(w); /* and with it its reference on t: t is freed here */
     tfrdv_mgr_destroy(ps);
     tfrdv_cancel_mgr_destroy(cm);
     printf("custom_transport: %s\n", ok ? "every check passed" : "FAILED");
