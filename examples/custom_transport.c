@@ -89,12 +89,12 @@ static void on_answer(void* u, const tfrdv_status* st, const tfrdv_args* sa, tfr
             memcpy(copy->data, v->data, (size_t)v->size);
         }
     }
-    /* A receive cancelled between take() and this finish is not seen: the core drops copy, the value
-       is lost (tfrdv.h has no public finish that hands an undelivered value back). */
-    if (c) {
-        tfrdv_call_finish_status(c, st, copy, dead);
+    /* tfrdv_call_finish_keep: a receive cancelled between take() and this finish leaves copy with
+       us, and the value goes back like an undelivered one */
+    if (c && !tfrdv_call_finish_keep(c, st, copy, dead)) {
         tfrdv_value_release(v);
     } else if (st->code == TFRDV_OK) { /* not delivered: back to the table, ahead of later sends */
+        tfrdv_value_release(copy);
         tfrdv_mgr_serve_return(r->t->server, r->step_id, (char*)(r + 1), r->key_len, r->request_id, sa, v, dead, NULL);
     }
     req_unref(r);
