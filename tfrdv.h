@@ -692,6 +692,8 @@ TFRDV_API size_t tfrdv_pending(tfrdv_rendezvous* r, tfrdv_pending_fn fn, void* u
 
 /* ---------------------------------------------------------------------------------------------
    Transports (provider side). A transport fetches one tensor from another worker per call.
+   Build a tfrdv_transport from a zeroed struct (memset, or = {0} in C): fields may be added in
+   later versions, and one left undefined would be called.
    Provider contract (enforced by the core):
      - start_call(call): begin the fetch; finish it later (or inside start_call) with exactly one
        tfrdv_call_finish() or tfrdv_call_finish_status(). Never touch the call after finishing it.
