@@ -771,6 +771,20 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char
 /* MarkRecvFinished: drop the response-cache entry of request_id. The cache is keyed by request
    id only, as TensorFlow's: a request reusing a cached id gets the cached answer whatever its key. */
 TFRDV_API void tfrdv_mgr_ack(tfrdv_mgr* mgr, int64_t request_id);
+/* Give back what a serve done callback handed over but the transport could not deliver (the
+   client's deadline passed, it cancelled or its connection broke while the reply was on its way):
+   the value (one owned reference; NULL only if is_dead) goes to the key's first waiting receiver
+   in step step_id, else to the FRONT of the key's queue, ahead of values sent later, so the next
+   receiver gets it in send order. send_args as the done callback gave them (copied). The request
+   id leaves the dedup window (a retry with the same id is served afresh) and its response-cache
+   entry is dropped. The value is always taken: OK when it went back; when it could not (the step
+   was cleaned up or aborted, the manager shut down: nobody can receive it any more) it is
+   released and the code says why (ABORTED, the step's abort status, or INVALID_ARGUMENT for a
+   NULL manager, a bad key or a NULL live value). */
+TFRDV_API tfrdv_code tfrdv_mgr_serve_return(tfrdv_mgr* mgr, int64_t step_id, const char* key,
+                                            size_t key_len, int64_t request_id,
+                                            const tfrdv_args* send_args, tfrdv_value* value,
+                                            int is_dead, tfrdv_status* st);
 
 typedef struct tfrdv_mgr_stats {
     uint64_t steps_created, steps_cleaned, calls_started, calls_retried, calls_completed;
@@ -800,6 +814,44 @@ TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb);
    "restart"); mgr NULL removes it. */
 TFRDV_API tfrdv_code tfrdv_loopback_register(tfrdv_loopback* lb, const char* worker_name,
                                              tfrdv_mgr* mgr, tfrdv_status* st);
+
+/* ---------------------------------------------------------------------------------------------
+   Router: one manager, several transports, picked per call by the worker the tensor comes from,
+   so one worker fetches from TensorFlow peers over gRPC, from tfrdv peers over TCP or verbs, and
+   from same-process workers over the loopback.
+       tfrdv_route routes[3] = {{"/job:tf", grpc_transport}, {"/job:ps", tcp_transport},
+                                {"*", loopback_transport}};
+       rc.routes = routes;  rc.num_routes = 3;
+       tfrdv_router_create(&rc, &mc.transport, &st);        then tfrdv_mgr_create(&mc, ...)
+   Servers are attached to the manager as usual (tfrdv_grpc_attach, tfrdv_tcp_attach, ...): any
+   number of them may serve the same manager at once.
+   --------------------------------------------------------------------------------------------- */
+typedef struct tfrdv_route {
+    /* Which source workers: a device-name pattern matched part by part against the call's source
+       worker (tfrdv_call_src_worker): "/job:ps" (every task of job ps), "/job:ps/task:1",
+       "/job:ps/replica:0/task:1"; "", "/" or "*" match every worker. */
+    const char* workers;
+    tfrdv_transport transport;
+} tfrdv_route;
+typedef struct tfrdv_router_config {
+    tfrdv_hooks hooks;          /* allocator (the router's own memory) */
+    const tfrdv_route* routes;  /* copied; the first route whose pattern matches wins */
+    size_t num_routes;          /* 1..64 */
+    /* Optional, asked before the patterns: the index of the route for this worker, or -1 to use
+       the patterns. It must answer the same for a worker for the whole life of a call (a call's
+       cancellation goes to the transport that started it). Called without library locks. */
+    int (*pick)(void* user, const char* worker, size_t len);
+    void* pick_user;
+} tfrdv_router_config;
+TFRDV_API tfrdv_router_config tfrdv_router_config_init(void);
+/* Builds the routing transport into *out (for tfrdv_mgr_config.transport). On success it owns
+   the routes' transports: its destroy calls each distinct transport's destroy once. On failure it
+   takes nothing and names the bad route (a pattern that does not parse, a transport without
+   start_call or cancel_call). A pick answer out of range fails that call INTERNAL. A call no route
+   matches fails INTERNAL "tfrdv router: no route for worker <name>" (as an unknown worker does
+   with the manager's resolve hook). */
+TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_transport* out,
+                                         tfrdv_status* st);
 
 /* ---------------------------------------------------------------------------------------------
    Convenience helpers (values with their own storage, keys that own their bytes, printing)
@@ -2986,6 +3038,15 @@ TFRDV__PRIVATE void tfrdv__chan_push(tfrdv__chan* c, void* item) {
     }
     c->tail = item;
 }
+/* a send given back (tfrdv_mgr_serve_return) goes before every queued one: it was sent first */
+TFRDV__PRIVATE void tfrdv__chan_push_front(tfrdv__chan* c, void* item) {
+    if (!c->tail) {
+        tfrdv__chan_push(c, item);
+        return;
+    }
+    *(void**)item = *(void**)c->tail;
+    *(void**)c->tail = item;
+}
 TFRDV__PRIVATE void* tfrdv__chan_pop(tfrdv__chan* c) {
     void* t = c->tail;
     void* it = *(void**)t;
@@ -3046,9 +3107,10 @@ TFRDV__PRIVATE tfrdv_trace_fn tfrdv__trace_of(const tfrdv_rendezvous* r);
 TFRDV__PRIVATE void tfrdv__trace_local(tfrdv_rendezvous* r, const char* key, size_t len, int64_t t0,
                                        const tfrdv_status* st, const tfrdv_value* v, int dead);
 
+/* front: queue the value before every buffered one (a value given back) */
 TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                             const tfrdv_args* args, tfrdv_value* value, int is_dead,
-                                            tfrdv_status* st) {
+                                            int front, tfrdv_status* st) {
     tfrdv__shard* s = tfrdv__shard_of(r, key->hash);
     size_t i;
     int found;
@@ -3087,7 +3149,8 @@ TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_par
         si->device_context = args ? args->device_context : 0;
         si->alloc_attrs = args ? args->alloc_attrs : 0;
         si->t0 = t0;
-        tfrdv__chan_push(c, si);
+        if (front) tfrdv__chan_push_front(c, si);
+        else tfrdv__chan_push(c, si);
         if (tfrdv__too_full(s)) tfrdv__resize(r, s);
         tfrdv__unlock(&s->mu);
         return TFRDV_OK;
@@ -3495,7 +3558,7 @@ TFRDV_API tfrdv_code tfrdv_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
         tfrdv_code rc = tfrdv__remote_send_check(r, key, st);
         if (rc != TFRDV_OK) return rc;
     }
-    return tfrdv__local_send(r, key, args, value, is_dead, st);
+    return tfrdv__local_send(r, key, args, value, is_dead, 0, st);
 }
 
 /* refusals fill est (and run no callback) */
@@ -3985,6 +4048,7 @@ struct tfrdv_call {
     int cancel_pending;
     int linked;
     int attempt;
+    int route;         /* the router's choice for this attempt (tfrdv_router_create) */
     int cm_registered; /* cnode is registered with recv_args.cancel */
     int cm_orphan;     /* its cancellation callback was running when we took over: it unbusies */
     int64_t step_id, request_id, deadline, retry_at;
@@ -4613,12 +4677,18 @@ TFRDV__PRIVATE void tfrdv__serve_local(tfrdv__serve* op) {
     if (tfrdv__local_recv(op->r, &op->parsed, &a, tfrdv__serve_recv_done, op, 0, &est) != TFRDV_OK)
         tfrdv__serve_finish(op, &est, 0, 0, 0);
 }
+/* mgr->mu and r->mu held: the step was never initialised and holds nothing (no deferred request,
+   no call), and no reference but the table's and `held` ours: nobody can tell it exists, so it
+   may leave the table (mgr->mu is held: no find races) */
+TFRDV__PRIVATE int tfrdv__step_unused(tfrdv_rendezvous* r, long held) {
+    return !r->initialized && !r->deferred && !r->calls && tfrdv__atomic_load(&r->refs) == 1 + held;
+}
 /* the request's cancellation manager fired while it was a WAITER or DEFERRED (or after it left) */
 TFRDV__PRIVATE void tfrdv__serve_cancelled(void* p) {
     tfrdv__serve* op = (tfrdv__serve*)p;
     tfrdv_mgr* mgr = op->mgr;
     tfrdv_rendezvous* r = op->r; /* set before op could be DEFERRED; NULL for a WAITER */
-    int take = 0, orphan = 0;
+    int take = 0, orphan = 0, drop = 0;
     tfrdv__lock(&mgr->mu); /* lock order mgr -> step */
     if (r) tfrdv__lock(&r->mu);
     if (op->state == TFRDV__SERVE_WAITER) {
@@ -4627,6 +4697,12 @@ TFRDV__PRIVATE void tfrdv__serve_cancelled(void* p) {
     } else if (op->state == TFRDV__SERVE_DEFERRED) {
         tfrdv__serve_unlink(&r->deferred, op);
         take = 1;
+        /* withdrawn like an expired one: a step only this request made leaves with it (op->r is
+           still held), or a peer that cancels could fill the table with steps it names */
+        if (tfrdv__step_unused(r, 1)) {
+            tfrdv__unlink_step(mgr, r->step_id);
+            drop = 1;
+        }
     } else if (op->cm_orphan) {
         op->cm_orphan = 0;
         orphan = 1;
@@ -4638,6 +4714,7 @@ TFRDV__PRIVATE void tfrdv__serve_cancelled(void* p) {
     }
     if (r) tfrdv__unlock(&r->mu);
     tfrdv__unlock(&mgr->mu);
+    if (drop) tfrdv_unref(r); /* the table's reference; op->r keeps ours until the answer */
     if (take) {
         tfrdv__serve_fail(op, TFRDV_CANCELLED, TFRDV__WITHDRAWN);
     } else if (orphan) {
@@ -4752,12 +4829,6 @@ TFRDV__PRIVATE int tfrdv__serve_check(tfrdv__serve* op) {
     return 0;
 }
 enum { TFRDV__ROUTE_LOCAL, TFRDV__ROUTE_DEFERRED, TFRDV__ROUTE_FULL, TFRDV__ROUTE_WITHDRAWN };
-/* mgr->mu and r->mu held: the step was never initialised and holds nothing (no deferred request,
-   no call), and no reference but the table's and `held` ours: nobody can tell it exists, so it
-   may leave the table (mgr->mu is held: no find races) */
-TFRDV__PRIVATE int tfrdv__step_unused(tfrdv_rendezvous* r, long held) {
-    return !r->initialized && !r->deferred && !r->calls && tfrdv__atomic_load(&r->refs) == 1 + held;
-}
 /* Phase 3: tombstone, find or create the step, then defer (not initialised yet) or wait in its
    table (an aborted step answers with its status). */
 TFRDV__PRIVATE void tfrdv__serve_route(tfrdv__serve* op) {
@@ -4859,24 +4930,67 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char
     return TFRDV_OK;
 }
 
-TFRDV_API void tfrdv_mgr_ack(tfrdv_mgr* mgr, int64_t request_id) {
+/* mgr->mu held: forget request_id's response-cache entry; returns it when it is to be freed
+   (outside the lock), NULL when there is none or it is still being computed (then doomed) */
+TFRDV__PRIVATE tfrdv__centry* tfrdv__cache_forget(tfrdv_mgr* mgr, int64_t request_id) {
     tfrdv__centry* e;
     tfrdv__centry** pp;
-    if (!mgr) return;
-    tfrdv__lock(&mgr->mu);
     for (pp = &mgr->cache[tfrdv__cache_bucket(mgr, request_id)]; (e = *pp) != 0; pp = &e->next) {
         if (e->request_id != request_id) continue;
         if (!e->finished) {
             e->doomed = 1;
-            e = 0;
-        } else {
-            *pp = e->next;
-            mgr->ncache--;
+            return 0;
         }
-        break;
+        *pp = e->next;
+        mgr->ncache--;
+        return e;
+    }
+    return 0;
+}
+TFRDV_API void tfrdv_mgr_ack(tfrdv_mgr* mgr, int64_t request_id) {
+    tfrdv__centry* e;
+    if (!mgr) return;
+    tfrdv__lock(&mgr->mu);
+    e = tfrdv__cache_forget(mgr, request_id);
+    tfrdv__unlock(&mgr->mu);
+    if (e) tfrdv__centry_free(mgr, e);
+}
+
+TFRDV_API tfrdv_code tfrdv_mgr_serve_return(tfrdv_mgr* mgr, int64_t step_id, const char* key,
+                                            size_t key_len, int64_t request_id,
+                                            const tfrdv_args* send_args, tfrdv_value* value,
+                                            int is_dead, tfrdv_status* st) {
+    tfrdv_parsed_key pk;
+    tfrdv_rendezvous* r = 0;
+    tfrdv__centry* e = 0;
+    tfrdv_code rc;
+    if (!mgr || (!key && key_len) || (!value && !is_dead)) {
+        tfrdv_value_release(value);
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_serve_return: NULL manager or key, or a NULL live value");
+    }
+    if (key_len > mgr->cfg.max_key_len || tfrdv_key_parse(key, key_len, &pk, st) != TFRDV_OK) {
+        tfrdv_value_release(value);
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_serve_return: invalid rendezvous key (%U bytes)", (uint64_t)key_len);
+    }
+    tfrdv__lock(&mgr->mu);
+    if (request_id != 0) { /* as if never served: a retry with the same id is served afresh */
+        tfrdv__idset_remove(&mgr->recent, request_id);
+        e = tfrdv__cache_forget(mgr, request_id);
+    }
+    if (!mgr->destroyed) {
+        for (r = mgr->steps[tfrdv__step_bucket(mgr, step_id)]; r && r->step_id != step_id; r = r->mgr_next) {}
+        if (r) tfrdv_ref(r);
     }
     tfrdv__unlock(&mgr->mu);
     if (e) tfrdv__centry_free(mgr, e);
+    if (!r) {
+        tfrdv_value_release(value);
+        return tfrdv__err(st, TFRDV_ABORTED, "tfrdv_mgr_serve_return: step %I is gone (cleaned up or shut down); the value was released", step_id);
+    }
+    rc = tfrdv__local_send(r, &pk, send_args, value, is_dead, 1, st);
+    if (rc != TFRDV_OK) tfrdv_value_release(value); /* the step was aborted: its status is in st */
+    tfrdv_unref(r);
+    return rc;
 }
 
 /* r->mu held: take the deferred requests out (in arrival order), each leaving DEFERRED */
@@ -5849,6 +5963,132 @@ TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
     return t;
 }
 
+/* >>router */
+#define TFRDV__ROUTES_MAX 64
+typedef struct tfrdv__route {
+    tfrdv_device_name dn; /* views into pattern */
+    char* pattern;
+    size_t len;
+    int all;
+    tfrdv_transport t;
+} tfrdv__route;
+typedef struct tfrdv__router {
+    tfrdv_allocator a;
+    int (*pick)(void* user, const char* worker, size_t len);
+    void* pick_user;
+    size_t n;
+    tfrdv__route r[1]; /* n of them */
+} tfrdv__router;
+TFRDV__PRIVATE size_t tfrdv__router_bytes(size_t n) { return sizeof(tfrdv__router) + (n - 1) * sizeof(tfrdv__route); }
+TFRDV__PRIVATE int tfrdv__route_matches(const tfrdv__route* rt, const tfrdv_device_name* w) {
+    if (rt->all) return 1;
+    if (rt->dn.has_job && (!w->has_job || rt->dn.job.len != w->job.len || memcmp(rt->dn.job.ptr, w->job.ptr, w->job.len) != 0))
+        return 0;
+    if (rt->dn.has_replica && (!w->has_replica || rt->dn.replica != w->replica)) return 0;
+    if (rt->dn.has_task && (!w->has_task || rt->dn.task != w->task)) return 0;
+    return 1;
+}
+/* the route of the call's source worker, or -1 (st says why) */
+TFRDV__PRIVATE int tfrdv__router_pick(tfrdv__router* rt, tfrdv_call* call, tfrdv_status* st) {
+    tfrdv_str w = tfrdv_call_src_worker(call);
+    tfrdv_device_name dn;
+    size_t i;
+    if (rt->pick) {
+        int k = rt->pick(rt->pick_user, w.ptr, w.len);
+        if (k >= 0 && (size_t)k < rt->n) return k;
+        if (k != -1) {
+            tfrdv__err(st, TFRDV_INTERNAL, "tfrdv router: pick answered route %d for worker %S (%d routes)", k, &w, (int)rt->n);
+            return -1;
+        }
+    }
+    if (tfrdv_device_parse(w.ptr, w.len, &dn, st) == TFRDV_OK)
+        for (i = 0; i < rt->n; i++)
+            if (tfrdv__route_matches(&rt->r[i], &dn)) return (int)i;
+    tfrdv__err(st, TFRDV_INTERNAL, "tfrdv router: no route for worker %S", &w);
+    return -1;
+}
+TFRDV__PRIVATE void tfrdv__router_start(void* user, tfrdv_call* call) {
+    tfrdv__router* rt = (tfrdv__router*)user;
+    tfrdv_status st;
+    int k = tfrdv__router_pick(rt, call, &st);
+    call->route = k;
+    if (k < 0) tfrdv_call_finish_status(call, &st, 0, 0);
+    else rt->r[k].t.start_call(rt->r[k].t.user, call);
+}
+TFRDV__PRIVATE void tfrdv__router_cancel(void* user, tfrdv_call* call) {
+    tfrdv__router* rt = (tfrdv__router*)user;
+    int k = call->route; /* set by the start this cancellation follows */
+    if (k >= 0 && (size_t)k < rt->n) rt->r[k].t.cancel_call(rt->r[k].t.user, call);
+}
+TFRDV__PRIVATE void tfrdv__router_destroy(void* user) {
+    tfrdv__router* rt = (tfrdv__router*)user;
+    tfrdv_allocator a = rt->a;
+    size_t i, j;
+    for (i = 0; i < rt->n; i++) {
+        tfrdv_transport* t = &rt->r[i].t;
+        int seen = 0;
+        for (j = 0; j < i && !seen; j++)
+            seen = rt->r[j].t.user == t->user && rt->r[j].t.destroy == t->destroy;
+        if (t->destroy && !seen) t->destroy(t->user);
+    }
+    for (i = 0; i < rt->n; i++) tfrdv__free(&a, rt->r[i].pattern, rt->r[i].len + 1);
+    tfrdv__free(&a, rt, tfrdv__router_bytes(rt->n));
+}
+TFRDV_API tfrdv_router_config tfrdv_router_config_init(void) {
+    tfrdv_router_config c;
+    memset(&c, 0, sizeof c);
+    return c;
+}
+TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_transport* out,
+                                         tfrdv_status* st) {
+    tfrdv__router* rt;
+    tfrdv_allocator a;
+    size_t i;
+    if (!cfg || !out) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_router_create: NULL config or out");
+    memset(out, 0, sizeof *out);
+    a = cfg->hooks.allocator;
+    if (!tfrdv__allocator_ok(&a)) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_router_create: incomplete allocator hooks");
+    if (!cfg->routes || cfg->num_routes < 1 || cfg->num_routes > TFRDV__ROUTES_MAX)
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_router_create: num_routes must be 1..%d (got %U)", TFRDV__ROUTES_MAX, (uint64_t)cfg->num_routes);
+    for (i = 0; i < cfg->num_routes; i++) {
+        const tfrdv_route* r = &cfg->routes[i];
+        const char* p = r->workers ? r->workers : "";
+        tfrdv_device_name dn;
+        tfrdv_status pst;
+        if (!r->transport.start_call || !r->transport.cancel_call)
+            return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_router_create: route %d (\"%s\") has no start_call or cancel_call", (int)i, p);
+        if (strcmp(p, "*") != 0 && tfrdv_device_parse(p, strlen(p), &dn, &pst) != TFRDV_OK)
+            return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_router_create: route %d: %s", (int)i, pst.msg);
+    }
+    rt = (tfrdv__router*)tfrdv__zalloc(&a, tfrdv__router_bytes(cfg->num_routes));
+    if (!rt) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_router_create: out of memory");
+    rt->a = a;
+    rt->pick = cfg->pick;
+    rt->pick_user = cfg->pick_user;
+    for (i = 0; i < cfg->num_routes; i++) {
+        tfrdv__route* d = &rt->r[i];
+        const char* p = cfg->routes[i].workers ? cfg->routes[i].workers : "";
+        d->len = strlen(p);
+        d->pattern = (char*)tfrdv__alloc(&a, d->len + 1);
+        if (!d->pattern) {
+            rt->n = i; /* frees the patterns copied so far, destroys nothing: no transport is ours yet */
+            while (i--) tfrdv__free(&a, rt->r[i].pattern, rt->r[i].len + 1);
+            tfrdv__free(&a, rt, tfrdv__router_bytes(cfg->num_routes));
+            return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_router_create: out of memory");
+        }
+        memcpy(d->pattern, p, d->len + 1);
+        d->all = strcmp(p, "*") == 0;
+        if (!d->all) tfrdv_device_parse(d->pattern, d->len, &d->dn, 0); /* checked above */
+        d->t = cfg->routes[i].transport;
+    }
+    rt->n = cfg->num_routes;
+    out->user = rt;
+    out->start_call = tfrdv__router_start;
+    out->cancel_call = tfrdv__router_cancel;
+    out->destroy = tfrdv__router_destroy;
+    return TFRDV_OK;
+}
+
 /* >>helpers  values with their own storage, keys that own their bytes, one-call workers and steps */
 TFRDV_API tfrdv_value* tfrdv_value_new_with(const tfrdv_allocator* allocator, int32_t dtype,
                                             int32_t rank, const int64_t* dims, const void* data,
@@ -5995,6 +6235,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv
 #undef TFRDV__CACHE_BUCKETS
 #undef TFRDV__WITHDRAWN
 #undef TFRDV__LB_FREE_MAX
+#undef TFRDV__ROUTES_MAX
 #undef TFRDV__SHRINK_FROM
 #undef TFRDV__CHAN_KEY
 #undef TFRDV__CHAN_KEEP_MAX

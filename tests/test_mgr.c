@@ -391,6 +391,55 @@ static void test_expired_stray_request_leaves_no_step_behind(void) {
     FX_CHECK_EMPTY(&a);
 }
 
+/* a deferred request withdrawn through its cancellation manager (a gRPC/TCP client that cancelled
+   or whose deadline passed) leaves no step behind either: 10,000 requests for 10,000 new step ids,
+   each withdrawn, with max_deferred 1000, leave no step and give their memory back */
+static void test_withdrawn_deferred_requests_leave_no_step_behind(void) {
+    enum { N = 10000 };
+    fx_alloc a = {0};
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
+    tfrdv_hooks h = fx_hooks(&a);
+    tfrdv_mgr* m;
+    tfrdv_cancel_mgr* cm = 0;
+    fx_key k;
+    fx_serve s;
+    tfrdv_mgr_stats stt;
+    long base;
+    int i, cancelled = 0;
+    memset(&s, 0, sizeof s);
+    c.max_deferred = 1000;
+    m = mk(&c);
+    key(&k, B0, INC_B, A0, "withdrawn");
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(&h, &cm, 0), TFRDV_OK);
+    base = fx_live(&a);
+    for (i = 0; i < N; i++) {
+        memset(&s, 0, sizeof s);
+        TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 5000 + i, k.buf, k.len, 1 + i, cm, fx_serve_done, &s), TFRDV_OK);
+        TT_CHECK_EQ_INT(s.calls, 0); /* deferred */
+        tfrdv_cancel_start(cm);
+        cancelled += s.calls == 1 && s.st.code == TFRDV_CANCELLED;
+        TT_CHECK_EQ_INT(tfrdv_cancel_mgr_reset(cm), TFRDV_OK);
+    }
+    TT_CHECK_EQ_INT(cancelled, N);
+    TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 0);
+    tfrdv_mgr_get_stats(m, &stt);
+    TT_CHECK_EQ_INT(stt.active_steps, 0);
+    TT_CHECK(fx_live(&a) <= base + 2); /* at most a recycled request record remains */
+    /* a withdrawn request of a step somebody holds keeps that step */
+    {
+        tfrdv_rendezvous* held = step(m, 777, 0);
+        memset(&s, 0, sizeof s);
+        TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 777, k.buf, k.len, 99999, cm, fx_serve_done, &s), TFRDV_OK);
+        tfrdv_cancel_start(cm);
+        TT_CHECK_EQ_INT(s.st.code, TFRDV_CANCELLED);
+        TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 1);
+        tfrdv_unref(held);
+    }
+    tfrdv_cancel_mgr_destroy(cm);
+    tfrdv_mgr_destroy(m);
+    FX_CHECK_EMPTY(&a);
+}
+
 /* ...but a step somebody holds, or one with a request still waiting, stays */
 static void test_expired_request_keeps_a_step_that_is_in_use(void) {
     fx_alloc a = {0};
@@ -854,6 +903,70 @@ static void test_serve_request_id_zero_is_never_deduplicated(void) {
     TT_CHECK_EQ_INT(stats(m).duplicate_requests, 0);
     tfrdv_unref(r);
     tfrdv_mgr_destroy(m);
+}
+
+/* tfrdv_mgr_serve_return: a transport that could not deliver a served value gives it back; it goes
+   before the values sent after it (send order holds), its request id can be served again, and a
+   step that is gone releases it */
+static void test_serve_return_puts_the_value_back_first_and_frees_the_request_id(void) {
+    fx_alloc a = {0};
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
+    tfrdv_mgr* m;
+    fx_key k;
+    fx_serve s1, s2;
+    fx_value v1, v2;
+    tfrdv_rendezvous* r;
+    tfrdv_args sa = tfrdv__no_args;
+    tfrdv_status st;
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    c.response_cache = 1;
+    m = mk(&c);
+    key(&k, B0, INC_B, A0, "given-back");
+    r = step(m, 63, 1);
+    sa.alloc_attrs = 5;
+    tfrdv_send(r, &k.pk, &sa, fx_value_init(&v1, 1), 0, 0);
+    tfrdv_send(r, &k.pk, 0, fx_value_init(&v2, 2), 0, 0);
+    s1.keep = 1;
+    serve(m, 63, &k, 42, &s1);
+    TT_CHECK(s1.calls == 1 && s1.kept == &v1.v);
+    TT_CHECK_EQ_INT(s1.send_args.alloc_attrs, 5);
+    /* the reply could not be delivered: v1 goes back ahead of v2 */
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve_return(m, 63, k.buf, k.len, 42, &s1.send_args, s1.kept, 0, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(fx_released(&v1), 0);
+    /* the same request id again is served (not a duplicate, not the cached answer) and gets v1 */
+    serve(m, 63, &k, 42, &s2);
+    TT_CHECK_EQ_INT(s2.st.code, TFRDV_OK);
+    TT_CHECK(s2.value_ptr == &v1.v);
+    TT_CHECK_EQ_INT(s2.send_args.alloc_attrs, 5);
+    TT_CHECK_EQ_INT(stats(m).duplicate_requests, 0);
+    tfrdv_mgr_ack(m, 42);
+    TT_CHECK_EQ_INT(fx_released(&v1), 1);
+    /* a request already waiting gets a given-back value directly */
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    serve(m, 63, &k, 0, &s1); /* takes v2 */
+    TT_CHECK(s1.calls == 1 && s1.value_ptr == &v2.v);
+    serve(m, 63, &k, 0, &s2); /* waits */
+    TT_CHECK_EQ_INT(s2.calls, 0);
+    fx_value_init(&v1, 3);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve_return(m, 63, k.buf, k.len, 0, 0, &v1.v, 0, 0), TFRDV_OK);
+    TT_CHECK(s2.calls == 1 && s2.value_ptr == &v1.v);
+    /* a step that is gone releases the value and says so */
+    tfrdv_mgr_cleanup(m, 63);
+    fx_value_init(&v1, 4);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve_return(m, 63, k.buf, k.len, 43, 0, &v1.v, 0, &st), TFRDV_ABORTED);
+    TT_CHECK_CONTAINS(st.msg, "step 63 is gone");
+    TT_CHECK_EQ_INT(fx_released(&v1), 1);
+    /* bad arguments: still taken */
+    fx_value_init(&v1, 5);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve_return(m, 63, "no key", 6, 0, 0, &v1.v, 0, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(fx_released(&v1), 1);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve_return(m, 63, k.buf, k.len, 0, 0, 0, 0, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve_return(0, 63, k.buf, k.len, 0, 0, 0, 1, 0), TFRDV_INVALID_ARGUMENT);
+    tfrdv_unref(r);
+    tfrdv_mgr_destroy(m);
+    FX_CHECK_EMPTY(&a);
 }
 
 static void test_serve_dedup_window_is_bounded(void) {
@@ -1374,6 +1487,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_deferred_request_deadline_exceeded_names_step_and_key);
     TT_RUN(test_expired_stray_request_leaves_no_step_behind);
     TT_RUN(test_expired_request_keeps_a_step_that_is_in_use);
+    TT_RUN(test_withdrawn_deferred_requests_leave_no_step_behind);
     TT_RUN(test_cleanup_aborts_receivers_and_deferred_and_releases_buffered_values);
     TT_RUN(test_tombstone_fails_a_late_serve_at_once);
     TT_RUN(test_tombstones_are_bounded_by_tombstone_max);
@@ -1388,6 +1502,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_serve_device_incarnation_hook_and_unknown_device_not_found);
     TT_RUN(test_serve_duplicate_request_id_is_aborted);
     TT_RUN(test_serve_request_id_zero_is_never_deduplicated);
+    TT_RUN(test_serve_return_puts_the_value_back_first_and_frees_the_request_id);
     TT_RUN(test_serve_dedup_window_is_bounded);
     TT_RUN(test_response_cache_answers_a_retry_with_the_same_value_released_once_after_ack);
     TT_RUN(test_response_cache_waiters_share_one_answer_released_once_by_cleanup);
