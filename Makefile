@@ -20,7 +20,7 @@ TESTS    := $(patsubst tests/%.c,$(B)/%,$(TEST_SRCS)) $(B)/test_locks_fenced
 EXAMPLES := $(patsubst examples/%.c,$(B)/ex_%,$(EXAMPLE_SRCS))
 HEADERS  := tfrdv.h $(wildcard tfrdv_*.h) tests/tt.h $(wildcard tests/*.h)
 
-.PHONY: all test asan tsan valgrind bench fuzz demo clean check examples
+.PHONY: all test asan tsan valgrind bench bench-tcp fuzz demo clean check examples
 all: $(TESTS) $(EXAMPLES)
 
 $(B)/test_%: tests/test_%.c $(HEADERS)
@@ -55,10 +55,10 @@ tsan:
 valgrind: all
 	@B=$(B) VALGRIND=1 RUN_MATRIX=0 TFRDV_STRESS_OPS=100000 bash tests/run.sh
 
-# `make demo DEMO_ARGS="--trace out.json"` also writes a timeline for ui.perfetto.dev
-DEMO_ARGS ?=
-demo: $(B)/ex_two_workers
-	@$(B)/ex_two_workers $(DEMO_ARGS)
+# the ps and the worker as two processes over tfrdv_tcp.h (a Unix socket); the in-process loopback
+# demo is ex_two_workers (`ex_two_workers --trace out.json` writes a timeline for ui.perfetto.dev)
+demo: $(B)/ex_tcp_workers
+	@$(B)/ex_tcp_workers
 
 fuzz:
 	@bash tests/fuzz.sh
@@ -68,6 +68,16 @@ bench:
 	$(SAY) CC build/bench/bench
 	$(Q)$(CC) -std=c99 -O2 -DNDEBUG -I. -Wall -Wextra -o build/bench/bench bench/bench.c $(LDLIBS)
 	@./build/bench/bench
+
+# tfrdv_tcp.h against raw sockets on TCP and Unix sockets, and against tfrdv_grpc.h when
+# pkg-config finds the gRPC C core (otherwise the gRPC rows are skipped, with a note)
+bench-tcp:
+	@mkdir -p build/bench
+	$(SAY) CC build/bench/bench_tcp
+	$(Q)if pkg-config --exists grpc 2> /dev/null; then g="-DTFRDV_BENCH_GRPC $$(pkg-config --cflags grpc)"; \
+	  l="$$(pkg-config --libs grpc)"; fi; \
+	  $(CC) -std=c99 -O2 -DNDEBUG -I. -Wall -Wextra $$g -o build/bench/bench_tcp bench/bench_tcp.c $$l $(LDLIBS)
+	@./build/bench/bench_tcp
 
 clean:
 	rm -rf build
