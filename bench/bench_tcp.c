@@ -67,42 +67,28 @@ static unsigned char* pat; /* MAXB bytes of pattern: the server's payload, the c
 static unsigned char* dst; /* MAXB bytes: the client's destination (warm) */
 static char unix_tfrdv[108], unix_raw[108];
 
-static int rd_all(int fd, void* p, size_t n) {
-    size_t g = 0;
-    while (g < n) { ssize_t r = read(fd, (char*)p + g, n - g); if (r <= 0) return 0; g += (size_t)r; }
-    return 1;
-}
-static int wr_all(int fd, const void* p, size_t n) {
-    size_t g = 0;
-    while (g < n) { ssize_t r = write(fd, (const char*)p + g, n - g); if (r <= 0) return 0; g += (size_t)r; }
-    return 1;
-}
-/* sendmsg until every byte of iov[0..n) went (iov is consumed) */
-static int send_iov(int fd, struct iovec* iov, int n) {
+/* Moves every byte of iov[0..n) (consumed): out = send, else receive; sock: sendmsg
+   (MSG_NOSIGNAL) / recvmsg (MSG_WAITALL), else writev / readv (the command pipes). */
+static int io_all(int fd, struct iovec* iov, int n, int out, int sock) {
     while (n > 0) {
         struct msghdr m;
         ssize_t r;
         memset(&m, 0, sizeof m);
         m.msg_iov = iov;
         m.msg_iovlen = (size_t)n;
-        if ((r = sendmsg(fd, &m, MSG_NOSIGNAL)) <= 0) return 0;
+        if (sock) r = out ? sendmsg(fd, &m, MSG_NOSIGNAL) : recvmsg(fd, &m, MSG_WAITALL);
+        else r = out ? writev(fd, iov, n) : readv(fd, iov, n);
+        if (r <= 0) return 0;
         while (n > 0 && (size_t)r >= iov->iov_len) { r -= (ssize_t)iov->iov_len; iov++; n--; }
         if (n > 0) { iov->iov_base = (char*)iov->iov_base + r; iov->iov_len -= (size_t)r; }
     }
     return 1;
 }
-static int recv_iov(int fd, struct iovec* iov, int n) {
-    while (n > 0) {
-        struct msghdr m;
-        ssize_t r;
-        memset(&m, 0, sizeof m);
-        m.msg_iov = iov;
-        m.msg_iovlen = (size_t)n;
-        if ((r = recvmsg(fd, &m, MSG_WAITALL)) <= 0) return 0;
-        while (n > 0 && (size_t)r >= iov->iov_len) { r -= (ssize_t)iov->iov_len; iov++; n--; }
-        if (n > 0) { iov->iov_base = (char*)iov->iov_base + r; iov->iov_len -= (size_t)r; }
-    }
-    return 1;
+static int io_buf(int fd, void* p, size_t len, int out, int sock) {
+    struct iovec v;
+    v.iov_base = p;
+    v.iov_len = len;
+    return io_all(fd, &v, 1, out, sock);
 }
 static void sock_opts(int fd, int is_unix) {
     int one = 1, buf = 4 << 20;
@@ -129,7 +115,7 @@ static void* raw_conn(void* a) {
     int fd = (int)(intptr_t)a;
     unsigned char req[64], hdr[32];
     uint64_t size;
-    while (rd_all(fd, req, sizeof req)) {
+    while (io_buf(fd, req, sizeof req, 0, 1)) {
         struct iovec iov[2];
         size_t first, off;
         memcpy(&size, req, 8);
@@ -141,11 +127,11 @@ static void* raw_conn(void* a) {
         iov[0].iov_len = sizeof hdr;
         iov[1].iov_base = pat;
         iov[1].iov_len = first;
-        if (!send_iov(fd, iov, 2)) break;
+        if (!io_all(fd, iov, 2, 1, 1)) break;
         for (off = first; off < size; off += PIECE) {
             iov[0].iov_base = pat + off;
             iov[0].iov_len = size - off < PIECE ? (size_t)(size - off) : PIECE;
-            if (!send_iov(fd, iov, 1)) break;
+            if (!io_all(fd, iov, 1, 1, 1)) break;
         }
     }
     close(fd);
@@ -257,8 +243,8 @@ static int serve_main(int in, int out) {
             if (ac[i].fd < 0 || pthread_create(&at[i], 0, raw_accept, &ac[i]) != 0) h.ok = 0;
         }
     }
-    wr_all(out, &h, sizeof h);
-    while (h.ok && rd_all(in, &c, sizeof c) && c.op != C_QUIT) {
+    io_buf(out, &h, sizeof h, 1, 0);
+    while (h.ok && io_buf(in, &c, sizeof c, 0, 0) && c.op != C_QUIT) {
         long reply = 0;
         tfrdv_status st;
         if (c.op == C_PREP) { /* n references of one payload, keys e0..e<n-1> of step c.step */
@@ -292,7 +278,7 @@ static int serve_main(int in, int out) {
             tfrdv_tcp_get_stats(w[c.kind].t, &s);
             reply = (long)s.server_requests_live;
         }
-        if (!wr_all(out, &reply, sizeof reply)) break;
+        if (!io_buf(out, &reply, sizeof reply, 1, 0)) break;
     }
     for (i = 0; i < NK; i++) side_destroy(&w[i]);
     unlink(unix_raw);
@@ -312,7 +298,7 @@ static long srv(int op, int kind, int64_t step, int64_t n, uint64_t size) {
     c.step = step;
     c.n = n;
     c.size = size;
-    if (!wr_all(to_srv, &c, sizeof c) || !rd_all(from_srv, &r, sizeof r)) bu_die("the server process is gone");
+    if (!io_buf(to_srv, &c, sizeof c, 1, 0) || !io_buf(from_srv, &r, sizeof r, 0, 0)) bu_die("the server process is gone");
     if (r < 0) bu_die("the server could not send its values");
     return r;
 }
@@ -437,12 +423,12 @@ static void raw_fetch(int fd, uint64_t size) {
     memcpy(req, &size, 8);
     iov[0].iov_base = req;
     iov[0].iov_len = sizeof req;
-    if (!send_iov(fd, iov, 1)) bu_die("raw request");
+    if (!io_all(fd, iov, 1, 1, 1)) bu_die("raw request");
     iov[0].iov_base = hdr;
     iov[0].iov_len = sizeof hdr;
     iov[1].iov_base = dst;
     iov[1].iov_len = (size_t)size;
-    if (!recv_iov(fd, iov, 2)) bu_die("raw reply");
+    if (!io_all(fd, iov, 2, 0, 1)) bu_die("raw reply");
     memcpy(&got, hdr, 8);
     if (got != size) bu_die("raw reply: wrong size");
 }
@@ -618,7 +604,7 @@ static void latency(uint64_t size) {
     }
     if (HAVE_GRPC) {
         int m;
-        snprintf(name, sizeof name, "fetch %s, tfrdv_tcp TCP vs tfrdv_grpc, median", size == 1 ? "1 B" : "4 KiB");
+        snprintf(name, sizeof name, "fetch %s, tfrdv_tcp TCP vs grpc, median", size == 1 ? "1 B" : "4 KiB");
         snprintf(val, sizeof val, "%.1f us", med[V_TCP]);
         snprintf(base, sizeof base, "%.1f us", med[V_GRPC]);
         snprintf(tname, sizeof tname, "fetch_%s_tcp_median_vs_grpc", sz);
@@ -752,7 +738,7 @@ static void memory(int tcp_port) {
         snprintf(val, sizeof val, "%.0f B (%.2f allocs)", per, (double)(during.allocs - before.allocs) / MEM_CALLS);
         m = target("memory_per_outstanding_call", per, 1024, "B", 1, 1.0);
         bu_row("memory per call, 1,000 in flight (client)", val, "1024 B", per / 1024, "<= 1x", m);
-        snprintf(val, sizeof val, "%zu live, %ld on the server", ts.client_calls_live, live);
+        snprintf(val, sizeof val, "%zu here, %ld at the server", ts.client_calls_live, live);
         bu_row("  calls in flight when measured", val, 0, 0, 0, -1);
         snprintf(val, sizeof val, "%lld B, %llu bad frees", (long long)after.live_bytes, (unsigned long long)after.size_mismatches);
         bu_row("client memory after destroy", val, 0, 0, "0 B", after.live_bytes == 0 && !after.size_mismatches);
@@ -792,7 +778,7 @@ int main(int argc, char** argv) {
     close(b[1]);
     to_srv = a[1];
     from_srv = b[0];
-    if (!rd_all(from_srv, &h, sizeof h) || !h.ok) bu_die("the server did not start");
+    if (!io_buf(from_srv, &h, sizeof h, 0, 0) || !h.ok) bu_die("the server did not start");
     for (i = 0; i < MAXK; i++) make_key(i, keys[i].buf, sizeof keys[i].buf, &keys[i].pk);
     snprintf(addr, sizeof addr, "127.0.0.1:%d", h.tcp_port);
     if (!client_side(&cs[K_TCP], K_TCP, addr, 0)) bu_die("client tcp");
@@ -828,7 +814,7 @@ int main(int argc, char** argv) {
         bcmd q;
         memset(&q, 0, sizeof q);
         q.op = C_QUIT;
-        wr_all(to_srv, &q, sizeof q);
+        io_buf(to_srv, &q, sizeof q, 1, 0);
     }
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) errors++;
     printf("\n%sload %.2f at start, %.2f at end; errors: %ld\n", targets, l0, bu_loadavg(), errors);
