@@ -85,3 +85,4 @@ clean:
 -include tests/tf/tf.mk
 -include tests/verbs/verbs.mk
 -include tests/interop/interop.mk
+-include tests/tcp/tcp.mk
