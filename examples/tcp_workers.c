@@ -4,12 +4,11 @@
                                     if both sides checked out
      ./tcp_workers ps ADDR          only the ps; ADDR: unix:/tmp/ps.sock or 127.0.0.1:5000
      ./tcp_workers worker ADDR      only the worker (start it within 30 s of the ps)
-   Per step the worker starts the step and fetches 4 float tensors (16 B .. 1 MiB). The ps runs
-   one step ahead: it starts step s+1 and sends its tensors, then waits until the 4 of step s were
-   served (its trace hook counts them) and cleans step s up; a request that arrives before its step
-   started waits in the ps's manager (deferred) until it does. Every key carries the ps's
-   incarnation: both sides know it here (a cluster's master hands it out). The ps ends when the
-   worker has closed its connection. */
+   Per step the worker starts the step and fetches 4 float tensors (16 B .. 1 MiB). The ps starts
+   every step and sends its tensors up front (they wait in its tables until fetched), then cleans
+   each step up once its 4 tensors were served (its trace hook counts them). Every key carries the
+   ps's incarnation: both sides know it here (a cluster's master hands it out). The ps ends when
+   the worker has closed its connection. */
 #define TFRDV_IMPLEMENTATION
 #define TFRDV_TCP_IMPLEMENTATION
 #include "tfrdv.h"
@@ -109,14 +108,13 @@ static int run_ps(const char* addr, int ready_fd) {
         tfrdv_tcp_destroy(tcp);
         return fail("ps", "manager", &st);
     }
+    for (step = 1; step <= STEPS && !rc; step++) rc = ps_step(m, step);
     printf("ps: %s serving on %s\n", PS, tfrdv_tcp_address(tcp));
     fflush(stdout);
-    if (ready_fd >= 0 && write(ready_fd, "R", 1) != 1) rc = 1; /* tell main: listening */
-    for (step = 1; step <= STEPS + 1 && !rc; step++) {
-        if (step <= STEPS) rc = ps_step(m, step);
-        if (step > 1 && !wait_for(&served[step - 1], NT))
-            rc = (fprintf(stderr, "ps: step %d: not all fetched in %d s\n", (int)step - 1, WAIT_S), 1);
-        if (step > 1) tfrdv_mgr_cleanup(m, step - 1); /* CleanupGraph: the step's tensors are gone */
+    if (!rc && ready_fd >= 0 && write(ready_fd, "R", 1) != 1) rc = 1; /* tell main: ready */
+    for (step = 1; step <= STEPS && !rc; step++) {
+        if (!wait_for(&served[step], NT)) rc = (fprintf(stderr, "ps: step %d: not all fetched in %d s\n", (int)step, WAIT_S), 1);
+        tfrdv_mgr_cleanup(m, step); /* CleanupGraph: the step's tensors are gone */
     }
     for (t0 = tfrdv_now_ns(); !rc; nanosleep(&ms10, NULL)) { /* the worker disconnects when done */
         tfrdv_tcp_get_stats(tcp, &s);
