@@ -169,7 +169,8 @@ static int run_worker(const char* addr) {
         tfrdv_tcp_destroy(tcp);
         return fail("worker", "manager", &st);
     }
-    printf("worker: fetching %d tensors per step from %s at %s\nlatency: from tfrdv_recv_async to its callback\n\n", NT, PS, addr);
+    printf("worker: fetching %d tensors per step from %s at %s\n"
+           "latency: from tfrdv_recv_async to its callback; a step's %d fetches are in flight together\n\n", NT, PS, addr, NT);
     printf("%4s  %-20s %10s  %-7s  %-10s %10s  %s\n", "step", "edge", "bytes", "dtype", "shape", "latency", "check");
     for (step = 1; step <= STEPS && good == (step - 1) * NT; step++) { /* stop after a failed step */
         tfrdv_rendezvous* r;
