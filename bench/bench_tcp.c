@@ -44,8 +44,8 @@
 #define MAXB ((size_t)256 << 20)
 #define PIECE ((size_t)4 << 20) /* raw sender: bytes per sendmsg */
 #define MAXK 10000              /* keys e0..e9999 */
-#define LAT_ROUNDS 15
-#define LAT_BLOCK 200 /* sequential fetches per variant per round */
+#define LAT_ROUNDS 30
+#define LAT_BLOCK 100 /* sequential fetches per variant per round, back to back */
 #define THR_ROUNDS 15 /* at most; 1 MiB uses all (its transfers are bimodal), 256 MiB 5 */
 #define PIPE_N 10000 /* fetches per pipelined block */
 #define PIPE_DEPTH 64
@@ -289,6 +289,7 @@ static int serve_main(int in, int out) {
    Client process
    ============================================================================================ */
 static int to_srv, from_srv;
+static int have(int v) { return v != V_GRPC || HAVE_GRPC; }
 static long srv(int op, int kind, int64_t step, int64_t n, uint64_t size) {
     bcmd c;
     long r = -1;
@@ -433,50 +434,78 @@ static void raw_fetch(int fd, uint64_t size) {
     if (got != size) bu_die("raw reply: wrong size");
 }
 
-/* n sequential fetches of size bytes on variant v; t[i] = each one's ns. Large payloads are
-   checked after the block (the destination is cleared before it). */
-static void run_block(int v, uint64_t size, int n, double* t) {
-    int i, k = vkind[v];
-    if (size > 65536) memset(dst, 0, (size_t)size);
-    if (k < 0) {
-        for (i = 0; i < n; i++) {
-            int64_t t0 = bu_now();
-            raw_fetch(raw_fd[v == V_RAW_UNIX], size);
-            t[i] = (double)(bu_now() - t0);
-        }
-        if (size <= 65536 && memcmp(dst, pat, (size_t)size) != 0) bu_die("raw: wrong bytes");
+/* One variant's share of a round: n sequential fetches of size bytes (tfrdv: a step whose keys
+   e0..e<n-1> the server has sent). */
+typedef struct blk {
+    int v;
+    uint64_t size;
+    int64_t step;
+    tfrdv_rendezvous* r;
+    slot s;
+} blk;
+static void blk_begin(blk* b, int v, uint64_t size, int n) {
+    int k = vkind[v];
+    memset(b, 0, sizeof *b);
+    b->v = v;
+    b->size = size;
+    b->s.mem = dst;
+    b->s.want = size;
+    if (k < 0) return;
+    b->step = next_step++;
+    srv(C_PREP, k, b->step, n, size);
+    if (tfrdv_mgr_start_step(cs[k].m, b->step, &b->r, 0) != TFRDV_OK) bu_die("client step");
+}
+/* fetch i; returns its ns. Every payload is checked (outside the time): one above 64 KiB has
+   its first, middle and last byte spoiled before and is compared whole after. */
+static double blk_fetch(blk* b, int i) {
+    size_t n = (size_t)b->size;
+    int64_t t0;
+    if (n > 65536) dst[0] = dst[n / 2] = dst[n - 1] = (unsigned char)~pat[n - 1];
+    t0 = bu_now();
+    if (vkind[b->v] < 0) {
+        raw_fetch(raw_fd[b->v == V_RAW_UNIX], b->size);
     } else {
-        int64_t step = next_step++;
-        tfrdv_rendezvous* r;
-        slot s;
         tfrdv_args a;
-        memset(&s, 0, sizeof s);
         memset(&a, 0, sizeof a);
-        s.mem = dst;
-        s.want = size;
         a.alloc_fn = slot_alloc;
-        a.alloc_user = &s;
-        srv(C_PREP, k, step, n, size);
-        if (tfrdv_mgr_start_step(cs[k].m, step, &r, 0) != TFRDV_OK) bu_die("client step");
-        for (i = 0; i < n; i++) {
-            int64_t t0 = bu_now();
-            pthread_mutex_lock(&mu);
-            done_n = 0;
-            pthread_mutex_unlock(&mu);
-            if (tfrdv_recv_async(r, &keys[i].pk, &a, on_recv, &s) != TFRDV_OK) bu_die("recv_async");
-            pthread_mutex_lock(&mu);
-            wait_mu(&done_n, 1, 0);
-            pthread_mutex_unlock(&mu);
-            t[i] = (double)(bu_now() - t0);
-        }
-        tfrdv_unref(r);
-        tfrdv_mgr_cleanup(cs[k].m, step);
-        srv(C_CLEAN, k, step, 0, 0);
+        a.alloc_user = &b->s;
+        pthread_mutex_lock(&mu);
+        done_n = 0;
+        pthread_mutex_unlock(&mu);
+        if (tfrdv_recv_async(b->r, &keys[i].pk, &a, on_recv, &b->s) != TFRDV_OK) bu_die("recv_async");
+        pthread_mutex_lock(&mu);
+        wait_mu(&done_n, 1, 0);
+        pthread_mutex_unlock(&mu);
     }
-    if (size > 65536 && memcmp(dst, pat, (size_t)size) != 0) {
-        fprintf(stderr, "bench: %s: %llu B arrived wrong\n", vname[v], (unsigned long long)size);
+    t0 = bu_now() - t0;
+    if ((vkind[b->v] < 0 || n > 65536) && memcmp(dst, pat, n) != 0) { /* smaller tfrdv: on_recv checked */
+        fprintf(stderr, "bench: %s: %llu B arrived wrong\n", vname[b->v], (unsigned long long)b->size);
         errors++;
     }
+    return (double)t0;
+}
+static void blk_end(blk* b) {
+    int k = vkind[b->v];
+    if (k < 0) return;
+    tfrdv_unref(b->r);
+    tfrdv_mgr_cleanup(cs[k].m, b->step);
+    srv(C_CLEAN, k, b->step, 0, 0);
+}
+/* One round: n fetches of every variant; t[v][i] = ns of variant v's fetch i. by_fetch: the
+   variants take turns fetch by fetch (the order rotating), else each makes its n fetches back to
+   back (a ping-pong in its own steady rhythm), the first variant rotating from round to round. */
+static void run_round(uint64_t size, int n, double* t[NV], int by_fetch, int round) {
+    blk b[NV];
+    int i, j, v;
+    for (v = 0; v < NV; v++)
+        if (have(v)) blk_begin(&b[v], v, size, n);
+    for (j = 0; j < NV; j++)
+        for (i = 0; i < n; i++) {
+            v = by_fetch ? (i + j) % NV : (round + j) % NV;
+            if (have(v)) t[v][i] = blk_fetch(&b[v], i);
+        }
+    for (v = 0; v < NV; v++)
+        if (have(v)) blk_end(&b[v]);
 }
 /* PIPE_N fetches of 4 KiB with PIPE_DEPTH in flight; calls per second */
 static double run_pipelined(int k) {
@@ -552,7 +581,7 @@ static int target(const char* name, double fig, double base, const char* unit, i
     int met = le ? r <= goal : r >= goal;
     if (targets_len < sizeof targets - 256)
         targets_len += (size_t)snprintf(targets + targets_len, sizeof targets - targets_len,
-                                        "TARGET %s: %.*f %s vs %.*f %s = %.2fx (goal %s %gx) %s\n", name, fig < 100 ? 2 : 0, fig,
+                                        "TARGET %s: %.*f %s vs %.*f %s = %.3fx (goal %s %gx) %s\n", name, fig < 100 ? 2 : 0, fig,
                                         unit, base < 100 ? 2 : 0, base, unit, r, le ? "<=" : ">=", goal, met ? "met" : "missed");
     return met;
 }
@@ -564,18 +593,18 @@ static double pct(double* v, int n, double p) { /* sorts v */
 }
 
 static double lat[NV][LAT_ROUNDS * LAT_BLOCK];
-static int have(int v) { return v != V_GRPC || HAVE_GRPC; }
 
 static void latency(uint64_t size) {
-    double med[NV], p99[NV], scratch[LAT_BLOCK];
+    double med[NV], p99[NV], *t[NV];
     char name[64], val[48], base[24], tname[64];
     int v, r;
     const char* sz = size == 1 ? "1B" : "4KiB";
-    for (v = 0; v < NV; v++) /* warm-up: connections, free lists, caches */
-        if (have(v)) run_block(v, size, LAT_BLOCK, scratch);
-    for (r = 0; r < LAT_ROUNDS; r++)
-        for (v = 0; v < NV; v++)
-            if (have(v)) run_block(v, size, LAT_BLOCK, lat[v] + r * LAT_BLOCK);
+    for (v = 0; v < NV; v++) t[v] = lat[v];
+    run_round(size, LAT_BLOCK, t, 0, 0); /* warm-up: connections, free lists, caches */
+    for (r = 0; r < LAT_ROUNDS; r++) {
+        for (v = 0; v < NV; v++) t[v] = lat[v] + r * LAT_BLOCK;
+        run_round(size, LAT_BLOCK, t, 0, r);
+    }
     for (v = 0; v < NV; v++) {
         if (!have(v)) continue;
         med[v] = pct(lat[v], LAT_ROUNDS * LAT_BLOCK, 0.5) / 1e3;
@@ -614,19 +643,20 @@ static void latency(uint64_t size) {
 }
 
 static void throughput(uint64_t size, int n, int rounds, double goal) {
-    double gbs[NV][THR_ROUNDS], med[NV], t[64];
+    double gbs[NV][THR_ROUNDS], med[NV], tt[NV][64], *t[NV];
     char name[64], val[32], base[32], tname[64], tg[16];
     int v, r, i;
-    for (v = 0; v < NV; v++)
-        if (have(v)) run_block(v, size, 1, t);
-    for (r = 0; r < rounds; r++)
+    for (v = 0; v < NV; v++) t[v] = tt[v];
+    run_round(size, 1, t, 1, 0); /* warm-up */
+    for (r = 0; r < rounds; r++) {
+        run_round(size, n, t, 1, r);
         for (v = 0; v < NV; v++) {
             double sum = 0;
             if (!have(v)) continue;
-            run_block(v, size, n, t);
-            for (i = 0; i < n; i++) sum += t[i];
+            for (i = 0; i < n; i++) sum += t[v][i];
             gbs[v][r] = (double)size * n / sum; /* bytes per ns = GB/s */
         }
+    }
     for (v = 0; v < NV; v++)
         if (have(v)) med[v] = bu_median(gbs[v], rounds);
     snprintf(tg, sizeof tg, ">= %.1fx", goal);
@@ -695,9 +725,11 @@ static void memory(int tcp_port) {
     if (!client_side(&s, K_TCP, addr, &h)) bu_die("memory: client");
     { /* one fetch first: the connection is open and the manager warm */
         side keep = cs[K_TCP];
-        double t[1];
+        blk b;
         cs[K_TCP] = s;
-        run_block(V_TCP, 1, 1, t);
+        blk_begin(&b, V_TCP, 1, 1);
+        blk_fetch(&b, 0);
+        blk_end(&b);
         cs[K_TCP] = keep;
     }
     srv(C_PREP, K_TCP, step, 0, 1); /* the step exists on the server, with nothing sent yet */
