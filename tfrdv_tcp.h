@@ -756,7 +756,8 @@ struct tfrdv_tcp {
     int nfree_ents, nfree_reqs, nfree_cms;
     size_t serving_count;                      /* tfrdv_mgr_serve calls whose done has not returned */
     size_t nqueued;                            /* responses waiting in send rings */
-    tfrdv_tcp_stats stats;
+    tfrdv_tcp_stats stats;                     /* under mu, but for the two counters below */
+    uint64_t frames_received, recv_calls;      /* the polling thread's, atomic */
 };
 
 /* >>memory ----------------------------------------------------------------------------------- */
@@ -1766,7 +1767,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_error(tfrdv_tcp* t, tfrdv_tcp__conn* c, co
 
 TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent* e;
-    __atomic_fetch_add(&t->stats.frames_received, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&t->frames_received, 1, __ATOMIC_RELAXED);
     if (!c->hello_ok) {
         size_t n;
         if (f->type != TFRDV_TCP_HELLO) {
@@ -1873,7 +1874,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 if (c->rx == TFRDV_TCP__RX_DATA && c->rent) { /* straight into the destination */
                     size_t want = c->rleft > ((size_t)1 << 30) ? ((size_t)1 << 30) : (size_t)c->rleft;
                     n = recv(c->fd, (uint8_t*)c->rent->value->data + c->rent->got, want, 0);
-                    __atomic_fetch_add(&t->stats.recv_calls, 1, __ATOMIC_RELAXED);
+                    __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
                     if (n > 0) {
                         c->rent->got += (uint64_t)n;
                         c->rleft -= (uint64_t)n;
@@ -1882,7 +1883,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 } else {
                     c->roff = c->rlen = 0;
                     n = recv(c->fd, c->rbuf, c->rcap, 0);
-                    __atomic_fetch_add(&t->stats.recv_calls, 1, __ATOMIC_RELAXED);
+                    __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
                     if (n > 0) {
                         c->rlen = (size_t)n;
                         if ((size_t)n < c->rcap) drained = 1;
@@ -1922,7 +1923,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 c->roff = 0;
             }
             n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
-            __atomic_fetch_add(&t->stats.recv_calls, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
             if (n <= 0) {
                 if (n < 0 && errno == EINTR) continue;
                 if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -2762,8 +2763,8 @@ TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out) {
     if (!t) return;
     pthread_mutex_lock(&t->mu);
     *out = t->stats;
-    out->frames_received = __atomic_load_n(&t->stats.frames_received, __ATOMIC_RELAXED);
-    out->recv_calls = __atomic_load_n(&t->stats.recv_calls, __ATOMIC_RELAXED);
+    out->frames_received = __atomic_load_n(&t->frames_received, __ATOMIC_RELAXED);
+    out->recv_calls = __atomic_load_n(&t->recv_calls, __ATOMIC_RELAXED);
     out->connections = t->nconns;
     out->client_calls_live = t->ecount;
     out->server_requests_live = t->serving_count + t->nqueued;
