@@ -7,7 +7,9 @@
          #include "tfrdv.h"
          #include "tfrdv_tcp.h"
      (the tfrdv.h implementation may live in another translation unit). Link with -lpthread.
-     Nothing but libc, POSIX sockets and POSIX threads. Linux first: epoll, accept4,
+     The implementation file should define _GNU_SOURCE (or _DEFAULT_SOURCE) before any include
+     on Linux, so the headers declare accept4 and the TCP options; without it the portable
+     fallbacks are used. Nothing but libc, POSIX sockets and POSIX threads. Linux first: epoll, accept4,
      TCP_USER_TIMEOUT, TCP_NOTSENT_LOWAT, MSG_NOSIGNAL and abstract Unix names are used where the
      headers define them; elsewhere poll(), accept + fcntl and SO_NOSIGPIPE stand in. Define
      TFRDV_TCP_NO_TRANSPORT in the implementation file to build only the frame codec (no sockets,
@@ -68,7 +70,8 @@
      the kernel's unsent queue short, so the next frame's choice is made here and not megabytes
      earlier: a 4 KiB response waits for at most about one frame of each large response in flight.
      Each sendmsg gathers frame headers and value bytes (iovec, no copy in user space), up to
-     4 MiB per call.
+     4 MiB per call. A server connection whose peer stops reading while more than 8 MiB of
+     answers wait for it is closed.
 
    RECEIVING
      Frames are read through a 16 KiB buffer per connection; value bytes that arrive in the same
@@ -96,14 +99,19 @@
      requests in config) but never trusted to be who it claims.
 
    PROGRESS AND THREADS
-     num_threads 0 or 1: one I/O thread owned by the companion runs the event loop (epoll, or
-     poll() without it), handles every socket event, the timers and the attached manager's
-     tfrdv_mgr_expire (every expire_interval_ns). num_threads -1: no thread; the host calls
+     num_threads 0 or more: one I/O thread owned by the companion (a single event loop: more
+     threads are not started) runs the event loop (epoll, or poll() without it), handles every
+     socket event, the timers and the attached manager's tfrdv_mgr_expire (every
+     expire_interval_ns). num_threads -1: no thread; the host calls
      tfrdv_tcp_poll(t, timeout_ns) and may sleep on tfrdv_tcp_fd(t) (readable when there is work)
      between calls, waking at least every expire_interval_ns. Requests and small responses are
      written by the thread that produced them (the caller of the fetch, the serve completion) when
      the connection's send queue is empty, so the small path costs one sendmsg per message and no
-     hand-off; the rest is written by the I/O loop. Receive callbacks of fetches and serve
+     hand-off; the rest is written by the I/O loop. Per small fetch: the client writes one
+     sendmsg and its loop one epoll_wait + one recv; the server one epoll_wait + one recv + one
+     sendmsg (answered inline when the value is there). With a companion thread the fetch
+     completes on that thread (one hand-off to a thread blocked in tfrdv_recv); host-driven, the
+     thread that polls completes it inline, without a hand-off. Receive callbacks of fetches and serve
      completions never run under a lock of this companion. Every function is thread-safe; do not
      call tfrdv_tcp_destroy from a callback.
 
@@ -216,7 +224,7 @@ typedef struct tfrdv_tcp_config {
     tfrdv_hooks hooks;             /* allocator and logger (sync and clock are not used) */
     const char* listen_address;    /* "0.0.0.0:5000", "127.0.0.1:0" (free port), "[::]:5000",
                                       "unix:/path"; NULL: client only */
-    int num_threads;               /* 0 or 1: one I/O thread; -1: none, the host calls
+    int num_threads;               /* >= 0: one I/O thread; -1: none, the host calls
                                       tfrdv_tcp_poll (more threads are not used) */
     const tfrdv_tcp_worker* workers; /* worker name -> address (copied), a cluster spec */
     size_t num_workers;
@@ -296,7 +304,9 @@ typedef struct tfrdv_tcp_stats {
     uint64_t protocol_errors;      /* connections closed for a malformed or hostile frame */
     uint64_t frames_sent, frames_received, sendmsg_calls, recv_calls;
     size_t connections;            /* open now (client and server side) */
-    size_t client_calls_live, server_requests_live;
+    size_t client_calls_live;      /* fetches in flight (and values still arriving for calls
+                                      already cancelled) */
+    size_t server_requests_live;   /* requests being served or whose response is being sent */
     size_t queued_bytes;           /* control bytes waiting in send queues */
 } tfrdv_tcp_stats;
 TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
@@ -750,6 +760,7 @@ struct tfrdv_tcp {
     tfrdv_tcp__req** rtab;
     size_t rcap, rcount;
     int64_t next_tick, ent_min_deadline, req_min_deadline;
+    int scanning;                              /* the tick walks etab: no shrinking */
     tfrdv_tcp__ent* free_ents;
     tfrdv_tcp__req* free_reqs;
     tfrdv_cancel_mgr** free_cms;
@@ -758,6 +769,11 @@ struct tfrdv_tcp {
     size_t nqueued;                            /* responses waiting in send rings */
     tfrdv_tcp_stats stats;                     /* under mu, but for the two counters below */
     uint64_t frames_received, recv_calls;      /* the polling thread's, atomic */
+#ifndef TFRDV_TCP__EPOLL
+    struct pollfd* pfds;                       /* the poll() loop's descriptor set */
+    tfrdv_tcp__conn** pconns;
+    size_t npoll;
+#endif
 };
 
 /* >>memory ----------------------------------------------------------------------------------- */
@@ -854,7 +870,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_remove(tfrdv_tcp* t, tfrdv_tcp__ent* e) {
     while (*pp && *pp != e) pp = &(*pp)->hnext;
     if (*pp) { *pp = e->hnext; t->ecount--; }
     if (e->prev) { e->prev->next = e->next; e->next->prev = e->prev; e->prev = e->next = 0; }
-    if (t->ecap > 64 && t->ecount < t->ecap / 8) tfrdv_tcp__ent_rehash(t, t->ecap / 4);
+    if (t->ecap > 64 && t->ecount < t->ecap / 8 && !t->scanning) tfrdv_tcp__ent_rehash(t, t->ecap / 4);
 }
 TFRDV_TCP__PRIVATE uint64_t tfrdv_tcp__rkey(const tfrdv_tcp__conn* c, uint64_t id) {
     return id * 0x9e3779b97f4a7c15ULL ^ c->serial;
@@ -1601,6 +1617,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_request(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
         return;
     }
     t->stats.served++;
+    if (c->olen - c->ooff > ((size_t)8 << 20)) { /* answers pile up: the peer does not read them */
+        tfrdv_tcp__conn_bad(t, c, "the peer does not read its responses (8 MiB of answers queued)", td);
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
     if (!t->mgr || t->closing) {
         tfrdv_tcp__queue_error(t, c, f->id, TFRDV_UNAVAILABLE, 0, "tfrdv_tcp: the serving worker is shutting down");
         if (!c->wblocked) tfrdv_tcp__write(t, c, td);
@@ -2037,6 +2058,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
     }
     if (t->ent_min_deadline <= now) {
         int64_t next = INT64_MAX;
+        t->scanning = 1;
         for (i = 0; i < t->ecap; i++) {
             tfrdv_tcp__ent *e = t->etab[i], *nx;
             for (; e; e = nx) {
@@ -2054,6 +2076,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
                 }
             }
         }
+        t->scanning = 0;
         t->ent_min_deadline = next;
     }
     if (t->req_min_deadline <= now) {
@@ -2165,14 +2188,31 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
     }
 #else
     {
-        struct pollfd pf[256];
-        tfrdv_tcp__conn* pc[256];
+        struct pollfd* pf;
+        tfrdv_tcp__conn** pc;
         tfrdv_tcp__conn* c;
         int np = 0, lis = -1;
         pthread_mutex_lock(&t->mu);
+        if (t->npoll < t->nconns + 2) { /* grow the descriptor arrays (kept until destroy) */
+            size_t cap = (t->nconns + 2) * 2;
+            struct pollfd* npf = (struct pollfd*)tfrdv_tcp__alloc(t, cap * sizeof *npf);
+            tfrdv_tcp__conn** npc = (tfrdv_tcp__conn**)tfrdv_tcp__alloc(t, cap * sizeof *npc);
+            if (npf && npc) {
+                tfrdv_tcp__free(t, t->pfds, t->npoll * sizeof *t->pfds);
+                tfrdv_tcp__free(t, t->pconns, t->npoll * sizeof *t->pconns);
+                t->pfds = npf;
+                t->pconns = npc;
+                t->npoll = cap;
+            } else {
+                tfrdv_tcp__free(t, npf, cap * sizeof *npf);
+                tfrdv_tcp__free(t, npc, cap * sizeof *npc);
+            }
+        }
+        pf = t->pfds;
+        pc = t->pconns;
         pf[np].fd = t->wake[0]; pf[np].events = POLLIN; pc[np++] = 0;
         if (t->listening) { lis = np; pf[np].fd = t->lfd; pf[np].events = POLLIN; pc[np++] = 0; }
-        for (c = t->conns.next; c != &t->conns && np < 256; c = c->next) {
+        for (c = t->conns.next; c != &t->conns && (size_t)np < t->npoll; c = c->next) {
             if (c->fd < 0) continue;
             pf[np].fd = c->fd;
             pf[np].events = (short)(POLLIN | ((c->wblocked || c->state == TFRDV_TCP__C_CONNECTING) ? POLLOUT : 0));
@@ -2428,6 +2468,10 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__free_all(tfrdv_tcp* t) {
     tfrdv_tcp__free(t, t->workers, t->capworkers * sizeof *t->workers);
     while ((p = t->peers) != 0) { t->peers = p->next; tfrdv_tcp__free(t, p, sizeof *p + strlen(p->addr)); }
     tfrdv_tcp__free_dead(t);
+#ifndef TFRDV_TCP__EPOLL
+    tfrdv_tcp__free(t, t->pfds, t->npoll * sizeof *t->pfds);
+    tfrdv_tcp__free(t, t->pconns, t->npoll * sizeof *t->pconns);
+#endif
     pthread_mutex_destroy(&t->mu);
     pthread_mutex_destroy(&t->poll_mu);
     pthread_cond_destroy(&t->cv);

@@ -742,6 +742,59 @@ static void test_deadline_keeps_value(void) {
     srv_stop(&s);
 }
 
+/* the transport enforces tfrdv_call_deadline itself (here no tfrdv_mgr_expire runs: the manager
+   is not attached): 300 calls expire, each once, and the server drops its requests */
+static void test_deadline_by_transport(void) {
+    srv s;
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_tcp_worker wk;
+    tfrdv_tcp* t;
+    tfrdv_mgr* m;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    tfrdv_tcp_stats ts;
+    waiter* w = waiter_new();
+    int i, expired = 0;
+    rep rp;
+    alarm(60);
+    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    wk.name = PS;
+    wk.address = s.addr;
+    tc.workers = &wk;
+    tc.num_workers = 1;
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_OK);
+    mc.worker_name = WK;
+    mc.call_timeout_ns = SEC / 4;
+    mc.transport = tfrdv_tcp_transport(t);
+    (void)tfrdv_mgr_create(&mc, &m, &st);
+    (void)tfrdv_mgr_start_step(m, 1, &r, &st);
+    for (i = 0; i < 300; i++) {
+        tfrdv_key k;
+        char e[32];
+        snprintf(e, sizeof e, "never_%d", i);
+        key_for(&k, e, PS_INC);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
+    }
+    TT_CHECK(waiter_wait(w, 300, 20 * SEC));
+    for (i = 0; i < 300; i++) expired += w->code[i] == TFRDV_DEADLINE_EXCEEDED;
+    TT_CHECK_EQ_INT(expired, 300);
+    TT_CHECK_CONTAINS(w->msg, "tfrdv_tcp");
+    tfrdv_tcp_get_stats(t, &ts);
+    TT_CHECK_EQ_INT(ts.calls_expired, 300);
+    TT_CHECK_EQ_INT(ts.client_calls_live, 0);
+    for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.server_requests_live == 0) break; sleep_ms(5); }
+    TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0);
+    TT_CHECK_EQ_INT(rp.ts.serve_cancelled + rp.ts.serve_expired, 300);
+    sleep_ms(50);
+    TT_CHECK_EQ_INT(w->n, 300);
+    tfrdv_unref(r);
+    tfrdv_tcp_destroy(t);
+    tfrdv_mgr_destroy(m);
+    srv_stop(&s);
+    waiter_free(w);
+}
+
 /* abort of the receiving step in flight: a second worker's receive gets the value */
 static void test_abort_keeps_value(void) {
     srv s;
@@ -1627,6 +1680,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_restart_detail);
     TT_RUN(test_cancel_keeps_value);
     TT_RUN(test_deadline_keeps_value);
+    TT_RUN(test_deadline_by_transport);
     TT_RUN(test_abort_keeps_value);
     TT_RUN(test_1000_concurrent);
     TT_RUN(test_server_killed_mid_transfer);
