@@ -668,6 +668,7 @@ struct tfrdv_tcp__conn {
     tfrdv_tcp__conn* dnext;                    /* t->dead */
     struct tfrdv_tcp* t;
     int fd, state, server, hello_ok, wblocked, is_unix, in_epoll;
+    unsigned armed;                            /* the epoll interest set registered now */
     uint64_t serial;
     tfrdv_tcp__peer* peer;                     /* client side */
     int64_t deadline;                          /* connect / handshake deadline */
@@ -1113,7 +1114,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__arm(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
     memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN | EPOLLRDHUP | ((c->wblocked || c->state == TFRDV_TCP__C_CONNECTING) ? EPOLLOUT : 0u);
     ev.data.ptr = c;
-    if (epoll_ctl(t->efd, c->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) == 0) c->in_epoll = 1;
+    if (c->in_epoll && c->armed == ev.events) return;
+    if (epoll_ctl(t->efd, c->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) == 0) {
+        c->in_epoll = 1;
+        c->armed = ev.events;
+    }
 #else
     (void)c;
     tfrdv_tcp__wake(t);
@@ -1205,6 +1210,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__broken(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
 TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
     struct iovec iov[TFRDV_TCP__IOV];
     tfrdv_tcp__plan plan[TFRDV_TCP__IOV];
+    size_t budget = TFRDV_TCP__SEND_MAX; /* per call: the rest goes out from the loop, between reads */
     if (c->state != TFRDV_TCP__C_OPEN || c->fd < 0) return;
     for (;;) {
         int ni = 0, np = 0, i;
@@ -1346,10 +1352,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
                 tfrdv_tcp__resp_leave(t, r, td, 0);
             }
         }
-        if ((size_t)n < total) {
+        if ((size_t)n < total || (size_t)n >= budget) { /* socket full, or our share used */
             if (!c->wblocked) { c->wblocked = 1; tfrdv_tcp__arm(t, c); }
             return;
         }
+        budget -= (size_t)n;
     }
 }
 

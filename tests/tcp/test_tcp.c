@@ -874,6 +874,38 @@ static void test_1000_concurrent(void) {
     waiter_free(w);
 }
 
+/* head-of-line: a small response requested after a 256 MiB one on the same connection arrives
+   first (the big one goes out in 256 KiB frames, round robin with the small one) */
+static void hol_over(const char* addr) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    tfrdv_key kb, ks;
+    waiter* w = waiter_new();
+    int64_t db[1] = {256 << 20}, ds[1] = {4096};
+    alarm(60);
+    if (!srv_start(&s, addr, PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "hol_big", 4, 1, db, (uint64_t)db[0], 1).code, 0);
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "hol_small", 4, 1, ds, (uint64_t)ds[0], 2).code, 0);
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    key_for(&kb, "hol_big", PS_INC);
+    key_for(&ks, "hol_small", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.parsed, 0, on_recv, w), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ks.parsed, 0, on_recv, w), TFRDV_OK);
+    TT_CHECK(waiter_wait(w, 2, 30 * SEC));
+    TT_CHECK(w->code[0] == TFRDV_OK && w->v[0] && w->v[0]->size == 4096); /* the small one first */
+    TT_CHECK(w->code[1] == TFRDV_OK && w->v[1] && w->v[1]->size == (uint64_t)db[0]);
+    if (w->v[1]) TT_CHECK(check((uint8_t*)w->v[1]->data, w->v[1]->size, 1));
+    tfrdv_unref(r);
+    cli_close(&c);
+    srv_stop(&s);
+    waiter_free(w);
+}
+static void test_small_not_behind_big_tcp(void) { hol_over("127.0.0.1:0"); }
+static void test_small_not_behind_big_unix(void) { hol_over(upath("hol.sock")); }
+
 /* the server dies while it sends: the receive fails UNAVAILABLE at once */
 static pid_t kill_on_alloc;
 static tfrdv_value* killing_alloc(void* u, int32_t dtype, int32_t rank, const int64_t* dims, uint64_t size) {
@@ -1685,6 +1717,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_deadline_by_transport);
     TT_RUN(test_abort_keeps_value);
     TT_RUN(test_1000_concurrent);
+    TT_RUN(test_small_not_behind_big_tcp);
+    TT_RUN(test_small_not_behind_big_unix);
     TT_RUN(test_server_killed_mid_transfer);
     TT_RUN(test_client_killed_mid_transfer);
     TT_RUN(test_reconnect_after_restart);
