@@ -1899,14 +1899,28 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 c->rleft -= k;
             } else if (c->rleft) {
                 if (drained) return;
-                if (c->rx == TFRDV_TCP__RX_DATA && c->rent) { /* straight into the destination */
+                if (c->rx == TFRDV_TCP__RX_DATA && c->rent) {
+                    /* straight into the destination, all that is left of the frame; what follows
+                       (the next frame's header) lands in the read buffer in the same call */
+                    struct iovec iv[2];
+                    struct msghdr mh;
                     size_t want = c->rleft > ((size_t)1 << 30) ? ((size_t)1 << 30) : (size_t)c->rleft;
-                    n = recv(c->fd, (uint8_t*)c->rent->value->data + c->rent->got, want, 0);
+                    c->roff = c->rlen = 0;
+                    iv[0].iov_base = (uint8_t*)c->rent->value->data + c->rent->got;
+                    iv[0].iov_len = want;
+                    iv[1].iov_base = c->rbuf;
+                    iv[1].iov_len = c->rcap < 4096 ? c->rcap : 4096;
+                    memset(&mh, 0, sizeof mh);
+                    mh.msg_iov = iv;
+                    mh.msg_iovlen = want == c->rleft ? 2 : 1;
+                    n = recvmsg(c->fd, &mh, 0);
                     __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
                     if (n > 0) {
-                        c->rent->got += (uint64_t)n;
-                        c->rleft -= (uint64_t)n;
-                        if ((size_t)n < want) drained = 1;
+                        size_t d = (size_t)n < want ? (size_t)n : want;
+                        c->rent->got += d;
+                        c->rleft -= d;
+                        c->rlen = (size_t)n - d;
+                        if ((size_t)n < want + (mh.msg_iovlen == 2 ? iv[1].iov_len : 0)) drained = 1;
                     }
                 } else {
                     c->roff = c->rlen = 0;
