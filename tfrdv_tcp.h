@@ -7,7 +7,9 @@
          #include "tfrdv.h"
          #include "tfrdv_tcp.h"
      (the tfrdv.h implementation may live in another translation unit). Link with -lpthread.
-     Nothing but libc, POSIX sockets and POSIX threads. Linux first: epoll, accept4,
+     The implementation file should define _GNU_SOURCE (or _DEFAULT_SOURCE) before any include
+     on Linux, so the headers declare accept4 and the TCP options; without it the portable
+     fallbacks are used. Nothing but libc, POSIX sockets and POSIX threads. Linux first: epoll, accept4,
      TCP_USER_TIMEOUT, TCP_NOTSENT_LOWAT, MSG_NOSIGNAL and abstract Unix names are used where the
      headers define them; elsewhere poll(), accept + fcntl and SO_NOSIGPIPE stand in. Define
      TFRDV_TCP_NO_TRANSPORT in the implementation file to build only the frame codec (no sockets,
@@ -68,7 +70,8 @@
      the kernel's unsent queue short, so the next frame's choice is made here and not megabytes
      earlier: a 4 KiB response waits for at most about one frame of each large response in flight.
      Each sendmsg gathers frame headers and value bytes (iovec, no copy in user space), up to
-     4 MiB per call.
+     4 MiB per call. A server connection whose peer stops reading while more than 8 MiB of
+     answers wait for it is closed.
 
    RECEIVING
      Frames are read through a 16 KiB buffer per connection; value bytes that arrive in the same
@@ -96,14 +99,19 @@
      requests in config) but never trusted to be who it claims.
 
    PROGRESS AND THREADS
-     num_threads 0 or 1: one I/O thread owned by the companion runs the event loop (epoll, or
-     poll() without it), handles every socket event, the timers and the attached manager's
-     tfrdv_mgr_expire (every expire_interval_ns). num_threads -1: no thread; the host calls
+     num_threads 0 or more: one I/O thread owned by the companion (a single event loop: more
+     threads are not started) runs the event loop (epoll, or poll() without it), handles every
+     socket event, the timers and the attached manager's tfrdv_mgr_expire (every
+     expire_interval_ns). num_threads -1: no thread; the host calls
      tfrdv_tcp_poll(t, timeout_ns) and may sleep on tfrdv_tcp_fd(t) (readable when there is work)
      between calls, waking at least every expire_interval_ns. Requests and small responses are
      written by the thread that produced them (the caller of the fetch, the serve completion) when
      the connection's send queue is empty, so the small path costs one sendmsg per message and no
-     hand-off; the rest is written by the I/O loop. Receive callbacks of fetches and serve
+     hand-off; the rest is written by the I/O loop. Per small fetch: the client writes one
+     sendmsg and its loop one epoll_wait + one recv; the server one epoll_wait + one recv + one
+     sendmsg (answered inline when the value is there). With a companion thread the fetch
+     completes on that thread (one hand-off to a thread blocked in tfrdv_recv); host-driven, the
+     thread that polls completes it inline, without a hand-off. Receive callbacks of fetches and serve
      completions never run under a lock of this companion. Every function is thread-safe; do not
      call tfrdv_tcp_destroy from a callback.
 
@@ -216,7 +224,7 @@ typedef struct tfrdv_tcp_config {
     tfrdv_hooks hooks;             /* allocator and logger (sync and clock are not used) */
     const char* listen_address;    /* "0.0.0.0:5000", "127.0.0.1:0" (free port), "[::]:5000",
                                       "unix:/path"; NULL: client only */
-    int num_threads;               /* 0 or 1: one I/O thread; -1: none, the host calls
+    int num_threads;               /* >= 0: one I/O thread; -1: none, the host calls
                                       tfrdv_tcp_poll (more threads are not used) */
     const tfrdv_tcp_worker* workers; /* worker name -> address (copied), a cluster spec */
     size_t num_workers;
@@ -296,7 +304,9 @@ typedef struct tfrdv_tcp_stats {
     uint64_t protocol_errors;      /* connections closed for a malformed or hostile frame */
     uint64_t frames_sent, frames_received, sendmsg_calls, recv_calls;
     size_t connections;            /* open now (client and server side) */
-    size_t client_calls_live, server_requests_live;
+    size_t client_calls_live;      /* fetches in flight (and values still arriving for calls
+                                      already cancelled) */
+    size_t server_requests_live;   /* requests being served or whose response is being sent */
     size_t queued_bytes;           /* control bytes waiting in send queues */
 } tfrdv_tcp_stats;
 TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
@@ -658,6 +668,7 @@ struct tfrdv_tcp__conn {
     tfrdv_tcp__conn* dnext;                    /* t->dead */
     struct tfrdv_tcp* t;
     int fd, state, server, hello_ok, wblocked, is_unix, in_epoll;
+    unsigned armed;                            /* the epoll interest set registered now */
     uint64_t serial;
     tfrdv_tcp__peer* peer;                     /* client side */
     int64_t deadline;                          /* connect / handshake deadline */
@@ -750,13 +761,20 @@ struct tfrdv_tcp {
     tfrdv_tcp__req** rtab;
     size_t rcap, rcount;
     int64_t next_tick, ent_min_deadline, req_min_deadline;
+    int scanning;                              /* the tick walks etab: no shrinking */
     tfrdv_tcp__ent* free_ents;
     tfrdv_tcp__req* free_reqs;
     tfrdv_cancel_mgr** free_cms;
     int nfree_ents, nfree_reqs, nfree_cms;
     size_t serving_count;                      /* tfrdv_mgr_serve calls whose done has not returned */
     size_t nqueued;                            /* responses waiting in send rings */
-    tfrdv_tcp_stats stats;
+    tfrdv_tcp_stats stats;                     /* under mu, but for the two counters below */
+    uint64_t frames_received, recv_calls;      /* the polling thread's, atomic */
+#ifndef TFRDV_TCP__EPOLL
+    struct pollfd* pfds;                       /* the poll() loop's descriptor set */
+    tfrdv_tcp__conn** pconns;
+    size_t npoll;
+#endif
 };
 
 /* >>memory ----------------------------------------------------------------------------------- */
@@ -853,7 +871,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_remove(tfrdv_tcp* t, tfrdv_tcp__ent* e) {
     while (*pp && *pp != e) pp = &(*pp)->hnext;
     if (*pp) { *pp = e->hnext; t->ecount--; }
     if (e->prev) { e->prev->next = e->next; e->next->prev = e->prev; e->prev = e->next = 0; }
-    if (t->ecap > 64 && t->ecount < t->ecap / 8) tfrdv_tcp__ent_rehash(t, t->ecap / 4);
+    if (t->ecap > 64 && t->ecount < t->ecap / 8 && !t->scanning) tfrdv_tcp__ent_rehash(t, t->ecap / 4);
 }
 TFRDV_TCP__PRIVATE uint64_t tfrdv_tcp__rkey(const tfrdv_tcp__conn* c, uint64_t id) {
     return id * 0x9e3779b97f4a7c15ULL ^ c->serial;
@@ -1096,7 +1114,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__arm(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
     memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN | EPOLLRDHUP | ((c->wblocked || c->state == TFRDV_TCP__C_CONNECTING) ? EPOLLOUT : 0u);
     ev.data.ptr = c;
-    if (epoll_ctl(t->efd, c->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) == 0) c->in_epoll = 1;
+    if (c->in_epoll && c->armed == ev.events) return;
+    if (epoll_ctl(t->efd, c->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) == 0) {
+        c->in_epoll = 1;
+        c->armed = ev.events;
+    }
 #else
     (void)c;
     tfrdv_tcp__wake(t);
@@ -1188,6 +1210,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__broken(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
 TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
     struct iovec iov[TFRDV_TCP__IOV];
     tfrdv_tcp__plan plan[TFRDV_TCP__IOV];
+    size_t budget = TFRDV_TCP__SEND_MAX; /* per call: the rest goes out from the loop, between reads */
     if (c->state != TFRDV_TCP__C_OPEN || c->fd < 0) return;
     for (;;) {
         int ni = 0, np = 0, i;
@@ -1329,10 +1352,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
                 tfrdv_tcp__resp_leave(t, r, td, 0);
             }
         }
-        if ((size_t)n < total) {
+        if ((size_t)n < total || (size_t)n >= budget) { /* socket full, or our share used */
             if (!c->wblocked) { c->wblocked = 1; tfrdv_tcp__arm(t, c); }
             return;
         }
+        budget -= (size_t)n;
     }
 }
 
@@ -1600,6 +1624,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_request(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
         return;
     }
     t->stats.served++;
+    if (c->olen - c->ooff > ((size_t)8 << 20)) { /* answers pile up: the peer does not read them */
+        tfrdv_tcp__conn_bad(t, c, "the peer does not read its responses (8 MiB of answers queued)", td);
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
     if (!t->mgr || t->closing) {
         tfrdv_tcp__queue_error(t, c, f->id, TFRDV_UNAVAILABLE, 0, "tfrdv_tcp: the serving worker is shutting down");
         if (!c->wblocked) tfrdv_tcp__write(t, c, td);
@@ -1766,7 +1795,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_error(tfrdv_tcp* t, tfrdv_tcp__conn* c, co
 
 TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent* e;
-    __atomic_fetch_add(&t->stats.frames_received, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&t->frames_received, 1, __ATOMIC_RELAXED);
     if (!c->hello_ok) {
         size_t n;
         if (f->type != TFRDV_TCP_HELLO) {
@@ -1870,19 +1899,33 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 c->rleft -= k;
             } else if (c->rleft) {
                 if (drained) return;
-                if (c->rx == TFRDV_TCP__RX_DATA && c->rent) { /* straight into the destination */
+                if (c->rx == TFRDV_TCP__RX_DATA && c->rent) {
+                    /* straight into the destination, all that is left of the frame; what follows
+                       (the next frame's header) lands in the read buffer in the same call */
+                    struct iovec iv[2];
+                    struct msghdr mh;
                     size_t want = c->rleft > ((size_t)1 << 30) ? ((size_t)1 << 30) : (size_t)c->rleft;
-                    n = recv(c->fd, (uint8_t*)c->rent->value->data + c->rent->got, want, 0);
-                    __atomic_fetch_add(&t->stats.recv_calls, 1, __ATOMIC_RELAXED);
+                    c->roff = c->rlen = 0;
+                    iv[0].iov_base = (uint8_t*)c->rent->value->data + c->rent->got;
+                    iv[0].iov_len = want;
+                    iv[1].iov_base = c->rbuf;
+                    iv[1].iov_len = c->rcap < 4096 ? c->rcap : 4096;
+                    memset(&mh, 0, sizeof mh);
+                    mh.msg_iov = iv;
+                    mh.msg_iovlen = want == c->rleft ? 2 : 1;
+                    n = recvmsg(c->fd, &mh, 0);
+                    __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
                     if (n > 0) {
-                        c->rent->got += (uint64_t)n;
-                        c->rleft -= (uint64_t)n;
-                        if ((size_t)n < want) drained = 1;
+                        size_t d = (size_t)n < want ? (size_t)n : want;
+                        c->rent->got += d;
+                        c->rleft -= d;
+                        c->rlen = (size_t)n - d;
+                        if ((size_t)n < want + (mh.msg_iovlen == 2 ? iv[1].iov_len : 0)) drained = 1;
                     }
                 } else {
                     c->roff = c->rlen = 0;
                     n = recv(c->fd, c->rbuf, c->rcap, 0);
-                    __atomic_fetch_add(&t->stats.recv_calls, 1, __ATOMIC_RELAXED);
+                    __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
                     if (n > 0) {
                         c->rlen = (size_t)n;
                         if ((size_t)n < c->rcap) drained = 1;
@@ -1922,7 +1965,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 c->roff = 0;
             }
             n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
-            __atomic_fetch_add(&t->stats.recv_calls, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
             if (n <= 0) {
                 if (n < 0 && errno == EINTR) continue;
                 if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -2036,6 +2079,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
     }
     if (t->ent_min_deadline <= now) {
         int64_t next = INT64_MAX;
+        t->scanning = 1;
         for (i = 0; i < t->ecap; i++) {
             tfrdv_tcp__ent *e = t->etab[i], *nx;
             for (; e; e = nx) {
@@ -2053,6 +2097,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
                 }
             }
         }
+        t->scanning = 0;
         t->ent_min_deadline = next;
     }
     if (t->req_min_deadline <= now) {
@@ -2164,14 +2209,31 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
     }
 #else
     {
-        struct pollfd pf[256];
-        tfrdv_tcp__conn* pc[256];
+        struct pollfd* pf;
+        tfrdv_tcp__conn** pc;
         tfrdv_tcp__conn* c;
         int np = 0, lis = -1;
         pthread_mutex_lock(&t->mu);
+        if (t->npoll < t->nconns + 2) { /* grow the descriptor arrays (kept until destroy) */
+            size_t cap = (t->nconns + 2) * 2;
+            struct pollfd* npf = (struct pollfd*)tfrdv_tcp__alloc(t, cap * sizeof *npf);
+            tfrdv_tcp__conn** npc = (tfrdv_tcp__conn**)tfrdv_tcp__alloc(t, cap * sizeof *npc);
+            if (npf && npc) {
+                tfrdv_tcp__free(t, t->pfds, t->npoll * sizeof *t->pfds);
+                tfrdv_tcp__free(t, t->pconns, t->npoll * sizeof *t->pconns);
+                t->pfds = npf;
+                t->pconns = npc;
+                t->npoll = cap;
+            } else {
+                tfrdv_tcp__free(t, npf, cap * sizeof *npf);
+                tfrdv_tcp__free(t, npc, cap * sizeof *npc);
+            }
+        }
+        pf = t->pfds;
+        pc = t->pconns;
         pf[np].fd = t->wake[0]; pf[np].events = POLLIN; pc[np++] = 0;
         if (t->listening) { lis = np; pf[np].fd = t->lfd; pf[np].events = POLLIN; pc[np++] = 0; }
-        for (c = t->conns.next; c != &t->conns && np < 256; c = c->next) {
+        for (c = t->conns.next; c != &t->conns && (size_t)np < t->npoll; c = c->next) {
             if (c->fd < 0) continue;
             pf[np].fd = c->fd;
             pf[np].events = (short)(POLLIN | ((c->wblocked || c->state == TFRDV_TCP__C_CONNECTING) ? POLLOUT : 0));
@@ -2427,6 +2489,10 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__free_all(tfrdv_tcp* t) {
     tfrdv_tcp__free(t, t->workers, t->capworkers * sizeof *t->workers);
     while ((p = t->peers) != 0) { t->peers = p->next; tfrdv_tcp__free(t, p, sizeof *p + strlen(p->addr)); }
     tfrdv_tcp__free_dead(t);
+#ifndef TFRDV_TCP__EPOLL
+    tfrdv_tcp__free(t, t->pfds, t->npoll * sizeof *t->pfds);
+    tfrdv_tcp__free(t, t->pconns, t->npoll * sizeof *t->pconns);
+#endif
     pthread_mutex_destroy(&t->mu);
     pthread_mutex_destroy(&t->poll_mu);
     pthread_cond_destroy(&t->cv);
@@ -2762,8 +2828,8 @@ TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out) {
     if (!t) return;
     pthread_mutex_lock(&t->mu);
     *out = t->stats;
-    out->frames_received = __atomic_load_n(&t->stats.frames_received, __ATOMIC_RELAXED);
-    out->recv_calls = __atomic_load_n(&t->stats.recv_calls, __ATOMIC_RELAXED);
+    out->frames_received = __atomic_load_n(&t->frames_received, __ATOMIC_RELAXED);
+    out->recv_calls = __atomic_load_n(&t->recv_calls, __ATOMIC_RELAXED);
     out->connections = t->nconns;
     out->client_calls_live = t->ecount;
     out->server_requests_live = t->serving_count + t->nqueued;

@@ -14,3 +14,12 @@ $(B)/test_tcp: tests/tcp/test_tcp.c $(HEADERS)
 
 fuzz-tcp:
 	@bash tests/tcp/fuzz.sh
+
+# the same tests on the poll() loop (what non-Linux hosts run); not in the sanitizer builds
+ifeq ($(SAN),)
+all: $(B)/test_tcp_poll
+endif
+$(B)/test_tcp_poll: tests/tcp/test_tcp.c $(HEADERS)
+	@mkdir -p $(B)
+	$(SAY) CC $@
+	$(Q)$(CC) $(CFLAGS_T) -DTFRDV_TCP_NO_EPOLL -o $@ $< $(LDLIBS)
