@@ -54,9 +54,12 @@
 #define WAIT_NS 60000000000LL /* any wait longer than this is a wrong answer */
 
 enum { K_TCP, K_UNIX, K_GRPC, NK };
-enum { V_RAW_TCP, V_TCP, V_RAW_UNIX, V_UNIX, V_GRPC, NV };
-static const char* vname[NV] = {"raw TCP", "tfrdv_tcp TCP", "raw Unix", "tfrdv_tcp Unix", "tfrdv_grpc TCP"};
-static const int vkind[NV] = {-1, K_TCP, -1, K_UNIX, K_GRPC};
+/* variants; the polled ones (latency only) drive the client with tfrdv_tcp_poll on the fetching
+   thread (num_threads -1: no I/O thread, no hand-off) */
+enum { V_RAW_TCP, V_TCP, V_RAW_UNIX, V_UNIX, V_GRPC, V_TCP_POLL, V_UNIX_POLL, NV };
+static const char* vname[NV] = {"raw TCP",        "tfrdv_tcp TCP",        "raw Unix",           "tfrdv_tcp Unix",
+                                "tfrdv_grpc TCP", "tfrdv_tcp TCP polled", "tfrdv_tcp Unix polled"};
+static const int vkind[NV] = {-1, K_TCP, -1, K_UNIX, K_GRPC, K_TCP, K_UNIX}; /* the server's worker */
 #ifdef TFRDV_BENCH_GRPC
 #define HAVE_GRPC 1
 #else
@@ -290,6 +293,7 @@ static int serve_main(int in, int out) {
    ============================================================================================ */
 static int to_srv, from_srv;
 static int have(int v) { return v != V_GRPC || HAVE_GRPC; }
+static int polled(int v) { return v >= V_TCP_POLL; }
 static long srv(int op, int kind, int64_t step, int64_t n, uint64_t size) {
     bcmd c;
     long r = -1;
@@ -358,11 +362,13 @@ static void wait_mu(const long* n, long want, slot* const* avail) {
 }
 
 static side cs[NK];        /* the client's workers, one per transport */
+static side csp[2];        /* and with tfrdv_tcp_poll instead of an I/O thread (TCP, Unix) */
+static side* side_of(int v) { return polled(v) ? &csp[vkind[v]] : &cs[vkind[v]]; }
 static int raw_fd[2] = {-1, -1};
 static int64_t next_step = 1;
 static struct { char buf[160]; tfrdv_parsed_key pk; } keys[MAXK];
 
-static int client_side(side* s, int kind, const char* addr, const tfrdv_hooks* hooks) {
+static int client_side(side* s, int kind, const char* addr, const tfrdv_hooks* hooks, int poll) {
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
     tfrdv_status st;
     memset(s, 0, sizeof *s);
@@ -387,6 +393,7 @@ static int client_side(side* s, int kind, const char* addr, const tfrdv_hooks* h
         w.address = addr;
         tc.workers = &w;
         tc.num_workers = 1;
+        tc.num_threads = poll ? -1 : 0;
         if (hooks) tc.hooks = *hooks;
         if (tfrdv_tcp_create(&tc, &s->t, &st) != TFRDV_OK) return fprintf(stderr, "client: %s\n", st.msg), 0;
         mc.transport = tfrdv_tcp_transport(s->t);
@@ -453,7 +460,7 @@ static void blk_begin(blk* b, int v, uint64_t size, int n) {
     if (k < 0) return;
     b->step = next_step++;
     srv(C_PREP, k, b->step, n, size);
-    if (tfrdv_mgr_start_step(cs[k].m, b->step, &b->r, 0) != TFRDV_OK) bu_die("client step");
+    if (tfrdv_mgr_start_step(side_of(v)->m, b->step, &b->r, 0) != TFRDV_OK) bu_die("client step");
 }
 /* fetch i; returns its ns. Every payload is checked (outside the time): one above 64 KiB has
    its first, middle and last byte spoiled before and is compared whole after. */
@@ -473,6 +480,15 @@ static double blk_fetch(blk* b, int i) {
         done_n = 0;
         pthread_mutex_unlock(&mu);
         if (tfrdv_recv_async(b->r, &keys[i].pk, &a, on_recv, &b->s) != TFRDV_OK) bu_die("recv_async");
+        while (polled(b->v)) { /* this thread runs the transport: the callback comes from poll */
+            long d;
+            pthread_mutex_lock(&mu);
+            d = done_n;
+            pthread_mutex_unlock(&mu);
+            if (d) break;
+            if (bu_now() - t0 > WAIT_NS) bu_die("no answer within 60 s");
+            tfrdv_tcp_poll(side_of(b->v)->t, 1000000);
+        }
         pthread_mutex_lock(&mu);
         wait_mu(&done_n, 1, 0);
         pthread_mutex_unlock(&mu);
@@ -488,23 +504,24 @@ static void blk_end(blk* b) {
     int k = vkind[b->v];
     if (k < 0) return;
     tfrdv_unref(b->r);
-    tfrdv_mgr_cleanup(cs[k].m, b->step);
+    tfrdv_mgr_cleanup(side_of(b->v)->m, b->step);
     srv(C_CLEAN, k, b->step, 0, 0);
 }
-/* One round: n fetches of every variant; t[v][i] = ns of variant v's fetch i. by_fetch: the
-   variants take turns fetch by fetch (the order rotating), else each makes its n fetches back to
-   back (a ping-pong in its own steady rhythm), the first variant rotating from round to round. */
+/* One round: n fetches of every variant; t[v][i] = ns of variant v's fetch i. by_fetch (the
+   throughput rounds, no polled variants): the variants take turns fetch by fetch (the order
+   rotating); else each makes its n fetches back to back (a ping-pong in its own steady rhythm),
+   the first variant rotating from round to round. */
 static void run_round(uint64_t size, int n, double* t[NV], int by_fetch, int round) {
     blk b[NV];
-    int i, j, v;
-    for (v = 0; v < NV; v++)
+    int i, j, v, nv = by_fetch ? V_TCP_POLL : NV;
+    for (v = 0; v < nv; v++)
         if (have(v)) blk_begin(&b[v], v, size, n);
-    for (j = 0; j < NV; j++)
+    for (j = 0; j < nv; j++)
         for (i = 0; i < n; i++) {
-            v = by_fetch ? (i + j) % NV : (round + j) % NV;
+            v = by_fetch ? (i + j) % nv : (round + j) % nv;
             if (have(v)) t[v][i] = blk_fetch(&b[v], i);
         }
-    for (v = 0; v < NV; v++)
+    for (v = 0; v < nv; v++)
         if (have(v)) blk_end(&b[v]);
 }
 /* PIPE_N fetches of 4 KiB with PIPE_DEPTH in flight; calls per second */
@@ -617,7 +634,9 @@ static void latency(uint64_t size) {
         snprintf(val, sizeof val, "%.1f us", med[v]);
         if (b < 0) {
             snprintf(val, sizeof val, "%.1f us (p99 %.1f)", med[v], p99[v]);
-            bu_row(name, val, 0, 0, 0, -1);
+            b = polled(v) ? (vkind[v] == K_TCP ? V_RAW_TCP : V_RAW_UNIX) : -1;
+            if (b >= 0) snprintf(base, sizeof base, "%.1f us", med[b]);
+            bu_row(name, val, b >= 0 ? base : 0, b >= 0 ? med[v] / med[b] : 0, 0, -1);
             continue;
         }
         snprintf(base, sizeof base, "%.1f us", med[b]);
@@ -650,17 +669,17 @@ static void throughput(uint64_t size, int n, int rounds, double goal) {
     run_round(size, 1, t, 1, 0); /* warm-up */
     for (r = 0; r < rounds; r++) {
         run_round(size, n, t, 1, r);
-        for (v = 0; v < NV; v++) {
+        for (v = 0; v < V_TCP_POLL; v++) {
             double sum = 0;
             if (!have(v)) continue;
             for (i = 0; i < n; i++) sum += t[v][i];
             gbs[v][r] = (double)size * n / sum; /* bytes per ns = GB/s */
         }
     }
-    for (v = 0; v < NV; v++)
+    for (v = 0; v < V_TCP_POLL; v++)
         if (have(v)) med[v] = bu_median(gbs[v], rounds);
     snprintf(tg, sizeof tg, ">= %.1fx", goal);
-    for (v = 0; v < NV; v++) {
+    for (v = 0; v < V_TCP_POLL; v++) {
         int b = v == V_TCP || v == V_GRPC ? V_RAW_TCP : v == V_UNIX ? V_RAW_UNIX : -1;
         if (!have(v)) continue;
         snprintf(name, sizeof name, "%llu MiB x %d, %s", (unsigned long long)(size >> 20), n, vname[v]);
@@ -722,7 +741,7 @@ static void memory(int tcp_port) {
     h.allocator.free_fn = lc_free;
     h.allocator.user = &lc;
     snprintf(addr, sizeof addr, "127.0.0.1:%d", tcp_port);
-    if (!client_side(&s, K_TCP, addr, &h)) bu_die("memory: client");
+    if (!client_side(&s, K_TCP, addr, &h, 0)) bu_die("memory: client");
     { /* one fetch first: the connection is open and the manager warm */
         side keep = cs[K_TCP];
         blk b;
@@ -813,11 +832,11 @@ int main(int argc, char** argv) {
     if (!io_buf(from_srv, &h, sizeof h, 0, 0) || !h.ok) bu_die("the server did not start");
     for (i = 0; i < MAXK; i++) make_key(i, keys[i].buf, sizeof keys[i].buf, &keys[i].pk);
     snprintf(addr, sizeof addr, "127.0.0.1:%d", h.tcp_port);
-    if (!client_side(&cs[K_TCP], K_TCP, addr, 0)) bu_die("client tcp");
+    if (!client_side(&cs[K_TCP], K_TCP, addr, 0, 0) || !client_side(&csp[K_TCP], K_TCP, addr, 0, 1)) bu_die("client tcp");
     snprintf(addr, sizeof addr, "unix:%s", unix_tfrdv);
-    if (!client_side(&cs[K_UNIX], K_UNIX, addr, 0)) bu_die("client unix");
+    if (!client_side(&cs[K_UNIX], K_UNIX, addr, 0, 0) || !client_side(&csp[K_UNIX], K_UNIX, addr, 0, 1)) bu_die("client unix");
     snprintf(addr, sizeof addr, "127.0.0.1:%d", h.grpc_port);
-    if (HAVE_GRPC && !client_side(&cs[K_GRPC], K_GRPC, addr, 0)) bu_die("client grpc");
+    if (HAVE_GRPC && !client_side(&cs[K_GRPC], K_GRPC, addr, 0, 0)) bu_die("client grpc");
     if ((raw_fd[0] = raw_connect(0, h.raw_port)) < 0 || (raw_fd[1] = raw_connect(1, 0)) < 0) bu_die("raw connect");
 
     printf("tfrdv_tcp benchmark: two processes, %ld CPUs, load %.2f; nothing pinned. Sequential fetches wait on a\n"
@@ -840,6 +859,8 @@ int main(int argc, char** argv) {
     memory(h.tcp_port);
 
     for (i = 0; i < NK; i++) side_destroy(&cs[i]);
+    side_destroy(&csp[K_TCP]);
+    side_destroy(&csp[K_UNIX]);
     close(raw_fd[0]);
     close(raw_fd[1]);
     {
