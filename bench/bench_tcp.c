@@ -797,6 +797,17 @@ static void memory(int tcp_port) {
     }
 }
 
+/* the CPUs this process may run on (Linux: /proc/self/status), "all" elsewhere */
+static const char* cpus_allowed(void) {
+    static char list[64] = "all";
+    char line[256];
+    FILE* f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "Cpus_allowed_list:", 18) == 0 && sscanf(line + 18, "%63s", list) == 1) break;
+    if (f) fclose(f);
+    return list;
+}
+
 int main(int argc, char** argv) {
     int a[2], b[2], i, status = 0;
     hello h;
@@ -839,10 +850,11 @@ int main(int argc, char** argv) {
     if (HAVE_GRPC && !client_side(&cs[K_GRPC], K_GRPC, addr, 0, 0)) bu_die("client grpc");
     if ((raw_fd[0] = raw_connect(0, h.raw_port)) < 0 || (raw_fd[1] = raw_connect(1, 0)) < 0) bu_die("raw connect");
 
-    printf("tfrdv_tcp benchmark: two processes, %ld CPUs, load %.2f; nothing pinned. Sequential fetches wait on a\n"
-           "condition variable; raw = blocking ping-pong (64 B request, 32 B header + payload in one sendmsg) on the same\n"
-           "socket kind; ratio = subject median / baseline median, interleaved rounds (%d x %d fetches per latency row).\n",
-           sysconf(_SC_NPROCESSORS_ONLN), l0, LAT_ROUNDS, LAT_BLOCK);
+    printf("tfrdv_tcp benchmark: two processes, %ld CPUs, allowed: %s (taskset -c N: all threads on CPU N), load %.2f.\n"
+           "Sequential fetches wait on a condition variable; raw = blocking ping-pong (64 B request, 32 B header + payload\n"
+           "in one sendmsg) on the same socket kind; ratio = subject median / baseline median over the same rounds\n"
+           "(%d x %d fetches per latency row).\n",
+           sysconf(_SC_NPROCESSORS_ONLN), cpus_allowed(), l0, LAT_ROUNDS, LAT_BLOCK);
     if (!HAVE_GRPC) printf("gRPC rows skipped: built without the gRPC C core (pkg-config grpc not found)\n");
     printf("\n");
     bu_header();
