@@ -6,9 +6,9 @@
      ./tcp_workers worker ADDR      only the worker (start it within 30 s of the ps)
    Per step the worker starts the step and fetches 4 float tensors (16 B .. 1 MiB). The ps starts
    every step and sends its tensors up front (they wait in its tables until fetched), then cleans
-   each step up once its 4 tensors were served (its trace hook counts them). Every key carries the
-   ps's incarnation: both sides know it here (a cluster's master hands it out). The ps ends when
-   the worker has closed its connection. */
+   each step up once its 4 tensors were served (written to the socket: tfrdv_tcp_get_stats). Every
+   key carries the ps's incarnation: both sides know it here (a cluster's master hands it out).
+   The ps ends when the worker has closed its connection. */
 #define TFRDV_IMPLEMENTATION
 #define TFRDV_TCP_IMPLEMENTATION
 #include "tfrdv.h"
@@ -39,7 +39,7 @@ static float expect(int64_t step, int t, uint64_t i) { return (float)(step * 100
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static int pending, served[STEPS + 1]; /* under mu */
+static int pending; /* under mu */
 
 static int wait_for(const int* n, int want) { /* at most WAIT_S seconds */
     struct timespec until;
@@ -80,13 +80,15 @@ static int ps_step(tfrdv_mgr* m, int64_t step) { /* start the step, send its ten
     if (r) tfrdv_unref(r);
     return bad;
 }
-static void ps_trace(void* user, const tfrdv_trace_event* ev) { /* counts the served tensors */
-    (void)user;
-    if (ev->side != TFRDV_TRACE_SERVE || ev->code != TFRDV_OK || ev->step_id < 1 || ev->step_id > STEPS) return;
-    pthread_mutex_lock(&mu);
-    served[ev->step_id]++;
-    pthread_cond_broadcast(&cv);
-    pthread_mutex_unlock(&mu);
+/* waits until n tensors were served and, if gone, the worker has disconnected (at most WAIT_S) */
+static int ps_wait(tfrdv_tcp* tcp, uint64_t n, int gone, tfrdv_tcp_stats* s) {
+    struct timespec ms10 = {0, 10000000};
+    int64_t t0 = tfrdv_now_ns();
+    for (;; nanosleep(&ms10, NULL)) {
+        tfrdv_tcp_get_stats(tcp, s);
+        if (s->serve_ok >= n && (!gone || s->connections == 0)) return 1;
+        if (tfrdv_now_ns() - t0 > WAIT_S * 1000000000LL) return 0;
+    }
 }
 static int run_ps(const char* addr, int ready_fd) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
@@ -95,15 +97,13 @@ static int run_ps(const char* addr, int ready_fd) {
     tfrdv_mgr* m;
     tfrdv_status st;
     tfrdv_tcp_stats s;
-    struct timespec ms10 = {0, 10000000};
-    int64_t step, t0;
+    int64_t step;
     int rc = 0;
     tc.listen_address = addr;
     if (tfrdv_tcp_create(&tc, &tcp, &st) != TFRDV_OK) return fail("ps", addr, &st);
     mc.worker_name = PS;
     mc.incarnation = PS_INCARNATION;
     mc.transport = tfrdv_tcp_transport(tcp);
-    mc.trace = ps_trace;
     if (tfrdv_mgr_create(&mc, &m, &st) != TFRDV_OK || tfrdv_tcp_attach(tcp, m, &st) != TFRDV_OK) {
         tfrdv_tcp_destroy(tcp);
         return fail("ps", "manager", &st);
@@ -112,15 +112,11 @@ static int run_ps(const char* addr, int ready_fd) {
     printf("ps: %s serving on %s\n", PS, tfrdv_tcp_address(tcp));
     fflush(stdout);
     if (!rc && ready_fd >= 0 && write(ready_fd, "R", 1) != 1) rc = 1; /* tell main: ready */
-    for (step = 1; step <= STEPS && !rc; step++) {
-        if (!wait_for(&served[step], NT)) rc = (fprintf(stderr, "ps: step %d: not all fetched in %d s\n", (int)step, WAIT_S), 1);
+    for (step = 1; step <= STEPS && !rc; step++) { /* the worker fetches the steps in order */
+        if (!ps_wait(tcp, (uint64_t)step * NT, 0, &s)) rc = (fprintf(stderr, "ps: step %d: not all fetched in %d s\n", (int)step, WAIT_S), 1);
         tfrdv_mgr_cleanup(m, step); /* CleanupGraph: the step's tensors are gone */
     }
-    for (t0 = tfrdv_now_ns(); !rc; nanosleep(&ms10, NULL)) { /* the worker disconnects when done */
-        tfrdv_tcp_get_stats(tcp, &s);
-        if (s.connections == 0) break;
-        if (tfrdv_now_ns() - t0 > WAIT_S * 1000000000LL) rc = (fprintf(stderr, "ps: the worker stayed connected\n"), 1);
-    }
+    if (!rc && !ps_wait(tcp, STEPS * NT, 1, &s)) rc = (fprintf(stderr, "ps: the worker stayed connected\n"), 1);
     tfrdv_tcp_get_stats(tcp, &s);
     printf("ps: served %llu tensors (%llu bytes) in %d steps, cleaned every step up\n", (unsigned long long)s.serve_ok,
            (unsigned long long)s.bytes_sent, STEPS);
