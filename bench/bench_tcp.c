@@ -797,6 +797,10 @@ static void memory(int tcp_port) {
     }
 }
 
+static void unlink_sockets(void) { /* the server's socket files, if it could not remove them */
+    unlink(unix_tfrdv);
+    unlink(unix_raw);
+}
 /* the CPUs this process may run on (Linux: /proc/self/status), "all" elsewhere */
 static const char* cpus_allowed(void) {
     static char list[64] = "all";
@@ -838,6 +842,7 @@ int main(int argc, char** argv) {
     }
     close(a[0]);
     close(b[1]);
+    atexit(unlink_sockets);
     to_srv = a[1];
     from_srv = b[0];
     if (!io_buf(from_srv, &h, sizeof h, 0, 0) || !h.ok) bu_die("the server did not start");
