@@ -1882,11 +1882,12 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read_failed(tfrdv_tcp* t, tfrdv_tcp__conn* c,
 }
 /* reads and handles frames until the socket has nothing more (or a read came back short) */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
-    int drained = 0;
+    int drained = 0, reads = 0;
     tfrdv_status st;
     for (;;) {
         ssize_t n;
         if (c->state == TFRDV_TCP__C_DEAD) return;
+        if (reads >= 16) drained = 1; /* our share: other connections and the writes come next */
         if (c->rx != TFRDV_TCP__RX_HDR) {
             size_t have = c->rlen - c->roff;
             if (c->rleft && have) {
@@ -1914,6 +1915,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                     mh.msg_iov = iv;
                     mh.msg_iovlen = want == c->rleft ? 2 : 1;
                     n = recvmsg(c->fd, &mh, 0);
+                    reads++;
                     __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
                     if (n > 0) {
                         size_t d = (size_t)n < want ? (size_t)n : want;
@@ -1925,6 +1927,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 } else {
                     c->roff = c->rlen = 0;
                     n = recv(c->fd, c->rbuf, c->rcap, 0);
+                    reads++;
                     __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
                     if (n > 0) {
                         c->rlen = (size_t)n;
@@ -1965,6 +1968,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 c->roff = 0;
             }
             n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+            reads++;
             __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
             if (n <= 0) {
                 if (n < 0 && errno == EINTR) continue;

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1095,6 +1096,10 @@ static void test_busy_port(void) {
     srv_kill(&s);
     TT_CHECK_EQ_INT(access(upath("busy.sock") + 5, F_OK), 0); /* the dead server's file */
     TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &b, &st), TFRDV_OK);
+    {
+        struct stat sb;
+        TT_CHECK(stat(upath("busy.sock") + 5, &sb) == 0 && (sb.st_mode & 0777) == 0600); /* unix_mode default */
+    }
     tfrdv_tcp_destroy(b);
     TT_CHECK(access(upath("busy.sock") + 5, F_OK) != 0); /* removed by destroy */
     tc.listen_address = "unix:/this/path/is/far/too/long/for/a/unix/socket/address/because/sun_path/holds/only/one/hundred/and/eight/bytes.sock";
@@ -1430,60 +1435,62 @@ static long rss_kib(void) {
 }
 /* 100,000 requests on one connection: the per-connection cap answers the excess at once, and the
    memory comes back once the connection closes */
+/* writes n REQUEST frames (ids from id0, steps never started: deferred on the server) from a
+   child process; while drain is set this process reads the answers until `served` reaches
+   want; returns the child's pid (reaped here when drained) */
+static pid_t flood(int fd, int n, uint64_t id0) {
+    uint8_t* big = (uint8_t*)malloc((size_t)n * 256);
+    size_t off = 0;
+    tfrdv_key k;
+    int i;
+    pid_t pid;
+    key_for(&k, "flood", PS_INC);
+    for (i = 0; i < n; i++) {
+        tfrdv_tcp_frame f;
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_REQUEST;
+        f.id = id0 + (uint64_t)i;
+        f.step_id = 100 + (int64_t)id0 + i;
+        f.request_id = (int64_t)id0 + i;
+        f.key.ptr = k.buf;
+        f.key.len = k.len;
+        off += tfrdv_tcp_encode(&f, big + off, 256);
+    }
+    fflush(stdout);
+    pid = fork(); /* another process writes: the server answers while it reads */
+    if (pid == 0) { alarm(60); (void)wr_full(fd, big, off); _exit(0); }
+    free(big);
+    return pid;
+}
+/* 100,000 requests on one connection: the per-connection cap answers the excess at once, and the
+   memory comes back once the connection closes; a peer that never reads its answers is cut off */
 static void test_request_flood(void) {
     insrv s;
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_tcp_stats ts;
     long before, after, slack = 32 * 1024;
-    int fd, i;
-    uint8_t* big;
-    size_t off = 0;
-    tfrdv_key k;
+    int fd, i, status;
+    pid_t pid;
+    char sink[65536];
     alarm(120);
     tc.max_requests_per_connection = 2000;
     if (!insrv_open(&s, "127.0.0.1:0", &tc)) { TT_CHECK(0); return; }
-    key_for(&k, "flood", PS_INC);
     before = rss_kib();
     fd = raw_connect(s.addr);
     raw_hello(fd);
-    big = (uint8_t*)malloc(100000 * 256);
-    for (i = 0; i < 100000; i++) {
-        tfrdv_tcp_frame f;
-        memset(&f, 0, sizeof f);
-        f.type = TFRDV_TCP_REQUEST;
-        f.id = (uint64_t)i + 1;
-        f.step_id = 100 + i; /* steps never started: deferred on the server */
-        f.request_id = i + 1;
-        f.key.ptr = k.buf;
-        f.key.len = k.len;
-        off += tfrdv_tcp_encode(&f, big + off, 256);
-    }
-    {
-        pid_t pid;
-        int status;
-        fflush(stdout);
-        pid = fork(); /* write from another process: the server answers while we write */
-        if (pid == 0) { alarm(60); (void)wr_full(fd, big, off); sleep_ms(300); _exit(0); }
-        {
-            char sink[65536];
-            int64_t end = tfrdv_now_ns() + 60 * SEC;
-            while (tfrdv_now_ns() < end) { /* drain the error answers until the writer is done */
-                ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
-                if (n > 0) continue;
-                if (waitpid(pid, &status, WNOHANG) == pid) break;
-                sleep_ms(1);
-            }
-        }
-    }
-    free(big);
-    for (i = 0; i < 2000; i++) {
+    pid = flood(fd, 100000, 1);
+    for (i = 0; i < 60000; i++) { /* read the answers until every request was handled */
+        ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n > 0) continue;
         tfrdv_tcp_get_stats(s.t, &ts);
         if (ts.served == 100000) break;
-        sleep_ms(5);
+        sleep_ms(1);
     }
+    waitpid(pid, &status, 0);
     TT_CHECK_EQ_INT(ts.served, 100000);
     TT_CHECK(ts.requests_rejected >= 90000);
     TT_CHECK(ts.server_requests_live <= 2000);
+    TT_CHECK_EQ_INT(ts.protocol_errors, 0);
     close(fd);
     wait_stats(s.t, &ts, 0);
     for (i = 0; i < 1000 && ts.server_requests_live; i++) { sleep_ms(5); tfrdv_tcp_get_stats(s.t, &ts); }
@@ -1504,6 +1511,18 @@ static void test_request_flood(void) {
 #endif
     printf("    request flood: RSS %ld KiB before, %ld KiB after (%llu rejected)\n", before, after, (unsigned long long)ts.requests_rejected);
     TT_CHECK(after - before < slack);
+    /* the same flood from a peer that never reads: closed once 8 MiB of answers wait for it */
+    fd = raw_connect(s.addr);
+    raw_hello(fd);
+    pid = flood(fd, 100000, 1);
+    wait_stats(s.t, &ts, 0);
+    for (i = 0; i < 2000 && ts.protocol_errors == 0; i++) { sleep_ms(5); tfrdv_tcp_get_stats(s.t, &ts); }
+    TT_CHECK_EQ_INT(ts.protocol_errors, 1);
+    TT_CHECK_EQ_INT(ts.connections, 0);
+    close(fd);
+    waitpid(pid, &status, 0);
+    for (i = 0; i < 1000 && ts.server_requests_live; i++) { sleep_ms(5); tfrdv_tcp_get_stats(s.t, &ts); }
+    TT_CHECK_EQ_INT(ts.server_requests_live, 0);
     insrv_close(&s);
 }
 
@@ -1647,6 +1666,61 @@ static void test_host_driven(void) {
     waiter_free(w);
 }
 
+/* every allocation of the companion goes through hooks.allocator, and all of it comes back */
+typedef struct counting { long live, calls; size_t bytes; } counting;
+static void* c_alloc(void* u, size_t n) {
+    counting* c = (counting*)u;
+    __atomic_add_fetch(&c->live, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&c->calls, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&c->bytes, n, __ATOMIC_SEQ_CST);
+    return malloc(n);
+}
+static void c_free(void* u, void* p, size_t n) {
+    counting* c = (counting*)u;
+    __atomic_sub_fetch(&c->live, 1, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(&c->bytes, n, __ATOMIC_SEQ_CST);
+    free(p);
+}
+static void test_allocator_hook(void) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    counting cs, cc;
+    insrv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    tfrdv_value* v;
+    tfrdv_key k;
+    int i, dead;
+    alarm(60);
+    memset(&cs, 0, sizeof cs);
+    memset(&cc, 0, sizeof cc);
+    tc.hooks.allocator.alloc_fn = c_alloc;
+    tc.hooks.allocator.free_fn = c_free;
+    tc.hooks.allocator.user = &cs;
+    if (!insrv_open(&s, upath("alloc.sock"), &tc)) { TT_CHECK(0); return; }
+    tc.hooks.allocator.user = &cc;
+    if (!cli_open(&c, s.addr, 0, &tc)) { TT_CHECK(0); insrv_close(&s); return; }
+    (void)tfrdv_mgr_start_step(s.m, 1, &r, &st);
+    for (i = 0; i < 20; i++) {
+        char e[16];
+        int64_t d[1] = {300000};
+        snprintf(e, sizeof e, "a%d", i);
+        key_for(&k, e, PS_INC);
+        (void)tfrdv_send(r, &k.parsed, 0, mkval(4, 1, d, (uint64_t)d[0], (unsigned)i), 0, &st);
+        TT_CHECK_EQ_INT(fetch(&c, 1, e, PS_INC, 10 * SEC, &v, &dead, &st), TFRDV_OK);
+        TT_CHECK(v && check((uint8_t*)v->data, v->size, (unsigned)i));
+        tfrdv_value_release(v);
+    }
+    tfrdv_unref(r);
+    TT_CHECK(cs.calls > 0 && cc.calls > 0);
+    cli_close(&c);
+    insrv_close(&s);
+    TT_CHECK_EQ_INT(cs.live, 0);
+    TT_CHECK_EQ_INT(cs.bytes, 0);
+    TT_CHECK_EQ_INT(cc.live, 0);
+    TT_CHECK_EQ_INT(cc.bytes, 0);
+}
+
 static void test_config_errors(void) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_tcp* t = 0;
@@ -1732,6 +1806,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_destroy_in_flight);
     TT_RUN(test_destroy_client_in_flight);
     TT_RUN(test_host_driven);
+    TT_RUN(test_allocator_hook);
     alarm(0);
     {
         char cmdline[128];
