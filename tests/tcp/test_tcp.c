@@ -671,6 +671,20 @@ static int waiter_wait(waiter* w, int n, int64_t timeout_ns) {
     pthread_mutex_unlock(&w->mu);
     return ok;
 }
+/* posts n receives of keys "<prefix><i>" on r, completing into w */
+static void post_recvs(tfrdv_rendezvous* r, const char* prefix, int n, waiter* w) {
+    int i;
+    for (i = 0; i < n; i++) {
+        tfrdv_key k;
+        char e[64];
+        snprintf(e, sizeof e, "%s%d", prefix, i);
+        key_for(&k, e, PS_INC);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
+    }
+}
+/* polls the serving child's stats until cond holds (bounded: 5 s) */
+#define SRV_UNTIL(s, rp, cond) \
+    do { int u_; for (u_ = 0; u_ < 1000; u_++) { (rp) = srv_stats(s); if (cond) break; sleep_ms(5); } } while (0)
 static void test_cancel_keeps_value(void) {
     srv s;
     cli c;
@@ -693,20 +707,14 @@ static void test_cancel_keeps_value(void) {
     a.cancel = cm;
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, &a, on_recv, w), TFRDV_OK);
     /* the request reached the server once its serve is pending there */
-    {
-        int i;
-        for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.served >= 1) break; sleep_ms(5); }
-        TT_CHECK_EQ_INT(rp.ts.served, 1);
-    }
+    SRV_UNTIL(&s, rp, rp.ts.served >= 1);
+    TT_CHECK_EQ_INT(rp.ts.served, 1);
     tfrdv_cancel_start(cm);
     TT_CHECK(waiter_wait(w, 1, 10 * SEC));
     TT_CHECK_EQ_INT(w->code[0], TFRDV_CANCELLED);
-    {
-        int i;
-        for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.serve_cancelled >= 1) break; sleep_ms(5); }
-        TT_CHECK_EQ_INT(rp.ts.serve_cancelled, 1);
-        TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0);
-    }
+    SRV_UNTIL(&s, rp, rp.ts.serve_cancelled >= 1);
+    TT_CHECK_EQ_INT(rp.ts.serve_cancelled, 1);
+    TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0);
     TT_CHECK_EQ_INT(srv_send(&s, 1, "late", 1, 0, 0, 4, 5).code, 0);
     rp = srv_stats(&s);
     TT_CHECK_EQ_INT(rp.pending_sends, 1); /* buffered, not lost to the cancelled request */
@@ -726,13 +734,13 @@ static void test_deadline_keeps_value(void) {
     cli c;
     tfrdv_status st;
     tfrdv_value* v;
-    int dead, i;
+    int dead;
     rep rp;
     alarm(60);
     if (!srv_start(&s, upath("dl.sock"), PS_INC, 0, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, SEC / 5, 0)) { TT_CHECK(0); srv_stop(&s); return; }
     TT_CHECK_EQ_INT(fetch(&c, 1, "slow", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_DEADLINE_EXCEEDED);
-    for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.server_requests_live == 0 && rp.ts.served) break; sleep_ms(5); }
+    SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 0 && rp.ts.served);
     TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0);
     TT_CHECK_EQ_INT(srv_send(&s, 1, "slow", 1, 0, 0, 4, 6).code, 0);
     TT_CHECK_EQ_INT(srv_stats(&s).pending_sends, 1);
@@ -775,13 +783,7 @@ static void test_deadline_by_transport(void) {
     mc.transport = tfrdv_tcp_transport(t);
     (void)tfrdv_mgr_create(&mc, &m, &st);
     (void)tfrdv_mgr_start_step(m, 1, &r, &st);
-    for (i = 0; i < 300; i++) {
-        tfrdv_key k;
-        char e[32];
-        snprintf(e, sizeof e, "never_%d", i);
-        key_for(&k, e, PS_INC);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
-    }
+    post_recvs(r, "never_", 300, w);
     TT_CHECK(waiter_wait(w, 300, 5 * SEC));
     for (i = 0; i < w->n && i < 300; i++) expired += w->code[i] == TFRDV_DEADLINE_EXCEEDED;
     TT_CHECK_EQ_INT(expired, 300);
@@ -807,7 +809,7 @@ static void test_abort_keeps_value(void) {
     tfrdv_rendezvous* r;
     tfrdv_key k;
     waiter* w = waiter_new();
-    int dead, i;
+    int dead;
     rep rp;
     alarm(60);
     if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
@@ -815,11 +817,11 @@ static void test_abort_keeps_value(void) {
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
     key_for(&k, "ab", PS_INC);
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
-    for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.served >= 1) break; sleep_ms(5); }
+    SRV_UNTIL(&s, rp, rp.ts.served >= 1);
     tfrdv_mgr_cleanup(c.m, 1); /* aborts the step: its remote call is cancelled */
     TT_CHECK(waiter_wait(w, 1, 10 * SEC));
     TT_CHECK_EQ_INT(w->code[0], TFRDV_ABORTED);
-    for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.serve_cancelled >= 1) break; sleep_ms(5); }
+    SRV_UNTIL(&s, rp, rp.ts.serve_cancelled >= 1);
     TT_CHECK_EQ_INT(rp.ts.serve_cancelled, 1);
     TT_CHECK_EQ_INT(srv_send(&s, 1, "ab", 1, 0, 0, 4, 8).code, 0);
     TT_CHECK_EQ_INT(fetch(&c2, 1, "ab", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
@@ -846,13 +848,7 @@ static void test_1000_concurrent(void) {
     if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
     (void)tfrdv_mgr_start_step(c.m, 3, &r, &st);
-    for (i = 0; i < 1000; i++) {
-        tfrdv_key k;
-        char edge[32];
-        snprintf(edge, sizeof edge, "many_%d", i);
-        key_for(&k, edge, PS_INC);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
-    }
+    post_recvs(r, "many_", 1000, w);
     memset(&cm, 0, sizeof cm);
     cm.op = OP_SEND;
     cm.step = 3;
@@ -1151,12 +1147,14 @@ static size_t rlen;
 static int raw_get(int fd, int type, tfrdv_tcp_frame* f, char* msg, size_t cap) {
     for (;;) {
         tfrdv_status st;
-        long used = tfrdv_tcp_decode(rbuf, rlen, 0, f, &st);
+        long used;
+        memset(f, 0, sizeof *f);
+        used = tfrdv_tcp_decode(rbuf, rlen, 0, f, &st);
         if (used < 0) return -1;
         if (used > 0 && rlen >= (size_t)used + f->data_len) {
             int t = f->type;
             size_t total = (size_t)used + (size_t)f->data_len;
-            if (msg && f->message.len) snprintf(msg, cap, "%.*s", (int)f->message.len, f->message.ptr);
+            if (msg && (t == TFRDV_TCP_ERROR || t == TFRDV_TCP_CLOSE)) snprintf(msg, cap, "%.*s", (int)f->message.len, f->message.ptr);
             memmove(rbuf, rbuf + total, rlen - total);
             rlen -= total;
             if (t == type) return 1;
@@ -1210,6 +1208,26 @@ static void wait_stats(tfrdv_tcp* t, tfrdv_tcp_stats* ts, size_t conns) {
     }
 }
 
+static const uint8_t* frame_bytes(const tfrdv_tcp_frame* f, uint8_t* buf, size_t cap) {
+    (void)tfrdv_tcp_encode(f, buf, cap);
+    return buf;
+}
+/* connects (HELLO first if hello), writes bytes; the server must answer CLOSE naming `want`,
+   then close */
+static void expect_close(const char* addr, int hello, const uint8_t* bytes, size_t n, const char* want) {
+    tfrdv_tcp_frame f;
+    char msg[256];
+    int fd = raw_connect(addr);
+    if (hello) raw_hello(fd);
+    (void)wr_full(fd, bytes, n);
+    rlen = 0;
+    msg[0] = 0;
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_CLOSE, &f, msg, sizeof msg), 1);
+    TT_CHECK_CONTAINS(msg, want);
+    TT_CHECK(raw_eof(fd));
+    close(fd);
+}
+
 static void test_hostile_frames(void) {
     insrv s;
     int fd;
@@ -1220,7 +1238,6 @@ static void test_hostile_frames(void) {
     alarm(60);
     if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
     /* bad magic */
-    fd = raw_connect(s.addr);
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_HELLO;
     f.version = 1;
@@ -1228,46 +1245,21 @@ static void test_hostile_frames(void) {
         uint8_t b[64];
         size_t n = tfrdv_tcp_encode(&f, b, sizeof b);
         b[16] = 'Z';
-        (void)wr_full(fd, b, n);
+        expect_close(s.addr, 0, b, n, "bad magic");
     }
-    rlen = 0;
-    msg[0] = 0;
-    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_CLOSE, &f, msg, sizeof msg), 1);
-    TT_CHECK_CONTAINS(msg, "bad magic");
-    TT_CHECK(raw_eof(fd));
-    close(fd);
     /* bad version */
-    fd = raw_connect(s.addr);
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_HELLO;
     f.version = 7;
-    raw_put(fd, &f);
-    rlen = 0;
-    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_CLOSE, &f, msg, sizeof msg), 1);
-    TT_CHECK_CONTAINS(msg, "version 7");
-    close(fd);
-    /* oversized key */
-    fd = raw_connect(s.addr);
-    raw_hello(fd);
+    expect_close(s.addr, 0, frame_bytes(&f, junk, sizeof junk), tfrdv_tcp_encode(&f, 0, 0), "version 7");
+    /* oversized key (the header alone says so) */
     {
         uint8_t b[16] = {2, 0, 0, 0, 0xff, 0xff, 0, 0, 1};
-        (void)wr_full(fd, b, 16);
+        expect_close(s.addr, 1, b, 16, "key limit");
     }
-    rlen = 0;
-    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_CLOSE, &f, msg, sizeof msg), 1);
-    TT_CHECK_CONTAINS(msg, "key limit");
-    close(fd);
     /* a frame only a server sends */
-    fd = raw_connect(s.addr);
-    raw_hello(fd);
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_RESPONSE;
     f.id = 1;
-    raw_put(fd, &f);
-    rlen = 0;
-    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_CLOSE, &f, msg, sizeof msg), 1);
-    TT_CHECK_CONTAINS(msg, "unexpected frame type 3");
-    close(fd);
+    expect_close(s.addr, 1, frame_bytes(&f, junk, sizeof junk), tfrdv_tcp_encode(&f, 0, 0), "unexpected frame type 3");
     /* garbage */
     fd = raw_connect(s.addr);
     memset(junk, 0xa5, sizeof junk);
@@ -1569,25 +1561,13 @@ static void test_destroy_in_flight(void) {
     if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); insrv_close(&s); return; }
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
-    for (i = 0; i < 10; i++) {
-        tfrdv_key k;
-        char e[16];
-        snprintf(e, sizeof e, "never%d", i);
-        key_for(&k, e, PS_INC);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
-    }
+    post_recvs(r, "never", 10, w);
     for (i = 0; i < 1000; i++) { tfrdv_tcp_get_stats(s.t, &ts); if (ts.server_requests_live == 10) break; sleep_ms(5); }
     TT_CHECK_EQ_INT(ts.server_requests_live, 10);
     insrv_close(&s); /* the server first: its serves are withdrawn, the client's calls fail */
     TT_CHECK(waiter_wait(w, 10, 10 * SEC));
     for (i = 0; i < 10; i++) TT_CHECK_EQ_INT(w->code[i], TFRDV_UNAVAILABLE);
-    for (i = 0; i < 10; i++) {
-        tfrdv_key k;
-        char e[16];
-        snprintf(e, sizeof e, "again%d", i);
-        key_for(&k, e, PS_INC);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
-    }
+    post_recvs(r, "again", 10, w);
     TT_CHECK(waiter_wait(w, 20, 10 * SEC)); /* no server: connect fails, then backoff */
     tfrdv_unref(r);
     cli_close(&c);
@@ -1607,18 +1587,12 @@ static void test_destroy_client_in_flight(void) {
     if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
-    for (i = 0; i < 10; i++) {
-        tfrdv_key k;
-        char e[16];
-        snprintf(e, sizeof e, "never%d", i);
-        key_for(&k, e, PS_INC);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
-    }
-    for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.server_requests_live == 10) break; sleep_ms(5); }
+    post_recvs(r, "never", 10, w);
+    SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 10);
     tfrdv_tcp_destroy(c.t); /* calls in flight fail CANCELLED, exactly once */
     TT_CHECK(waiter_wait(w, 10, 10 * SEC));
     for (i = 0; i < 10; i++) TT_CHECK_EQ_INT(w->code[i], TFRDV_CANCELLED);
-    for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.server_requests_live == 0) break; sleep_ms(5); }
+    SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 0);
     TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0); /* the server withdrew them */
     {
         tfrdv_key k;
