@@ -20,8 +20,22 @@ TESTS    := $(patsubst tests/%.c,$(B)/%,$(TEST_SRCS)) $(B)/test_locks_fenced
 EXAMPLES := $(patsubst examples/%.c,$(B)/ex_%,$(EXAMPLE_SRCS))
 HEADERS  := tfrdv.h $(wildcard tfrdv_*.h) tests/tt.h $(wildcard tests/*.h)
 
-.PHONY: all test asan tsan valgrind bench bench-tcp fuzz demo clean check examples
+.PHONY: all test asan tsan valgrind bench bench-tcp fuzz demo clean check examples help
 all: $(TESTS) $(EXAMPLES)
+examples: $(EXAMPLES)
+
+help:
+	@echo "make demo       the demo: a ps and a worker process over tfrdv_tcp.h (see README.md)"
+	@echo "make test       every suite, example and build-matrix cell; last line 'N passed, N failed'"
+	@echo "make check      the same as make test"
+	@echo "make examples   build the examples into $(B)/ex_*"
+	@echo "make asan/tsan  make test under ASan+UBSan / TSan (clang); make valgrind"
+	@echo "make bench      the local-rendezvous benchmark (ratios to same-run baselines)"
+	@echo "make fuzz       libFuzzer on the key and device-name parsers (FUZZ_SECONDS)"
+	@echo "companions: make bench-tcp (tfrdv_tcp.h vs raw sockets and gRPC),"
+	@echo "  make bench-grpc demo-grpc grpc-asan grpc-tsan fuzz-grpc (tfrdv_grpc.h),"
+	@echo "  make test-rxe bench-rxe fuzz-verbs (tfrdv_verbs.h), make interop demo-tf tf-oracle bench-tf"
+	@echo "V=1 shows compiler command lines; JOBS=N sets make test's build parallelism"
 
 $(B)/test_%: tests/test_%.c $(HEADERS)
 	@mkdir -p $(B)
@@ -42,7 +56,9 @@ $(B)/ex_%: examples/%.c $(HEADERS)
 # the README's test command: every suite, every example, the build matrix
 RUN_MATRIX ?= 1
 TFRDV_STRESS_OPS ?= 1000000
-test: all
+JOBS ?= $(shell nproc 2> /dev/null || echo 2)
+test:
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@B=$(B) CC=$(CC) CXX=$(CXX) SAN="$(SAN)" V=$(V) RUN_MATRIX=$(RUN_MATRIX) TFRDV_STRESS_OPS=$(TFRDV_STRESS_OPS) bash tests/run.sh
 
 NEED_CLANG = @command -v clang > /dev/null || { echo "make $@ needs clang: sudo apt-get install -y --no-install-recommends clang libclang-rt-14-dev"; exit 1; }
@@ -52,7 +68,9 @@ asan:
 tsan:
 	$(NEED_CLANG)
 	@$(MAKE) --no-print-directory test B=build/tsan CC=clang CXX=clang++ OPT="-O1 -g" SAN="-fsanitize=thread" RUN_MATRIX=0 TFRDV_STRESS_OPS=300000
-valgrind: all
+check: test
+valgrind:
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@B=$(B) VALGRIND=1 RUN_MATRIX=0 TFRDV_STRESS_OPS=100000 bash tests/run.sh
 
 # the ps and the worker as two processes over tfrdv_tcp.h (a Unix socket); the in-process loopback

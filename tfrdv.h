@@ -6,11 +6,48 @@
          #include "tfrdv.h"
      Everywhere else just #include "tfrdv.h".
 
+   THE TEN CALLS (task -> call; everything else is for special needs)
+     make a worker          tfrdv_loopback_add_worker (in-process), or tfrdv_mgr_create with a
+                            transport from a companion (tfrdv_tcp.h, tfrdv_grpc.h, tfrdv_verbs.h)
+     start a step           tfrdv_mgr_start_step -> the step's rendezvous (a reference)
+     name a tensor          tfrdv_key_make (tfrdv_key_make_frame for loop iterations)
+     make a tensor          tfrdv_value_new (or tfrdv_value_make around your own tensor)
+     send                   tfrdv_send (never blocks; the value is the rendezvous' now)
+     receive                tfrdv_recv_async (a callback), or tfrdv_recv (blocking, with timeout)
+     done with a tensor     tfrdv_value_release (the receiver owns one reference)
+     done with the step     tfrdv_unref (your reference), tfrdv_mgr_cleanup (the step, at its end)
+     shut down              tfrdv_mgr_destroy (then the transport: see TRANSPORTS)
+     Deadlines are acted on by tfrdv_mgr_expire: a companion's thread calls it; on the loopback
+     alone, call it from a timer if you use timeouts.
+
+   STEP BY STEP (two workers in one process on the loopback transport; see examples/ for more)
+     1. Create:   tfrdv_loopback_create(NULL, &lb, &st);
+                  tfrdv_loopback_add_worker(lb, "/job:w/replica:0/task:0", NULL, &w, &st);
+                  tfrdv_loopback_add_worker(lb, "/job:ps/replica:0/task:0", NULL, &ps, &st);
+                  (each is tfrdv_mgr_create + tfrdv_loopback_register: a network transport fills
+                  tfrdv_mgr_config.transport instead)
+     2. Step:     tfrdv_mgr_start_step(ps, step_id, &rps, &st);  and the same on w -> rw
+                  (tfrdv_mgr_find + tfrdv_mgr_initialize: requests that arrive before the second
+                  phase wait, with a deadline)
+     3. Key:      tfrdv_key_make(&k, "/job:ps/replica:0/task:0/device:CPU:0",
+                                 tfrdv_mgr_incarnation(ps), "/job:w/replica:0/task:0/device:CPU:0",
+                                 "edge_1", frame_iter, &st);
+     4. Transfer: tfrdv_send(rps, &k.parsed, NULL, value, 0, &st);      on the producer
+                  tfrdv_recv_async(rw, &k.parsed, NULL, on_recv, ctx);  on the consumer; on_recv
+                  checks its status, then owns the value: tfrdv_value_release(v) when done
+     5. Release:  tfrdv_unref(rps); tfrdv_unref(rw);      the step references
+     6. Cleanup:  tfrdv_mgr_cleanup(ps, step_id); tfrdv_mgr_cleanup(w, step_id);  at step end
+     7. Destroy:  tfrdv_mgr_destroy(w); tfrdv_mgr_destroy(ps); tfrdv_loopback_destroy(lb);
+                  (any order: see TRANSPORTS)
+     Check every returned code: a refusal (non-OK) means no callback will run. Drive deadlines
+     with tfrdv_mgr_expire(mgr, tfrdv_mgr_now(mgr)) from a timer (or let a companion do it).
+
    TABLE OF CONTENTS
+     THE TEN CALLS, STEP BY STEP   above
      COMPILE-TIME OPTIONS   which macros exist and where to define them
      CONCEPTS               keys, values, the local table, steps, remote calls, transports
      CALLBACK RULES         the exactly-once contract every async function keeps
-     STEP BY STEP           one tensor between two workers, every call in order
+     TRANSPORTS             the life cycle every transport follows
      THREADS                what may be called from which thread, what may run inline
      MEMORY                 what is kept for reuse, what comes back, the caps
 
@@ -104,26 +141,19 @@
      8. No hidden threads. The core never starts a thread. Deadlines (deferred requests, remote
         calls, retry backoff, tombstones) are absolute times acted on by tfrdv_mgr_expire(now).
 
-   STEP BY STEP (two workers in one process on the loopback transport; see examples/ for more)
-     1. Create:   tfrdv_loopback_create(NULL, &lb, &st);
-                  tfrdv_loopback_add_worker(lb, "/job:w/replica:0/task:0", NULL, &w, &st);
-                  tfrdv_loopback_add_worker(lb, "/job:ps/replica:0/task:0", NULL, &ps, &st);
-                  (each is tfrdv_mgr_create + tfrdv_loopback_register: a network transport fills
-                  tfrdv_mgr_config.transport instead)
-     2. Step:     tfrdv_mgr_start_step(ps, step_id, &rps, &st);  and the same on w -> rw
-                  (tfrdv_mgr_find + tfrdv_mgr_initialize: requests that arrive before the second
-                  phase wait, with a deadline)
-     3. Key:      tfrdv_key_make(&k, "/job:ps/replica:0/task:0/device:CPU:0",
-                                 tfrdv_mgr_incarnation(ps), "/job:w/replica:0/task:0/device:CPU:0",
-                                 "edge_1", frame_iter, &st);
-     4. Transfer: tfrdv_send(rps, &k.parsed, NULL, value, 0, &st);      on the producer
-                  tfrdv_recv_async(rw, &k.parsed, NULL, on_recv, ctx);  on the consumer; on_recv
-                  checks its status, then owns the value: tfrdv_value_release(v) when done
-     5. Release:  tfrdv_unref(rps); tfrdv_unref(rw);      the step references
-     6. Cleanup:  tfrdv_mgr_cleanup(ps, step_id); tfrdv_mgr_cleanup(w, step_id);  at step end
-     7. Destroy:  tfrdv_mgr_destroy(w); tfrdv_mgr_destroy(ps); tfrdv_loopback_destroy(lb);
-     Check every returned code: a refusal (non-OK) means no callback will run. Drive deadlines
-     with tfrdv_mgr_expire(mgr, tfrdv_mgr_now(mgr)) from a timer (or let a companion do it).
+   TRANSPORTS (one life cycle for all of them: the loopback here, tfrdv_tcp.h, tfrdv_grpc.h,
+   tfrdv_verbs.h, and yours)
+     1. X_create(&config, &x, &st)      config.hooks.allocator is where all its memory comes from
+     2. mc.transport = X_transport(x)   each manager created with this vtable holds x until it
+                                        goes (tfrdv_transport.ref): copy configs freely
+     3. X_attach(x, mgr, &st)           servers only: start serving mgr's tables
+     4. ... fetches ...                 a fetch through x after X_destroy fails UNAVAILABLE at once
+     5. X_destroy(x) and tfrdv_mgr_destroy(mgr), in either order: X_destroy stops x (its calls
+        finish exactly once, its threads are joined, nothing of it touches a value afterwards);
+        the memory goes with the last reference.
+     Several transports at once: tfrdv_router_create picks one per source worker. A provider's
+     contract (start_call, cancel_call, exactly one finish) is at tfrdv_transport below, and
+     examples/custom_transport.c implements one in about 120 lines.
 
    THREADS
      Thread-safe (any thread, concurrently, on the same object): tfrdv_send, tfrdv_recv_async,
@@ -435,6 +465,95 @@ typedef void (*tfrdv_done_fn)(void* user, const tfrdv_status* status, const tfrd
                               const tfrdv_args* recv_args, tfrdv_value* value, int is_dead);
 
 /* ---------------------------------------------------------------------------------------------
+   The short path: values that own their storage, keys that own their bytes, a worker and a step
+   in one call each, printing. Most programs need little else (THE TEN CALLS, at the top).
+   --------------------------------------------------------------------------------------------- */
+typedef struct tfrdv_rendezvous tfrdv_rendezvous; /* a local table, or one step of a manager */
+typedef struct tfrdv_mgr tfrdv_mgr;               /* the step manager */
+typedef struct tfrdv_mgr_config tfrdv_mgr_config;
+typedef struct tfrdv_loopback tfrdv_loopback;     /* the in-process transport */
+
+/* Printing a tfrdv_str (not NUL-terminated) with printf:
+       printf("key " TFRDV_STR_FMT "\n", TFRDV_STR_ARG(k.parsed.edge_name));
+   TFRDV_STR_ARG evaluates its argument twice. */
+#define TFRDV_STR_FMT "%.*s"
+#define TFRDV_STR_ARG(s) (int)(s).len, (s).ptr
+
+/* TensorFlow DataType numbers (types.proto) for tfrdv_value.dtype; any other number is carried
+   through unchanged. */
+typedef enum tfrdv_dtype {
+    TFRDV_DT_INVALID = 0, TFRDV_DT_FLOAT = 1, TFRDV_DT_DOUBLE = 2, TFRDV_DT_INT32 = 3,
+    TFRDV_DT_UINT8 = 4, TFRDV_DT_INT16 = 5, TFRDV_DT_INT8 = 6, TFRDV_DT_STRING = 7,
+    TFRDV_DT_COMPLEX64 = 8, TFRDV_DT_INT64 = 9, TFRDV_DT_BOOL = 10, TFRDV_DT_BFLOAT16 = 14,
+    TFRDV_DT_UINT16 = 17, TFRDV_DT_COMPLEX128 = 18, TFRDV_DT_HALF = 19, TFRDV_DT_UINT32 = 22,
+    TFRDV_DT_UINT64 = 23
+} tfrdv_dtype;
+
+/* A value with its own storage: ONE allocation holds the tfrdv_value, a copy of the rank dims and
+   size bytes of data, copied from data (or zeroed when data is NULL). The reference returned is
+   yours (send it, or tfrdv_value_release it); the release of the last reference frees the block.
+   ->data is aligned like malloc's; ->user is yours. NULL on out of memory, rank < 0, rank > 0
+   with dims NULL, or a size that cannot be allocated. The library does not check size against
+   dtype and dims. Under TFRDV_NO_MALLOC use tfrdv_value_new_with (tfrdv_value_new returns NULL).
+       int64_t dims[2] = {2, 3};
+       tfrdv_value* v = tfrdv_value_new(TFRDV_DT_FLOAT, 2, dims, NULL, 6 * sizeof(float));
+       if (v) ((float*)v->data)[0] = 1.0f;  */
+TFRDV_API tfrdv_value* tfrdv_value_new(int32_t dtype, int32_t rank, const int64_t* dims,
+                                       const void* data, uint64_t size);
+/* The same from an allocator (alloc_fn and free_fn both set, or both NULL for malloc/free);
+   the block is returned with a sized free to the same allocator. */
+TFRDV_API tfrdv_value* tfrdv_value_new_with(const tfrdv_allocator* allocator, int32_t dtype,
+                                            int32_t rank, const int64_t* dims, const void* data,
+                                            uint64_t size);
+/* A tfrdv_value by value, for embedding in your own tensor object without designated
+   initializers (C++): extra_refs is 0. dims and data are not copied: they must stay valid until
+   release runs (release may be NULL for static storage). */
+TFRDV_API tfrdv_value tfrdv_value_make(int32_t dtype, int32_t rank, const int64_t* dims,
+                                       void* data, uint64_t size,
+                                       void (*release)(tfrdv_value* v), void* user);
+
+/* A key that owns its bytes: the text in buf (NUL-terminated) and its parsed view, whose pointers
+   point into buf. Pass &k.parsed to tfrdv_send / tfrdv_recv_async / tfrdv_recv. A tfrdv_key can
+   live on the stack (about 1.3 KiB) and needs no cleanup. Do NOT copy it with = or memcpy: the
+   copy's views would still point into the original; use tfrdv_key_copy. Keys longer than
+   TFRDV_KEY_MAX - 1 bytes fail with RESOURCE_EXHAUSTED (TensorFlow keys are far shorter; build
+   longer ones with tfrdv_key_create into your own buffer). After a failed call k holds an
+   empty key (len 0, "" in buf): check the code, do not send or receive on it. */
+#define TFRDV_KEY_MAX 1024
+typedef struct tfrdv_key {
+    tfrdv_parsed_key parsed; /* views into buf */
+    size_t len;              /* bytes of key text in buf (without the NUL) */
+    char buf[TFRDV_KEY_MAX];
+} tfrdv_key;
+/* tfrdv_key_create + tfrdv_key_parse in one call (same validation and messages). */
+TFRDV_API tfrdv_code tfrdv_key_make(tfrdv_key* k, const char* src_device,
+                                    uint64_t src_incarnation, const char* dst_device,
+                                    const char* edge_name, tfrdv_frame_iter frame_iter,
+                                    tfrdv_status* st);
+/* Copies len bytes of key text (e.g. a tfrdv_str from a trace event or a transport) and parses
+   it with tfrdv_key_parse. */
+TFRDV_API tfrdv_code tfrdv_key_from(tfrdv_key* k, const char* text, size_t len, tfrdv_status* st);
+/* The key of one loop iteration: base with its frame:iter part replaced by frame_iter (TensorFlow
+   builds the prefix once per Send/Recv kernel and adds ";frame_id:iter" per execution). k may be
+   base itself (changed in place). */
+TFRDV_API tfrdv_code tfrdv_key_make_frame(tfrdv_key* k, const tfrdv_key* base,
+                                          tfrdv_frame_iter frame_iter, tfrdv_status* st);
+/* dst = an independent copy of src (dst may be src). */
+TFRDV_API tfrdv_code tfrdv_key_copy(tfrdv_key* dst, const tfrdv_key* src, tfrdv_status* st);
+
+/* A worker on a loopback transport in one call: tfrdv_mgr_create with cfg (NULL: defaults), its
+   worker_name and transport replaced by worker_name and lb's, then tfrdv_loopback_register.
+   On failure nothing is left behind and *out is NULL. Destroy it with tfrdv_mgr_destroy (before
+   or after tfrdv_loopback_destroy). */
+TFRDV_API tfrdv_code tfrdv_loopback_add_worker(tfrdv_loopback* lb, const char* worker_name,
+                                               const tfrdv_mgr_config* cfg, tfrdv_mgr** out,
+                                               tfrdv_status* st);
+/* tfrdv_mgr_find + tfrdv_mgr_initialize(worker_name NULL) in one call, for a worker that knows
+   its step is starting. *out is a new reference (tfrdv_unref it); NULL on failure. */
+TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv_rendezvous** out,
+                                          tfrdv_status* st);
+
+/* ---------------------------------------------------------------------------------------------
    Cancellation manager (TensorFlow CancellationManager). Registrations are intrusive nodes you
    own (no allocation): the node is your token. Callbacks run outside the manager's lock, one at
    a time, in registration order.
@@ -473,8 +592,6 @@ TFRDV_API tfrdv_code tfrdv_cancel_mgr_reset(tfrdv_cancel_mgr* cm);
 /* ---------------------------------------------------------------------------------------------
    Rendezvous (local table; also the per-step object of a step manager)
    --------------------------------------------------------------------------------------------- */
-typedef struct tfrdv_rendezvous tfrdv_rendezvous;
-
 typedef struct tfrdv_config {
     tfrdv_hooks hooks;
     int num_shards; /* lock shards (0: 4); keys are spread over shards by hash */
@@ -578,12 +695,16 @@ TFRDV_API size_t tfrdv_pending(tfrdv_rendezvous* r, tfrdv_pending_fn fn, void* u
    finished and every cancel_call returned, and a finish after that is a use after free.
    --------------------------------------------------------------------------------------------- */
 typedef struct tfrdv_call tfrdv_call;
-typedef struct tfrdv_mgr tfrdv_mgr; /* the step manager, below */
 typedef struct tfrdv_transport {
     void* user;
     void (*start_call)(void* user, tfrdv_call* call);
     void (*cancel_call)(void* user, tfrdv_call* call);
-    void (*destroy)(void* user);
+    void (*destroy)(void* user); /* the manager that held it is gone (optional) */
+    /* Optional. Set: every manager given this vtable takes its own reference with ref(user) when
+       its create succeeds, and drops it with destroy(user) when it goes, so one vtable (or a
+       copied config) may serve any number of managers. NULL: the one manager given it owns it,
+       and destroy runs once, when that manager goes. */
+    void (*ref)(void* user);
 } tfrdv_transport;
 
 TFRDV_API int64_t tfrdv_call_step_id(const tfrdv_call* call);
@@ -653,8 +774,21 @@ typedef struct tfrdv_trace_event {
     int64_t end_ns;         /* completion */
 } tfrdv_trace_event;
 typedef void (*tfrdv_trace_fn)(void* user, const tfrdv_trace_event* ev);
+/* One event as a Chrome / Perfetto trace event (open the file in https://ui.perfetto.dev or
+   chrome://tracing): a complete event ("ph":"X") named after the key's edge, "cat" local / fetch /
+   serve, "ts" and "dur" in microseconds since t0_ns, the given pid (one per worker), tid 1 + side,
+   and args step, key, bytes, dtype, dead, code. Writes the JSON object (no separator) into buf,
+   at most cap bytes, NUL-terminated when cap > 0; returns the full length (like snprintf). A
+   trace file is "[" + the events separated by "," + "]":
+       static void on_trace(void* user, const tfrdv_trace_event* ev) {   (lock: several threads)
+           char line[1024];
+           tfrdv_trace_json(ev, t0, 1, line, sizeof line);
+           fprintf(f, "%s%s\n", first ? "[" : ",", line);  first = 0;
+       }                                        and fputs("]\n", f) at the end */
+TFRDV_API size_t tfrdv_trace_json(const tfrdv_trace_event* ev, int64_t t0_ns, int pid, char* buf,
+                                  size_t cap);
 
-typedef struct tfrdv_mgr_config {
+struct tfrdv_mgr_config {
     tfrdv_hooks hooks;
     const char* worker_name;       /* "/job:w/replica:0/task:0" (required) */
     uint64_t incarnation;          /* of this worker's devices (0: random-looking, from the clock
@@ -686,6 +820,11 @@ typedef struct tfrdv_mgr_config {
     size_t max_key_len;            /* longest key sent, received or served (0: 4096 bytes) */
     int max_deferred;              /* requests waiting for step initialisation, all steps together
                                       (0: 65536); beyond it RESOURCE_EXHAUSTED */
+    /* Idle-step policy: tfrdv_mgr_expire cleans up (as tfrdv_mgr_cleanup, tombstone included) a
+       step that nobody holds a reference to and that has nothing buffered, waiting, deferred or
+       in flight, once it stayed so for this long: a worker whose steps a remote master starts
+       (a TensorFlow cluster) needs no step bookkeeping. 0: never (the default). */
+    int64_t step_idle_timeout_ns;
     tfrdv_trace_fn trace;          /* optional transfer trace, see tfrdv_trace_event */
     void* trace_user;
     /* Optional: a remote request (tfrdv_mgr_serve) arrived for a step this worker has not
@@ -697,7 +836,7 @@ typedef struct tfrdv_mgr_config {
        deferred requests are then served. Not called for initialised, aborted or cleaned steps. */
     void (*step_requested)(void* user, tfrdv_mgr* mgr, int64_t step_id, tfrdv_str key);
     void* step_requested_user;
-} tfrdv_mgr_config;
+};
 TFRDV_API tfrdv_mgr_config tfrdv_mgr_config_init(void);
 
 TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** out,
@@ -792,6 +931,7 @@ typedef struct tfrdv_mgr_stats {
     uint64_t duplicate_requests, cache_hits, deferred_expired, tombstone_hits;
     uint64_t requests_served;      /* tfrdv_mgr_serve calls (the serving side) */
     uint64_t requests_deferred;    /* of which arrived before their step was initialised */
+    uint64_t steps_idle_cleaned;   /* by the idle-step policy (also in steps_cleaned) */
     size_t active_steps, tombstones, calls_in_flight, calls_free;
 } tfrdv_mgr_stats;
 TFRDV_API void tfrdv_mgr_get_stats(tfrdv_mgr* mgr, tfrdv_mgr_stats* out);
@@ -803,12 +943,12 @@ TFRDV_API int64_t tfrdv_mgr_new_request_id(tfrdv_mgr* mgr);
    Loopback transport: several managers ("workers") in one process; a remote call on one is served
    from another's table, zero copy (or into the receiver's alloc hook memory).
    --------------------------------------------------------------------------------------------- */
-typedef struct tfrdv_loopback tfrdv_loopback;
 TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopback** out,
                                            tfrdv_status* st);
-/* Destroy after every manager using it. */
+/* Unregisters every worker (a fetch through lb fails UNAVAILABLE from now on) and drops the
+   owner's reference: before or after its managers (TRANSPORTS). */
 TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb);
-/* The vtable to put in tfrdv_mgr_config.transport (its destroy is NULL: the loopback outlives). */
+/* The vtable for tfrdv_mgr_config.transport: each manager given it holds lb (TRANSPORTS). */
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb);
 /* Route worker_name (e.g. "/job:ps/replica:0/task:0") to mgr; replaces an earlier entry (a
    "restart"); mgr NULL removes it. */
@@ -844,97 +984,16 @@ typedef struct tfrdv_router_config {
     void* pick_user;
 } tfrdv_router_config;
 TFRDV_API tfrdv_router_config tfrdv_router_config_init(void);
-/* Builds the routing transport into *out (for tfrdv_mgr_config.transport). On success it owns
-   the routes' transports: its destroy calls each distinct transport's destroy once. On failure it
-   takes nothing and names the bad route (a pattern that does not parse, a transport without
+/* Builds the routing transport into *out (for ONE manager's tfrdv_mgr_config.transport: the
+   router has no ref hook, the manager owns it). It holds each distinct route transport as a
+   manager would: a reference (its ref hook) now, or the ownership of one without a ref hook; its
+   destroy drops them (each distinct transport's destroy once). On failure it takes nothing and names the bad route (a pattern that does not parse, a transport without
    start_call or cancel_call). A pick answer out of range fails that call INTERNAL. A call no route
    matches fails INTERNAL "tfrdv router: no route for worker <name>" (as an unknown worker does
    with the manager's resolve hook). */
 TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_transport* out,
                                          tfrdv_status* st);
 
-/* ---------------------------------------------------------------------------------------------
-   Convenience helpers (values with their own storage, keys that own their bytes, printing)
-   --------------------------------------------------------------------------------------------- */
-/* Printing a tfrdv_str (not NUL-terminated) with printf:
-       printf("key " TFRDV_STR_FMT "\n", TFRDV_STR_ARG(k.parsed.edge_name));
-   TFRDV_STR_ARG evaluates its argument twice. */
-#define TFRDV_STR_FMT "%.*s"
-#define TFRDV_STR_ARG(s) (int)(s).len, (s).ptr
-
-/* TensorFlow DataType numbers (types.proto) for tfrdv_value.dtype; any other number is carried
-   through unchanged. */
-typedef enum tfrdv_dtype {
-    TFRDV_DT_INVALID = 0, TFRDV_DT_FLOAT = 1, TFRDV_DT_DOUBLE = 2, TFRDV_DT_INT32 = 3,
-    TFRDV_DT_UINT8 = 4, TFRDV_DT_INT16 = 5, TFRDV_DT_INT8 = 6, TFRDV_DT_STRING = 7,
-    TFRDV_DT_COMPLEX64 = 8, TFRDV_DT_INT64 = 9, TFRDV_DT_BOOL = 10, TFRDV_DT_BFLOAT16 = 14,
-    TFRDV_DT_UINT16 = 17, TFRDV_DT_COMPLEX128 = 18, TFRDV_DT_HALF = 19, TFRDV_DT_UINT32 = 22,
-    TFRDV_DT_UINT64 = 23
-} tfrdv_dtype;
-
-/* A value with its own storage: ONE allocation holds the tfrdv_value, a copy of the rank dims and
-   size bytes of data, copied from data (or zeroed when data is NULL). The reference returned is
-   yours (send it, or tfrdv_value_release it); the release of the last reference frees the block.
-   ->data is aligned like malloc's; ->user is yours. NULL on out of memory, rank < 0, rank > 0
-   with dims NULL, or a size that cannot be allocated. The library does not check size against
-   dtype and dims. Under TFRDV_NO_MALLOC use tfrdv_value_new_with (tfrdv_value_new returns NULL).
-       int64_t dims[2] = {2, 3};
-       tfrdv_value* v = tfrdv_value_new(TFRDV_DT_FLOAT, 2, dims, NULL, 6 * sizeof(float));
-       if (v) ((float*)v->data)[0] = 1.0f;  */
-TFRDV_API tfrdv_value* tfrdv_value_new(int32_t dtype, int32_t rank, const int64_t* dims,
-                                       const void* data, uint64_t size);
-/* The same from an allocator (alloc_fn and free_fn both set, or both NULL for malloc/free);
-   the block is returned with a sized free to the same allocator. */
-TFRDV_API tfrdv_value* tfrdv_value_new_with(const tfrdv_allocator* allocator, int32_t dtype,
-                                            int32_t rank, const int64_t* dims, const void* data,
-                                            uint64_t size);
-/* A tfrdv_value by value, for embedding in your own tensor object without designated
-   initializers (C++): extra_refs is 0. dims and data are not copied: they must stay valid until
-   release runs (release may be NULL for static storage). */
-TFRDV_API tfrdv_value tfrdv_value_make(int32_t dtype, int32_t rank, const int64_t* dims,
-                                       void* data, uint64_t size,
-                                       void (*release)(tfrdv_value* v), void* user);
-
-/* A key that owns its bytes: the text in buf (NUL-terminated) and its parsed view, whose pointers
-   point into buf. Pass &k.parsed to tfrdv_send / tfrdv_recv_async / tfrdv_recv. A tfrdv_key can
-   live on the stack (about 1.3 KiB) and needs no cleanup. Do NOT copy it with = or memcpy: the
-   copy's views would still point into the original; use tfrdv_key_copy. Keys longer than
-   TFRDV_KEY_MAX - 1 bytes fail with RESOURCE_EXHAUSTED (TensorFlow keys are far shorter; build
-   longer ones with tfrdv_key_create into your own buffer). After a failed call k holds an
-   empty key (len 0, "" in buf): check the code, do not send or receive on it. */
-#define TFRDV_KEY_MAX 1024
-typedef struct tfrdv_key {
-    tfrdv_parsed_key parsed; /* views into buf */
-    size_t len;              /* bytes of key text in buf (without the NUL) */
-    char buf[TFRDV_KEY_MAX];
-} tfrdv_key;
-/* tfrdv_key_create + tfrdv_key_parse in one call (same validation and messages). */
-TFRDV_API tfrdv_code tfrdv_key_make(tfrdv_key* k, const char* src_device,
-                                    uint64_t src_incarnation, const char* dst_device,
-                                    const char* edge_name, tfrdv_frame_iter frame_iter,
-                                    tfrdv_status* st);
-/* Copies len bytes of key text (e.g. a tfrdv_str from a trace event or a transport) and parses
-   it with tfrdv_key_parse. */
-TFRDV_API tfrdv_code tfrdv_key_from(tfrdv_key* k, const char* text, size_t len, tfrdv_status* st);
-/* The key of one loop iteration: base with its frame:iter part replaced by frame_iter (TensorFlow
-   builds the prefix once per Send/Recv kernel and adds ";frame_id:iter" per execution). k may be
-   base itself (changed in place). */
-TFRDV_API tfrdv_code tfrdv_key_make_frame(tfrdv_key* k, const tfrdv_key* base,
-                                          tfrdv_frame_iter frame_iter, tfrdv_status* st);
-/* dst = an independent copy of src (dst may be src). */
-TFRDV_API tfrdv_code tfrdv_key_copy(tfrdv_key* dst, const tfrdv_key* src, tfrdv_status* st);
-
-/* A worker on a loopback transport in one call: tfrdv_mgr_create with cfg (NULL: defaults), its
-   worker_name and transport replaced by worker_name and lb's, then tfrdv_loopback_register.
-   On failure nothing is left behind and *out is NULL. Destroy it with tfrdv_mgr_destroy, before
-   tfrdv_loopback_destroy. */
-TFRDV_API tfrdv_code tfrdv_loopback_add_worker(tfrdv_loopback* lb, const char* worker_name,
-                                               const tfrdv_mgr_config* cfg, tfrdv_mgr** out,
-                                               tfrdv_status* st);
-/* tfrdv_mgr_find + tfrdv_mgr_initialize(worker_name NULL) in one call, for a worker that knows
-   its step is starting. *out is a new reference (tfrdv_unref it); NULL on failure. */
-TFRDV_API tfrdv_code tfrdv_mgr_start_step(tfrdv_mgr* mgr, int64_t step_id, tfrdv_rendezvous** out,
-                                          tfrdv_status* st);
 
 #ifdef __cplusplus
 }
@@ -2671,6 +2730,9 @@ struct tfrdv_rendezvous {
     size_t worker_len;
     struct tfrdv__serve* deferred;
     tfrdv_call* calls;
+    /* idle-step policy (mgr->mu): finds so far, and since when nothing has happened */
+    uint64_t touches, idle_touches;
+    int64_t idle_since;
 };
 
 static const tfrdv_args tfrdv__no_args = {0, 0, 0, 0, 0, {0, 0}};
@@ -4190,7 +4252,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** o
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: transport needs both start_call and cancel_call");
     if (c.num_shards < 0 || c.tombstone_max < 0 || c.response_cache_max < 0 || c.call_max_retries < 0 ||
         c.call_timeout_ns < 0 || c.retry_backoff_ns < 0 || c.retry_backoff_max_ns < 0 || c.tombstone_ttl_ns < 0 ||
-        c.max_deferred < 0)
+        c.max_deferred < 0 || c.step_idle_timeout_ns < 0)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: negative size, count or time in the config");
     c.num_shards = TFRDV__DEF(c.num_shards, 1);
     c.deferred_timeout_ns = TFRDV__DEF(c.deferred_timeout_ns, (int64_t)60 * 1000000000);
@@ -4238,6 +4300,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** o
     mgr->recent.key = mgr->tombs.key = mgr->hkey;
     mgr->incarnation = c.incarnation;
     while (mgr->incarnation == 0) mgr->incarnation = (uint64_t)tfrdv__rid_locked(mgr);
+    if (c.transport.ref) c.transport.ref(c.transport.user); /* ours from here: destroy drops it */
     *out = mgr;
     return TFRDV_OK;
 }
@@ -4325,6 +4388,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__find_locked(tfrdv_mgr* mgr, int64_t step, tfrdv
         mgr->stats.steps_created++;
         tfrdv__idset_remove(&mgr->tombs, step);
     }
+    r->touches++; /* every use of a step starts with a find: the idle-step policy's sign of life */
     tfrdv_ref(r);
     *out = r;
     return TFRDV_OK;
@@ -4529,6 +4593,79 @@ TFRDV__PRIVATE void tfrdv__trace(tfrdv_mgr* mgr, int64_t step, const char* key, 
 TFRDV__PRIVATE void tfrdv__trace_local(tfrdv_rendezvous* r, const char* key, size_t len, int64_t t0,
                                        const tfrdv_status* st, const tfrdv_value* v, int dead) {
     tfrdv__trace(r->mgr, r->step_id, key, len, TFRDV_TRACE_LOCAL, t0, st, v, dead);
+}
+
+/* a JSON string: quotes, backslashes and control bytes escaped */
+TFRDV__PRIVATE void tfrdv__sb_json(tfrdv__sb* b, const char* p, size_t n) {
+    size_t i;
+    tfrdv__sb_put(b, "\"", 1);
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '"' || c == '\\') {
+            char e[2];
+            e[0] = '\\';
+            e[1] = (char)c;
+            tfrdv__sb_put(b, e, 2);
+        } else if (c < 0x20) {
+            char e[6] = {'\\', 'u', '0', '0', 0, 0};
+            e[4] = "0123456789abcdef"[c >> 4];
+            e[5] = "0123456789abcdef"[c & 15];
+            tfrdv__sb_put(b, e, 6);
+        } else {
+            tfrdv__sb_put(b, (const char*)&p[i], 1);
+        }
+    }
+    tfrdv__sb_put(b, "\"", 1);
+}
+/* nanoseconds as microseconds with three decimals */
+TFRDV__PRIVATE void tfrdv__sb_us(tfrdv__sb* b, int64_t ns) {
+    uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    char f[4];
+    if (ns < 0) tfrdv__sb_put(b, "-", 1);
+    tfrdv__sb_u64(b, a / 1000);
+    f[0] = '.';
+    f[1] = (char)('0' + (int)(a / 100 % 10));
+    f[2] = (char)('0' + (int)(a / 10 % 10));
+    f[3] = (char)('0' + (int)(a % 10));
+    tfrdv__sb_put(b, f, 4);
+}
+TFRDV_API size_t tfrdv_trace_json(const tfrdv_trace_event* ev, int64_t t0_ns, int pid, char* buf,
+                                  size_t cap) {
+    static const char* const side[3] = {"local", "fetch", "serve"};
+    tfrdv__sb b;
+    tfrdv_parsed_key pk;
+    tfrdv_str name;
+    int sd;
+    tfrdv__sb_init(&b, buf, buf ? cap : 0);
+    if (!ev) return 0;
+    sd = ev->side == TFRDV_TRACE_FETCH ? 1 : ev->side == TFRDV_TRACE_SERVE ? 2 : 0;
+    name = tfrdv_key_parse(ev->key.ptr, ev->key.len, &pk, 0) == TFRDV_OK ? pk.edge_name : ev->key;
+    tfrdv__sb_cstr(&b, "{\"name\":");
+    tfrdv__sb_json(&b, name.ptr, name.len);
+    tfrdv__sb_cstr(&b, ",\"cat\":\"");
+    tfrdv__sb_cstr(&b, side[sd]);
+    tfrdv__sb_cstr(&b, "\",\"ph\":\"X\",\"ts\":");
+    tfrdv__sb_us(&b, ev->start_ns - t0_ns);
+    tfrdv__sb_cstr(&b, ",\"dur\":");
+    tfrdv__sb_us(&b, ev->end_ns - ev->start_ns);
+    tfrdv__sb_cstr(&b, ",\"pid\":");
+    tfrdv__sb_i64(&b, pid);
+    tfrdv__sb_cstr(&b, ",\"tid\":");
+    tfrdv__sb_i64(&b, sd + 1);
+    tfrdv__sb_cstr(&b, ",\"args\":{\"step\":");
+    tfrdv__sb_i64(&b, ev->step_id);
+    tfrdv__sb_cstr(&b, ",\"key\":");
+    tfrdv__sb_json(&b, ev->key.ptr, ev->key.len);
+    tfrdv__sb_cstr(&b, ",\"bytes\":");
+    tfrdv__sb_u64(&b, ev->bytes);
+    tfrdv__sb_cstr(&b, ",\"dtype\":");
+    tfrdv__sb_i64(&b, ev->dtype);
+    tfrdv__sb_cstr(&b, ",\"dead\":");
+    tfrdv__sb_i64(&b, ev->is_dead != 0);
+    tfrdv__sb_cstr(&b, ",\"code\":\"");
+    tfrdv__sb_cstr(&b, tfrdv_code_str(ev->code));
+    tfrdv__sb_cstr(&b, "\"}}");
+    return b.len;
 }
 
 /* >>serve  the serving side: answer other workers' RecvTensor requests */
@@ -5413,8 +5550,11 @@ TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* 
     tfrdv_status_set(&st, code, msg);
     tfrdv_call_finish_status(call, &st, value, is_dead);
 }
-TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* status,
-                                        tfrdv_value* value, int is_dead) {
+/* tfrdv_call_finish_status; with keep non-NULL, an OK answer whose receiver already has its answer
+   (cancelled, aborted, timed out meanwhile) is not released: *keep receives it, for the provider
+   to give back to the serving table (the loopback does; a network provider cannot) */
+TFRDV__PRIVATE void tfrdv__call_finish(tfrdv_call* call, const tfrdv_status* status, tfrdv_value* value,
+                                       int is_dead, tfrdv_value** keep, int* kept_dead) {
     tfrdv_rendezvous* r;
     tfrdv_mgr* mgr;
     const tfrdv_status* st = status ? status : &tfrdv__ok_status;
@@ -5464,7 +5604,12 @@ TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* st
         call->state = TFRDV__CALL_DONE; /* provider: ORPHANED -> DONE; the user already has an answer */
         rec = call->busy == 0;
         tfrdv__unlock(&r->mu);
-        tfrdv_value_release(value);
+        if (keep && code == TFRDV_OK && (value || is_dead)) {
+            *keep = value;
+            *kept_dead = is_dead;
+        } else {
+            tfrdv_value_release(value);
+        }
         if (rec) tfrdv__call_recycle(call);
         return;
     }
@@ -5475,6 +5620,11 @@ TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* st
         tfrdv_value_release(value);
         return;
     }
+}
+
+TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* status,
+                                        tfrdv_value* value, int is_dead) {
+    tfrdv__call_finish(call, status, value, is_dead, 0, 0);
 }
 
 TFRDV_API int64_t tfrdv_call_step_id(const tfrdv_call* call) { return call ? call->step_id : 0; }
@@ -5621,6 +5771,44 @@ TFRDV__PRIVATE int64_t tfrdv__rdv_expire_locked(tfrdv_rendezvous* r, int64_t now
     tfrdv__unlock(&r->mu);
     return next;
 }
+/* mgr->mu held: the idle-step policy for r. *gone = 1 when r has been idle (no reference but the
+   table's, nothing queued, deferred or called, no find since) for step_idle_timeout_ns; returns
+   when it will have been, or INT64_MAX. A find is the only way to a reference, so an unchanged
+   find count between two looks means nothing happened in between. */
+TFRDV__PRIVATE int64_t tfrdv__idle_locked(tfrdv_mgr* mgr, tfrdv_rendezvous* r, int64_t now, int* gone) {
+    int idle, i;
+    tfrdv__lock(&r->mu);
+    idle = !r->deferred && !r->calls && !r->aborted && tfrdv__atomic_load(&r->refs) == 1;
+    tfrdv__unlock(&r->mu);
+    for (i = 0; idle && i < r->nshards; i++) {
+        tfrdv__shard* s = &r->shards[i];
+        tfrdv__lock(&s->mu);
+        idle = s->nchans == 0;
+        tfrdv__unlock(&s->mu);
+    }
+    *gone = 0;
+    if (!idle) {
+        r->idle_since = 0;
+        return INT64_MAX;
+    }
+    if (!r->idle_since || r->idle_touches != r->touches) {
+        r->idle_since = now ? now : 1;
+        r->idle_touches = r->touches;
+    }
+    if (now - r->idle_since >= mgr->cfg.step_idle_timeout_ns) {
+        *gone = 1;
+        return INT64_MAX;
+    }
+    return tfrdv__sat_add(r->idle_since, mgr->cfg.step_idle_timeout_ns);
+}
+/* two lists of dropped cache entries as one */
+TFRDV__PRIVATE tfrdv__centry* tfrdv__cache_chain(tfrdv__centry* a, tfrdv__centry* b) {
+    tfrdv__centry* t = b;
+    if (!b) return a;
+    while (t->next) t = t->next;
+    t->next = a;
+    return b;
+}
 TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
     int64_t next, t;
     size_t i;
@@ -5629,6 +5817,8 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
     tfrdv_call* restarts = 0;
     tfrdv__serve* defs = 0;
     tfrdv_rendezvous* strays = 0;
+    tfrdv_rendezvous* idles = 0;
+    tfrdv__centry* idle_dropped = 0;
     if (!mgr) return INT64_MAX;
     tfrdv__lock(&mgr->mu);
     next = tfrdv__idset_expire(&mgr->tombs, now_ns, mgr->cfg.tombstone_ttl_ns);
@@ -5639,6 +5829,18 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
             int stray = 0;
             t = tfrdv__rdv_expire_locked(r, now_ns, &calls, &defs, &restarts, &stray);
             if (t < next) next = t;
+            if (!stray && mgr->cfg.step_idle_timeout_ns > 0) {
+                t = tfrdv__idle_locked(mgr, r, now_ns, &stray);
+                if (t < next) next = t;
+                if (stray) { /* idle too long: cleaned up, tombstone and all */
+                    tfrdv__unlink_step(mgr, r->step_id);
+                    idle_dropped = tfrdv__cache_chain(idle_dropped, tfrdv__forget_locked(mgr, r->step_id, now_ns));
+                    mgr->stats.steps_idle_cleaned++;
+                    r->mgr_next = idles;
+                    idles = r;
+                    stray = 0;
+                }
+            }
             if (stray) {
                 tfrdv__unlink_step(mgr, r->step_id);
                 r->mgr_next = strays;
@@ -5654,7 +5856,14 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
         for (c = restarts; c; c = c->restart_next) mgr->stats.calls_retried++;
     }
     tfrdv__unlock(&mgr->mu);
-    acted = defs || calls || restarts || strays;
+    acted = defs || calls || restarts || strays || idles;
+    tfrdv__forget_finish(mgr, 0, 0, idle_dropped, 0);
+    while (idles) {
+        tfrdv_rendezvous* r = idles;
+        idles = r->mgr_next;
+        r->mgr_next = 0;
+        tfrdv__forget_finish(mgr, r, r->step_id, 0, "Cleanup (idle)");
+    }
     while (defs) {
         tfrdv__serve* op = defs;
         tfrdv_status st;
@@ -5678,8 +5887,10 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
         strays = r->mgr_next;
         tfrdv_unref(r); /* the table's reference */
     }
-    if (acted) { /* what we did (a retry failing again at once) may have set new deadlines */
+    if (acted) { /* what we did (a retry failing again at once, a tombstone) may have set new deadlines */
         tfrdv__lock(&mgr->mu);
+        t = tfrdv__idset_expire(&mgr->tombs, now_ns, mgr->cfg.tombstone_ttl_ns);
+        if (t < next) next = t;
         for (i = 0; i < mgr->nb; i++) {
             tfrdv_rendezvous* r;
             for (r = mgr->steps[i]; r; r = r->mgr_next) {
@@ -5726,10 +5937,15 @@ TFRDV_API size_t tfrdv_mgr_pending(tfrdv_mgr* mgr, tfrdv_pending_fn fn, void* us
 /* >>loopback */
 typedef struct tfrdv__lb_req { /* one fetch being served by another manager of the loopback */
     struct tfrdv__lb_req* next;
-    tfrdv_loopback* lb;
+    tfrdv_loopback* lb;   /* a reference while the request is live */
     tfrdv_call* call;     /* NULL once answered or cancelled (lb->mu) */
     tfrdv_cancel_mgr* cm; /* withdraws the served request when the call is cancelled */
     int refs;             /* the serve answer + a canceller running (lb->mu) */
+    /* what an answer that found its call cancelled gives back (tfrdv_mgr_serve_return) */
+    tfrdv_mgr* target;    /* a reference until the answer */
+    int64_t step_id, request_id;
+    char* key;
+    size_t key_len, key_cap;
 } tfrdv__lb_req;
 typedef struct tfrdv__lb_worker {
     char* name;
@@ -5739,6 +5955,8 @@ typedef struct tfrdv__lb_worker {
 #define TFRDV__LB_FREE_MAX 256
 struct tfrdv_loopback {
     tfrdv_hooks hooks;
+    volatile long refs; /* the owner's, each transport vtable's, each live request's */
+    int destroyed;      /* lb->mu */
     tfrdv__mutex mu;
     tfrdv__lb_worker* w;
     size_t n, cap;
@@ -5759,6 +5977,7 @@ TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopb
     lb = (tfrdv_loopback*)tfrdv__zalloc(&h.allocator, sizeof *lb);
     if (!lb) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_loopback_create: out of memory");
     lb->hooks = h;
+    lb->refs = 1;
     if (!tfrdv__mutex_init(&lb->mu, h.sync)) {
         tfrdv__free(&h.allocator, lb, sizeof *lb);
         return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_loopback_create: mutex init failed");
@@ -5768,15 +5987,13 @@ TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopb
 }
 TFRDV__PRIVATE void tfrdv__lb_req_free(tfrdv_loopback* lb, tfrdv__lb_req* q) {
     tfrdv_cancel_mgr_destroy(q->cm);
+    tfrdv__free(&lb->hooks.allocator, q->key, q->key_cap);
     tfrdv__free(&lb->hooks.allocator, q, sizeof *q);
 }
-TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb) {
-    size_t i;
-    if (!lb) return;
-    for (i = 0; i < lb->n; i++) {
-        tfrdv__free(&lb->hooks.allocator, lb->w[i].name, lb->w[i].len + 1);
-        tfrdv__mgr_unref(lb->w[i].mgr);
-    }
+TFRDV__PRIVATE void tfrdv__lb_unref(void* p) {
+    tfrdv_loopback* lb = (tfrdv_loopback*)p;
+    if (tfrdv__atomic_add(&lb->refs, -1) != 0) return;
+    TFRDV_ASSERT(lb->destroyed && "tfrdv_loopback: more destroys than references (a vtable's destroy called by hand?)");
     tfrdv__free(&lb->hooks.allocator, lb->w, lb->cap * sizeof *lb->w);
     while (lb->free_reqs) {
         tfrdv__lb_req* q = lb->free_reqs;
@@ -5785,6 +6002,22 @@ TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb) {
     }
     tfrdv__mutex_destroy(&lb->mu);
     tfrdv__free(&lb->hooks.allocator, lb, sizeof *lb);
+}
+TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb) {
+    tfrdv__lb_worker* w;
+    size_t i, n;
+    if (!lb) return;
+    tfrdv__lock(&lb->mu); /* forget every worker: later fetches fail UNAVAILABLE */
+    lb->destroyed = 1;
+    w = lb->w;
+    n = lb->n;
+    lb->n = 0;
+    tfrdv__unlock(&lb->mu);
+    for (i = 0; i < n; i++) {
+        tfrdv__free(&lb->hooks.allocator, w[i].name, w[i].len + 1);
+        tfrdv__mgr_unref(w[i].mgr);
+    }
+    tfrdv__lb_unref(lb); /* the owner's: managers still using it keep it until they go */
 }
 TFRDV_API tfrdv_code tfrdv_loopback_register(tfrdv_loopback* lb, const char* worker_name,
                                              tfrdv_mgr* mgr, tfrdv_status* st) {
@@ -5795,6 +6028,10 @@ TFRDV_API tfrdv_code tfrdv_loopback_register(tfrdv_loopback* lb, const char* wor
     if (!lb || !worker_name) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_loopback_register: NULL loopback or worker name");
     len = strlen(worker_name);
     tfrdv__lock(&lb->mu);
+    if (lb->destroyed) {
+        tfrdv__unlock(&lb->mu);
+        return tfrdv__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_loopback_register: the loopback is destroyed");
+    }
     for (i = 0; i < lb->n && !(lb->w[i].len == len && memcmp(lb->w[i].name, worker_name, len) == 0); i++) {}
     if (i < lb->n) {
         old = lb->w[i].mgr;
@@ -5855,47 +6092,68 @@ TFRDV__PRIVATE tfrdv__lb_req* tfrdv__lb_req_get(tfrdv_loopback* lb) {
 }
 TFRDV__PRIVATE void tfrdv__lb_req_unref(tfrdv__lb_req* q) {
     tfrdv_loopback* lb = q->lb;
-    int gone;
+    int last, keep = 0;
     tfrdv__lock(&lb->mu);
-    gone = --q->refs == 0;
-    if (gone && lb->nfree < TFRDV__LB_FREE_MAX && tfrdv_cancel_mgr_reset(q->cm) == TFRDV_OK) {
+    last = --q->refs == 0;
+    if (last && lb->nfree < TFRDV__LB_FREE_MAX && tfrdv_cancel_mgr_reset(q->cm) == TFRDV_OK) {
         q->next = lb->free_reqs;
         lb->free_reqs = q;
         lb->nfree++;
-        gone = 0;
+        keep = 1;
     }
     tfrdv__unlock(&lb->mu);
-    if (gone) tfrdv__lb_req_free(lb, q);
+    if (!last) return;
+    if (!keep) tfrdv__lb_req_free(lb, q);
+    tfrdv__lb_unref(lb); /* the live request's */
 }
+/* The serving manager's answer. The value goes to the call, or back to the serving table when
+   the call no longer wants it (cancelled before or while it was delivered): nothing is lost. */
 TFRDV__PRIVATE void tfrdv__lb_served(void* u, const tfrdv_status* st, const tfrdv_args* sa, tfrdv_value* v, int dead) {
     tfrdv__lb_req* q = (tfrdv__lb_req*)u;
     tfrdv_loopback* lb = q->lb;
+    tfrdv_mgr* target = q->target;
+    tfrdv_value* back = 0; /* to give back */
+    tfrdv_value* copy = 0; /* v copied into the receiver's memory */
+    int back_dead = 0;
     tfrdv_call* call;
-    TFRDV__UNUSED(sa);
     tfrdv__lock(&lb->mu);
     call = q->call;
     q->call = 0;
     if (call) *(tfrdv__lb_req**)tfrdv_call_scratch(call) = 0;
     tfrdv__unlock(&lb->mu);
-    tfrdv__lb_req_unref(q);
-    if (!call) { /* cancelled while the answer was on its way: it has nowhere to go */
+    if (st->code != TFRDV_OK) {
         tfrdv_value_release(v);
-        return;
-    }
-    if (st->code == TFRDV_OK && v && tfrdv_call_recv_args(call)->alloc_fn) {
+        if (call) tfrdv_call_finish_status(call, st, 0, 0);
+    } else if (!call) { /* cancelled while the answer was on its way */
+        back = v;
+        back_dead = dead;
+    } else if (v && tfrdv_call_recv_args(call)->alloc_fn) {
         /* the receiver chose where the bytes land: copy into it, as a network transport would */
-        tfrdv_value* nv = tfrdv_call_alloc_value(call, v->dtype, v->rank, v->dims, v->size);
-        if (!nv || nv->size < v->size || (v->size && !nv->data)) {
-            tfrdv_value_release(nv);
-            tfrdv_value_release(v);
+        copy = tfrdv_call_alloc_value(call, v->dtype, v->rank, v->dims, v->size);
+        if (!copy || copy->size < v->size || (v->size && !copy->data)) {
+            tfrdv_value_release(copy);
             tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "loopback: the receiver's alloc hook gave no memory", 0, 0);
-            return;
+            back = v; /* not delivered: the table's again */
+            back_dead = dead;
+        } else {
+            tfrdv_value* kept = 0;
+            if (v->size) memcpy(copy->data, v->data, (size_t)v->size);
+            tfrdv__call_finish(call, st, copy, dead, &kept, &back_dead);
+            if (kept) { /* the receiver gave up meanwhile: give back the original */
+                tfrdv_value_release(kept);
+                back = v;
+            } else {
+                tfrdv_value_release(v);
+            }
         }
-        if (v->size) memcpy(nv->data, v->data, (size_t)v->size);
-        tfrdv_value_release(v);
-        v = nv;
+    } else {
+        tfrdv__call_finish(call, st, v, dead, &back, &back_dead);
     }
-    tfrdv_call_finish_status(call, st, v, dead);
+    if (back || back_dead)
+        tfrdv_mgr_serve_return(target, q->step_id, q->key, q->key_len, q->request_id, sa, back, back_dead, 0);
+    q->target = 0;
+    tfrdv__lb_req_unref(q);
+    tfrdv__mgr_unref(target);
 }
 TFRDV__PRIVATE void tfrdv__lb_start(void* user, tfrdv_call* call) {
     tfrdv_loopback* lb = (tfrdv_loopback*)user;
@@ -5908,14 +6166,33 @@ TFRDV__PRIVATE void tfrdv__lb_start(void* user, tfrdv_call* call) {
     for (i = 0; i < lb->n; i++) {
         if (lb->w[i].len == w.len && memcmp(lb->w[i].name, w.ptr, w.len) == 0) {
             target = lb->w[i].mgr;
-            tfrdv__mgr_ref(target);
+            tfrdv__mgr_ref(target); /* until the answer */
             break;
         }
     }
-    if (target && (q = tfrdv__lb_req_get(lb)) != 0) {
+    if (target && (q = tfrdv__lb_req_get(lb)) != 0 && q->key_cap < key.len) { /* the key, for a give-back */
+        char* nk = (char*)tfrdv__alloc(&lb->hooks.allocator, key.len);
+        if (nk) {
+            tfrdv__free(&lb->hooks.allocator, q->key, q->key_cap);
+            q->key = nk;
+            q->key_cap = key.len;
+        } else {
+            q->next = lb->free_reqs; /* back to the free list (it may exceed the cap by one) */
+            lb->free_reqs = q;
+            lb->nfree++;
+            q = 0;
+        }
+    }
+    if (q) {
         q->lb = lb;
         q->call = call;
         q->refs = 1; /* the serve answer */
+        q->target = target;
+        q->step_id = tfrdv_call_step_id(call);
+        q->request_id = tfrdv_call_request_id(call);
+        q->key_len = key.len;
+        if (key.len) memcpy(q->key, key.ptr, key.len);
+        tfrdv__atomic_add(&lb->refs, 1); /* the live request's */
         *(tfrdv__lb_req**)tfrdv_call_scratch(call) = q;
     }
     tfrdv__unlock(&lb->mu);
@@ -5930,9 +6207,7 @@ TFRDV__PRIVATE void tfrdv__lb_start(void* user, tfrdv_call* call) {
         tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "loopback: out of memory", 0, 0);
         return;
     }
-    tfrdv_mgr_serve(target, tfrdv_call_step_id(call), key.ptr, key.len, tfrdv_call_request_id(call), q->cm,
-                    tfrdv__lb_served, q);
-    tfrdv__mgr_unref(target);
+    tfrdv_mgr_serve(target, q->step_id, q->key, q->key_len, q->request_id, q->cm, tfrdv__lb_served, q);
 }
 /* the fetch was cancelled: withdraw the served request (a value sent later stays buffered on the
    serving worker, as with a network transport whose client cancels its RPC) */
@@ -5954,12 +6229,14 @@ TFRDV__PRIVATE void tfrdv__lb_cancel(void* user, tfrdv_call* call) {
     tfrdv__lb_req_unref(q);
     if (c) tfrdv_call_finish(c, TFRDV_CANCELLED, "loopback: call cancelled", 0, 0);
 }
+TFRDV__PRIVATE void tfrdv__lb_ref(void* p) { tfrdv__atomic_add(&((tfrdv_loopback*)p)->refs, 1); }
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
     tfrdv_transport t;
     t.user = lb;
     t.start_call = tfrdv__lb_start;
     t.cancel_call = tfrdv__lb_cancel;
-    t.destroy = 0;
+    t.destroy = lb ? tfrdv__lb_unref : 0;
+    t.ref = lb ? tfrdv__lb_ref : 0; /* each manager holds lb (TRANSPORTS) */
     return t;
 }
 
@@ -6082,6 +6359,13 @@ TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_t
         d->t = cfg->routes[i].transport;
     }
     rt->n = cfg->num_routes;
+    for (i = 0; i < rt->n; i++) { /* a reference of the router's own on each distinct transport
+                                     that counts them (destroy drops it, as a manager's would) */
+        size_t j;
+        int seen = 0;
+        for (j = 0; j < i && !seen; j++) seen = rt->r[j].t.user == rt->r[i].t.user && rt->r[j].t.destroy == rt->r[i].t.destroy;
+        if (!seen && rt->r[i].t.ref) rt->r[i].t.ref(rt->r[i].t.user);
+    }
     out->user = rt;
     out->start_call = tfrdv__router_start;
     out->cancel_call = tfrdv__router_cancel;

@@ -20,7 +20,12 @@
        client  one channel per remote worker address (worker name -> "host:port" from
                tfrdv_grpc_config.workers, tfrdv_grpc_set_worker or the resolve callback), one unary
                RecvTensor call per remote receive with the call's deadline (tfrdv_call_deadline) on
-               the gRPC call; cancel_call cancels the gRPC call; gRPC's receive limit is
+               the gRPC call, or recv_timeout_ns (10 min by default) when the receive has none:
+               TensorFlow waits without bound, but then a hung or hostile server (one that never
+               answers, or answers the unary call with two messages: gRPC then waits for the
+               deadline) would hold the receive forever; a receive that fails this way loses nothing (the server keeps
+               the value) and its message names the field; set it negative for no bound.
+               cancel_call cancels the gRPC call; gRPC's receive limit is
                max_message_bytes + 64 KiB (INT_MAX by default, as TensorFlow's). Responses are
                decoded by walking the received slices straight into tfrdv_call_alloc_value memory
                (one copy, no intermediate buffer). A response with require_ack is followed by a MarkRecvFinished
@@ -29,10 +34,26 @@
        server  (listen_address set, manager attached with tfrdv_grpc_attach) answers RecvTensor
                through tfrdv_mgr_serve asynchronously; a client cancel or deadline withdraws the serve
                request (the value stays buffered for the next receiver: TensorFlow aborts the whole
-               step instead). MarkRecvFinished -> tfrdv_mgr_ack. GetStatus answers this worker's
+               step instead). A value already handed to a call that cannot deliver it is given back
+               to the table (tfrdv_mgr_serve_return: the key's next receiver gets it, in send order),
+               never dropped: when the call's deadline is less than serve_deadline_margin_ns away
+               (the reply is DEADLINE_EXCEEDED), and when gRPC reports the call closed cancelled
+               while the reply was on its way (the client cancelled, its deadline passed, its
+               connection broke, shutdown). The answer keeps a value reference until that close.
+               Cancelled means the status never left this server, so the client cannot have
+               completed with the value; when in doubt the value goes back (a duplicate would wait
+               in the table until the step is cleaned up; a loss would hang the step). What no
+               server can see: a reply that left intact but reached a client that had already given
+               up (its deadline fired, or its receive was cancelled, while the reply was in transit)
+               is dropped by that client. The margin makes the deadline case rare; a receive
+               cancelled at that moment reports CANCELLED and its value is gone (TensorFlow aborts
+               the step when a RecvTensor is cancelled).
+               MarkRecvFinished -> tfrdv_mgr_ack. GetStatus answers this worker's
                devices; CreateWorkerSession and DeleteWorkerSession get empty replies, so a
                TensorFlow master can include a tfrdv worker in its cluster without device_filters.
-               Requests are capped at 64 MiB.
+               Requests are capped at 64 MiB. The port is bound exclusively (no SO_REUSEPORT):
+               a port another process listens on makes tfrdv_grpc_attach fail UNAVAILABLE
+               "cannot listen on <address> ...", as TensorFlow's server refuses a busy port.
                Every other method is answered UNIMPLEMENTED at once.
        threads tfrdv_grpc_config.num_threads completion-queue threads owned by the companion, or
                none (-1): the host calls tfrdv_grpc_poll(). The attached manager's
@@ -69,7 +90,9 @@
      (ABORTED "RecvTensor expects a different device incarnation ...") also carries TensorFlow's
      grpc-status-details-bin payload naming tensorflow.distributed_runtime.WorkerPossiblyRestarted;
      the client turns that payload (from TensorFlow or tfrdv) into status detail
-     TFRDV_DETAIL_WORKER_RESTARTED for the receiver.
+     TFRDV_DETAIL_WORKER_RESTARTED for the receiver. The payload is parsed, not searched
+     (tfrdv_grpc_details_restarted): only the exact type URL as a GrpcPayloadContainer key or a
+     google.rpc.Status Any type_url counts, in a well-formed payload.
 
    LIFE CYCLE
        tfrdv_grpc_config gc = tfrdv_grpc_config_init();  gc.listen_address = "0.0.0.0:5000"; ...
@@ -78,8 +101,12 @@
        tfrdv_grpc_attach(g, mgr, &st);          starts the server, drives tfrdv_mgr_expire
        ... tfrdv_send / tfrdv_recv_async as usual ...
        tfrdv_grpc_destroy(g);  tfrdv_mgr_destroy(mgr);      (either order)
-     tfrdv_grpc_destroy shuts the server down (in-flight calls are cancelled), cancels every
-     in-flight client call, waits for their completions, joins the threads and releases gRPC. The
+     tfrdv_grpc_destroy shuts the server down (in-flight calls are cancelled: their answers go
+     back to the manager's table), cancels every in-flight client call, waits for their
+     completions, waits until gRPC has dropped every zero-copy slice over a served value (gRPC
+     frees the slices of a stalled reply on its own threads, after the connection closed: each
+     holds a value reference, so no value release runs after destroy returned), joins the threads
+     and releases gRPC. The
      transport handed to the manager keeps the object's memory alive until the manager lets go of
      it; a fetch started after destroy fails UNAVAILABLE at once.
 
@@ -96,7 +123,9 @@
      A served value is read from value->data on the host: copy device tensors to host memory
      before tfrdv_send (tfrdv_mgr_serve hands the sender's args to the transport; this one does
      not look at them). Received tensors land in the receiver's alloc hook memory if it gave one
-     (tfrdv_args.alloc_fn), else in the manager's allocator.
+     (tfrdv_args.alloc_fn), else in the manager's allocator. A served value above 1 KiB goes out
+     zero copy: the reply's slice holds a reference, and its release may run on one of gRPC's
+     own threads when gRPC drops the slice, always before tfrdv_grpc_destroy returns.
 
    THREADS AND CALLBACKS
      Every function is thread-safe. Receive callbacks of remote fetches and serve completions run
@@ -190,6 +219,15 @@ TFRDV_API tfrdv_code tfrdv_grpc_decode_status_response(const tfrdv_str* segs, si
                                                        tfrdv_grpc_device* out, size_t cap,
                                                        size_t* n, tfrdv_status* st);
 
+/* 1 if a grpc-status-details-bin payload says the serving worker possibly restarted, else 0.
+   The payload is parsed, never searched: TensorFlow sends a GrpcPayloadContainer {repeated 1:
+   map entry {1: key, 2: value}}, gRPC's rich status is a google.rpc.Status {1: code, 2: message,
+   repeated 3: google.protobuf.Any {1: type_url, 2: value}}. Restarted only when a map entry's key
+   (field 1 of a field 1) or an Any's type_url (field 1 of a field 3) is exactly
+   "type.googleapis.com/tensorflow.distributed_runtime.WorkerPossiblyRestarted" and the whole
+   payload is well formed (a truncated varint, a length past the end, an invalid tag: 0). */
+TFRDV_API int tfrdv_grpc_details_restarted(const void* payload, size_t len);
+
 /* ---------------------------------------------------------------------------------------------
    Transport
    --------------------------------------------------------------------------------------------- */
@@ -213,6 +251,16 @@ typedef struct tfrdv_grpc_config {
     int require_ack;              /* mark responses to non-zero request ids require_ack (use
                                      with tfrdv_mgr_config.response_cache) */
     int64_t expire_interval_ns;   /* tfrdv_mgr_expire period for the attached manager (0: 20 ms) */
+    int64_t recv_timeout_ns;      /* client: the gRPC deadline of a RecvTensor call whose receive
+                                     has none (tfrdv_mgr_config.call_timeout_ns 0, the default), so
+                                     a hung or hostile server cannot hold a receive forever; on
+                                     expiry the receive fails DEADLINE_EXCEEDED naming this field
+                                     (the value stays on the server). 0: TFRDV_GRPC_RECV_TIMEOUT_NS;
+                                     negative: none (TensorFlow's unbounded wait) */
+    int64_t serve_deadline_margin_ns; /* server: a RecvTensor call with less than this left before
+                                     its deadline is answered DEADLINE_EXCEEDED and the value stays
+                                     buffered, as a reply then would reach the client after it
+                                     gave up (0: TFRDV_GRPC_SERVE_MARGIN_NS; negative: none) */
     const tfrdv_grpc_device* devices; /* GetStatus answer (copied); none: one device
                                          "<worker>/device:CPU:0" with the manager's incarnation */
     size_t num_devices;
@@ -229,10 +277,12 @@ typedef struct tfrdv_grpc_config {
     const char* ssl_target_name_override; /* client: name expected in the server certificate */
 } tfrdv_grpc_config;
 TFRDV_API tfrdv_grpc_config tfrdv_grpc_config_init(void);
+#define TFRDV_GRPC_SERVE_MARGIN_NS 5000000 /* 5 ms: serve_deadline_margin_ns by default */
+#define TFRDV_GRPC_RECV_TIMEOUT_NS 600000000000LL /* 10 min: recv_timeout_ns by default */
 
 TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc** out,
                                        tfrdv_status* st);
-/* The vtable for tfrdv_mgr_config.transport. It holds a reference on g (dropped by its destroy). */
+/* The vtable for tfrdv_mgr_config.transport: each manager given it holds g until it goes. */
 TFRDV_API tfrdv_transport tfrdv_grpc_transport(tfrdv_grpc* g);
 /* Binds the manager (one per tfrdv_grpc; a reference is held until destroy): starts the server
    when listen_address is set and drives tfrdv_mgr_expire. Its clock converts call deadlines. */
@@ -260,6 +310,8 @@ typedef struct tfrdv_grpc_stats {
     uint64_t calls_started, calls_ok, calls_failed, acks_sent;       /* client */
     uint64_t bytes_received;                                         /* tensor bytes fetched */
     uint64_t served, serve_ok, serve_cancelled, unimplemented;       /* server */
+    uint64_t serve_returned; /* server: answers given back to the table, undeliverable (the call's
+                                deadline passed, it was cancelled or its connection broke) */
     uint64_t status_calls, session_calls, acks_received; /* server: GetStatus, Create/Delete-
                                                             WorkerSession, MarkRecvFinished */
     uint64_t bytes_sent;                                             /* tensor bytes served */
@@ -1087,6 +1139,42 @@ TFRDV_API tfrdv_code tfrdv_grpc_decode_status_response(const tfrdv_str* segs, si
     return TFRDV_OK;
 }
 
+/* >>status details ---------------------------------------------------------------------------- */
+TFRDV_API int tfrdv_grpc_details_restarted(const void* payload, size_t len) {
+    static const char url[] = "type.googleapis.com/tensorflow.distributed_runtime.WorkerPossiblyRestarted";
+    tfrdv_grpc__rd r;
+    tfrdv_str seg;
+    uint32_t f;
+    int wt, found = 0;
+    uint64_t n;
+    if (!payload) return 0;
+    seg.ptr = (const char*)payload;
+    seg.len = len;
+    tfrdv_grpc__rd_init(&r, &seg, 1);
+    while (r.pos < r.end) {
+        if (tfrdv_grpc__rd_tag(&r, "", &f, &wt, &n, 0) != TFRDV_OK) return 0;
+        if ((f == 1 || f == 3) && wt == 2) { /* a map entry (GrpcPayloadContainer) or an Any (Status) */
+            tfrdv_grpc__rd e = tfrdv_grpc__rd_sub(&r, n);
+            while (e.pos < e.end) {
+                uint32_t ef;
+                int ewt;
+                uint64_t el;
+                char name[sizeof url - 1];
+                if (tfrdv_grpc__rd_tag(&e, "", &ef, &ewt, &el, 0) != TFRDV_OK) return 0;
+                if (ef == 1 && ewt == 2 && el == sizeof name) {
+                    tfrdv_grpc__rd_take(&e, name, el);
+                    if (memcmp(name, url, sizeof name) == 0) found = 1;
+                } else if (tfrdv_grpc__rd_skip(&e, "", ef, ewt, el, 0) != TFRDV_OK) {
+                    return 0;
+                }
+            }
+        } else if (tfrdv_grpc__rd_skip(&r, "", f, wt, n, 0) != TFRDV_OK) {
+            return 0;
+        }
+    }
+    return found;
+}
+
 #ifndef TFRDV_GRPC_NO_TRANSPORT
 /* >>transport: objects ----------------------------------------------------------------------- */
 struct tfrdv_grpc__tag;
@@ -1142,6 +1230,7 @@ typedef struct tfrdv_grpc__ccall { /* one client call */
     grpc_status_code status;
     grpc_slice details;
     int64_t request_id;
+    int default_deadline; /* RecvTensor: the deadline is recv_timeout_ns, not the receive's */
     tfrdv_grpc__waiter* w;
     struct tfrdv_grpc__ccall *prev, *next;
 } tfrdv_grpc__ccall;
@@ -1161,7 +1250,13 @@ typedef struct tfrdv_grpc__sctx { /* one server call (posted request, then the c
     grpc_call_details details;
     tfrdv_cancel_mgr* cm;
     uint64_t bytes;
-    int64_t request_id;
+    int64_t step_id, request_id;
+    /* RecvTensor, under g->mu: the answer handed to the reply is kept (one value reference) until
+       gRPC reports the call closed; a call that closed cancelled gives it back to the table */
+    tfrdv_args send_args;
+    tfrdv_value* held;
+    int holding, held_dead;
+    int closed; /* the close was handled: 1 delivered, 2 cancelled */
     size_t key_len;
     char* key;   /* key_inline, or a heap block of key_cap bytes for a longer key */
     size_t key_cap;
@@ -1185,6 +1280,7 @@ struct tfrdv_grpc {
     size_t nch, capch;
     tfrdv_grpc__ccall* live;
     long client_live, srv_live;
+    long zc_live; /* zero-copy slices gRPC still holds (each holds a value reference) */
     grpc_server* server;
     void* rm[TFRDV_GRPC__NMETHODS];
     int port;
@@ -1530,6 +1626,7 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__ccall_start(tfrdv_grpc* g, int kind, 
     c->chan = chan;
     c->w = w;
     c->request_id = request_id;
+    c->default_deadline = call && tfrdv_call_deadline(call) == INT64_MAX && g->cfg.recv_timeout_ns > 0;
     c->details = grpc_empty_slice();
     grpc_metadata_array_init(&c->imd);
     grpc_metadata_array_init(&c->tmd);
@@ -1600,18 +1697,15 @@ TFRDV_GRPC__PRIVATE tfrdv_value* tfrdv_grpc__call_alloc(void* user, int32_t dtyp
     return tfrdv_call_alloc_value((tfrdv_call*)user, dtype, rank, dims, size);
 }
 
-/* A failed RecvTensor whose trailing grpc-status-details-bin names TensorFlow's
+/* A failed RecvTensor whose trailing grpc-status-details-bin carries TensorFlow's
    WorkerPossiblyRestarted payload (an incarnation mismatch: the serving worker restarted). */
 TFRDV_GRPC__PRIVATE int tfrdv_grpc__restarted(const grpc_metadata_array* md) {
-    static const char type[] = "tensorflow.distributed_runtime.WorkerPossiblyRestarted";
-    size_t i, n = sizeof type - 1;
+    size_t i;
     for (i = 0; i < md->count; i++) {
         const grpc_metadata* m = &md->metadata[i];
-        const uint8_t* v = GRPC_SLICE_START_PTR(m->value);
-        size_t j, len = GRPC_SLICE_LENGTH(m->value);
-        if (grpc_slice_str_cmp(m->key, "grpc-status-details-bin") != 0) continue;
-        for (j = 0; j + n <= len; j++)
-            if (memcmp(v + j, type, n) == 0) return 1;
+        if (grpc_slice_str_cmp(m->key, "grpc-status-details-bin") == 0 &&
+            tfrdv_grpc_details_restarted(GRPC_SLICE_START_PTR(m->value), GRPC_SLICE_LENGTH(m->value)))
+            return 1;
     }
     return 0;
 }
@@ -1636,6 +1730,11 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* t
         tfrdv_grpc__slice_msg(c->details, st.msg, sizeof st.msg);
         if (!st.msg[0]) snprintf(st.msg, sizeof st.msg, "RecvTensor failed with gRPC status %d", (int)c->status);
         if (tfrdv_grpc__restarted(&c->tmd)) st.detail = TFRDV_DETAIL_WORKER_RESTARTED;
+        if (st.code == TFRDV_DEADLINE_EXCEEDED && c->default_deadline) {
+            size_t len = strlen(st.msg);
+            snprintf(st.msg + len, sizeof st.msg - len, " (the receive had no deadline: tfrdv_grpc_config.recv_timeout_ns %lld ns applied)",
+                     (long long)g->cfg.recv_timeout_ns);
+        }
     } else if (!c->resp) {
         tfrdv_grpc__err(&st, TFRDV_INTERNAL, "RecvTensor: OK status without a response message");
     } else {
@@ -1697,6 +1796,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
     if (dl != INT64_MAX) {
         int64_t rem = dl - tfrdv_mgr_now(tfrdv_call_mgr(call)); /* on the call's own manager's clock */
         deadline = tfrdv_grpc__in(rem > 0 ? rem : 0);
+    } else if (g->cfg.recv_timeout_ns > 0) {
+        deadline = tfrdv_grpc__in(g->cfg.recv_timeout_ns);
     }
     pthread_mutex_unlock(&g->mu);
     if (!chan) {
@@ -1726,17 +1827,21 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_cancel(void* user, tfrdv_call* call) {
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_destroy(void* user) { tfrdv_grpc__unref((tfrdv_grpc*)user); }
 
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_ref(void* user) {
+    tfrdv_grpc* g = (tfrdv_grpc*)user;
+    pthread_mutex_lock(&g->mu);
+    g->refs++;
+    pthread_mutex_unlock(&g->mu);
+}
 TFRDV_API tfrdv_transport tfrdv_grpc_transport(tfrdv_grpc* g) {
     tfrdv_transport t;
     memset(&t, 0, sizeof t);
     if (!g) return t;
-    pthread_mutex_lock(&g->mu);
-    g->refs++;
-    pthread_mutex_unlock(&g->mu);
     t.user = g;
     t.start_call = tfrdv_grpc__t_start;
     t.cancel_call = tfrdv_grpc__t_cancel;
     t.destroy = tfrdv_grpc__t_destroy;
+    t.ref = tfrdv_grpc__t_ref; /* each manager holds g until it goes (TRANSPORTS in tfrdv.h) */
     return t;
 }
 
@@ -1843,18 +1948,46 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__sctx_unref(tfrdv_grpc* g, tfrdv_grpc__sctx*
     tfrdv_grpc__sctx_free(g, x);
 }
 
+/* A served answer the call cannot deliver goes back to the table (never dropped): to the key's
+   next receiver, ahead of later sends. value is one owned reference (NULL only if is_dead). */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__give_back(tfrdv_grpc* g, tfrdv_grpc__sctx* x, tfrdv_value* value, int is_dead) {
+    tfrdv_status st;
+    if (tfrdv_mgr_serve_return(g->mgr, x->step_id, x->key, x->key_len, x->request_id, &x->send_args, value, is_dead, &st) == TFRDV_OK)
+        TFRDV_GRPC__ADD(g, serve_returned, 1);
+    else /* the step is gone or aborted: nobody can receive the value any more (it was released) */
+        tfrdv_grpc__log(g, 1, "tfrdv_grpc: an undelivered RecvTensor answer was dropped: %s", st.msg);
+}
+/* gRPC reported the RecvTensor call closed (RECV_CLOSE_ON_SERVER): cancelled (the client's cancel
+   or deadline, a broken connection, shutdown: the status did not reach the client) withdraws a
+   request not answered yet and gives a held answer back; otherwise the held reference goes. */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__closed(tfrdv_grpc* g, tfrdv_grpc__sctx* x, int cancelled) {
+    tfrdv_value* v;
+    int holding, dead;
+    pthread_mutex_lock(&g->mu);
+    x->closed = cancelled ? 2 : 1;
+    holding = x->holding;
+    v = x->held;
+    dead = x->held_dead;
+    x->holding = 0;
+    x->held = 0;
+    pthread_mutex_unlock(&g->mu);
+    if (cancelled) {
+        TFRDV_GRPC__ADD(g, serve_cancelled, 1);
+        if (x->cm) tfrdv_cancel_start(x->cm); /* withdraws the serve request (harmless once answered) */
+    }
+    if (holding && cancelled) tfrdv_grpc__give_back(g, x, v, dead);
+    else if (holding) tfrdv_value_release(v);
+}
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__send_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
     tfrdv_grpc__sctx* x = TFRDV_GRPC__OF(tag, tfrdv_grpc__sctx, send);
     if (ok && x->method == TFRDV_GRPC__M_RECV && x->bytes) TFRDV_GRPC__ADD(g, bytes_sent, x->bytes);
+    /* the batch carried RECV_CLOSE too (phase 1): a failed batch counts as cancelled */
+    if (x->method == TFRDV_GRPC__M_RECV && __atomic_load_n(&x->phase, __ATOMIC_ACQUIRE) == 1) tfrdv_grpc__closed(g, x, !ok || x->cancelled);
     tfrdv_grpc__sctx_unref(g, x);
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__close_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
     tfrdv_grpc__sctx* x = TFRDV_GRPC__OF(tag, tfrdv_grpc__sctx, close);
-    (void)ok;
-    if (x->cancelled) { /* client cancel, deadline or shutdown: withdraw the serve request */
-        TFRDV_GRPC__ADD(g, serve_cancelled, 1);
-        if (x->cm) tfrdv_cancel_start(x->cm);
-    }
+    tfrdv_grpc__closed(g, x, !ok || x->cancelled);
     tfrdv_grpc__sctx_unref(g, x);
 }
 
@@ -1898,11 +2031,51 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__reply(tfrdv_grpc* g, tfrdv_grpc__sctx* x, g
     grpc_slice_unref(details);
     if (err != GRPC_CALL_OK) {
         tfrdv_grpc__log(g, 3, "tfrdv_grpc: reply batch failed: %s", grpc_call_error_to_string(err));
+        grpc_call_cancel(x->gc, NULL); /* a separate close batch then completes cancelled */
         tfrdv_grpc__send_done(g, &x->send, 0);
     }
 }
 
-TFRDV_GRPC__PRIVATE void tfrdv_grpc__release_value(void* v) { tfrdv_value_release((tfrdv_value*)v); }
+/* A zero-copy slice over a value: it holds a value reference and a reference on g; its release
+   (on whichever gRPC thread drops the slice last) releases the value, then counts down
+   g->zc_live, which tfrdv_grpc_destroy waits to reach 0. */
+typedef struct tfrdv_grpc__zc {
+    tfrdv_grpc* g;
+    tfrdv_value* v;
+} tfrdv_grpc__zc;
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__zc_release(void* p) {
+    tfrdv_grpc__zc* z = (tfrdv_grpc__zc*)p;
+    tfrdv_grpc* g = z->g;
+    tfrdv_value_release(z->v);
+    tfrdv_grpc__free(&g->a, z, sizeof *z);
+    pthread_mutex_lock(&g->mu);
+    g->zc_live--;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    tfrdv_grpc__unref(g);
+}
+/* value stays the caller's: the slice takes a reference of its own (copied if out of memory) */
+TFRDV_GRPC__PRIVATE grpc_slice tfrdv_grpc__zc_slice(tfrdv_grpc* g, tfrdv_value* value) {
+    tfrdv_grpc__zc* z = (tfrdv_grpc__zc*)tfrdv_grpc__alloc(&g->a, sizeof *z);
+    if (!z) return grpc_slice_from_copied_buffer((const char*)value->data, (size_t)value->size);
+    z->g = g;
+    z->v = value;
+    tfrdv_value_retain(value);
+    pthread_mutex_lock(&g->mu);
+    g->zc_live++;
+    g->refs++;
+    pthread_mutex_unlock(&g->mu);
+    return grpc_slice_new_with_user_data(value->data, (size_t)value->size, tfrdv_grpc__zc_release, z);
+}
+
+/* 1 if the call's deadline is less than the margin away: a reply sent now could not reach the
+   client before it gives up, and would be dropped there */
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__expired(tfrdv_grpc* g, tfrdv_grpc__sctx* x) {
+    gpr_timespec d = gpr_convert_clock_type(x->deadline, GPR_CLOCK_MONOTONIC);
+    if (d.tv_sec == INT64_MAX) return 0; /* no deadline */
+    if (g->cfg.serve_deadline_margin_ns > 0) d = gpr_time_sub(d, gpr_time_from_nanos(g->cfg.serve_deadline_margin_ns, GPR_TIMESPAN));
+    return gpr_time_cmp(d, gpr_now(GPR_CLOCK_MONOTONIC)) <= 0;
+}
 
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* status, const tfrdv_args* send_args,
                                             tfrdv_value* value, int is_dead) {
@@ -1919,8 +2092,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* stat
     uint64_t size = value ? value->size : 0;
     gpr_timespec now;
     int64_t micros;
-    int zero = 0, with_close;
-    (void)send_args;
+    int zero = 0, with_close, closed;
+    grpc_byte_buffer* bb;
     /* answered while tfrdv_mgr_serve still runs in the accept handler: one batch does it all */
     with_close = __atomic_compare_exchange_n(&x->phase, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     if (with_close) __atomic_sub_fetch(&x->refs, 1, __ATOMIC_ACQ_REL); /* no separate close tag */
@@ -1931,11 +2104,18 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* stat
         return;
     }
     TFRDV_GRPC__ADD(g, serve_ok, 1);
+    x->send_args = *send_args;
+    if (tfrdv_grpc__expired(g, x)) { /* the client gives up before a reply could reach it */
+        tfrdv_grpc__give_back(g, x, value, is_dead);
+        tfrdv_grpc__reply(g, x, 0, TFRDV_DEADLINE_EXCEEDED, "RecvTensor: the call's deadline passed before the value could be sent "
+                          "(it stays buffered for the next receiver)", 0, with_close);
+        return;
+    }
     if (rank > 8 && rank <= TFRDV_GRPC_MAX_RANK) {
         head_cap = TFRDV_GRPC_HEAD_MAX(rank);
         head = (uint8_t*)tfrdv_grpc__alloc(&g->a, head_cap);
         if (!head) {
-            tfrdv_value_release(value);
+            tfrdv_grpc__give_back(g, x, value, is_dead);
             tfrdv_grpc__reply(g, x, 0, TFRDV_RESOURCE_EXHAUSTED, "RecvTensor: out of memory", 0, with_close);
             return;
         }
@@ -1949,7 +2129,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* stat
         micros = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
         tfrdv_grpc_encode_response(value, is_dead, g->cfg.require_ack && x->request_id != 0, micros, head, head_cap, &head_len, tail, &tail_len, &st);
     }
-    if (st.code != TFRDV_OK) {
+    if (st.code != TFRDV_OK) { /* a value this transport can never carry: consumed, as an error */
         if (head != stackhead) tfrdv_grpc__free(&g->a, head, head_cap);
         tfrdv_value_release(value);
         tfrdv_grpc__reply(g, x, 0, st.code, st.msg, 0, with_close);
@@ -1961,19 +2141,31 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* stat
         if (size) memcpy(GRPC_SLICE_START_PTR(sl[0]) + head_len, value->data, (size_t)size);
         if (tail_len) memcpy(GRPC_SLICE_START_PTR(sl[0]) + head_len + size, tail, tail_len);
         ns = 1;
-        tfrdv_value_release(value);
-    } else { /* zero copy: the slice holds the value reference, released with the slice */
+    } else { /* zero copy: the slice holds a value reference of its own, released with the slice */
         sl[ns++] = grpc_slice_from_copied_buffer((const char*)head, head_len);
-        sl[ns++] = grpc_slice_new_with_user_data(value->data, (size_t)size, tfrdv_grpc__release_value, value);
+        sl[ns++] = tfrdv_grpc__zc_slice(g, value);
         if (tail_len) sl[ns++] = grpc_slice_from_copied_buffer((const char*)tail, tail_len);
     }
     if (head != stackhead) tfrdv_grpc__free(&g->a, head, head_cap);
-    x->bytes = size;
-    {
-        grpc_byte_buffer* bb = grpc_raw_byte_buffer_create(sl, ns);
-        for (i = 0; i < ns; i++) grpc_slice_unref(sl[i]);
-        tfrdv_grpc__reply(g, x, bb, TFRDV_OK, 0, 0, with_close);
+    bb = grpc_raw_byte_buffer_create(sl, ns);
+    for (i = 0; i < ns; i++) grpc_slice_unref(sl[i]);
+    /* the answer (value's reference) stays here until the close says whether it arrived */
+    pthread_mutex_lock(&g->mu);
+    closed = x->closed;
+    if (!closed) {
+        x->held = value;
+        x->held_dead = is_dead;
+        x->holding = 1;
     }
+    pthread_mutex_unlock(&g->mu);
+    if (closed) { /* the client cancelled (or its deadline passed) while the answer was being made */
+        grpc_byte_buffer_destroy(bb);
+        tfrdv_grpc__give_back(g, x, value, is_dead);
+        tfrdv_grpc__reply(g, x, 0, TFRDV_CANCELLED, "RecvTensor: the call was cancelled", 0, with_close);
+        return;
+    }
+    x->bytes = size;
+    tfrdv_grpc__reply(g, x, bb, TFRDV_OK, 0, 0, with_close);
 }
 
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
@@ -2033,6 +2225,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag*
         tfrdv_grpc__reply(g, x, 0, st.code, st.msg, 0, 1);
         return;
     }
+    x->step_id = step_id;
     x->request_id = request_id; /* the key lives in x until the context is freed */
     c = tfrdv_mgr_serve(g->mgr, step_id, x->key, x->key_len, request_id, x->cm, tfrdv_grpc__served, x);
     if (c != TFRDV_OK) { /* refused without a callback (only for NULL arguments) */
@@ -2173,7 +2366,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__shutdown_done(tfrdv_grpc* g, tfrdv_grpc__ta
 }
 
 TFRDV_API tfrdv_code tfrdv_grpc_attach(tfrdv_grpc* g, tfrdv_mgr* mgr, tfrdv_status* st) {
-    grpc_arg args[2];
+    grpc_arg args[3];
     grpc_channel_args ca;
     grpc_server_credentials* creds;
     grpc_server* srv;
@@ -2194,7 +2387,10 @@ TFRDV_API tfrdv_code tfrdv_grpc_attach(tfrdv_grpc* g, tfrdv_mgr* mgr, tfrdv_stat
        make gRPC buffer; replies are bounded by max_message_bytes */
     args[0].type = GRPC_ARG_INTEGER; args[0].key = (char*)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH; args[0].value.integer = 64 << 20;
     args[1].type = GRPC_ARG_INTEGER; args[1].key = (char*)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH; args[1].value.integer = -1;
-    ca.num_args = 2;
+    /* a busy port is an error, as for TensorFlow's server: gRPC's default SO_REUSEPORT would let a
+       second worker bind the same port and split new connections between the two */
+    args[2].type = GRPC_ARG_INTEGER; args[2].key = (char*)GRPC_ARG_ALLOW_REUSEPORT; args[2].value.integer = 0;
+    ca.num_args = 3;
     ca.args = args;
     srv = grpc_server_create(&ca, NULL);
     for (i = 0; i < TFRDV_GRPC__NMETHODS; i++)
@@ -2220,7 +2416,7 @@ TFRDV_API tfrdv_code tfrdv_grpc_attach(tfrdv_grpc* g, tfrdv_mgr* mgr, tfrdv_stat
         pthread_mutex_unlock(&g->mu);
         tfrdv_mgr_unref(mgr);
         return tfrdv_grpc__err(st, TFRDV_UNAVAILABLE, "tfrdv_grpc: cannot listen on %s%s", g->cfg.listen_address,
-                               creds ? "" : " (bad TLS material)");
+                               creds ? " (the port is in use, or the address is not one of this host)" : " (bad TLS material)");
     }
     grpc_server_start(srv);
     pthread_mutex_lock(&g->mu);
@@ -2264,6 +2460,8 @@ TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc*
     if (!g->cfg.max_message_bytes) g->cfg.max_message_bytes = TFRDV_GRPC__MAX_DEFAULT;
     if (!g->cfg.max_key_len) g->cfg.max_key_len = 4096;
     if (g->cfg.expire_interval_ns <= 0) g->cfg.expire_interval_ns = 20000000;
+    if (g->cfg.serve_deadline_margin_ns == 0) g->cfg.serve_deadline_margin_ns = TFRDV_GRPC_SERVE_MARGIN_NS;
+    if (g->cfg.recv_timeout_ns == 0) g->cfg.recv_timeout_ns = TFRDV_GRPC_RECV_TIMEOUT_NS;
     /* owned copies */
     g->cfg.listen_address = tfrdv_grpc__strdup(&a, cfg->listen_address);
     g->cfg.pem_root_certs = tfrdv_grpc__strdup(&a, cfg->pem_root_certs);
@@ -2334,6 +2532,10 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__quiet(tfrdv_grpc* g, void* arg) {
     (void)arg;
     return (!g->server || g->shutdown_done) && g->srv_live == 0 && g->client_live == 0;
 }
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__zc_done(tfrdv_grpc* g, void* arg) {
+    (void)arg;
+    return g->zc_live == 0;
+}
 TFRDV_API void tfrdv_grpc_destroy(tfrdv_grpc* g) {
     grpc_server* srv;
     tfrdv_grpc__ccall* c;
@@ -2359,6 +2561,12 @@ TFRDV_API void tfrdv_grpc_destroy(tfrdv_grpc* g) {
     pthread_mutex_unlock(&g->mu);
     if (srv) grpc_server_destroy(srv);
     for (i = 0; i < g->nch; i++) grpc_channel_destroy(g->ch[i]->ch);
+    /* gRPC drops the slices of cancelled replies later, on its own threads (a stream stalled by a
+       peer that never reads is freed after the server closed its connection): each holds a value
+       reference, released before destroy returns, never after */
+    pthread_mutex_lock(&g->mu);
+    tfrdv_grpc__wait_locked(g, tfrdv_grpc__zc_done, 0);
+    pthread_mutex_unlock(&g->mu);
     grpc_completion_queue_shutdown(g->cq);
     for (n = 0; n < g->nthreads; n++) pthread_join(g->threads[n], NULL);
     if (!g->nthreads) while (tfrdv_grpc__next(g, gpr_inf_future(GPR_CLOCK_MONOTONIC)) >= 0) {}

@@ -619,9 +619,19 @@ enum { TFRDV_TCP__RX_HDR = 0, TFRDV_TCP__RX_DATA = 1, TFRDV_TCP__RX_SKIP = 2 };
 typedef struct tfrdv_tcp__conn tfrdv_tcp__conn;
 typedef struct tfrdv_tcp__peer tfrdv_tcp__peer;
 
+/* a member of a chained hash table (the first member of what is hashed) */
+typedef struct tfrdv_tcp__hnode {
+    struct tfrdv_tcp__hnode* hnext;
+    uint64_t hkey;
+} tfrdv_tcp__hnode;
+typedef struct tfrdv_tcp__htab {
+    tfrdv_tcp__hnode** tab;
+    size_t cap, count;                         /* cap: a power of two */
+} tfrdv_tcp__htab;
+
 /* one started fetch (client side); keyed by its wire id */
 typedef struct tfrdv_tcp__ent {
-    struct tfrdv_tcp__ent* hnext;              /* hash chain */
+    tfrdv_tcp__hnode h;                        /* hkey: the wire id (first member) */
     struct tfrdv_tcp__ent *prev, *next;        /* the connection's calls */
     struct tfrdv_tcp__ent* tnext;              /* a todo list */
     uint64_t id;
@@ -637,13 +647,13 @@ typedef struct tfrdv_tcp__ent {
 
 /* one request being served (server side); keyed by (connection, wire id) */
 typedef struct tfrdv_tcp__req {
-    struct tfrdv_tcp__req* hnext;
+    tfrdv_tcp__hnode h;                        /* hkey: connection serial and wire id (first) */
     struct tfrdv_tcp__req *prev, *next;        /* the connection's serving list or send ring */
     struct tfrdv_tcp__req* tnext;
     struct tfrdv_tcp__req* cnext;              /* a todo's withdraw list (tnext may change meanwhile) */
     struct tfrdv_tcp* t;
     tfrdv_tcp__conn* conn;                     /* NULL once the connection is gone */
-    uint64_t id, hkey;
+    uint64_t id;
     int64_t step_id, request_id, deadline;
     tfrdv_cancel_mgr* cm;
     int state, cancelled, expired, refs, started, in_list;
@@ -756,12 +766,9 @@ struct tfrdv_tcp {
     size_t nconns, nserver_conns;
     uint64_t next_id, next_serial;
     /* client calls by wire id; server requests by (connection, wire id) */
-    tfrdv_tcp__ent** etab;
-    size_t ecap, ecount;
-    tfrdv_tcp__req** rtab;
-    size_t rcap, rcount;
+    tfrdv_tcp__htab ents, reqs;
     int64_t next_tick, ent_min_deadline, req_min_deadline;
-    int scanning;                              /* the tick walks etab: no shrinking */
+    int scanning;                              /* the tick walks a table: no shrinking */
     tfrdv_tcp__ent* free_ents;
     tfrdv_tcp__req* free_reqs;
     tfrdv_cancel_mgr** free_cms;
@@ -814,88 +821,74 @@ TFRDV_TCP__PRIVATE size_t tfrdv_tcp__slot(uint64_t k, size_t cap) {
     k ^= k >> 33;
     return (size_t)k & (cap - 1);
 }
-/* rehash ents into a table of ncap (a power of two); on allocation failure keeps the old one */
-TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_rehash(tfrdv_tcp* t, size_t ncap) {
-    tfrdv_tcp__ent** nt = (tfrdv_tcp__ent**)tfrdv_tcp__alloc(t, ncap * sizeof *nt);
+/* rehash into a table of ncap slots (a power of two); on allocation failure keeps the old one */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__rehash(tfrdv_tcp* t, tfrdv_tcp__htab* h, size_t ncap) {
+    tfrdv_tcp__hnode** nt = (tfrdv_tcp__hnode**)tfrdv_tcp__alloc(t, ncap * sizeof *nt);
     size_t i;
     if (!nt) return;
     memset(nt, 0, ncap * sizeof *nt);
-    for (i = 0; i < t->ecap; i++) {
-        tfrdv_tcp__ent* e = t->etab[i];
+    for (i = 0; i < h->cap; i++) {
+        tfrdv_tcp__hnode* e = h->tab[i];
         while (e) {
-            tfrdv_tcp__ent* nx = e->hnext;
-            size_t s = tfrdv_tcp__slot(e->id, ncap);
-            e->hnext = nt[s];
-            nt[s] = e;
-            e = nx;
-        }
-    }
-    tfrdv_tcp__free(t, t->etab, t->ecap * sizeof *t->etab);
-    t->etab = nt;
-    t->ecap = ncap;
-}
-TFRDV_TCP__PRIVATE void tfrdv_tcp__req_rehash(tfrdv_tcp* t, size_t ncap) {
-    tfrdv_tcp__req** nt = (tfrdv_tcp__req**)tfrdv_tcp__alloc(t, ncap * sizeof *nt);
-    size_t i;
-    if (!nt) return;
-    memset(nt, 0, ncap * sizeof *nt);
-    for (i = 0; i < t->rcap; i++) {
-        tfrdv_tcp__req* e = t->rtab[i];
-        while (e) {
-            tfrdv_tcp__req* nx = e->hnext;
+            tfrdv_tcp__hnode* nx = e->hnext;
             size_t s = tfrdv_tcp__slot(e->hkey, ncap);
             e->hnext = nt[s];
             nt[s] = e;
             e = nx;
         }
     }
-    tfrdv_tcp__free(t, t->rtab, t->rcap * sizeof *t->rtab);
-    t->rtab = nt;
-    t->rcap = ncap;
+    tfrdv_tcp__free(t, h->tab, h->cap * sizeof *h->tab);
+    h->tab = nt;
+    h->cap = ncap;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__hinsert(tfrdv_tcp* t, tfrdv_tcp__htab* h, tfrdv_tcp__hnode* n) {
+    size_t s;
+    if (h->count >= h->cap) tfrdv_tcp__rehash(t, h, h->cap * 2);
+    s = tfrdv_tcp__slot(n->hkey, h->cap);
+    n->hnext = h->tab[s];
+    h->tab[s] = n;
+    h->count++;
+}
+/* the chain a key hashes to */
+TFRDV_TCP__PRIVATE tfrdv_tcp__hnode* tfrdv_tcp__hchain(const tfrdv_tcp__htab* h, uint64_t key) {
+    return h->tab[tfrdv_tcp__slot(key, h->cap)];
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__hremove(tfrdv_tcp* t, tfrdv_tcp__htab* h, tfrdv_tcp__hnode* n) {
+    tfrdv_tcp__hnode** pp = &h->tab[tfrdv_tcp__slot(n->hkey, h->cap)];
+    while (*pp && *pp != n) pp = &(*pp)->hnext;
+    if (*pp) { *pp = n->hnext; h->count--; }
+    n->hnext = 0;
+    if (h->cap > 64 && h->count < h->cap / 8 && !t->scanning) tfrdv_tcp__rehash(t, h, h->cap / 4);
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_insert(tfrdv_tcp* t, tfrdv_tcp__ent* e) {
-    size_t s;
-    if (t->ecount >= t->ecap) tfrdv_tcp__ent_rehash(t, t->ecap * 2);
-    s = tfrdv_tcp__slot(e->id, t->ecap);
-    e->hnext = t->etab[s];
-    t->etab[s] = e;
-    t->ecount++;
+    e->h.hkey = e->id;
+    tfrdv_tcp__hinsert(t, &t->ents, &e->h);
 }
 TFRDV_TCP__PRIVATE tfrdv_tcp__ent* tfrdv_tcp__ent_find(tfrdv_tcp* t, uint64_t id) {
-    tfrdv_tcp__ent* e = t->etab[tfrdv_tcp__slot(id, t->ecap)];
-    while (e && e->id != id) e = e->hnext;
-    return e;
+    tfrdv_tcp__hnode* n = tfrdv_tcp__hchain(&t->ents, id);
+    while (n && ((tfrdv_tcp__ent*)n)->id != id) n = n->hnext;
+    return (tfrdv_tcp__ent*)n;
 }
+/* out of the table and out of its connection's list */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_remove(tfrdv_tcp* t, tfrdv_tcp__ent* e) {
-    tfrdv_tcp__ent** pp = &t->etab[tfrdv_tcp__slot(e->id, t->ecap)];
-    while (*pp && *pp != e) pp = &(*pp)->hnext;
-    if (*pp) { *pp = e->hnext; t->ecount--; }
+    tfrdv_tcp__hremove(t, &t->ents, &e->h);
     if (e->prev) { e->prev->next = e->next; e->next->prev = e->prev; e->prev = e->next = 0; }
-    if (t->ecap > 64 && t->ecount < t->ecap / 8 && !t->scanning) tfrdv_tcp__ent_rehash(t, t->ecap / 4);
 }
 TFRDV_TCP__PRIVATE uint64_t tfrdv_tcp__rkey(const tfrdv_tcp__conn* c, uint64_t id) {
     return id * 0x9e3779b97f4a7c15ULL ^ c->serial;
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__req_insert(tfrdv_tcp* t, tfrdv_tcp__req* r) {
-    size_t s;
-    if (t->rcount >= t->rcap) tfrdv_tcp__req_rehash(t, t->rcap * 2);
-    s = tfrdv_tcp__slot(r->hkey, t->rcap);
-    r->hnext = t->rtab[s];
-    t->rtab[s] = r;
-    t->rcount++;
+    r->h.hkey = tfrdv_tcp__rkey(r->conn, r->id);
+    tfrdv_tcp__hinsert(t, &t->reqs, &r->h);
 }
 TFRDV_TCP__PRIVATE tfrdv_tcp__req* tfrdv_tcp__req_find(tfrdv_tcp* t, const tfrdv_tcp__conn* c, uint64_t id) {
-    uint64_t k = tfrdv_tcp__rkey(c, id);
-    tfrdv_tcp__req* r = t->rtab[tfrdv_tcp__slot(k, t->rcap)];
-    while (r && !(r->id == id && r->conn == c)) r = r->hnext;
-    return r;
+    tfrdv_tcp__hnode* n = tfrdv_tcp__hchain(&t->reqs, tfrdv_tcp__rkey(c, id));
+    while (n && !(((tfrdv_tcp__req*)n)->id == id && ((tfrdv_tcp__req*)n)->conn == c)) n = n->hnext;
+    return (tfrdv_tcp__req*)n;
 }
 /* out of the table and out of its connection's list */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__req_unlink(tfrdv_tcp* t, tfrdv_tcp__req* r) {
-    tfrdv_tcp__req** pp = &t->rtab[tfrdv_tcp__slot(r->hkey, t->rcap)];
-    while (*pp && *pp != r) pp = &(*pp)->hnext;
-    if (*pp) { *pp = r->hnext; t->rcount--; }
-    r->hnext = 0;
+    tfrdv_tcp__hremove(t, &t->reqs, &r->h);
     if (r->in_list) {
         r->prev->next = r->next;
         r->next->prev = r->prev;
@@ -903,7 +896,6 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__req_unlink(tfrdv_tcp* t, tfrdv_tcp__req* r) {
         r->in_list = 0;
         if (r->conn && r->state == TFRDV_TCP__R_SERVING) r->conn->nserving--;
     }
-    if (t->rcap > 64 && t->rcount < t->rcap / 8) tfrdv_tcp__req_rehash(t, t->rcap / 4);
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__list_add(tfrdv_tcp__req* head, tfrdv_tcp__req* r) {
     r->prev = head->prev;
@@ -1648,7 +1640,6 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_request(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     }
     r->conn = c;
     r->id = f->id;
-    r->hkey = tfrdv_tcp__rkey(c, f->id);
     r->step_id = f->step_id;
     r->request_id = f->request_id;
     r->key_len = f->key.len;
@@ -1882,11 +1873,12 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read_failed(tfrdv_tcp* t, tfrdv_tcp__conn* c,
 }
 /* reads and handles frames until the socket has nothing more (or a read came back short) */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
-    int drained = 0;
+    int drained = 0, reads = 0;
     tfrdv_status st;
     for (;;) {
         ssize_t n;
         if (c->state == TFRDV_TCP__C_DEAD) return;
+        if (reads >= 16) drained = 1; /* our share: other connections and the writes come next */
         if (c->rx != TFRDV_TCP__RX_HDR) {
             size_t have = c->rlen - c->roff;
             if (c->rleft && have) {
@@ -1914,6 +1906,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                     mh.msg_iov = iv;
                     mh.msg_iovlen = want == c->rleft ? 2 : 1;
                     n = recvmsg(c->fd, &mh, 0);
+                    reads++;
                     __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
                     if (n > 0) {
                         size_t d = (size_t)n < want ? (size_t)n : want;
@@ -1925,6 +1918,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 } else {
                     c->roff = c->rlen = 0;
                     n = recv(c->fd, c->rbuf, c->rcap, 0);
+                    reads++;
                     __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
                     if (n > 0) {
                         c->rlen = (size_t)n;
@@ -1965,6 +1959,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 c->roff = 0;
             }
             n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+            reads++;
             __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
             if (n <= 0) {
                 if (n < 0 && errno == EINTR) continue;
@@ -2080,10 +2075,10 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
     if (t->ent_min_deadline <= now) {
         int64_t next = INT64_MAX;
         t->scanning = 1;
-        for (i = 0; i < t->ecap; i++) {
-            tfrdv_tcp__ent *e = t->etab[i], *nx;
+        for (i = 0; i < t->ents.cap; i++) {
+            tfrdv_tcp__ent *e = (tfrdv_tcp__ent*)t->ents.tab[i], *nx;
             for (; e; e = nx) {
-                nx = e->hnext;
+                nx = (tfrdv_tcp__ent*)e->h.hnext;
                 if (!e->call) continue;
                 if (e->deadline <= now) {
                     tfrdv_tcp__conn* ec = e->conn;
@@ -2102,9 +2097,9 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
     }
     if (t->req_min_deadline <= now) {
         int64_t next = INT64_MAX;
-        for (i = 0; i < t->rcap; i++) {
+        for (i = 0; i < t->reqs.cap; i++) {
             tfrdv_tcp__req* r;
-            for (r = t->rtab[i]; r; r = r->hnext) {
+            for (r = (tfrdv_tcp__req*)t->reqs.tab[i]; r; r = (tfrdv_tcp__req*)r->h.hnext) {
                 if (r->state != TFRDV_TCP__R_SERVING || r->expired || r->cancelled) continue;
                 if (r->deadline <= now) {
                     r->expired = 1;
@@ -2483,8 +2478,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__free_all(tfrdv_tcp* t) {
     while (t->free_reqs) { tfrdv_tcp__req* r = t->free_reqs; t->free_reqs = r->tnext; tfrdv_tcp__free(t, r, sizeof *r + r->key_cap); }
     for (i = 0; i < (size_t)t->nfree_cms; i++) tfrdv_cancel_mgr_destroy(t->free_cms[i]);
     tfrdv_tcp__free(t, t->free_cms, TFRDV_TCP__FREE_MAX * sizeof *t->free_cms);
-    tfrdv_tcp__free(t, t->etab, t->ecap * sizeof *t->etab);
-    tfrdv_tcp__free(t, t->rtab, t->rcap * sizeof *t->rtab);
+    tfrdv_tcp__free(t, t->ents.tab, t->ents.cap * sizeof *t->ents.tab);
+    tfrdv_tcp__free(t, t->reqs.tab, t->reqs.cap * sizeof *t->reqs.tab);
     for (i = 0; i < t->nworkers; i++) { tfrdv_tcp__strfree(t, t->workers[i].name); tfrdv_tcp__strfree(t, t->workers[i].addr); }
     tfrdv_tcp__free(t, t->workers, t->capworkers * sizeof *t->workers);
     while ((p = t->peers) != 0) { t->peers = p->next; tfrdv_tcp__free(t, p, sizeof *p + strlen(p->addr)); }
@@ -2677,18 +2672,18 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     pthread_mutex_init(&t->mu, 0);
     pthread_mutex_init(&t->poll_mu, 0);
     pthread_cond_init(&t->cv, 0);
-    t->ecap = t->rcap = 64;
-    t->etab = (tfrdv_tcp__ent**)tfrdv_tcp__alloc(t, t->ecap * sizeof *t->etab);
-    t->rtab = (tfrdv_tcp__req**)tfrdv_tcp__alloc(t, t->rcap * sizeof *t->rtab);
+    t->ents.cap = t->reqs.cap = 64;
+    t->ents.tab = (tfrdv_tcp__hnode**)tfrdv_tcp__alloc(t, 64 * sizeof *t->ents.tab);
+    t->reqs.tab = (tfrdv_tcp__hnode**)tfrdv_tcp__alloc(t, 64 * sizeof *t->reqs.tab);
     t->free_cms = (tfrdv_cancel_mgr**)tfrdv_tcp__alloc(t, TFRDV_TCP__FREE_MAX * sizeof *t->free_cms);
-    if (!t->etab || !t->rtab || !t->free_cms) {
-        if (!t->etab) t->ecap = 0;
-        if (!t->rtab) t->rcap = 0;
+    if (!t->ents.tab || !t->reqs.tab || !t->free_cms) {
+        if (!t->ents.tab) t->ents.cap = 0;
+        if (!t->reqs.tab) t->reqs.cap = 0;
         tfrdv_tcp__free_all(t);
         return tfrdv_tcp__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp_create: out of memory");
     }
-    memset(t->etab, 0, t->ecap * sizeof *t->etab);
-    memset(t->rtab, 0, t->rcap * sizeof *t->rtab);
+    memset(t->ents.tab, 0, 64 * sizeof *t->ents.tab);
+    memset(t->reqs.tab, 0, 64 * sizeof *t->reqs.tab);
     for (i = 0; i < cfg->num_workers; i++) {
         if (!cfg->workers[i].name || !cfg->workers[i].address ||
             tfrdv_tcp__set_worker(t, cfg->workers[i].name, cfg->workers[i].address, st) != TFRDV_OK) {
@@ -2831,7 +2826,7 @@ TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out) {
     out->frames_received = __atomic_load_n(&t->frames_received, __ATOMIC_RELAXED);
     out->recv_calls = __atomic_load_n(&t->recv_calls, __ATOMIC_RELAXED);
     out->connections = t->nconns;
-    out->client_calls_live = t->ecount;
+    out->client_calls_live = t->ents.count;
     out->server_requests_live = t->serving_count + t->nqueued;
     for (c = t->conns.next; c != &t->conns; c = c->next) out->queued_bytes += c->olen - c->ooff;
     pthread_mutex_unlock(&t->mu);

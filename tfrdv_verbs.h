@@ -48,6 +48,37 @@
      at once that the peer process died. Connect each pair once, from either side.
      Out-of-band instead: set tfrdv_verbs_config.exchange; tfrdv_verbs_connect then calls it with
      the local encoded info and expects the peer's (both sides call connect for each other).
+     Bootstrap exchanges never block progress: accepted sockets are non-blocking, each exchange
+     is a small state machine (receive the hello, answer) driven by epoll in progress, and the
+     whole exchange must finish within connect_timeout_ns of the accept (one deadline, not one
+     per recv: a silent or byte-dripping peer is dropped when it passes, while the exchanges of
+     other peers and all RDMA traffic go on). At most 128 exchanges are under way at once (more
+     connections are closed at once). A peer costs no registration before its hello arrived.
+     tfrdv_verbs_connect blocks its caller, also within one connect_timeout_ns deadline.
+
+   LIFE CYCLE OF A PEER
+     connected -> broken (its TCP connection closed, a work completion failed, keep-alive
+     silence, a protocol error): every call on it fails UNAVAILABLE naming the cause, serves are
+     withdrawn, its QP is destroyed at once -> released: once its last call, serve and write has
+     finished (progress checks), its rings, CQ, registrations and slot tables are freed. The
+     record itself is freed too, unless this side can reconnect it: the side that called
+     tfrdv_verbs_connect (over TCP) keeps a record of a few hundred bytes (name, address, status)
+     per peer worker. So memory stays bounded by the number of distinct peer workers, not by how
+     often they connected (stats.peers counts records).
+     Reconnect: a call to a broken peer that this side connected starts a reconnect from progress
+     (a new QP and a non-blocking bootstrap exchange to the same address) and waits for it (its
+     deadline still applies); when it succeeds the call proceeds on the new connection; when it
+     fails every waiting call fails UNAVAILABLE with the reason, and for reconnect_backoff_ns
+     (default 100 ms) later calls fail UNAVAILABLE at once ("reconnect backoff: next attempt in N
+     ms"); each further failure in a row doubles that window up to reconnect_backoff_max_ns
+     (default 10 s); a success resets it. Calls made while the record waits for progress to start
+     the attempt, or during it, wait with the others. Without progress running nothing happens:
+     the calls wait for their deadline. A side that only accepted the connection does not know
+     the peer's address: its calls to a broken peer fail UNAVAILABLE until the peer reconnects
+     (its next call does that) or either side calls tfrdv_verbs_connect again. With an exchange
+     callback, or reconnect_backoff_ns < 0, there is no automatic reconnect: call
+     tfrdv_verbs_connect again (on both sides with a callback). A reconnect reaches the peer's
+     listener, which accepts it once it has seen the old connection close.
 
    COMPILE-TIME OPTIONS (define before the implementation)
      TFRDV_VERBS_PROTOCOL_ONLY   compile only the device-free pieces (codec, handshake info,
@@ -58,8 +89,8 @@
      on the completion channel). Otherwise the host calls tfrdv_verbs_progress(v, timeout_ns)
      (0 = poll once), or sleeps on tfrdv_verbs_fd(v) (readable when there is work) between calls,
      waking at least every keepalive_ns / 2 (deadlines are checked there, at most every 1 ms).
-     Completions, serving, deadlines and the listener all happen in progress. Accepting a
-     connection does the short bootstrap exchange inline (bounded by connect_timeout_ns).
+     Completions, serving, deadlines, the listener, bootstrap exchanges (non-blocking, see
+     CONNECTIONS), releasing broken peers and reconnects all happen in progress.
 
    ERRORS, EXACTLY ONCE
      Every started call finishes exactly once: OK, an ERROR sent by the serving side (its code and
@@ -69,11 +100,11 @@
      failed work completion (ibv_wc_status_str, e.g. "remote access error" for a bad rkey), the
      peer's bootstrap connection closing, keep-alive silence (peer_timeout_ns), or shutdown. A
      failed work completion breaks that peer's connection (its QP is destroyed) and fails every
-     call on it; later calls to it fail UNAVAILABLE at once (the peer is told why over the
-     bootstrap connection). Keep-alive pings travel over the bootstrap TCP connection, so a long
-     RDMA write cannot delay them; with an exchange callback there is none and they are control
-     messages, queued behind writes already posted: then peer_timeout_ns must exceed the longest
-     transfer. A cancelled request whose buffer was
+     call on it; later calls to it reconnect or fail UNAVAILABLE at once (see LIFE CYCLE OF A
+     PEER; the peer is told why over the bootstrap connection). Keep-alive pings travel over the
+     bootstrap TCP connection, so a long RDMA write cannot delay them; with an exchange callback
+     there is none and they are control messages, queued behind writes already posted: then
+     peer_timeout_ns must exceed the longest transfer. A cancelled request whose buffer was
      advertised keeps the buffer until the sender answered (or the connection broke), so a late
      write never lands in freed memory.
 
@@ -163,7 +194,7 @@ typedef struct tfrdv_verbs_config {
     int max_requests;          /* outstanding fetches per peer (0: 256; more wait in a queue) */
     int progress_thread;       /* 1: start a companion progress thread */
     int64_t spin_ns;           /* thread: busy-poll this long after activity (0: 50 us) */
-    int64_t connect_timeout_ns;/* bootstrap (0: 10 s) */
+    int64_t connect_timeout_ns;/* the whole bootstrap exchange, either side (0: 10 s) */
     int64_t keepalive_ns;      /* ping a peer this quiet while requests are out (0: 500 ms) */
     int64_t peer_timeout_ns;   /* declare it dead after this much silence (0: 5 s) */
     uint64_t reg_cache_max_bytes; /* registered bytes at most (0: 8 GiB) */
@@ -172,6 +203,10 @@ typedef struct tfrdv_verbs_config {
     int ack_timeout;           /* QP local ACK timeout exponent, 4.096 us * 2^n (0: 14) */
     int retry_cnt;             /* (0: 7) */
     int rnr_retry;             /* (0: 7 = retry forever) */
+    int64_t reconnect_backoff_ns;     /* after a failed reconnect, calls fail at once for this long,
+                                         doubling per failure in a row (0: 100 ms; < 0: never
+                                         reconnect; see LIFE CYCLE OF A PEER) */
+    int64_t reconnect_backoff_max_ns; /* the window's cap (0: 10 s) */
     tfrdv_logger logger;       /* optional */
     /* tests only: corrupt the rkey of every advertised receive buffer (proves the error path) */
     int test_corrupt_rkey;
@@ -192,7 +227,9 @@ TFRDV_API tfrdv_transport tfrdv_verbs_transport(tfrdv_verbs* v);
 TFRDV_API tfrdv_code tfrdv_verbs_attach(tfrdv_verbs* v, tfrdv_mgr* mgr, tfrdv_status* st);
 TFRDV_API int tfrdv_verbs_listen_port(const tfrdv_verbs* v);
 /* Connect to peer_worker ("/job:j/replica:r/task:t"), listening at host:port (ignored with an
-   exchange callback). Blocks until the QP is ready or connect_timeout_ns passed. */
+   exchange callback). Blocks until the QP is ready, at most connect_timeout_ns for the whole
+   exchange (a refused connection is retried within it: the peer may be starting). The address
+   is kept to reconnect when the connection breaks (see LIFE CYCLE OF A PEER). */
 TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker, const char* host,
                                          int port, tfrdv_status* st);
 /* Host-driven progress: handles completions, requests, deadlines, keep-alive and the listener.
@@ -213,7 +250,10 @@ typedef struct tfrdv_verbs_stats {
     uint64_t ctrl_sent, ctrl_received, ctrl_queued, meta_updates, re_requests, errors_sent;
     uint64_t reg_hits, reg_misses, reg_evictions, pings, peers_broken;
     uint64_t registered_bytes;
-    int peers;
+    uint64_t reconnects, reconnect_failures; /* attempts that succeeded / failed */
+    uint64_t bootstraps_dropped;  /* accepted connections dropped before the exchange finished */
+    int peers;                    /* peer records: connected, broken, or kept to reconnect */
+    int bootstraps_pending;       /* exchanges under way */
 } tfrdv_verbs_stats;
 TFRDV_API void tfrdv_verbs_get_stats(tfrdv_verbs* v, tfrdv_verbs_stats* out);
 /* Device, port, GID index and MTU in use, e.g. "rxe0 port 1 gid 1 (::ffff:192.0.2.1) mtu 1024". */
@@ -909,7 +949,34 @@ struct tfrdv_verbs__peer {
     uint32_t max_msg;
     uint8_t sockbuf[320];
     size_t socklen;
+    /* life cycle (LIFE CYCLE OF A PEER in the header): */
+    int released;                  /* broken and its rings, QP, CQ and registrations are freed */
+    int pins;                      /* deferred work (todo lists of other threads) pointing into p */
+    int has_addr;                  /* tfrdv_verbs_connect's address: this side reconnects */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char host[64];
+    int port;
+    int want_reconnect, fails;     /* a call waits for a reconnect; failed attempts in a row */
+    int64_t retry_at;              /* no reconnect attempt before (tfrdv_now_ns) */
+    struct tfrdv_verbs__pend* pend;/* the reconnect under way for this record */
+    int64_t doom_at;               /* our receives were flushed: break then (tfrdv_now_ns) unless */
+    char doom_msg[TFRDV_STATUS_MSG_MAX]; /* the peer's reason arrives first */
 };
+/* a bootstrap exchange under way, driven by progress on a non-blocking socket: accepted (receive
+   the peer's hello, then answer) or our reconnect (connect, send, receive). The whole exchange
+   has one deadline: connect_timeout_ns after it started. */
+typedef struct tfrdv_verbs__pend {
+    struct tfrdv_verbs__pend* next;
+    int fd, outgoing, phase, superseded;
+    int64_t deadline;
+    tfrdv_verbs__peer* p;          /* the new peer being set up (accepted: once the hello arrived) */
+    tfrdv_verbs__peer* origin;     /* outgoing: the broken record whose calls wait */
+    uint8_t in[4 + TFRDV_VERBS_INFO_MAX], out[4 + TFRDV_VERBS_INFO_MAX];
+    size_t in_len, out_len, out_off;
+} tfrdv_verbs__pend;
+enum { TFRDV_VERBS__PH_CONNECT, TFRDV_VERBS__PH_SEND, TFRDV_VERBS__PH_RECV };
+#define TFRDV_VERBS__MAX_PENDING 128
 struct tfrdv_verbs {
     tfrdv_verbs_config cfg;
     char worker[TFRDV_VERBS_WORKER_MAX];
@@ -937,8 +1004,11 @@ struct tfrdv_verbs {
     int listen_port;
     pthread_t thr;
     int has_thr;
-    volatile int stop, destroying;
+    int stop, destroying;          /* under mu */
     int64_t next_timer;
+    tfrdv_verbs__pend* pends;      /* bootstrap exchanges under way (changed by progress only) */
+    int want_reconnect;            /* some record's want_reconnect was set */
+    int npends;
     uint8_t* scratch;              /* encode buffer (under mu) */
     uint8_t* rxcopy;               /* a received slot (progress only) */
     int64_t rxdims[TFRDV_VERBS__MAX_RANK];
@@ -1253,6 +1323,9 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__todo_run(tfrdv_verbs* v, tfrdv_verbs__tod
             free(t->key);
         } else if (t->kind == 3) {
             tfrdv_cancel_start(t->srv->cm);
+            pthread_mutex_lock(&v->mu);
+            t->srv->p->pins--; /* the peer may be released now */
+            pthread_mutex_unlock(&v->mu);
         } else if (t->kind == 4) {
             tfrdv_verbs__launch(v, t->req, t->has_meta ? &t->meta : 0);
             free(t->meta.dims);
@@ -1635,21 +1708,57 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__launch(tfrdv_verbs* v, tfrdv_verbs__req* 
     free(todo.t);
 }
 
+/* r (a request of p) takes a free slot (returns 1: launch it) or queues (v->mu held) */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__admit(tfrdv_verbs__peer* p, tfrdv_verbs__req* r) {
+    r->p = p;
+    r->next = 0;
+    if (p->state == TFRDV_VERBS__PEER_UP && p->outstanding < p->nreq_slots && !p->wait_head) {
+        uint32_t i;
+        for (i = 0; i < p->nreq_slots && p->reqs[i]; i++) {}
+        r->idx = i;
+        r->gen = p->gens[i];
+        r->state = TFRDV_VERBS__REQ_PREP;
+        p->reqs[i] = r;
+        p->outstanding++;
+        return 1;
+    }
+    r->state = TFRDV_VERBS__REQ_QUEUED;
+    if (p->wait_tail) p->wait_tail->next = r;
+    else p->wait_head = r;
+    p->wait_tail = r;
+    return 0;
+}
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__can_reconnect(const tfrdv_verbs* v, const tfrdv_verbs__peer* p) {
+    return p->has_addr && v->cfg.reconnect_backoff_ns >= 0 && !v->cfg.exchange;
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__wake(tfrdv_verbs* v) {
+    uint64_t one = 1;
+    ssize_t k = write(v->wfd, &one, sizeof one);
+    (void)k;
+}
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) {
     tfrdv_verbs* v = (tfrdv_verbs*)user;
     tfrdv_str w = tfrdv_call_src_worker(call);
     tfrdv_verbs__peer* p;
     tfrdv_verbs__req* r = 0;
     tfrdv_status st;
-    int launch = 0;
+    int launch = 0, reconnect = 0;
     st.code = TFRDV_OK;
     pthread_mutex_lock(&v->mu);
     *(tfrdv_verbs__req**)tfrdv_call_scratch(call) = 0;
     v->stats.calls_started++;
     p = tfrdv_verbs__find_peer(v, w.ptr, w.len);
     if (!p) tfrdv_verbs__err(&st, TFRDV_UNAVAILABLE, "verbs: no connection to worker %.*s (tfrdv_verbs_connect it first)", (int)w.len, w.ptr);
-    else if (p->state != TFRDV_VERBS__PEER_UP) st = p->broken;
     else if (v->destroying) tfrdv_status_set(&st, TFRDV_UNAVAILABLE, "verbs transport destroyed");
+    else if (p->state != TFRDV_VERBS__PEER_UP && !tfrdv_verbs__can_reconnect(v, p)) st = p->broken;
+    else if (p->state != TFRDV_VERBS__PEER_UP) {
+        int64_t now = tfrdv_now_ns();
+        if (!p->pend && now < p->retry_at)
+            tfrdv_verbs__err(&st, TFRDV_UNAVAILABLE, "verbs: %s unreachable, reconnect backoff: next attempt in %lld ms (after %d failed; last: %.200s)",
+                             p->name, (long long)((p->retry_at - now + 999999) / 1000000), p->fails, p->broken.msg);
+        else
+            reconnect = 1; /* the call waits in p's queue for the reconnect progress makes */
+    }
     if (st.code == TFRDV_OK) {
         r = p->req_free;
         if (r) p->req_free = r->next;
@@ -1663,7 +1772,6 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
         return;
     }
     memset(r, 0, sizeof *r);
-    r->p = p;
     r->call = call;
     r->deadline = tfrdv_call_deadline(call);
     *(tfrdv_verbs__req**)tfrdv_call_scratch(call) = r;
@@ -1671,22 +1779,10 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
         p->last_rx = tfrdv_verbs__now(v);
         p->ping_out = 0;
     }
-    if (p->outstanding < p->nreq_slots && !p->wait_head) {
-        uint32_t i;
-        for (i = 0; i < p->nreq_slots && p->reqs[i]; i++) {}
-        r->idx = i;
-        r->gen = p->gens[i];
-        r->state = TFRDV_VERBS__REQ_PREP;
-        p->reqs[i] = r;
-        p->outstanding++;
-        launch = 1;
-    } else {
-        r->state = TFRDV_VERBS__REQ_QUEUED;
-        if (p->wait_tail) p->wait_tail->next = r;
-        else p->wait_head = r;
-        p->wait_tail = r;
-    }
+    launch = tfrdv_verbs__admit(p, r);
+    if (reconnect && !p->pend) p->want_reconnect = v->want_reconnect = 1;
     pthread_mutex_unlock(&v->mu);
+    if (reconnect) tfrdv_verbs__wake(v);
     if (launch) tfrdv_verbs__launch(v, r, 0);
 }
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__cancel_call(void* user, tfrdv_call* call) {
@@ -1846,6 +1942,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__break(tfrdv_verbs* v, tfrdv_verbs__peer* 
             if (t) {
                 t->kind = 3;
                 t->srv = s;
+                p->pins++;
             }
         } else if (s->state != TFRDV_VERBS__SRV_FREE) {
             tfrdv_verbs__srv_free(v, s, todo);
@@ -1966,6 +2063,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
             if (t) {
                 t->kind = 3;
                 t->srv = s;
+                p->pins++;
             }
         } else if (s->state == TFRDV_VERBS__SRV_WAIT_RE) {
             tfrdv_verbs__send_error(v, p, s->slot, TFRDV_CANCELLED, "verbs: request withdrawn", todo);
@@ -2038,7 +2136,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* 
                                              tfrdv_verbs__todos* todo) {
     uint64_t kind = TFRDV_VERBS__WR_KIND(wc->wr_id);
     char em[TFRDV_STATUS_MSG_MAX];
-    if (p->state != TFRDV_VERBS__PEER_UP) return;
+    if (p->state != TFRDV_VERBS__PEER_UP || p->doom_at) return;
     if (wc->status != IBV_WC_SUCCESS) {
         tfrdv_verbs__fmt(em, sizeof em, "verbs: %s %s failed: %s (status %d)",
                  kind == TFRDV_VERBS__WR_RECV ? "receive from" : kind == TFRDV_VERBS__WR_CTRL ? "control write to" : "RDMA write to",
@@ -2046,13 +2144,11 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* 
         if (kind == TFRDV_VERBS__WR_RECV && p->fd >= 0) {
             /* our receives are flushed because the peer's side failed: its reason (e.g. "remote
                access error" for the rkey we advertised) is on its way over the bootstrap
-               connection and names the cause better; wait for it briefly (error path only) */
-            struct pollfd pf;
-            pf.fd = p->fd;
-            pf.events = POLLIN;
-            pf.revents = 0;
-            if (poll(&pf, 1, 200) > 0) tfrdv_verbs__on_sock(v, p, todo);
-            if (p->state != TFRDV_VERBS__PEER_UP) return;
+               connection and names the cause better. Wait for it up to 200 ms without holding
+               progress: the break happens when it arrives (on_sock) or in timers after that. */
+            tfrdv_verbs__fmt(p->doom_msg, sizeof p->doom_msg, "%s", em);
+            p->doom_at = tfrdv_now_ns() + 200000000;
+            return;
         }
         tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
         return;
@@ -2142,7 +2238,17 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
         tfrdv_verbs__peer* p = v->peers[i];
         uint32_t k;
         tfrdv_verbs__req *w, *wn;
-        if (p->state != TFRDV_VERBS__PEER_UP) continue;
+        if (p->state != TFRDV_VERBS__PEER_UP) { /* calls waiting for a reconnect */
+            for (w = p->wait_head; w; w = wn) {
+                wn = w->next;
+                if (w->deadline <= now) tfrdv_verbs__req_abandon(v, p, w, TFRDV_DEADLINE_EXCEEDED, "verbs: fetch passed its deadline while reconnecting", todo);
+            }
+            continue;
+        }
+        if (p->doom_at) { /* its receives were flushed: nothing to send it any more */
+            if (tfrdv_now_ns() >= p->doom_at) tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, p->doom_msg, todo);
+            continue;
+        }
         for (k = 0; k < p->nreq_slots; k++) {
             tfrdv_verbs__req* r = p->reqs[k];
             if (r && r->call && r->deadline <= now &&
@@ -2179,16 +2285,28 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
     }
 }
 
-/* ---- connection set-up ---- */
-TFRDV_VERBS__PRIVATE void tfrdv_verbs__peer_free(tfrdv_verbs* v, tfrdv_verbs__peer* p) {
+/* ---- connection set-up and life cycle ---- */
+/* Frees what a peer holds (QP, CQ, control rings and their registrations, slot tables), keeping
+   the record: its name, status and address. Nothing may point into those any more: no call in a
+   slot or queue, no serve outstanding, no deferred work (v->mu held, or no other thread). */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__peer_release(tfrdv_verbs* v, tfrdv_verbs__peer* p) {
     uint32_t i;
     if (p->qp) v->lib.destroy_qp(p->qp);
-    if (p->cq) v->lib.destroy_cq(p->cq);
+    p->qp = 0;
+    if (p->cq) {
+        /* libibverbs' ibv_destroy_cq waits until every completion event of the CQ was acked */
+        struct ibv_cq* cq;
+        void* cctx;
+        while (v->ch && v->lib.get_cq_event(v->ch, &cq, &cctx) == 0) v->lib.ack_cq_events(cq, 1);
+        v->lib.destroy_cq(p->cq);
+    }
+    p->cq = 0;
     if (p->rx_mr) v->lib.dereg_mr(p->rx_mr);
     if (p->tx_mr) v->lib.dereg_mr(p->tx_mr);
-    if (p->fd >= 0) close(p->fd);
+    p->rx_mr = p->tx_mr = 0;
     free(p->rx);
     free(p->tx);
+    p->rx = p->tx = 0;
     for (i = 0; i < p->nreq_slots; i++) free(p->reqs ? p->reqs[i] : 0);
     while (p->req_free) {
         tfrdv_verbs__req* r = p->req_free;
@@ -2204,11 +2322,62 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__peer_free(tfrdv_verbs* v, tfrdv_verbs__pe
         p->cq_head = c->next;
         free(c);
     }
+    p->cq_tail = 0;
     free(p->srv);
     free(p->wrecs);
     free(p->reqs);
     free(p->gens);
+    p->srv = 0;
+    p->wrecs = p->wfree = 0;
+    p->reqs = 0;
+    p->gens = 0;
+    p->nsrv = p->nreq_slots = p->sq_depth = 0;
+    p->released = 1;
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__peer_free(tfrdv_verbs* v, tfrdv_verbs__peer* p) {
+    tfrdv_verbs__peer_release(v, p);
+    if (p->fd >= 0) close(p->fd);
     free(p);
+}
+/* a broken peer with nothing left pointing into it (v->mu held) */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__peer_idle(const tfrdv_verbs__peer* p) {
+    uint32_t i;
+    if (p->state == TFRDV_VERBS__PEER_UP || p->outstanding || p->wait_head || p->pend || p->pins) return 0;
+    for (i = 0; i < p->nsrv; i++)
+        if (p->srv[i].state == TFRDV_VERBS__SRV_SERVING) return 0;
+    return 1;
+}
+TFRDV_VERBS__PRIVATE tfrdv_verbs__peer* tfrdv_verbs__other_record(tfrdv_verbs* v, const tfrdv_verbs__peer* p) {
+    int i;
+    for (i = 0; i < v->npeers; i++)
+        if (v->peers[i] != p && strcmp(v->peers[i]->name, p->name) == 0) return v->peers[i];
+    return 0;
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__copy_addr(tfrdv_verbs__peer* to, const tfrdv_verbs__peer* from) {
+    to->has_addr = from->has_addr;
+    to->addr = from->addr;
+    to->addrlen = from->addrlen;
+    memcpy(to->host, from->host, sizeof to->host);
+    to->port = from->port;
+}
+/* Broken peers whose calls and serves are all finished release their resources; the record
+   stays only where it is the one to reconnect (it has an address and no newer record for its
+   name exists). Progress only (nothing else frees peers), v->mu held. */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__reclaim(tfrdv_verbs* v) {
+    int i;
+    for (i = v->npeers - 1; i >= 0; i--) {
+        tfrdv_verbs__peer* p = v->peers[i];
+        tfrdv_verbs__peer* q;
+        if (!tfrdv_verbs__peer_idle(p)) continue;
+        if (!p->released) tfrdv_verbs__peer_release(v, p);
+        q = tfrdv_verbs__other_record(v, p);
+        if (p->has_addr && v->cfg.reconnect_backoff_ns >= 0 && !q) continue;
+        if (q && p->has_addr && !q->has_addr) tfrdv_verbs__copy_addr(q, p);
+        memmove(v->peers + i, v->peers + i + 1, (size_t)(v->npeers - i - 1) * sizeof *v->peers);
+        v->npeers--;
+        v->stats.peers = v->npeers;
+        tfrdv_verbs__peer_free(v, p);
+    }
 }
 /* a peer with a QP in INIT, receives posted, and the local info to send */
 TFRDV_VERBS__PRIVATE tfrdv_verbs__peer* tfrdv_verbs__peer_new(tfrdv_verbs* v, const char* name, tfrdv_verbs_info* local,
@@ -2357,7 +2526,33 @@ TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__peer_up(tfrdv_verbs* v, tfrdv_verbs
     p->last_rx = tfrdv_verbs__now(v);
     return TFRDV_OK;
 }
-TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__publish(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_status* st) {
+/* p (just published, connected) takes over the calls waiting for a reconnect of its name, and
+   supersedes such a reconnect under way (v->mu held) */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__takeover(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__todos* todo) {
+    int i;
+    for (i = 0; i < v->npeers; i++) {
+        tfrdv_verbs__peer* q = v->peers[i];
+        if (q == p || strcmp(q->name, p->name) != 0) continue;
+        if (q->pend) q->pend->superseded = 1;
+        q->want_reconnect = 0;
+        if (q->has_addr && !p->has_addr) tfrdv_verbs__copy_addr(p, q);
+        while (q->wait_head) {
+            tfrdv_verbs__req* r = q->wait_head;
+            tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(todo);
+            if (!t) break; /* out of memory: the call's deadline ends it */
+            q->wait_head = r->next;
+            if (!q->wait_head) q->wait_tail = 0;
+            if (tfrdv_verbs__admit(p, r)) {
+                t->kind = 4;
+                t->req = r;
+            } else {
+                todo->n--;
+            }
+        }
+    }
+}
+TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__publish(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_status* st,
+                                                     tfrdv_verbs__todos* todo) {
     pthread_mutex_lock(&v->mu);
     if (v->npeers == v->cap_peers) {
         int nc = v->cap_peers ? v->cap_peers * 2 : 8;
@@ -2380,83 +2575,358 @@ TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__publish(tfrdv_verbs* v, tfrdv_verbs
         ev.data.ptr = p;
         epoll_ctl(v->efd, EPOLL_CTL_ADD, p->fd, &ev);
     }
+    tfrdv_verbs__takeover(v, p, todo);
     pthread_mutex_unlock(&v->mu);
     return TFRDV_OK;
 }
-TFRDV_VERBS__PRIVATE int tfrdv_verbs__io(int fd, void* buf, size_t n, int wr) {
+/* all of n bytes, or 0 when the socket fails or the deadline (tfrdv_now_ns) passes first */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__io_until(int fd, void* buf, size_t n, int wr, int64_t deadline) {
     size_t done = 0;
     while (done < n) {
-        ssize_t k = wr ? send(fd, (char*)buf + done, n - done, MSG_NOSIGNAL) : recv(fd, (char*)buf + done, n - done, 0);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return 0;
-        done += (size_t)k;
+        ssize_t k = wr ? send(fd, (char*)buf + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT)
+                       : recv(fd, (char*)buf + done, n - done, MSG_DONTWAIT);
+        if (k > 0) {
+            done += (size_t)k;
+        } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            struct pollfd pf;
+            int64_t left = deadline - tfrdv_now_ns();
+            if (left <= 0) return 0;
+            pf.fd = fd;
+            pf.events = (short)(wr ? POLLOUT : POLLIN);
+            pf.revents = 0;
+            poll(&pf, 1, (int)((left + 999999) / 1000000));
+        } else {
+            return 0;
+        }
     }
     return 1;
 }
-TFRDV_VERBS__PRIVATE void tfrdv_verbs__timeouts(int fd, int64_t ns) {
-    struct timeval tv;
-    tv.tv_sec = (time_t)(ns / 1000000000);
-    tv.tv_usec = (long)((ns % 1000000000) / 1000);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+/* a frame is u32 length + bytes; the whole frame within the deadline */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__send_frame(int fd, const uint8_t* b, size_t n, int64_t deadline) {
+    uint8_t f[4 + TFRDV_VERBS_INFO_MAX];
+    if (n > TFRDV_VERBS_INFO_MAX) return 0;
+    tfrdv_verbs__put32(f, (uint32_t)n);
+    memcpy(f + 4, b, n);
+    return tfrdv_verbs__io_until(fd, f, 4 + n, 1, deadline);
 }
-TFRDV_VERBS__PRIVATE int tfrdv_verbs__send_frame(int fd, const uint8_t* b, size_t n) {
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__recv_frame(int fd, uint8_t* b, size_t cap, size_t* n, int64_t deadline) {
     uint8_t h[4];
-    tfrdv_verbs__put32(h, (uint32_t)n);
-    return tfrdv_verbs__io(fd, h, 4, 1) && tfrdv_verbs__io(fd, (void*)b, n, 1);
-}
-TFRDV_VERBS__PRIVATE int tfrdv_verbs__recv_frame(int fd, uint8_t* b, size_t cap, size_t* n) {
-    uint8_t h[4];
-    if (!tfrdv_verbs__io(fd, h, 4, 0)) return 0;
+    if (!tfrdv_verbs__io_until(fd, h, 4, 0, deadline)) return 0;
     *n = tfrdv_verbs__get32(h);
     if (*n > cap) return 0;
-    return tfrdv_verbs__io(fd, b, *n, 0);
+    return tfrdv_verbs__io_until(fd, b, *n, 0, deadline);
 }
-/* the accepting side of the TCP bootstrap (progress thread, v->mu not held) */
-TFRDV_VERBS__PRIVATE void tfrdv_verbs__accept_one(tfrdv_verbs* v, int fd) {
-    uint8_t buf[TFRDV_VERBS_INFO_MAX];
-    size_t n = 0;
-    tfrdv_verbs_info remote, local;
-    tfrdv_verbs__peer* p;
-    tfrdv_status st;
-    int one = 1, fl = fcntl(fd, F_GETFL);
-    char em[TFRDV_STATUS_MSG_MAX];
-    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+/* a non-blocking TCP socket connecting to sa: 0 connected, 1 in progress, -1 failed (errno) */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__tcp_start(const struct sockaddr* sa, socklen_t len, int* fdp) {
+    int one = 1, fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    *fdp = fd;
+    if (fd < 0) return -1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    tfrdv_verbs__timeouts(fd, v->cfg.connect_timeout_ns);
-    if (!tfrdv_verbs__recv_frame(fd, buf, sizeof buf, &n) || tfrdv_verbs_info_decode(buf, n, &remote, &st) != TFRDV_OK) {
-        tfrdv_verbs__log(v, 2, "verbs: bootstrap connection without a valid peer info, dropped");
+    if (connect(fd, sa, len) == 0) return 0;
+    if (errno == EINPROGRESS) return 1;
+    {
+        int e = errno;
         close(fd);
-        return;
+        *fdp = -1;
+        errno = e;
     }
+    return -1;
+}
+
+/* ---- bootstrap exchanges under way (progress only; v->mu not held unless said) ---- */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_watch(tfrdv_verbs* v, tfrdv_verbs__pend* e, int op, uint32_t events) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = events;
+    ev.data.u64 = (uint64_t)(uintptr_t)e | 1u; /* tagged: peers and the fixed descriptors are even */
+    epoll_ctl(v->efd, op, e->fd, &ev);
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_free(tfrdv_verbs* v, tfrdv_verbs__pend* e) {
+    tfrdv_verbs__pend** pp;
+    if (e->fd >= 0) {
+        epoll_ctl(v->efd, EPOLL_CTL_DEL, e->fd, 0);
+        close(e->fd);
+    }
+    if (e->p) tfrdv_verbs__peer_free(v, e->p);
     pthread_mutex_lock(&v->mu);
-    p = tfrdv_verbs__find_peer(v, remote.worker, strlen(remote.worker));
-    if (p && p->state == TFRDV_VERBS__PEER_UP) {
-        pthread_mutex_unlock(&v->mu);
-        tfrdv_verbs__fmt(em, sizeof em, "verbs: %s connected again while connected; refused", remote.worker);
-        tfrdv_verbs__log(v, 2, em);
-        close(fd);
-        return;
+    for (pp = &v->pends; *pp && *pp != e; pp = &(*pp)->next) {}
+    if (*pp) *pp = e->next;
+    v->npends--;
+    if (e->origin && e->origin->pend == e) e->origin->pend = 0;
+    pthread_mutex_unlock(&v->mu);
+    free(e);
+}
+/* the exchange failed: an accepted one is dropped; our reconnect fails the calls waiting for it
+   and opens (or doubles) the backoff window */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_fail(tfrdv_verbs* v, tfrdv_verbs__pend* e, const char* msg) {
+    tfrdv_verbs__todos todo = {0, 0, 0};
+    tfrdv_verbs__todo* t;
+    pthread_mutex_lock(&v->mu);
+    /* at once, not after the callbacks below: a call they start must see the backoff window,
+       not an attempt still under way that would never take it */
+    if (e->origin && e->origin->pend == e) e->origin->pend = 0;
+    if (e->outgoing && !e->superseded && e->origin) {
+        tfrdv_verbs__peer* q = e->origin;
+        int64_t w = v->cfg.reconnect_backoff_ns;
+        int k;
+        for (k = 1; k < q->fails + 1 && w < v->cfg.reconnect_backoff_max_ns; k++) w *= 2;
+        if (w > v->cfg.reconnect_backoff_max_ns) w = v->cfg.reconnect_backoff_max_ns;
+        q->fails++;
+        q->retry_at = tfrdv_now_ns() + w;
+        v->stats.reconnect_failures++;
+        tfrdv_verbs__err(&q->broken, TFRDV_UNAVAILABLE, "%s (reconnect backoff %lld ms)", msg, (long long)(w / 1000000));
+        while (q->wait_head) {
+            tfrdv_verbs__req* r = q->wait_head;
+            q->wait_head = r->next;
+            tfrdv_verbs__req_fail(v, q, r, TFRDV_UNAVAILABLE, q->broken.msg, &todo);
+        }
+        q->wait_tail = 0;
+    } else if (!e->outgoing) {
+        v->stats.bootstraps_dropped++;
+    }
+    if (!e->superseded && v->cfg.logger.fn && (t = tfrdv_verbs__todo_add(&todo)) != 0) {
+        t->kind = 6;
+        tfrdv_verbs__fmt(t->msg, sizeof t->msg, "%s", msg);
     }
     pthread_mutex_unlock(&v->mu);
-    p = tfrdv_verbs__peer_new(v, remote.worker, &local, &st);
-    if (!p) {
+    tfrdv_verbs__todo_run(v, &todo);
+    free(todo.t);
+    tfrdv_verbs__pend_free(v, e);
+}
+/* set by tfrdv_verbs__takeover (any thread) under v->mu */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__pend_superseded(tfrdv_verbs* v, const tfrdv_verbs__pend* e) {
+    int x;
+    pthread_mutex_lock(&v->mu);
+    x = e->superseded;
+    pthread_mutex_unlock(&v->mu);
+    return x;
+}
+TFRDV_VERBS__PRIVATE tfrdv_verbs__pend* tfrdv_verbs__pend_new(tfrdv_verbs* v, int fd) {
+    tfrdv_verbs__pend* e = (tfrdv_verbs__pend*)calloc(1, sizeof *e);
+    if (!e) return 0;
+    e->fd = fd;
+    e->deadline = tfrdv_now_ns() + v->cfg.connect_timeout_ns;
+    pthread_mutex_lock(&v->mu);
+    e->next = v->pends;
+    v->pends = e;
+    v->npends++;
+    pthread_mutex_unlock(&v->mu);
+    return e;
+}
+/* the exchange is done: the peer goes live with the socket */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_done(tfrdv_verbs* v, tfrdv_verbs__pend* e) {
+    tfrdv_verbs__todos todo = {0, 0, 0};
+    tfrdv_verbs__peer* p = e->p;
+    tfrdv_status st;
+    epoll_ctl(v->efd, EPOLL_CTL_DEL, e->fd, 0);
+    p->fd = e->fd;
+    e->fd = -1;
+    e->p = 0;
+    if (e->outgoing) {
+        pthread_mutex_lock(&v->mu);
+        tfrdv_verbs__copy_addr(p, e->origin);
+        v->stats.reconnects++;
+        pthread_mutex_unlock(&v->mu);
+    }
+    if (tfrdv_verbs__publish(v, p, &st, &todo) != TFRDV_OK) {
         tfrdv_verbs__log(v, 3, st.msg);
+        tfrdv_verbs__peer_free(v, p);
+    }
+    tfrdv_verbs__pend_free(v, e);
+    tfrdv_verbs__todo_run(v, &todo);
+    free(todo.t);
+}
+/* drive one exchange as far as its socket allows */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pend* e) {
+    char em[TFRDV_STATUS_MSG_MAX];
+    const char* who = e->p ? e->p->name : "a bootstrap peer";
+    tfrdv_verbs_info remote, local;
+    tfrdv_status st;
+    size_t n;
+    if (e->outgoing && tfrdv_verbs__pend_superseded(v, e)) {
+        tfrdv_verbs__pend_fail(v, e, "verbs: reconnect superseded");
+        return;
+    }
+    if (e->phase == TFRDV_VERBS__PH_CONNECT) {
+        struct pollfd pf;
+        int err = 0;
+        socklen_t el = sizeof err;
+        pf.fd = e->fd;
+        pf.events = POLLOUT;
+        pf.revents = 0;
+        if (poll(&pf, 1, 0) <= 0) return;
+        if (getsockopt(e->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
+        if (err) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: cannot connect to %s at %s:%d: %s", who, e->origin->host, e->origin->port, strerror(err));
+            tfrdv_verbs__pend_fail(v, e, em);
+            return;
+        }
+        e->phase = TFRDV_VERBS__PH_SEND;
+    }
+    if (e->phase == TFRDV_VERBS__PH_SEND) {
+        while (e->out_off < e->out_len) {
+            ssize_t k = send(e->fd, e->out + e->out_off, e->out_len - e->out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+                tfrdv_verbs__pend_watch(v, e, EPOLL_CTL_MOD, EPOLLOUT);
+                return;
+            }
+            if (k <= 0) {
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap exchange with %s failed: %s", who, k < 0 ? strerror(errno) : "closed");
+                tfrdv_verbs__pend_fail(v, e, em);
+                return;
+            }
+            e->out_off += (size_t)k;
+        }
+        if (!e->outgoing) {
+            tfrdv_verbs__pend_done(v, e);
+            return;
+        }
+        e->phase = TFRDV_VERBS__PH_RECV;
+        tfrdv_verbs__pend_watch(v, e, EPOLL_CTL_MOD, EPOLLIN);
+    }
+    for (;;) { /* PH_RECV: u32 length, then the peer's info */
+        size_t need = e->in_len < 4 ? 4 : 4 + (size_t)tfrdv_verbs__get32(e->in);
+        ssize_t k;
+        if (need > sizeof e->in) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap hello of %zu bytes from %s is too long; dropped", need - 4, who);
+            tfrdv_verbs__pend_fail(v, e, em);
+            return;
+        }
+        if (e->in_len >= 4 && e->in_len == need) break;
+        k = recv(e->fd, e->in + e->in_len, need - e->in_len, MSG_DONTWAIT);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+        if (k <= 0) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap connection %s %s before the exchange finished", e->outgoing ? "to" : "from", who);
+            tfrdv_verbs__pend_fail(v, e, em);
+            return;
+        }
+        e->in_len += (size_t)k;
+    }
+    if (tfrdv_verbs_info_decode(e->in + 4, e->in_len - 4, &remote, &st) != TFRDV_OK) {
+        tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap connection %s %s without a valid peer info (%s); dropped",
+                         e->outgoing ? "to" : "from", who, st.msg);
+        tfrdv_verbs__pend_fail(v, e, em);
+        return;
+    }
+    if (e->outgoing) {
+        if (strcmp(remote.worker, e->p->name) != 0)
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: connected to %s but it says it is %s", e->p->name, remote.worker);
+        else if (tfrdv_verbs__peer_up(v, e->p, &remote, &st) != TFRDV_OK)
+            tfrdv_verbs__fmt(em, sizeof em, "%s", st.msg);
+        else em[0] = 0;
+        if (em[0]) tfrdv_verbs__pend_fail(v, e, em);
+        else tfrdv_verbs__pend_done(v, e);
+        return;
+    } else {
+        tfrdv_verbs__todos todo = {0, 0, 0};
+        tfrdv_verbs__peer* q;
+        int dup;
+        pthread_mutex_lock(&v->mu);
+        q = tfrdv_verbs__find_peer(v, remote.worker, strlen(remote.worker));
+        /* a peer reconnecting closed its old connection first: see that close before judging */
+        if (q && q->state == TFRDV_VERBS__PEER_UP) tfrdv_verbs__on_sock(v, q, &todo);
+        dup = q && q->state == TFRDV_VERBS__PEER_UP;
+        pthread_mutex_unlock(&v->mu);
+        tfrdv_verbs__todo_run(v, &todo);
+        free(todo.t);
+        if (dup) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: %s connected again while connected; refused", remote.worker);
+            tfrdv_verbs__pend_fail(v, e, em);
+            return;
+        }
+        e->p = tfrdv_verbs__peer_new(v, remote.worker, &local, &st);
+        if (!e->p || tfrdv_verbs__peer_up(v, e->p, &remote, &st) != TFRDV_OK) {
+            tfrdv_verbs__pend_fail(v, e, st.msg);
+            return;
+        }
+        n = tfrdv_verbs_info_encode(&local, e->out + 4, sizeof e->out - 4);
+        tfrdv_verbs__put32(e->out, (uint32_t)n);
+        e->out_len = n + 4;
+        e->phase = TFRDV_VERBS__PH_SEND;
+        tfrdv_verbs__pend_step(v, e);
+    }
+}
+/* an accepted bootstrap connection */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_accept(tfrdv_verbs* v, int fd) {
+    tfrdv_verbs__pend* e;
+    int one = 1;
+    if (v->npends >= TFRDV_VERBS__MAX_PENDING || (e = tfrdv_verbs__pend_new(v, fd)) == 0) {
+        tfrdv_verbs__log(v, 2, "verbs: too many bootstrap connections under way; one refused");
+        pthread_mutex_lock(&v->mu);
+        v->stats.bootstraps_dropped++;
+        pthread_mutex_unlock(&v->mu);
         close(fd);
         return;
     }
-    n = tfrdv_verbs_info_encode(&local, buf, sizeof buf);
-    if (tfrdv_verbs__peer_up(v, p, &remote, &st) != TFRDV_OK || !tfrdv_verbs__send_frame(fd, buf, n)) {
-        tfrdv_verbs__log(v, 3, st.code != TFRDV_OK ? st.msg : "verbs: bootstrap reply failed");
-        close(fd);
-        tfrdv_verbs__peer_free(v, p);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    e->phase = TFRDV_VERBS__PH_RECV;
+    tfrdv_verbs__pend_watch(v, e, EPOLL_CTL_ADD, EPOLLIN);
+    tfrdv_verbs__pend_step(v, e);
+}
+/* a reconnect to q, whose calls wait (q stays: a record with a reconnect under way is never
+   freed, and only progress frees records) */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_reconnect(tfrdv_verbs* v, tfrdv_verbs__peer* q) {
+    tfrdv_verbs_info local;
+    tfrdv_status st;
+    char em[TFRDV_STATUS_MSG_MAX];
+    tfrdv_verbs__pend* e = tfrdv_verbs__pend_new(v, -1);
+    int rc;
+    size_t n;
+    if (!e) return; /* out of memory: the calls' deadlines end them */
+    e->outgoing = 1;
+    e->origin = q;
+    pthread_mutex_lock(&v->mu);
+    q->pend = e;
+    pthread_mutex_unlock(&v->mu);
+    e->p = tfrdv_verbs__peer_new(v, q->name, &local, &st);
+    if (!e->p) {
+        tfrdv_verbs__pend_fail(v, e, st.msg);
         return;
     }
-    p->fd = fd;
-    if (tfrdv_verbs__publish(v, p, &st) != TFRDV_OK) {
-        tfrdv_verbs__peer_free(v, p);
+    n = tfrdv_verbs_info_encode(&local, e->out + 4, sizeof e->out - 4);
+    tfrdv_verbs__put32(e->out, (uint32_t)n);
+    e->out_len = n + 4;
+    rc = tfrdv_verbs__tcp_start((const struct sockaddr*)&q->addr, q->addrlen, &e->fd);
+    if (rc < 0) {
+        tfrdv_verbs__fmt(em, sizeof em, "verbs: cannot connect to %s at %s:%d: %s", q->name, q->host, q->port, strerror(errno));
+        tfrdv_verbs__pend_fail(v, e, em);
         return;
     }
+    e->phase = rc == 0 ? TFRDV_VERBS__PH_SEND : TFRDV_VERBS__PH_CONNECT;
+    tfrdv_verbs__pend_watch(v, e, EPOLL_CTL_ADD, EPOLLOUT);
+    tfrdv_verbs__pend_step(v, e);
+}
+/* deadlines of the exchanges, and the reconnects calls asked for; returns the time to the next
+   deadline (ns, or -1 when none) */
+TFRDV_VERBS__PRIVATE int64_t tfrdv_verbs__pend_timers(tfrdv_verbs* v) {
+    tfrdv_verbs__pend *e, *next;
+    int64_t now = tfrdv_now_ns(), soonest = -1;
+    char em[TFRDV_STATUS_MSG_MAX];
+    for (;;) { /* reconnects asked for (at most one under way per record) */
+        tfrdv_verbs__peer* q = 0;
+        int i;
+        pthread_mutex_lock(&v->mu);
+        for (i = 0; i < v->npeers && !q; i++)
+            if (v->peers[i]->want_reconnect && !v->peers[i]->pend && !v->destroying) q = v->peers[i];
+        if (q) q->want_reconnect = 0;
+        pthread_mutex_unlock(&v->mu);
+        if (!q) break;
+        tfrdv_verbs__pend_reconnect(v, q);
+    }
+    for (e = v->pends; e; e = next) {
+        next = e->next;
+        if (e->outgoing && tfrdv_verbs__pend_superseded(v, e)) {
+            tfrdv_verbs__pend_fail(v, e, "verbs: reconnect superseded");
+        } else if (now >= e->deadline) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap exchange %s %s did not finish within connect_timeout_ns (%lld ms); dropped",
+                             e->outgoing ? "to" : "from", e->p ? e->p->name : "a peer", (long long)(v->cfg.connect_timeout_ns / 1000000));
+            tfrdv_verbs__pend_fail(v, e, em);
+        } else if (soonest < 0 || e->deadline - now < soonest) {
+            soonest = e->deadline - now;
+        }
+    }
+    return soonest;
 }
 TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker, const char* host, int port,
                                          tfrdv_status* st) {
@@ -2464,7 +2934,11 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
     uint8_t lb[TFRDV_VERBS_INFO_MAX], rb[TFRDV_VERBS_INFO_MAX];
     size_t ln, rn = 0;
     tfrdv_verbs__peer* p;
+    tfrdv_verbs__todos todo = {0, 0, 0};
+    struct sockaddr_storage sa;
+    socklen_t salen = 0;
     int fd = -1;
+    tfrdv_code rc;
     if (!v || !peer_worker || (!v->cfg.exchange && (!host || port <= 0 || port > 65535)))
         return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_connect: NULL transport or peer, or no host:port");
     if (strlen(peer_worker) >= TFRDV_VERBS_WORKER_MAX)
@@ -2483,9 +2957,11 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
             return tfrdv_verbs__err(st, c, "verbs: the exchange callback failed for %s", peer_worker);
         }
     } else {
+        /* the whole exchange (connect, hello, answer) within connect_timeout_ns */
         struct addrinfo hints, *ai = 0, *a;
         char ps[16];
-        int64_t t0 = tfrdv_now_ns();
+        int64_t deadline = tfrdv_now_ns() + v->cfg.connect_timeout_ns;
+        int err = 0;
         memset(&hints, 0, sizeof hints);
         hints.ai_family = AF_UNSPEC;
         hints.ai_socktype = SOCK_STREAM;
@@ -2494,33 +2970,44 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
             tfrdv_verbs__peer_free(v, p);
             return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: cannot resolve %s", host);
         }
-        /* retry refused connections until the timeout: the peer may still be starting */
+        /* retry refused connections until the deadline: the peer may still be starting */
         while (fd < 0) {
             for (a = ai; a && fd < 0; a = a->ai_next) {
-                fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-                if (fd < 0) continue;
-                tfrdv_verbs__timeouts(fd, v->cfg.connect_timeout_ns);
-                if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-                    close(fd);
-                    fd = -1;
+                int r = tfrdv_verbs__tcp_start(a->ai_addr, a->ai_addrlen, &fd);
+                if (r < 0) err = errno;
+                if (r > 0) { /* in progress: wait for it within the deadline */
+                    struct pollfd pf;
+                    int64_t left = deadline - tfrdv_now_ns();
+                    socklen_t el = sizeof err;
+                    pf.fd = fd;
+                    pf.events = POLLOUT;
+                    pf.revents = 0;
+                    err = ETIMEDOUT;
+                    if (left > 0 && poll(&pf, 1, (int)((left + 999999) / 1000000)) > 0 &&
+                        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+                        err = errno;
+                    if (err) {
+                        close(fd);
+                        fd = -1;
+                    }
+                }
+                if (fd >= 0 && a->ai_addrlen <= sizeof sa) {
+                    memcpy(&sa, a->ai_addr, a->ai_addrlen);
+                    salen = (socklen_t)a->ai_addrlen;
                 }
             }
             if (fd < 0) {
                 struct timespec ts = {0, 50000000};
-                if (tfrdv_now_ns() - t0 > v->cfg.connect_timeout_ns) break;
+                if (tfrdv_now_ns() + 50000000 > deadline) break;
                 nanosleep(&ts, 0);
             }
         }
         freeaddrinfo(ai);
         if (fd < 0) {
             tfrdv_verbs__peer_free(v, p);
-            return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: cannot connect to %s at %s:%d: %s", peer_worker, host, port, strerror(errno));
+            return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: cannot connect to %s at %s:%d: %s", peer_worker, host, port, strerror(err));
         }
-        {
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        }
-        if (!tfrdv_verbs__send_frame(fd, lb, ln) || !tfrdv_verbs__recv_frame(fd, rb, sizeof rb, &rn)) {
+        if (!tfrdv_verbs__send_frame(fd, lb, ln, deadline) || !tfrdv_verbs__recv_frame(fd, rb, sizeof rb, &rn, deadline)) {
             close(fd);
             tfrdv_verbs__peer_free(v, p);
             pthread_mutex_lock(&v->mu); /* the peer may have connected to us meanwhile */
@@ -2528,9 +3015,15 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
             fd = p && p->state == TFRDV_VERBS__PEER_UP;
             pthread_mutex_unlock(&v->mu);
             if (fd) return TFRDV_OK;
-            return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: bootstrap exchange with %s at %s:%d failed (is its progress running?)",
+            return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE,
+                                    "verbs: bootstrap exchange with %s at %s:%d failed or took longer than connect_timeout_ns (is its progress running?)",
                                     peer_worker, host, port);
         }
+        p->has_addr = 1;
+        p->addr = sa;
+        p->addrlen = salen;
+        tfrdv_verbs__fmt(p->host, sizeof p->host, "%s", host);
+        p->port = port;
     }
     if (tfrdv_verbs_info_decode(rb, rn, &remote, st) != TFRDV_OK) {
         if (fd >= 0) close(fd);
@@ -2548,11 +3041,12 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
         return st ? st->code : TFRDV_UNAVAILABLE;
     }
     p->fd = fd;
-    if (tfrdv_verbs__publish(v, p, st) != TFRDV_OK) {
-        tfrdv_verbs__peer_free(v, p);
-        return st ? st->code : TFRDV_RESOURCE_EXHAUSTED;
-    }
-    return TFRDV_OK;
+    rc = tfrdv_verbs__publish(v, p, st, &todo);
+    if (rc != TFRDV_OK) tfrdv_verbs__peer_free(v, p);
+    tfrdv_verbs__todo_run(v, &todo);
+    free(todo.t);
+    if (rc == TFRDV_OK) tfrdv_verbs__wake(v); /* progress drops a reconnect this one superseded */
+    return rc;
 }
 
 /* ---- progress ---- */
@@ -2602,7 +3096,8 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
     struct ibv_wc wc[16];
     struct epoll_event ev[16];
     tfrdv_verbs__todos todo = {0, 0, 0};
-    int64_t now;
+    int64_t now, soonest;
+    int want;
     if (!v) return 0;
     if (pthread_mutex_trylock(&v->progress_mu) != 0) return 0;
     pthread_mutex_lock(&v->mu);
@@ -2625,9 +3120,13 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
     if (now >= v->next_timer) {
         v->next_timer = now + 1000000;
         tfrdv_verbs__timers(v, now, &todo);
+        tfrdv_verbs__reclaim(v); /* (safe before todo runs: deferred work pins what it uses) */
     }
+    want = v->want_reconnect;
+    v->want_reconnect = 0;
     pthread_mutex_unlock(&v->mu);
     tfrdv_verbs__todo_run(v, &todo);
+    soonest = want || v->pends ? tfrdv_verbs__pend_timers(v) : -1; /* (pends: progress only) */
     if (n == 0 && timeout_ns > 0) {
         /* arm, then look once more: a completion between the poll and the arm is not lost */
         int busy = 0;
@@ -2635,6 +3134,10 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
         for (i = 0; i < v->npeers; i++) {
             tfrdv_verbs__peer* p = v->peers[i];
             if (p->state != TFRDV_VERBS__PEER_UP) continue;
+            if (p->doom_at) { /* wake for its break */
+                int64_t left = p->doom_at - tfrdv_now_ns();
+                if (soonest < 0 || left < soonest) soonest = left > 0 ? left : 0;
+            }
             ibv_req_notify_cq(p->cq, 0);
             if (ibv_poll_cq(p->cq, 1, wc) > 0) {
                 tfrdv_verbs__on_wc(v, p, &wc[0], &todo);
@@ -2646,20 +3149,24 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
         tfrdv_verbs__todo_run(v, &todo);
         if (busy) timeout_ns = 0;
         if (timeout_ns > v->cfg.keepalive_ns / 2) timeout_ns = v->cfg.keepalive_ns / 2;
+        if (soonest >= 0 && timeout_ns > soonest) timeout_ns = soonest; /* a bootstrap deadline */
     } else {
         timeout_ns = 0;
     }
     nev = epoll_wait(v->efd, ev, 16, (int)((timeout_ns + 999999) / 1000000));
     for (i = 0; i < nev; i++) {
         void* ptr = ev[i].data.ptr;
-        if (ptr == (void*)v->ch) {
+        if (ev[i].data.u64 & 1u) { /* a bootstrap exchange under way: never blocks */
+            tfrdv_verbs__pend_step(v, (tfrdv_verbs__pend*)(uintptr_t)(ev[i].data.u64 & ~(uint64_t)1));
+            n++;
+        } else if (ptr == (void*)v->ch) {
             struct ibv_cq* cq;
             void* cctx;
             while (v->lib.get_cq_event(v->ch, &cq, &cctx) == 0) v->lib.ack_cq_events(cq, 1);
         } else if (ptr == (void*)&v->lfd) {
             int fd;
             while ((fd = accept(v->lfd, 0, 0)) >= 0) {
-                tfrdv_verbs__accept_one(v, fd);
+                tfrdv_verbs__pend_accept(v, fd);
                 n++;
             }
         } else if (ptr == (void*)&v->wfd) {
@@ -2681,7 +3188,12 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
 TFRDV_VERBS__PRIVATE void* tfrdv_verbs__thread(void* arg) {
     tfrdv_verbs* v = (tfrdv_verbs*)arg;
     int64_t last = tfrdv_now_ns();
-    while (!v->stop) {
+    for (;;) {
+        int stop;
+        pthread_mutex_lock(&v->mu);
+        stop = v->stop;
+        pthread_mutex_unlock(&v->mu);
+        if (stop) break;
         if (tfrdv_verbs_progress(v, 0) > 0) last = tfrdv_now_ns();
         else if (tfrdv_now_ns() - last > v->cfg.spin_ns) tfrdv_verbs_progress(v, 100000000);
         else sched_yield(); /* spinning: let the kernel's RDMA work (Soft-RoCE tasklets) run */
@@ -2703,7 +3215,8 @@ TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_ver
         (cfg->ctrl_slot_size && cfg->ctrl_slot_size < 256) || cfg->ctrl_slot_size > (1 << 20) || cfg->max_requests < 0 ||
         cfg->max_requests > 32768 || cfg->spin_ns < 0 || cfg->connect_timeout_ns < 0 || cfg->keepalive_ns < 0 ||
         cfg->peer_timeout_ns < 0 || cfg->meta_cache_max < 0 || cfg->ack_timeout < 0 || cfg->ack_timeout > 31 ||
-        cfg->retry_cnt < 0 || cfg->retry_cnt > 7 || cfg->rnr_retry < 0 || cfg->rnr_retry > 7 || cfg->port < 0 || cfg->port > 255)
+        cfg->retry_cnt < 0 || cfg->retry_cnt > 7 || cfg->rnr_retry < 0 || cfg->rnr_retry > 7 || cfg->port < 0 || cfg->port > 255 ||
+        cfg->reconnect_backoff_max_ns < 0)
         return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: a size, count or time in the config is out of range");
     v = (tfrdv_verbs*)calloc(1, sizeof *v);
     if (!v) return tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_verbs_create: out of memory");
@@ -2722,6 +3235,9 @@ TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_ver
     if (!v->cfg.ack_timeout) v->cfg.ack_timeout = 14;
     if (!v->cfg.retry_cnt) v->cfg.retry_cnt = 7;
     if (!v->cfg.rnr_retry) v->cfg.rnr_retry = 7;
+    if (!v->cfg.reconnect_backoff_ns) v->cfg.reconnect_backoff_ns = 100000000;
+    if (!v->cfg.reconnect_backoff_max_ns) v->cfg.reconnect_backoff_max_ns = (int64_t)10 * 1000000000;
+    if (v->cfg.reconnect_backoff_max_ns < v->cfg.reconnect_backoff_ns) v->cfg.reconnect_backoff_max_ns = v->cfg.reconnect_backoff_ns;
     v->lfd = v->efd = v->wfd = -1;
     pthread_mutex_init(&v->mu, 0);
     pthread_mutex_init(&v->progress_mu, 0);
@@ -2804,7 +3320,9 @@ TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v) {
     if (v->has_thr) {
         uint64_t one = 1;
         ssize_t r;
+        pthread_mutex_lock(&v->mu);
         v->stop = 1;
+        pthread_mutex_unlock(&v->mu);
         r = write(v->wfd, &one, sizeof one);
         (void)r;
         pthread_join(v->thr, 0);
@@ -2812,13 +3330,24 @@ TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v) {
     }
     pthread_mutex_lock(&v->mu);
     v->destroying = 1;
-    for (i = 0; i < v->npeers; i++) tfrdv_verbs__break(v, v->peers[i], TFRDV_UNAVAILABLE, "verbs transport destroyed", &todo);
+    for (i = 0; i < v->npeers; i++) {
+        tfrdv_verbs__peer* p = v->peers[i];
+        tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, "verbs transport destroyed", &todo);
+        while (p->wait_head) { /* calls waiting for a reconnect */
+            tfrdv_verbs__req* r = p->wait_head;
+            p->wait_head = r->next;
+            tfrdv_verbs__req_fail(v, p, r, TFRDV_UNAVAILABLE, "verbs transport destroyed", &todo);
+        }
+        p->wait_tail = 0;
+        p->want_reconnect = 0;
+    }
     pthread_mutex_unlock(&v->mu);
     tfrdv_verbs__todo_run(v, &todo);
     free(todo.t);
     pthread_mutex_lock(&v->mu);
     while (v->serves_out > 0) pthread_cond_wait(&v->cv, &v->mu);
     pthread_mutex_unlock(&v->mu);
+    while (v->pends) tfrdv_verbs__pend_fail(v, v->pends, "verbs transport destroyed");
     for (i = 0; i < v->npeers; i++) tfrdv_verbs__peer_free(v, v->peers[i]);
     free(v->peers);
     if (v->lib.h) tfrdv_verbs__rc_clear(&v->rc);
@@ -2882,6 +3411,7 @@ TFRDV_API void tfrdv_verbs_get_stats(tfrdv_verbs* v, tfrdv_verbs_stats* out) {
     out->reg_misses = v->rc.misses;
     out->reg_evictions = v->rc.evictions;
     out->registered_bytes = v->rc.bytes;
+    out->bootstraps_pending = v->npends;
     pthread_mutex_unlock(&v->mu);
 }
 #endif /* TFRDV_VERBS_PROTOCOL_ONLY */
@@ -2890,6 +3420,7 @@ TFRDV_API void tfrdv_verbs_get_stats(tfrdv_verbs* v, tfrdv_verbs_stats* out) {
 }
 #endif
 #undef TFRDV_VERBS__PRIVATE
+#undef TFRDV_VERBS__MAX_PENDING
 #undef TFRDV_VERBS__HDR
 #undef TFRDV_VERBS__IMM_CTRL
 #undef TFRDV_VERBS__INFO_MAGIC

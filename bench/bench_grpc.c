@@ -5,6 +5,7 @@
      - a raw gRPC C-core server: a unary method whose 8-byte request names a size and whose reply
        is that many bytes (zero copy from one buffer, as the tfrdv server sends a tensor);
      - a plain TCP server: an 8-byte request, then that many bytes written.
+   The raw call carries the deadline a tfrdv receive without one gets (recv_timeout_ns).
    Client side, all three copy the reply into the same preallocated buffer (tfrdv through the
    receiver's alloc hook) and hand the completion from a completion-queue thread to the waiting
    thread, so the three do the same work apart from what is being measured.
@@ -526,7 +527,9 @@ static void raw_run(raw* r, int n, uint64_t size, double* t) {
         grpc_slice_unref(s);
         grpc_metadata_array_init(&c.im);
         grpc_metadata_array_init(&c.tm);
-        c.call = grpc_channel_create_registered_call(r->ch, NULL, GRPC_PROPAGATE_DEFAULTS, r->cq, r->reg, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        /* the deadline a tfrdv receive without one gets (recv_timeout_ns): both pay gRPC's timer */
+        c.call = grpc_channel_create_registered_call(r->ch, NULL, GRPC_PROPAGATE_DEFAULTS, r->cq, r->reg,
+                                                     gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos(TFRDV_GRPC_RECV_TIMEOUT_NS, GPR_TIMESPAN)), NULL);
         memset(ops, 0, sizeof ops);
         ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
         ops[1].op = GRPC_OP_SEND_MESSAGE;

@@ -51,52 +51,20 @@ static void on_fetched(void* user, const tfrdv_status* st, const tfrdv_args* sen
     pthread_mutex_unlock(&mu);
 }
 
-/* --trace: Chrome/Perfetto trace-event JSON, one complete event ("ph":"X") per transfer side;
-   pid = worker, tid = side (local, fetch, serve). The hook may run on several threads. */
+/* --trace: one Chrome/Perfetto trace event per transfer side (tfrdv_trace_json), pid 1 for the
+   worker and 2 for the ps. The hook may run on several threads at once: hence the lock. */
 static FILE* trace_file;
 static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
 static int64_t trace_t0;
-static void json_str(FILE* f, const char* s, size_t len) {
-    size_t i;
-    fputc('"', f);
-    for (i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
+static const char* trace_sep = "[";
 static int pid_worker = 1, pid_ps = 2; /* trace_user of each manager */
 static void on_trace(void* user, const tfrdv_trace_event* ev) {
-    static const char* side[3] = {"local", "fetch", "serve"};
-    tfrdv_key k; /* to name the event after the edge */
-    int pid = *(const int*)user;
-    if (tfrdv_key_from(&k, ev->key.ptr, ev->key.len, NULL) != TFRDV_OK) k.parsed.edge_name = ev->key;
+    char line[1024];
+    tfrdv_trace_json(ev, trace_t0, *(const int*)user, line, sizeof line);
     pthread_mutex_lock(&trace_mu);
-    fprintf(trace_file, ",\n{\"name\":");
-    json_str(trace_file, k.parsed.edge_name.ptr, k.parsed.edge_name.len);
-    fprintf(trace_file, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{\"step\":%lld,\"key\":",
-            side[ev->side % 3], (double)(ev->start_ns - trace_t0) / 1e3, (double)(ev->end_ns - ev->start_ns) / 1e3, pid,
-            (int)ev->side + 1, (long long)ev->step_id);
-    json_str(trace_file, ev->key.ptr, ev->key.len);
-    fprintf(trace_file, ",\"bytes\":%llu,\"dtype\":%d,\"dead\":%d,\"code\":\"%s\"}}", (unsigned long long)ev->bytes,
-            (int)ev->dtype, ev->is_dead, tfrdv_code_str(ev->code));
+    fprintf(trace_file, "%s%s\n", trace_sep, line);
+    trace_sep = ",";
     pthread_mutex_unlock(&trace_mu);
-}
-static int trace_open(const char* path) {
-    int p, t;
-    if (!(trace_file = fopen(path, "w"))) return perror(path), 0;
-    trace_t0 = tfrdv_now_ns();
-    fprintf(trace_file, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"); /* then metadata: names */
-    for (p = 1; p <= 2; p++) {
-        fprintf(trace_file, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"%s\"}}",
-                p == 1 ? "" : ",\n", p, p == 1 ? WORKER : PS);
-        for (t = 1; t <= 3; t++)
-            fprintf(trace_file, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
-                    p, t, t == 1 ? "local receives" : t == 2 ? "fetches (remote receives)" : "served requests");
-    }
-    return 1;
 }
 
 static int fail(const char* what, const tfrdv_status* st) {
@@ -125,7 +93,8 @@ int main(int argc, char** argv) {
     int t, good = 0;
     tfrdv_frame_iter top = {0, 0};
     if (argc == 3 && strcmp(argv[1], "--trace") == 0) {
-        if (!trace_open(argv[2])) return 1;
+        if (!(trace_file = fopen(argv[2], "w"))) return perror(argv[2]), 1;
+        trace_t0 = tfrdv_now_ns();
         cfg.trace = on_trace;
     } else if (argc != 1) {
         fprintf(stderr, "usage: %s [--trace out.json]\n", argv[0]);
@@ -192,9 +161,9 @@ int main(int argc, char** argv) {
     print_stats("ps", ps);
     tfrdv_mgr_destroy(worker);
     tfrdv_mgr_destroy(ps);
-    tfrdv_loopback_destroy(lb); /* after every manager that uses it */
+    tfrdv_loopback_destroy(lb);
     if (trace_file) {
-        fprintf(trace_file, "\n]}\n");
+        fprintf(trace_file, "%s]\n", trace_sep[0] == '[' ? "[" : "");
         if (fclose(trace_file) != 0) return perror(argv[2]), 1;
         printf("trace written to %s: open it in https://ui.perfetto.dev or chrome://tracing\n", argv[2]);
     } else {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test binary and example in $B, then the build matrix, and prints the total as the
-# last line: "N passed, N failed" (", N skipped" when a matrix cell's compiler is not installed).
-# Used by `make test`, `make asan`, `make tsan`, `make valgrind`. TFRDV_REQUIRE_ALL=1 (CI) counts
-# every skipped cell as a failure.
+# last line: "N passed, N failed" (", N skipped" when a test's environment or a matrix cell's
+# compiler is missing: a [SKIP] line names it). Used by `make test`, `make asan`, `make tsan`,
+# `make valgrind`. TFRDV_REQUIRE_ALL=1 (CI) counts every skipped matrix cell as a failure.
 set -u
 B=${B:-build/default}
 CC=${CC:-cc}
@@ -31,10 +31,10 @@ for t in "$B"/test_*; do
   name=$(basename "$t")
   echo "== $name"
   "${wrap[@]}" "$t" > "$log/$name.out" 2>&1; rc=$?
-  grep -v '^\[ OK \]' "$log/$name.out" | grep -v '^[0-9]* passed, [0-9]* failed$' | sed 's/^/  /' | head -60
+  grep -v '^\[ OK \]' "$log/$name.out" | grep -Ev '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' | sed 's/^/  /' | head -60
   last=$(tail -n 1 "$log/$name.out")
-  if [[ "$last" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
-    pass=$((pass + BASH_REMATCH[1])); fail=$((fail + BASH_REMATCH[2]))
+  if [[ "$last" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ ([0-9]+)\ skipped)?$ ]]; then
+    pass=$((pass + BASH_REMATCH[1])); fail=$((fail + BASH_REMATCH[2])); skipped=$((skipped + ${BASH_REMATCH[4]:-0}))
     [ "$rc" -ne 0 ] && [ "${BASH_REMATCH[2]}" = 0 ] && bad "$name exited $rc"
     echo "   $last"
   else

@@ -1,7 +1,8 @@
 /* test_helpers.c - the convenience helpers of tfrdv.h (>>helpers): values with their own storage
    (tfrdv_value_new, tfrdv_value_new_with), tfrdv_value_make, owned keys (tfrdv_key_make,
    tfrdv_key_from, tfrdv_key_make_frame, tfrdv_key_copy), TFRDV_STR_FMT / TFRDV_STR_ARG, and the
-   two-worker shortcuts (tfrdv_loopback_add_worker, tfrdv_mgr_start_step). Every allocation goes
+   two-worker shortcuts (tfrdv_loopback_add_worker, tfrdv_mgr_start_step), the trace event as
+   Chrome/Perfetto JSON (tfrdv_trace_json). Every allocation goes
    through the counting allocator of fixtures.h, which must be empty afterwards; out of memory is
    injected by an allocator that fails the n-th allocation. */
 #define _POSIX_C_SOURCE 200809L /* tt.h comes first (it counts TFRDV_ASSERTs): its stdio.h must
@@ -531,9 +532,51 @@ static void test_large_values_ask_for_huge_pages(void) {
 }
 #endif
 
+/* tfrdv_trace_json: the exact text, the edge as the name, escaping, truncation like snprintf */
+static void test_trace_json_writes_one_chrome_trace_event(void) {
+    tfrdv_key k;
+    tfrdv_trace_event ev;
+    tfrdv_frame_iter fi = {0, 0};
+    char buf[600], small[16];
+    size_t n;
+    memset(&ev, 0, sizeof ev);
+    TT_CHECK_EQ_INT(tfrdv_key_make(&k, SRC, 0xab, DST, "edge_5_w", fi, 0), TFRDV_OK);
+    ev.step_id = 42;
+    ev.key.ptr = k.buf;
+    ev.key.len = k.len;
+    ev.bytes = 4096;
+    ev.dtype = 1;
+    ev.side = TFRDV_TRACE_FETCH;
+    ev.code = TFRDV_OK;
+    ev.start_ns = 1000 + 2500;
+    ev.end_ns = 1000 + 2500 + 12345678;
+    n = tfrdv_trace_json(&ev, 1000, 7, buf, sizeof buf);
+    TT_CHECK_STR(buf, "{\"name\":\"edge_5_w\",\"cat\":\"fetch\",\"ph\":\"X\",\"ts\":2.500,\"dur\":12345.678,"
+                      "\"pid\":7,\"tid\":2,\"args\":{\"step\":42,\"key\":\"" SRC ";00000000000000ab;" DST
+                      ";edge_5_w;0:0\",\"bytes\":4096,\"dtype\":1,\"dead\":0,\"code\":\"OK\"}}");
+    TT_CHECK_EQ_INT(n, strlen(buf));
+    /* a key that does not parse is named as a whole; quotes, backslashes, control bytes escaped */
+    ev.key.ptr = "a\"b\\c\n";
+    ev.key.len = 6;
+    ev.side = TFRDV_TRACE_SERVE;
+    ev.code = TFRDV_CANCELLED;
+    ev.start_ns = 0;
+    ev.end_ns = 999;
+    tfrdv_trace_json(&ev, 1000, 1, buf, sizeof buf);
+    TT_CHECK_CONTAINS(buf, "{\"name\":\"a\\\"b\\\\c\\u000a\",\"cat\":\"serve\"");
+    TT_CHECK_CONTAINS(buf, "\"ts\":-1.000,\"dur\":0.999,");
+    TT_CHECK_CONTAINS(buf, "\"code\":\"CANCELLED\"}}");
+    /* truncated: NUL-terminated, the full length returned */
+    TT_CHECK_EQ_INT(tfrdv_trace_json(&ev, 1000, 1, small, sizeof small), strlen(buf));
+    TT_CHECK_EQ_INT(strlen(small), sizeof small - 1);
+    TT_CHECK_EQ_INT(tfrdv_trace_json(&ev, 1000, 1, 0, 0), strlen(buf));
+    TT_CHECK_EQ_INT(tfrdv_trace_json(0, 0, 1, small, sizeof small), 0);
+}
+
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_value_new_copies_dims_and_data);
+    TT_RUN(test_trace_json_writes_one_chrome_trace_event);
     TT_RUN(test_value_new_zeroes_without_data);
     TT_RUN(test_value_new_rejects);
     TT_RUN(test_value_new_out_of_memory);

@@ -113,6 +113,64 @@ static void test_find_returns_same_rendezvous_per_step_and_counts_refs(void) {
     FX_CHECK_EMPTY(&a);
 }
 
+/* TRANSPORTS: the loopback and its managers go in either order. Destroyed first, the loopback
+   forgets its workers (a fetch through it fails UNAVAILABLE at once) and its memory goes with the
+   last manager; destroyed last, as before. A failed tfrdv_loopback_add_worker takes nothing. */
+static void test_loopback_and_its_managers_go_in_either_order(void) {
+    int order;
+    for (order = 0; order < 2; order++) {
+        fx_alloc a = {0};
+        tfrdv_loopback* lb;
+        tfrdv_mgr *ma, *mb, *bad;
+        tfrdv_mgr_config cbad = fx_mgr_config(WA, INC_A, &a);
+        tfrdv_rendezvous *ra, *rb;
+        fx_key k;
+        fx_value v;
+        fx_recv r;
+        tfrdv_status st;
+        memset(&r, 0, sizeof r);
+        TT_CHECK_EQ_INT(loopback_pair(&a, &lb, &ma, &mb), TFRDV_OK);
+        cbad.num_shards = -1;
+        TT_CHECK_EQ_INT(tfrdv_loopback_add_worker(lb, "/job:x/replica:0/task:0", &cbad, &bad, &st), TFRDV_INVALID_ARGUMENT);
+        TT_CHECK(bad == 0);
+        { /* one vtable in one config, copied: each manager holds the loopback on its own */
+            tfrdv_mgr_config c1 = fx_mgr_config("/job:y/replica:0/task:0", 1, &a), c2;
+            tfrdv_mgr *m1, *m2;
+            c1.transport = tfrdv_loopback_transport(lb);
+            c2 = c1;
+            c2.worker_name = "/job:y/replica:0/task:1";
+            m1 = mk(&c1);
+            m2 = mk(&c2);
+            c2.num_shards = -1; /* refused: takes nothing */
+            TT_CHECK_EQ_INT(tfrdv_mgr_create(&c2, &bad, &st), TFRDV_INVALID_ARGUMENT);
+            tfrdv_mgr_destroy(m1);
+            tfrdv_mgr_destroy(m2);
+        }
+        ra = step(ma, 5, 1);
+        rb = step(mb, 5, 1);
+        key(&k, B0, INC_B, A0, "order");
+        if (order == 0) {
+            tfrdv_loopback_destroy(lb);
+            TT_CHECK_EQ_INT(tfrdv_send(rb, &k.pk, 0, fx_value_init(&v, 5), 0, 0), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &k.pk, 0, fx_recv_done, &r), TFRDV_OK);
+            TT_CHECK_EQ_INT(r.calls, 1);
+            TT_CHECK_EQ_INT(r.st.code, TFRDV_UNAVAILABLE);
+            TT_CHECK_CONTAINS(r.st.msg, "no worker registered as " WB);
+        } else {
+            TT_CHECK_EQ_INT(tfrdv_send(rb, &k.pk, 0, fx_value_init(&v, 5), 0, 0), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &k.pk, 0, fx_recv_done, &r), TFRDV_OK);
+            TT_CHECK(r.calls == 1 && r.st.code == TFRDV_OK && fx_recv_matches(&r, 5));
+        }
+        tfrdv_unref(ra);
+        tfrdv_unref(rb);
+        tfrdv_mgr_destroy(ma);
+        tfrdv_mgr_destroy(mb);
+        if (order == 1) tfrdv_loopback_destroy(lb);
+        TT_CHECK_EQ_INT(fx_released(&v), 1);
+        FX_CHECK_EMPTY(&a);
+    }
+}
+
 static void test_find_argument_errors(void) {
     tfrdv_mgr_config c = fx_mgr_config(WA, INC_A, 0);
     tfrdv_mgr* m = mk(&c);
@@ -527,6 +585,51 @@ static void test_cleanup_aborts_receivers_and_deferred_and_releases_buffered_val
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(rv.calls, 1);
     TT_CHECK_EQ_INT(fx_released(&v), 1);
+    FX_CHECK_EMPTY(&a);
+}
+
+/* idle-step policy: a step nobody holds, with nothing queued, deferred or in flight, is cleaned up
+   (tombstone included) by tfrdv_mgr_expire once it stayed so for step_idle_timeout_ns; a step held
+   by the runtime, one with a buffered value, or one used again meanwhile stays */
+static void test_idle_steps_are_cleaned_up_after_the_idle_timeout(void) {
+    fx_alloc a = {0};
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
+    tfrdv_mgr* m;
+    tfrdv_rendezvous *r1, *r2, *held;
+    fx_key k;
+    fx_value v;
+    fx_serve s1, s2;
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    c.step_idle_timeout_ns = 100;
+    c.tombstone_ttl_ns = 5000;
+    m = mk(&c);
+    key(&k, B0, INC_B, A0, "idle");
+    fx_set_now(1000);
+    r1 = step(m, 71, 1); /* will be idle */
+    r2 = step(m, 72, 1); /* holds a value until it is fetched */
+    held = step(m, 73, 1); /* the runtime keeps its reference */
+    TT_CHECK_EQ_INT(tfrdv_send(r2, &k.pk, 0, fx_value_init(&v, 1), 0, 0), TFRDV_OK);
+    tfrdv_unref(r1);
+    tfrdv_unref(r2);
+    TT_CHECK_EQ_INT(tfrdv_mgr_expire(m, 1000), 1100); /* 71 idle from now: gone at 1100 */
+    TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 3);
+    fx_set_now(1050);
+    serve(m, 72, &k, 5, &s1); /* the value is fetched: 72 is idle from the next look on */
+    TT_CHECK(s1.calls == 1 && s1.st.code == TFRDV_OK);
+    tfrdv_unref(step(m, 71, 0)); /* a find: 71 was used meanwhile, its idle time starts again */
+    TT_CHECK_EQ_INT(tfrdv_mgr_expire(m, 1100), 1200);
+    TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 3);
+    TT_CHECK_EQ_INT(tfrdv_mgr_expire(m, 1200), 1200 + c.tombstone_ttl_ns); /* 71 and 72 go (their
+                                                                tombstones age out then); 73 is held */
+    TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 1);
+    TT_CHECK_EQ_INT(stats(m).steps_idle_cleaned, 2);
+    /* a late request for a cleaned step fails at once (the tombstone) */
+    serve(m, 72, &k, 6, &s2);
+    TT_CHECK_EQ_INT(s2.st.code, TFRDV_ABORTED);
+    TT_CHECK_CONTAINS(s2.st.msg, "Cleanup 72");
+    tfrdv_unref(held);
+    tfrdv_mgr_destroy(m);
     FX_CHECK_EMPTY(&a);
 }
 
@@ -1479,6 +1582,7 @@ int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_find_returns_same_rendezvous_per_step_and_counts_refs);
     TT_RUN(test_find_argument_errors);
+    TT_RUN(test_loopback_and_its_managers_go_in_either_order);
     TT_RUN(test_create_rejects_bad_config_without_leaks);
     TT_RUN(test_incarnation_zero_is_derived_nonzero);
     TT_RUN(test_serve_before_initialize_is_deferred_then_answered_in_arrival_order);
@@ -1489,6 +1593,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_expired_request_keeps_a_step_that_is_in_use);
     TT_RUN(test_withdrawn_deferred_requests_leave_no_step_behind);
     TT_RUN(test_cleanup_aborts_receivers_and_deferred_and_releases_buffered_values);
+    TT_RUN(test_idle_steps_are_cleaned_up_after_the_idle_timeout);
     TT_RUN(test_tombstone_fails_a_late_serve_at_once);
     TT_RUN(test_tombstones_are_bounded_by_tombstone_max);
     TT_RUN(test_tombstones_expire_after_ttl);

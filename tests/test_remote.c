@@ -250,15 +250,18 @@ static void test_remote_recv_into_receiver_memory_with_alloc_fn(void) {
     TT_CHECK_EQ_INT(heap_allocs, 1);
     TT_CHECK_EQ_INT(heap_live, 0);      /* released by the callback */
     TT_CHECK_EQ_INT(fx_released(&v), 1); /* the transport let go of the sender's buffer */
-    /* the alloc hook gives no memory: RESOURCE_EXHAUSTED, nothing leaks */
+    /* the alloc hook gives no memory: RESOURCE_EXHAUSTED, nothing leaks, and the value it could
+       not take is B's again (the next receiver gets it) */
     fail = 1;
     recv(w.ra, &k, &args, &r2);
     send(w.rb, &k, fx_value_init(&v2, 15));
     TT_CHECK_EQ_INT(r2.calls, 1);
     TT_CHECK_EQ_INT(r2.st.code, TFRDV_RESOURCE_EXHAUSTED);
     TT_CHECK_EQ_INT(r2.has_value, 0);
-    TT_CHECK_EQ_INT(fx_released(&v2), 1);
+    TT_CHECK_EQ_INT(fx_released(&v2), 0);
+    TT_CHECK_EQ_INT(pending_of(w.rb, TFRDV_PENDING_SEND), 1);
     world_end(&w);
+    TT_CHECK_EQ_INT(fx_released(&v2), 1);
     TT_CHECK_EQ_INT(heap_live, 0);
 }
 
@@ -674,7 +677,9 @@ static void test_event_between_registration_and_start_completes_once(void) {
             TT_CHECK_EQ_INT(stats(w.ma).calls_in_flight, 0);
             if (!ready) send(w.rb, &k, &v.v); /* withdrawn request: buffered on B until its step goes */
             TT_CHECK_EQ_INT(r.calls, 1);
-            TT_CHECK_EQ_INT(fx_released(&v), ready ? 1 : 0);
+            /* ready: the provider's answer found the receiver gone and gave the value back to B */
+            TT_CHECK_EQ_INT(fx_released(&v), 0);
+            TT_CHECK_EQ_INT(pending_of(w.rb, TFRDV_PENDING_SEND), 1);
             world_end(&w);
             TT_CHECK_EQ_INT(fx_released(&v), 1);
             TT_CHECK_EQ_INT(fx_live(&w.a), 0);
@@ -1723,9 +1728,82 @@ static void test_threads_receive_send_cancel_flush_exactly_once(void) {
 
 static void test_no_unexpected_assert_tripped(void) { TT_CHECK_EQ_INT(tt_asserts, 0); }
 
+/* A fetch cancelled while its answer is on the way never loses the value: the loopback gives an
+   answer that finds its call cancelled back to the serving table (tfrdv_mgr_serve_return), so the
+   next receive gets it. A sender thread and the receiver's cancellation race on every key. */
+#define GN 30000
+typedef struct giveback {
+    world* w;
+    fx_key* keys;
+    fx_value* vals;
+    pthread_barrier_t go;
+} giveback;
+static void* giveback_sender(void* p) {
+    giveback* g = (giveback*)p;
+    int i;
+    for (i = 0; i < GN; i++) {
+        pthread_barrier_wait(&g->go);
+        send(g->w->rb, &g->keys[i], &g->vals[i].v);
+        pthread_barrier_wait(&g->go);
+    }
+    return 0;
+}
+static void test_threads_cancel_racing_the_answer_never_loses_the_value(void) {
+    world w;
+    static fx_key keys[GN];
+    static fx_value vals[GN];
+    giveback g;
+    pthread_t th;
+    tfrdv_cancel_mgr* cm;
+    tfrdv_args args;
+    int i, cancelled = 0, lost = 0, wrong = 0;
+    char edge[16];
+    world_open(&w, 31);
+    cm = world_cm(&w);
+    args = cancel_args(cm);
+    for (i = 0; i < GN; i++) {
+        snprintf(edge, sizeof edge, "g%d", i);
+        key(&keys[i], B0, INC_B, A0, edge);
+        fx_value_init(&vals[i], i);
+    }
+    g.w = &w;
+    g.keys = keys;
+    g.vals = vals;
+    pthread_barrier_init(&g.go, 0, 2);
+    pthread_create(&th, 0, giveback_sender, &g);
+    for (i = 0; i < GN; i++) {
+        fx_recv r1, r2;
+        memset(&r1, 0, sizeof r1);
+        memset(&r2, 0, sizeof r2);
+        recv(w.ra, &keys[i], &args, &r1);
+        pthread_barrier_wait(&g.go); /* the sender sends while we cancel */
+        tfrdv_cancel_start(cm);
+        pthread_barrier_wait(&g.go);
+        TT_CHECK_EQ_INT(r1.calls, 1);
+        if (r1.st.code == TFRDV_OK) {
+            wrong += !fx_recv_matches(&r1, i % 256);
+        } else {
+            cancelled++;
+            recv(w.ra, &keys[i], 0, &r2); /* the value is still on B: this one gets it at once */
+            lost += r2.calls != 1 || r2.st.code != TFRDV_OK;
+            wrong += r2.calls == 1 && r2.st.code == TFRDV_OK && !fx_recv_matches(&r2, i % 256);
+        }
+        TT_CHECK_EQ_INT(tfrdv_cancel_mgr_reset(cm), TFRDV_OK);
+    }
+    pthread_join(th, 0);
+    pthread_barrier_destroy(&g.go);
+    TT_CHECK(cancelled > 0);
+    TT_CHECK_EQ_INT(lost, 0);
+    TT_CHECK_EQ_INT(wrong, 0);
+    for (i = 0; i < GN; i++) lost += fx_released(&vals[i]) != 1;
+    TT_CHECK_EQ_INT(lost, 0);
+    world_end(&w);
+}
+
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_remote_recv_then_send_delivers_bytes_and_shape_zero_copy);
+    TT_RUN(test_threads_cancel_racing_the_answer_never_loses_the_value);
     TT_RUN(test_remote_send_then_recv_delivers_at_once);
     TT_RUN(test_remote_recv_into_receiver_memory_with_alloc_fn);
     TT_RUN(test_remote_dead_values_arrive_dead);

@@ -9,8 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static int tt_passed, tt_failed, tt_cur, tt_asserts;
+static int tt_passed, tt_failed, tt_skipped, tt_cur, tt_asserts;
 static const char* tt_filter;
+static const char* tt_skip_why; /* set by TT_SKIP in the running test */
 
 #define TT_CHECK(cond)                                                              \
     do {                                                                            \
@@ -49,12 +50,22 @@ static const char* tt_filter;
         }                                                                           \
     } while (0)
 
+/* TT_SKIP("why"): the test cannot run here (its environment is missing); it returns from the
+   test function and the test is reported "[SKIP] name (why)" and counted as skipped, not passed */
+#define TT_SKIP(why)                                                                \
+    do {                                                                            \
+        tt_skip_why = (why);                                                        \
+        return;                                                                     \
+    } while (0)
+
 #define TT_RUN(fn)                                                                  \
     do {                                                                            \
         if (!tt_filter || strstr(#fn, tt_filter)) {                                 \
             tt_cur = 0;                                                             \
+            tt_skip_why = 0;                                                        \
             fn();                                                                   \
             if (tt_cur) { tt_failed++; printf("[FAIL] %s\n", #fn); }                \
+            else if (tt_skip_why) { tt_skipped++; printf("[SKIP] %s (%s)\n", #fn, tt_skip_why); } \
             else { tt_passed++; printf("[ OK ] %s\n", #fn); }                       \
             fflush(stdout);                                                         \
         }                                                                           \
@@ -65,7 +76,10 @@ static const char* tt_filter;
         if ((argc) > 2 && strcmp((argv)[1], "--filter") == 0) tt_filter = (argv)[2]; \
     } while (0)
 #define TT_MAIN_END()                                                               \
-    ((void)tt_asserts, printf("%d passed, %d failed\n", tt_passed, tt_failed), tt_failed ? 1 : 0)
+    ((void)tt_asserts,                                                              \
+     tt_skipped ? printf("%d passed, %d failed, %d skipped\n", tt_passed, tt_failed, tt_skipped) \
+                : printf("%d passed, %d failed\n", tt_passed, tt_failed),           \
+     tt_failed ? 1 : 0)
 
 #ifdef TT_COUNT_ASSERTS
 #define TFRDV_ASSERT(x) ((x) ? (void)0 : (void)(tt_asserts++, printf("    (TFRDV_ASSERT %s at %s:%d)\n", #x, __FILE__, __LINE__)))

@@ -10,11 +10,15 @@
    RecvTensor, for a step this worker has not started, and the manager's step_requested hook
    reports it. The hook starts the step, sends x, and fetches y (the key carries TensorFlow's
    device incarnation, read with GetStatus); when y arrives it is checked and done is sent.
-   Runs until stdin ends (Ctrl-D). */
+   TensorFlow never says when a step ends: the manager's idle-step policy cleans up a step once
+   nothing of it is pending for 10 s, so steps may run concurrently and nobody keeps a list.
+   Runs until Ctrl-C (SIGINT) or SIGTERM. */
+#define _POSIX_C_SOURCE 200809L
 #define TFRDV_IMPLEMENTATION
 #define TFRDV_GRPC_IMPLEMENTATION
 #include "tfrdv.h"
 #include "tfrdv_grpc.h"
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -24,8 +28,21 @@
 #define TF_CPU TF "/device:CPU:0"
 
 static uint64_t tf_incarnation, my_incarnation;
+/* Both of a step's requests (x and done) may arrive before the step starts, and the hook runs for
+   each: the last steps started, so the second one does not start it again. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static int64_t last_step = -1;
+static int64_t started[64];
+static unsigned nstarted;
+static int first_request(int64_t step_id) {
+    unsigned i, n;
+    int first = 1;
+    pthread_mutex_lock(&mu);
+    n = nstarted < 64 ? nstarted : 64;
+    for (i = 0; i < n && first; i++) first = started[i] != step_id;
+    if (first) started[nstarted++ % 64] = step_id;
+    pthread_mutex_unlock(&mu);
+    return first;
+}
 
 /* send a value on edge in rendezvous r (key: this worker's CPU -> TensorFlow's CPU) */
 static int send_to_tf(tfrdv_rendezvous* r, const char* edge, tfrdv_value* v) {
@@ -69,15 +86,9 @@ static void on_step_requested(void* user, tfrdv_mgr* m, int64_t step_id, tfrdv_s
     tfrdv_status st;
     tfrdv_key y_key;
     tfrdv_frame_iter top = {0, 0};
-    int64_t previous;
     (void)user;
     (void)key; /* x_from_c or done_from_c, whichever came first: the step's work is the same */
-    pthread_mutex_lock(&mu);
-    previous = last_step;
-    last_step = step_id;
-    pthread_mutex_unlock(&mu);
-    if (previous == step_id) return; /* its second request: the step is running already */
-    if (previous >= 0) tfrdv_mgr_cleanup(m, previous); /* steps run one after another here */
+    if (!first_request(step_id)) return; /* its second request: the step is running already */
     if (tfrdv_mgr_start_step(m, step_id, &r, &st) != TFRDV_OK) {
         fprintf(stderr, "step %lld: %s\n", (long long)step_id, st.msg);
         return;
@@ -109,8 +120,8 @@ int main(int argc, char** argv) {
     tfrdv_status st;
     tfrdv_grpc_device dev;
     size_t n = 0;
-    char line[64];
-    int i, tries = 0;
+    sigset_t stop;
+    int i, sig, tries = 0;
     for (i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--listen") == 0) listen = argv[i + 1];
         else if (strcmp(argv[i], "--tf") == 0) tf_addr = argv[i + 1];
@@ -127,14 +138,19 @@ int main(int argc, char** argv) {
     mc.worker_name = "/job:tfrdv/replica:0/task:0";
     mc.transport = tfrdv_grpc_transport(g);
     mc.step_requested = on_step_requested;
+    mc.step_idle_timeout_ns = 10 * 1000000000LL; /* tfrdv_grpc_attach drives tfrdv_mgr_expire */
     if (tfrdv_mgr_create(&mc, &m, &st) != TFRDV_OK) {
         fprintf(stderr, "tfrdv_mgr_create: %s\n", st.msg);
         return 1;
     }
     my_incarnation = tfrdv_mgr_incarnation(m);
+    sigemptyset(&stop); /* blocked before any thread starts: every thread inherits the mask */
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
     /* TensorFlow's CPU incarnation (GetStatus) before serving anything: every key of a tensor
        TensorFlow sends carries it. TensorFlow may not be up yet: retry for 2 minutes. */
-    printf("waiting for TensorFlow on %s\n", tf_addr);
+    printf("waiting for TensorFlow on %s (start tf_side.py)\n", tf_addr);
     fflush(stdout);
     while (tfrdv_grpc_get_status(g, TF, 1000000000LL, &dev, 1, &n, &st) != TFRDV_OK || n == 0) {
         struct timespec ts = {0, 200000000L};
@@ -149,10 +165,11 @@ int main(int argc, char** argv) {
         fprintf(stderr, "tfrdv_grpc_attach: %s\n", st.msg);
         return 1;
     }
-    printf("tfrdv worker serving on %s; TensorFlow's %s has incarnation %016llx\n", listen, dev.name,
-           (unsigned long long)tf_incarnation);
+    printf("tfrdv worker serving on %s; TensorFlow's %s has incarnation %016llx; Ctrl-C stops\n", listen,
+           dev.name, (unsigned long long)tf_incarnation);
     fflush(stdout);
-    while (fgets(line, sizeof line, stdin)) {} /* serve until stdin ends */
+    sigwait(&stop, &sig);
+    printf("tf_peer: signal %d, shutting down\n", sig);
     tfrdv_grpc_destroy(g);
     tfrdv_mgr_destroy(m);
     return 0;

@@ -43,8 +43,9 @@ def main():
     server = tf.distribute.Server(cluster, job_name="tf", task_index=0)
     peer = None
     if a.peer:
-        peer = subprocess.Popen([a.peer, "--listen", "127.0.0.1:%d" % a.peer_port, "--tf", "127.0.0.1:%d" % a.port],
-                                stdin=subprocess.PIPE)
+        peer = subprocess.Popen([a.peer, "--listen", "127.0.0.1:%d" % a.peer_port, "--tf", "127.0.0.1:%d" % a.port])
+    print("waiting for the C side (tf_peer) on 127.0.0.1:%d" % a.peer_port)
+    sys.stdout.flush()
 
     # Every device of the cluster with its incarnation: TensorFlow asks each worker (GetStatus),
     # the C program included.
@@ -74,7 +75,7 @@ def main():
             ok = ok and good
             print("TensorFlow step %d: x from C = %s, C says y was %s" % (step, xv.tolist(), "right" if dv == 1 else "WRONG"))
     if peer:
-        peer.stdin.close()
+        peer.terminate()  # SIGTERM: tf_peer shuts down cleanly and exits 0
         ok = peer.wait(30) == 0 and ok
     print("OK" if ok else "FAILED")
     sys.stdout.flush()

@@ -90,6 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         tfrdv_grpc_device d[4];
         size_t n;
         tfrdv_grpc_decode_status_response(segs, nseg, d, 4, &n, &st);
+        (void)tfrdv_grpc_details_restarted(data, size); /* grpc-status-details-bin */
     }
     if (live) abort();
     return 0;

@@ -92,6 +92,16 @@ def serve(portfile):
             t.dtype = 1
             t.tensor_shape.dim.add(size=1 << 40)
             t.float_val.append(1.0)
+        elif edge.startswith("details_"):  # ABORTED with a grpc-status-details-bin payload
+            url = RESTARTED.encode()
+            if edge == "details_tf":  # TensorFlow's: GrpcPayloadContainer {payloads: {url: ""}}
+                c = w.GrpcPayloadContainer()
+                c.payloads[RESTARTED] = b""
+                details = c.SerializeToString()
+            else:  # hostile: the type name inside the message field of a google.rpc.Status
+                details = b"\x08\x0a\x12" + bytes([len(url)]) + url
+            ctx.set_trailing_metadata((("grpc-status-details-bin", details),))
+            ctx.abort(grpc.StatusCode.ABORTED, "details " + edge)
         elif edge == "dead":
             r.is_dead = True
             t.dtype = 1

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -670,6 +671,20 @@ static int waiter_wait(waiter* w, int n, int64_t timeout_ns) {
     pthread_mutex_unlock(&w->mu);
     return ok;
 }
+/* posts n receives of keys "<prefix><i>" on r, completing into w */
+static void post_recvs(tfrdv_rendezvous* r, const char* prefix, int n, waiter* w) {
+    int i;
+    for (i = 0; i < n; i++) {
+        tfrdv_key k;
+        char e[64];
+        snprintf(e, sizeof e, "%s%d", prefix, i);
+        key_for(&k, e, PS_INC);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
+    }
+}
+/* polls the serving child's stats until cond holds (bounded: 5 s) */
+#define SRV_UNTIL(s, rp, cond) \
+    do { int u_; for (u_ = 0; u_ < 1000; u_++) { (rp) = srv_stats(s); if (cond) break; sleep_ms(5); } } while (0)
 static void test_cancel_keeps_value(void) {
     srv s;
     cli c;
@@ -692,20 +707,14 @@ static void test_cancel_keeps_value(void) {
     a.cancel = cm;
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, &a, on_recv, w), TFRDV_OK);
     /* the request reached the server once its serve is pending there */
-    {
-        int i;
-        for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.served >= 1) break; sleep_ms(5); }
-        TT_CHECK_EQ_INT(rp.ts.served, 1);
-    }
+    SRV_UNTIL(&s, rp, rp.ts.served >= 1);
+    TT_CHECK_EQ_INT(rp.ts.served, 1);
     tfrdv_cancel_start(cm);
     TT_CHECK(waiter_wait(w, 1, 10 * SEC));
     TT_CHECK_EQ_INT(w->code[0], TFRDV_CANCELLED);
-    {
-        int i;
-        for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.serve_cancelled >= 1) break; sleep_ms(5); }
-        TT_CHECK_EQ_INT(rp.ts.serve_cancelled, 1);
-        TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0);
-    }
+    SRV_UNTIL(&s, rp, rp.ts.serve_cancelled >= 1);
+    TT_CHECK_EQ_INT(rp.ts.serve_cancelled, 1);
+    TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0);
     TT_CHECK_EQ_INT(srv_send(&s, 1, "late", 1, 0, 0, 4, 5).code, 0);
     rp = srv_stats(&s);
     TT_CHECK_EQ_INT(rp.pending_sends, 1); /* buffered, not lost to the cancelled request */
@@ -725,13 +734,13 @@ static void test_deadline_keeps_value(void) {
     cli c;
     tfrdv_status st;
     tfrdv_value* v;
-    int dead, i;
+    int dead;
     rep rp;
     alarm(60);
     if (!srv_start(&s, upath("dl.sock"), PS_INC, 0, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, SEC / 5, 0)) { TT_CHECK(0); srv_stop(&s); return; }
     TT_CHECK_EQ_INT(fetch(&c, 1, "slow", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_DEADLINE_EXCEEDED);
-    for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.server_requests_live == 0 && rp.ts.served) break; sleep_ms(5); }
+    SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 0 && rp.ts.served);
     TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0);
     TT_CHECK_EQ_INT(srv_send(&s, 1, "slow", 1, 0, 0, 4, 6).code, 0);
     TT_CHECK_EQ_INT(srv_stats(&s).pending_sends, 1);
@@ -774,13 +783,7 @@ static void test_deadline_by_transport(void) {
     mc.transport = tfrdv_tcp_transport(t);
     (void)tfrdv_mgr_create(&mc, &m, &st);
     (void)tfrdv_mgr_start_step(m, 1, &r, &st);
-    for (i = 0; i < 300; i++) {
-        tfrdv_key k;
-        char e[32];
-        snprintf(e, sizeof e, "never_%d", i);
-        key_for(&k, e, PS_INC);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
-    }
+    post_recvs(r, "never_", 300, w);
     TT_CHECK(waiter_wait(w, 300, 5 * SEC));
     for (i = 0; i < w->n && i < 300; i++) expired += w->code[i] == TFRDV_DEADLINE_EXCEEDED;
     TT_CHECK_EQ_INT(expired, 300);
@@ -806,7 +809,7 @@ static void test_abort_keeps_value(void) {
     tfrdv_rendezvous* r;
     tfrdv_key k;
     waiter* w = waiter_new();
-    int dead, i;
+    int dead;
     rep rp;
     alarm(60);
     if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
@@ -814,11 +817,11 @@ static void test_abort_keeps_value(void) {
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
     key_for(&k, "ab", PS_INC);
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
-    for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.served >= 1) break; sleep_ms(5); }
+    SRV_UNTIL(&s, rp, rp.ts.served >= 1);
     tfrdv_mgr_cleanup(c.m, 1); /* aborts the step: its remote call is cancelled */
     TT_CHECK(waiter_wait(w, 1, 10 * SEC));
     TT_CHECK_EQ_INT(w->code[0], TFRDV_ABORTED);
-    for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.serve_cancelled >= 1) break; sleep_ms(5); }
+    SRV_UNTIL(&s, rp, rp.ts.serve_cancelled >= 1);
     TT_CHECK_EQ_INT(rp.ts.serve_cancelled, 1);
     TT_CHECK_EQ_INT(srv_send(&s, 1, "ab", 1, 0, 0, 4, 8).code, 0);
     TT_CHECK_EQ_INT(fetch(&c2, 1, "ab", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
@@ -845,13 +848,7 @@ static void test_1000_concurrent(void) {
     if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
     (void)tfrdv_mgr_start_step(c.m, 3, &r, &st);
-    for (i = 0; i < 1000; i++) {
-        tfrdv_key k;
-        char edge[32];
-        snprintf(edge, sizeof edge, "many_%d", i);
-        key_for(&k, edge, PS_INC);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
-    }
+    post_recvs(r, "many_", 1000, w);
     memset(&cm, 0, sizeof cm);
     cm.op = OP_SEND;
     cm.step = 3;
@@ -1095,6 +1092,10 @@ static void test_busy_port(void) {
     srv_kill(&s);
     TT_CHECK_EQ_INT(access(upath("busy.sock") + 5, F_OK), 0); /* the dead server's file */
     TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &b, &st), TFRDV_OK);
+    {
+        struct stat sb;
+        TT_CHECK(stat(upath("busy.sock") + 5, &sb) == 0 && (sb.st_mode & 0777) == 0600); /* unix_mode default */
+    }
     tfrdv_tcp_destroy(b);
     TT_CHECK(access(upath("busy.sock") + 5, F_OK) != 0); /* removed by destroy */
     tc.listen_address = "unix:/this/path/is/far/too/long/for/a/unix/socket/address/because/sun_path/holds/only/one/hundred/and/eight/bytes.sock";
@@ -1146,12 +1147,14 @@ static size_t rlen;
 static int raw_get(int fd, int type, tfrdv_tcp_frame* f, char* msg, size_t cap) {
     for (;;) {
         tfrdv_status st;
-        long used = tfrdv_tcp_decode(rbuf, rlen, 0, f, &st);
+        long used;
+        memset(f, 0, sizeof *f);
+        used = tfrdv_tcp_decode(rbuf, rlen, 0, f, &st);
         if (used < 0) return -1;
         if (used > 0 && rlen >= (size_t)used + f->data_len) {
             int t = f->type;
             size_t total = (size_t)used + (size_t)f->data_len;
-            if (msg && f->message.len) snprintf(msg, cap, "%.*s", (int)f->message.len, f->message.ptr);
+            if (msg && (t == TFRDV_TCP_ERROR || t == TFRDV_TCP_CLOSE)) snprintf(msg, cap, "%.*s", (int)f->message.len, f->message.ptr);
             memmove(rbuf, rbuf + total, rlen - total);
             rlen -= total;
             if (t == type) return 1;
@@ -1205,6 +1208,26 @@ static void wait_stats(tfrdv_tcp* t, tfrdv_tcp_stats* ts, size_t conns) {
     }
 }
 
+static const uint8_t* frame_bytes(const tfrdv_tcp_frame* f, uint8_t* buf, size_t cap) {
+    (void)tfrdv_tcp_encode(f, buf, cap);
+    return buf;
+}
+/* connects (HELLO first if hello), writes bytes; the server must answer CLOSE naming `want`,
+   then close */
+static void expect_close(const char* addr, int hello, const uint8_t* bytes, size_t n, const char* want) {
+    tfrdv_tcp_frame f;
+    char msg[256];
+    int fd = raw_connect(addr);
+    if (hello) raw_hello(fd);
+    (void)wr_full(fd, bytes, n);
+    rlen = 0;
+    msg[0] = 0;
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_CLOSE, &f, msg, sizeof msg), 1);
+    TT_CHECK_CONTAINS(msg, want);
+    TT_CHECK(raw_eof(fd));
+    close(fd);
+}
+
 static void test_hostile_frames(void) {
     insrv s;
     int fd;
@@ -1215,7 +1238,6 @@ static void test_hostile_frames(void) {
     alarm(60);
     if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
     /* bad magic */
-    fd = raw_connect(s.addr);
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_HELLO;
     f.version = 1;
@@ -1223,46 +1245,21 @@ static void test_hostile_frames(void) {
         uint8_t b[64];
         size_t n = tfrdv_tcp_encode(&f, b, sizeof b);
         b[16] = 'Z';
-        (void)wr_full(fd, b, n);
+        expect_close(s.addr, 0, b, n, "bad magic");
     }
-    rlen = 0;
-    msg[0] = 0;
-    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_CLOSE, &f, msg, sizeof msg), 1);
-    TT_CHECK_CONTAINS(msg, "bad magic");
-    TT_CHECK(raw_eof(fd));
-    close(fd);
     /* bad version */
-    fd = raw_connect(s.addr);
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_HELLO;
     f.version = 7;
-    raw_put(fd, &f);
-    rlen = 0;
-    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_CLOSE, &f, msg, sizeof msg), 1);
-    TT_CHECK_CONTAINS(msg, "version 7");
-    close(fd);
-    /* oversized key */
-    fd = raw_connect(s.addr);
-    raw_hello(fd);
+    expect_close(s.addr, 0, frame_bytes(&f, junk, sizeof junk), tfrdv_tcp_encode(&f, 0, 0), "version 7");
+    /* oversized key (the header alone says so) */
     {
         uint8_t b[16] = {2, 0, 0, 0, 0xff, 0xff, 0, 0, 1};
-        (void)wr_full(fd, b, 16);
+        expect_close(s.addr, 1, b, 16, "key limit");
     }
-    rlen = 0;
-    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_CLOSE, &f, msg, sizeof msg), 1);
-    TT_CHECK_CONTAINS(msg, "key limit");
-    close(fd);
     /* a frame only a server sends */
-    fd = raw_connect(s.addr);
-    raw_hello(fd);
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_RESPONSE;
     f.id = 1;
-    raw_put(fd, &f);
-    rlen = 0;
-    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_CLOSE, &f, msg, sizeof msg), 1);
-    TT_CHECK_CONTAINS(msg, "unexpected frame type 3");
-    close(fd);
+    expect_close(s.addr, 1, frame_bytes(&f, junk, sizeof junk), tfrdv_tcp_encode(&f, 0, 0), "unexpected frame type 3");
     /* garbage */
     fd = raw_connect(s.addr);
     memset(junk, 0xa5, sizeof junk);
@@ -1430,60 +1427,62 @@ static long rss_kib(void) {
 }
 /* 100,000 requests on one connection: the per-connection cap answers the excess at once, and the
    memory comes back once the connection closes */
+/* writes n REQUEST frames (ids from id0, steps never started: deferred on the server) from a
+   child process; while drain is set this process reads the answers until `served` reaches
+   want; returns the child's pid (reaped here when drained) */
+static pid_t flood(int fd, int n, uint64_t id0) {
+    uint8_t* big = (uint8_t*)malloc((size_t)n * 256);
+    size_t off = 0;
+    tfrdv_key k;
+    int i;
+    pid_t pid;
+    key_for(&k, "flood", PS_INC);
+    for (i = 0; i < n; i++) {
+        tfrdv_tcp_frame f;
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_REQUEST;
+        f.id = id0 + (uint64_t)i;
+        f.step_id = 100 + (int64_t)id0 + i;
+        f.request_id = (int64_t)id0 + i;
+        f.key.ptr = k.buf;
+        f.key.len = k.len;
+        off += tfrdv_tcp_encode(&f, big + off, 256);
+    }
+    fflush(stdout);
+    pid = fork(); /* another process writes: the server answers while it reads */
+    if (pid == 0) { alarm(60); (void)wr_full(fd, big, off); _exit(0); }
+    free(big);
+    return pid;
+}
+/* 100,000 requests on one connection: the per-connection cap answers the excess at once, and the
+   memory comes back once the connection closes; a peer that never reads its answers is cut off */
 static void test_request_flood(void) {
     insrv s;
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_tcp_stats ts;
     long before, after, slack = 32 * 1024;
-    int fd, i;
-    uint8_t* big;
-    size_t off = 0;
-    tfrdv_key k;
+    int fd, i, status;
+    pid_t pid;
+    char sink[65536];
     alarm(120);
     tc.max_requests_per_connection = 2000;
     if (!insrv_open(&s, "127.0.0.1:0", &tc)) { TT_CHECK(0); return; }
-    key_for(&k, "flood", PS_INC);
     before = rss_kib();
     fd = raw_connect(s.addr);
     raw_hello(fd);
-    big = (uint8_t*)malloc(100000 * 256);
-    for (i = 0; i < 100000; i++) {
-        tfrdv_tcp_frame f;
-        memset(&f, 0, sizeof f);
-        f.type = TFRDV_TCP_REQUEST;
-        f.id = (uint64_t)i + 1;
-        f.step_id = 100 + i; /* steps never started: deferred on the server */
-        f.request_id = i + 1;
-        f.key.ptr = k.buf;
-        f.key.len = k.len;
-        off += tfrdv_tcp_encode(&f, big + off, 256);
-    }
-    {
-        pid_t pid;
-        int status;
-        fflush(stdout);
-        pid = fork(); /* write from another process: the server answers while we write */
-        if (pid == 0) { alarm(60); (void)wr_full(fd, big, off); sleep_ms(300); _exit(0); }
-        {
-            char sink[65536];
-            int64_t end = tfrdv_now_ns() + 60 * SEC;
-            while (tfrdv_now_ns() < end) { /* drain the error answers until the writer is done */
-                ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
-                if (n > 0) continue;
-                if (waitpid(pid, &status, WNOHANG) == pid) break;
-                sleep_ms(1);
-            }
-        }
-    }
-    free(big);
-    for (i = 0; i < 2000; i++) {
+    pid = flood(fd, 100000, 1);
+    for (i = 0; i < 60000; i++) { /* read the answers until every request was handled */
+        ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n > 0) continue;
         tfrdv_tcp_get_stats(s.t, &ts);
         if (ts.served == 100000) break;
-        sleep_ms(5);
+        sleep_ms(1);
     }
+    waitpid(pid, &status, 0);
     TT_CHECK_EQ_INT(ts.served, 100000);
     TT_CHECK(ts.requests_rejected >= 90000);
     TT_CHECK(ts.server_requests_live <= 2000);
+    TT_CHECK_EQ_INT(ts.protocol_errors, 0);
     close(fd);
     wait_stats(s.t, &ts, 0);
     for (i = 0; i < 1000 && ts.server_requests_live; i++) { sleep_ms(5); tfrdv_tcp_get_stats(s.t, &ts); }
@@ -1504,6 +1503,18 @@ static void test_request_flood(void) {
 #endif
     printf("    request flood: RSS %ld KiB before, %ld KiB after (%llu rejected)\n", before, after, (unsigned long long)ts.requests_rejected);
     TT_CHECK(after - before < slack);
+    /* the same flood from a peer that never reads: closed once 8 MiB of answers wait for it */
+    fd = raw_connect(s.addr);
+    raw_hello(fd);
+    pid = flood(fd, 100000, 1);
+    wait_stats(s.t, &ts, 0);
+    for (i = 0; i < 2000 && ts.protocol_errors == 0; i++) { sleep_ms(5); tfrdv_tcp_get_stats(s.t, &ts); }
+    TT_CHECK_EQ_INT(ts.protocol_errors, 1);
+    TT_CHECK_EQ_INT(ts.connections, 0);
+    close(fd);
+    waitpid(pid, &status, 0);
+    for (i = 0; i < 1000 && ts.server_requests_live; i++) { sleep_ms(5); tfrdv_tcp_get_stats(s.t, &ts); }
+    TT_CHECK_EQ_INT(ts.server_requests_live, 0);
     insrv_close(&s);
 }
 
@@ -1550,25 +1561,13 @@ static void test_destroy_in_flight(void) {
     if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); insrv_close(&s); return; }
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
-    for (i = 0; i < 10; i++) {
-        tfrdv_key k;
-        char e[16];
-        snprintf(e, sizeof e, "never%d", i);
-        key_for(&k, e, PS_INC);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
-    }
+    post_recvs(r, "never", 10, w);
     for (i = 0; i < 1000; i++) { tfrdv_tcp_get_stats(s.t, &ts); if (ts.server_requests_live == 10) break; sleep_ms(5); }
     TT_CHECK_EQ_INT(ts.server_requests_live, 10);
     insrv_close(&s); /* the server first: its serves are withdrawn, the client's calls fail */
     TT_CHECK(waiter_wait(w, 10, 10 * SEC));
     for (i = 0; i < 10; i++) TT_CHECK_EQ_INT(w->code[i], TFRDV_UNAVAILABLE);
-    for (i = 0; i < 10; i++) {
-        tfrdv_key k;
-        char e[16];
-        snprintf(e, sizeof e, "again%d", i);
-        key_for(&k, e, PS_INC);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
-    }
+    post_recvs(r, "again", 10, w);
     TT_CHECK(waiter_wait(w, 20, 10 * SEC)); /* no server: connect fails, then backoff */
     tfrdv_unref(r);
     cli_close(&c);
@@ -1588,18 +1587,12 @@ static void test_destroy_client_in_flight(void) {
     if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
-    for (i = 0; i < 10; i++) {
-        tfrdv_key k;
-        char e[16];
-        snprintf(e, sizeof e, "never%d", i);
-        key_for(&k, e, PS_INC);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
-    }
-    for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.server_requests_live == 10) break; sleep_ms(5); }
+    post_recvs(r, "never", 10, w);
+    SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 10);
     tfrdv_tcp_destroy(c.t); /* calls in flight fail CANCELLED, exactly once */
     TT_CHECK(waiter_wait(w, 10, 10 * SEC));
     for (i = 0; i < 10; i++) TT_CHECK_EQ_INT(w->code[i], TFRDV_CANCELLED);
-    for (i = 0; i < 500; i++) { rp = srv_stats(&s); if (rp.ts.server_requests_live == 0) break; sleep_ms(5); }
+    SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 0);
     TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0); /* the server withdrew them */
     {
         tfrdv_key k;
@@ -1645,6 +1638,61 @@ static void test_host_driven(void) {
     cli_close(&c);
     insrv_close(&s);
     waiter_free(w);
+}
+
+/* every allocation of the companion goes through hooks.allocator, and all of it comes back */
+typedef struct counting { long live, calls; size_t bytes; } counting;
+static void* c_alloc(void* u, size_t n) {
+    counting* c = (counting*)u;
+    __atomic_add_fetch(&c->live, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&c->calls, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&c->bytes, n, __ATOMIC_SEQ_CST);
+    return malloc(n);
+}
+static void c_free(void* u, void* p, size_t n) {
+    counting* c = (counting*)u;
+    __atomic_sub_fetch(&c->live, 1, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(&c->bytes, n, __ATOMIC_SEQ_CST);
+    free(p);
+}
+static void test_allocator_hook(void) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    counting cs, cc;
+    insrv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    tfrdv_value* v;
+    tfrdv_key k;
+    int i, dead;
+    alarm(60);
+    memset(&cs, 0, sizeof cs);
+    memset(&cc, 0, sizeof cc);
+    tc.hooks.allocator.alloc_fn = c_alloc;
+    tc.hooks.allocator.free_fn = c_free;
+    tc.hooks.allocator.user = &cs;
+    if (!insrv_open(&s, upath("alloc.sock"), &tc)) { TT_CHECK(0); return; }
+    tc.hooks.allocator.user = &cc;
+    if (!cli_open(&c, s.addr, 0, &tc)) { TT_CHECK(0); insrv_close(&s); return; }
+    (void)tfrdv_mgr_start_step(s.m, 1, &r, &st);
+    for (i = 0; i < 20; i++) {
+        char e[16];
+        int64_t d[1] = {300000};
+        snprintf(e, sizeof e, "a%d", i);
+        key_for(&k, e, PS_INC);
+        (void)tfrdv_send(r, &k.parsed, 0, mkval(4, 1, d, (uint64_t)d[0], (unsigned)i), 0, &st);
+        TT_CHECK_EQ_INT(fetch(&c, 1, e, PS_INC, 10 * SEC, &v, &dead, &st), TFRDV_OK);
+        TT_CHECK(v && check((uint8_t*)v->data, v->size, (unsigned)i));
+        tfrdv_value_release(v);
+    }
+    tfrdv_unref(r);
+    TT_CHECK(cs.calls > 0 && cc.calls > 0);
+    cli_close(&c);
+    insrv_close(&s);
+    TT_CHECK_EQ_INT(cs.live, 0);
+    TT_CHECK_EQ_INT(cs.bytes, 0);
+    TT_CHECK_EQ_INT(cc.live, 0);
+    TT_CHECK_EQ_INT(cc.bytes, 0);
 }
 
 static void test_config_errors(void) {
@@ -1732,6 +1780,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_destroy_in_flight);
     TT_RUN(test_destroy_client_in_flight);
     TT_RUN(test_host_driven);
+    TT_RUN(test_allocator_hook);
     alarm(0);
     {
         char cmdline[128];

@@ -18,53 +18,8 @@ static void sleep_us(long us) {
     nanosleep(&ts, 0);
 }
 
-#define WORKER(n) "/job:w/replica:0/task:" #n
-#define INC 0x1234u
+#include "verbs_test.h"
 
-typedef struct worker {
-    tfrdv_verbs* v;
-    tfrdv_mgr* m;
-    char name[64];
-} worker;
-typedef struct wopts {
-    int64_t call_timeout_ns, peer_timeout_ns;
-    int corrupt, ctrl_slots, max_requests;
-} wopts;
-
-static int mk_worker(worker* w, int task, const wopts* o, tfrdv_status* st) {
-    tfrdv_verbs_config vc = tfrdv_verbs_config_init();
-    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
-    memset(w, 0, sizeof *w);
-    snprintf(w->name, sizeof w->name, "/job:w/replica:0/task:%d", task);
-    vc.worker_name = w->name;
-    vc.progress_thread = 1;
-    vc.test_corrupt_rkey = o ? o->corrupt : 0;
-    vc.ctrl_slots = o ? o->ctrl_slots : 0;
-    vc.max_requests = o ? o->max_requests : 0;
-    vc.peer_timeout_ns = o && o->peer_timeout_ns ? o->peer_timeout_ns : 0;
-    if (vc.peer_timeout_ns) vc.keepalive_ns = vc.peer_timeout_ns / 4;
-    if (tfrdv_verbs_create(&vc, &w->v, st) != TFRDV_OK) return 0;
-    mc.worker_name = w->name;
-    mc.incarnation = INC;
-    mc.transport = tfrdv_verbs_transport(w->v);
-    mc.call_timeout_ns = o ? o->call_timeout_ns : 0;
-    if (tfrdv_mgr_create(&mc, &w->m, st) != TFRDV_OK) return 0;
-    return tfrdv_verbs_attach(w->v, w->m, st) == TFRDV_OK;
-}
-static void rm_worker(worker* w) {
-    if (w->m) tfrdv_mgr_destroy(w->m);
-    if (w->v) tfrdv_verbs_destroy(w->v);
-    memset(w, 0, sizeof *w);
-}
-static uint64_t key_inc = INC; /* the source incarnation mk_key writes */
-static void mk_key(tfrdv_parsed_key* k, char* buf, size_t cap, int src, int dst, const char* edge) {
-    char s[64], d[64];
-    tfrdv_frame_iter fi = {0, 0};
-    snprintf(s, sizeof s, "/job:w/replica:0/task:%d/device:CPU:0", src);
-    snprintf(d, sizeof d, "/job:w/replica:0/task:%d/device:CPU:0", dst);
-    if (tfrdv_key_create(s, key_inc, d, edge, fi, buf, cap, 0, 0) != TFRDV_OK || tfrdv_key_parse(buf, strlen(buf), k, 0) != TFRDV_OK)
-        printf("bad key %s\n", edge);
-}
 static int esize(int dtype) { return dtype == TFRDV_DT_UINT8 ? 1 : dtype == TFRDV_DT_DOUBLE || dtype == TFRDV_DT_INT64 ? 8 : 4; }
 static uint8_t pat(uint64_t i, int seed) { return (uint8_t)((i * 7 + (uint64_t)seed * 13 + (i >> 12)) & 0xff); }
 
@@ -302,12 +257,18 @@ static void test_faults(void) {
         TT_CHECK_CONTAINS(a.st.msg, want[round]);
         printf("    %s=%s: %s %s\n", var[round], val[round], tfrdv_code_str(a.st.code), a.st.msg);
         unsetenv(var[round]);
-        /* after a refused registration the connection still works; after a broken one it does not */
+        /* after a refused registration the connection still works; a broken one is reconnected
+           by the next call (this side called tfrdv_verbs_connect) */
         TT_CHECK(cmd("send %d %d %s 4 4 0 1 4096\n", 1100 + round, 7 + round, edge));
         TT_CHECK(post(&f, &b, 1100 + round, 1, 7 + round, edge, 0, 0));
         TT_CHECK(fetch_wait(&b, 20) == 1);
-        TT_CHECK_EQ_INT(b.st.code, round == 0 ? TFRDV_OK : TFRDV_UNAVAILABLE);
-        if (round == 0) TT_CHECK(check_bytes(b.val, 4096, 4));
+        TT_CHECK_EQ_INT(b.st.code, TFRDV_OK);
+        TT_CHECK(check_bytes(b.val, 4096, 4));
+        {
+            tfrdv_verbs_stats s;
+            stats_of(f.v, &s);
+            TT_CHECK_EQ_INT(s.reconnects, round == 0 ? 0 : 1);
+        }
         rm_worker(&f);
         TT_CHECK_EQ_INT(a.calls, 1);
         TT_CHECK_EQ_INT(b.calls, 1);
@@ -683,10 +644,20 @@ static void test_bad_rkey(void) {
     TT_CHECK_CONTAINS(f.st.msg, "access");
     TT_CHECK(secs < 10);
     printf("    UNAVAILABLE after %.2f s: %s\n", secs, f.st.msg);
-    /* later calls to that peer fail at once; the connection A <-> B still works */
+    /* the next call to that peer reconnects (a3 called tfrdv_verbs_connect) and goes over the new
+       connection, where a3's bad rkey breaks it again; A <-> B still works */
+    TT_CHECK(cmd("send 801 3 x 4 6 0 1 4096\n"));
     TT_CHECK(post(&a3, &g, 801, 1, 3, "x", 0, 0));
-    TT_CHECK(fetch_wait(&g, 5) == 1);
+    TT_CHECK(fetch_wait(&g, 20) == 1);
     TT_CHECK_EQ_INT(g.st.code, TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(g.st.msg, "access");
+    {
+        tfrdv_verbs_stats s;
+        stats_of(a3.v, &s);
+        TT_CHECK_EQ_INT(s.reconnects, 1);
+        TT_CHECK_EQ_INT(s.peers_broken, 2);
+        printf("    after a reconnect: %s\n", g.st.msg);
+    }
     fetch_fini(&g);
     fetch_init(&g);
     TT_CHECK(cmd("send 802 0 stillok 4 9 0 1 100000\n"));

@@ -11,10 +11,15 @@ RXE_DIR        ?= build/rxe
 all: $(B)/test_verbs
 
 # device-free: codec, credits, caches; with libibverbs-dev also the whole implementation
-$(B)/test_verbs: tests/verbs/test_verbs.c tfrdv.h tfrdv_verbs.h tests/tt.h
+# (with libibverbs-dev it loads the stand-in libibverbs built beside it)
+$(B)/test_verbs: tests/verbs/test_verbs.c tests/verbs/verbs_test.h tfrdv.h tfrdv_verbs.h tests/tt.h $(if $(VERBS_HAVE_IBV),$(B)/libstandinverbs.so)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) $(VERBS_CFLAGS) -o $@ $< $(VERBS_LIBS)
+$(B)/libstandinverbs.so: tests/verbs/standinverbs.c
+	@mkdir -p $(B)
+	$(SAY) CC $@
+	$(Q)$(CC) -shared -fPIC $(STD) $(OPT) -Wall -Wextra -Werror $(SAN) -o $@ $< -lpthread
 
 # libFuzzer target for the control-message and handshake decoders (clang)
 FUZZ_SECONDS ?= 30
@@ -29,7 +34,7 @@ verbs-deps:
 	@test -f /usr/include/infiniband/verbs.h || { [ "$$(id -u)" = 0 ] && (apt-get update -qq >/dev/null; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libibverbs-dev >/dev/null); }
 
-$(RXE_DIR)/rxe_test: tests/verbs/rxe_test.c tfrdv.h tfrdv_verbs.h tests/tt.h | verbs-deps
+$(RXE_DIR)/rxe_test: tests/verbs/rxe_test.c tests/verbs/verbs_test.h tfrdv.h tfrdv_verbs.h tests/tt.h | verbs-deps
 	@mkdir -p $(RXE_DIR)
 	$(CC) -std=c99 -O2 -g -Wall -Wextra -Werror -I. -Itests -o $@ $< $(VERBS_LIBS)
 $(RXE_DIR)/libfaultverbs.so: tests/verbs/faultverbs.c | verbs-deps

@@ -1,6 +1,7 @@
-/* test_review.c - regression tests for bugs found in a code review of tfrdv.h. Each test is
-   deterministic: it forces the racy interleaving with a hook (sync hooks that act on a given
-   unlock, a transport that acts inside start_call, a fake clock), then checks the contract. */
+/* test_interleavings.c - exactly-once and memory safety under the thread interleavings a
+   scheduler may pick. Each test is deterministic: it forces the racy interleaving with a hook
+   (sync hooks that act on a given unlock, a transport that acts inside start_call, a fake
+   clock), then checks the contract. (They began as regressions for bugs a code review found.) */
 #define _POSIX_C_SOURCE 200809L
 #define TT_COUNT_ASSERTS
 #include "tt.h"

@@ -1,5 +1,6 @@
-/* test_hardening.c - regressions for the eight defects an outside adversarial suite found, the
-   behaviours it asked to make explicit, and the API network transports build on:
+/* test_robustness.c - callbacks that destroy, allocations that fail, clocks and providers kept out
+   of library locks, memory that comes back, and the API network transports build on (these began
+   as regressions for eight defects an outside adversarial suite found):
      D1 tfrdv_pending / tfrdv_mgr_pending callbacks may destroy what they report on
      D2 a same-worker copy completing after the last reference went (threaded build here; the
         single-threaded build is in test_nothreads.c)
