@@ -118,8 +118,8 @@ static int run_ps(const char* addr, int ready_fd) {
     }
     if (!rc && !ps_wait(tcp, STEPS * NT, 1, &s)) rc = (fprintf(stderr, "ps: the worker stayed connected\n"), 1);
     tfrdv_tcp_get_stats(tcp, &s);
-    printf("ps: served %llu tensors (%llu bytes) in %d steps, cleaned every step up\n", (unsigned long long)s.serve_ok,
-           (unsigned long long)s.bytes_sent, STEPS);
+    printf("ps: served %llu of %d tensors (%llu bytes)%s\n", (unsigned long long)s.serve_ok, STEPS * NT,
+           (unsigned long long)s.bytes_sent, rc ? "" : ", cleaned every step up");
     fflush(stdout);
     tfrdv_tcp_destroy(tcp); /* also removes a Unix socket file */
     tfrdv_mgr_destroy(m);
