@@ -120,9 +120,16 @@
      RESOURCE_EXHAUSTED status naming the size and the limit.
 
    ORDER OF TEARDOWN
-     tfrdv_mgr_destroy(mgr) first (it cancels the calls in flight through this transport), then
-     tfrdv_verbs_destroy(v), which fails what is left, waits for serving callbacks and drops its
-     manager reference.
+     The life cycle of TRANSPORTS in tfrdv.h: tfrdv_verbs_destroy(v) and tfrdv_mgr_destroy(mgr)
+     in either order. The vtable from tfrdv_verbs_transport holds a reference on v that its
+     destroy (run by the manager) drops. tfrdv_verbs_destroy stops v: every call in flight
+     finishes UNAVAILABLE "verbs transport destroyed" (exactly once), every request being served
+     is withdrawn and its callback waited for, the progress thread is joined, peers, rings and
+     registrations are freed, the device is closed and the attached manager's reference dropped;
+     nothing of v touches a value afterwards. A fetch through v after that fails UNAVAILABLE
+     "verbs transport destroyed" at once, and cancel_call does nothing. The little that is left
+     (the struct and its lock) goes with the last reference. Do not call tfrdv_verbs_destroy
+     from a done callback or an alloc hook.
 
    THREADS
      Every function is thread-safe except create/destroy. No user callback (done callbacks, alloc
@@ -219,8 +226,8 @@ TFRDV_API tfrdv_verbs_config tfrdv_verbs_config_init(void);
    (the message lists the candidates). INVALID_ARGUMENT: bad config. */
 TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_verbs** out,
                                         tfrdv_status* st);
-/* The vtable for tfrdv_mgr_config.transport (destroy is NULL: the transport outlives the
-   manager; see ORDER OF TEARDOWN). */
+/* The vtable for tfrdv_mgr_config.transport. It holds a reference on v (dropped by its
+   destroy), so tfrdv_verbs_destroy and tfrdv_mgr_destroy may come in either order. */
 TFRDV_API tfrdv_transport tfrdv_verbs_transport(tfrdv_verbs* v);
 /* The manager whose tables answer the peers' requests (one reference is held until destroy);
    its clock also times deadlines. Requests arriving before this fail UNAVAILABLE. */
@@ -259,7 +266,8 @@ TFRDV_API void tfrdv_verbs_get_stats(tfrdv_verbs* v, tfrdv_verbs_stats* out);
 /* Device, port, GID index and MTU in use, e.g. "rxe0 port 1 gid 1 (::ffff:192.0.2.1) mtu 1024". */
 TFRDV_API const char* tfrdv_verbs_describe(const tfrdv_verbs* v);
 /* Fails every call in flight (UNAVAILABLE "verbs transport destroyed"), withdraws every request
-   being served and waits for those callbacks, closes the device, drops the manager reference. */
+   being served and waits for those callbacks, joins the progress thread, closes the device,
+   drops the manager reference and the owner's reference on v (see ORDER OF TEARDOWN). */
 TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v);
 
 #ifdef __cplusplus
@@ -992,7 +1000,7 @@ struct tfrdv_verbs {
     char desc[200];
     pthread_mutex_t mu;            /* everything below */
     pthread_mutex_t progress_mu;   /* one progress caller at a time */
-    pthread_cond_t cv;             /* serves_out reaching 0 */
+    pthread_cond_t cv;             /* serves_out or entered reaching 0 */
     tfrdv_verbs__peer** peers;
     int npeers, cap_peers;
     tfrdv_mgr* mgr;
@@ -1004,7 +1012,9 @@ struct tfrdv_verbs {
     int listen_port;
     pthread_t thr;
     int has_thr;
-    int stop, destroying;          /* under mu */
+    int stop, destroying;          /* under mu; destroying: tfrdv_verbs_destroy began */
+    long refs;                     /* under mu: the owner's and one per tfrdv_verbs_transport */
+    long entered;                  /* under mu: start_call/cancel_call running (destroy waits) */
     int64_t next_timer;
     tfrdv_verbs__pend* pends;      /* bootstrap exchanges under way (changed by progress only) */
     int want_reconnect;            /* some record's want_reconnect was set */
@@ -1736,6 +1746,12 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__wake(tfrdv_verbs* v) {
     ssize_t k = write(v->wfd, &one, sizeof one);
     (void)k;
 }
+/* a transport entry point (start_call, cancel_call) returns: the last one wakes destroy */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__leave(tfrdv_verbs* v) {
+    pthread_mutex_lock(&v->mu);
+    if (--v->entered == 0 && v->destroying) pthread_cond_broadcast(&v->cv);
+    pthread_mutex_unlock(&v->mu);
+}
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) {
     tfrdv_verbs* v = (tfrdv_verbs*)user;
     tfrdv_str w = tfrdv_call_src_worker(call);
@@ -1747,9 +1763,15 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
     pthread_mutex_lock(&v->mu);
     *(tfrdv_verbs__req**)tfrdv_call_scratch(call) = 0;
     v->stats.calls_started++;
+    if (v->destroying) {
+        v->stats.calls_failed++;
+        pthread_mutex_unlock(&v->mu);
+        tfrdv_call_finish(call, TFRDV_UNAVAILABLE, "verbs transport destroyed", 0, 0);
+        return;
+    }
+    v->entered++; /* tfrdv_verbs_destroy waits until this call has left */
     p = tfrdv_verbs__find_peer(v, w.ptr, w.len);
     if (!p) tfrdv_verbs__err(&st, TFRDV_UNAVAILABLE, "verbs: no connection to worker %.*s (tfrdv_verbs_connect it first)", (int)w.len, w.ptr);
-    else if (v->destroying) tfrdv_status_set(&st, TFRDV_UNAVAILABLE, "verbs transport destroyed");
     else if (p->state != TFRDV_VERBS__PEER_UP && !tfrdv_verbs__can_reconnect(v, p)) st = p->broken;
     else if (p->state != TFRDV_VERBS__PEER_UP) {
         int64_t now = tfrdv_now_ns();
@@ -1769,6 +1791,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
         v->stats.calls_failed++;
         pthread_mutex_unlock(&v->mu);
         tfrdv_call_finish(call, st.code, st.msg, 0, 0);
+        tfrdv_verbs__leave(v);
         return;
     }
     memset(r, 0, sizeof *r);
@@ -1784,17 +1807,24 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
     pthread_mutex_unlock(&v->mu);
     if (reconnect) tfrdv_verbs__wake(v);
     if (launch) tfrdv_verbs__launch(v, r, 0);
+    tfrdv_verbs__leave(v);
 }
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__cancel_call(void* user, tfrdv_call* call) {
     tfrdv_verbs* v = (tfrdv_verbs*)user;
     tfrdv_verbs__req* r;
     tfrdv_verbs__todos todo = {0, 0, 0};
     pthread_mutex_lock(&v->mu);
+    if (v->destroying) { /* every call already finished */
+        pthread_mutex_unlock(&v->mu);
+        return;
+    }
+    v->entered++;
     r = *(tfrdv_verbs__req**)tfrdv_call_scratch(call);
     if (r && r->call == call) tfrdv_verbs__req_abandon(v, r->p, r, TFRDV_CANCELLED, "verbs: call cancelled", &todo);
     pthread_mutex_unlock(&v->mu);
     tfrdv_verbs__todo_run(v, &todo);
     free(todo.t);
+    tfrdv_verbs__leave(v);
 }
 
 /* ---- the serving side ---- */
@@ -3201,7 +3231,19 @@ TFRDV_VERBS__PRIVATE void* tfrdv_verbs__thread(void* arg) {
     return 0;
 }
 
-/* ---- lifecycle ---- */
+/* ---- lifecycle (TRANSPORTS in tfrdv.h) ---- */
+/* drops a reference; the last one (after tfrdv_verbs_destroy stopped everything) frees v */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__unref(tfrdv_verbs* v) {
+    long left;
+    pthread_mutex_lock(&v->mu);
+    left = --v->refs;
+    pthread_mutex_unlock(&v->mu);
+    if (left) return;
+    pthread_cond_destroy(&v->cv);
+    pthread_mutex_destroy(&v->mu);
+    pthread_mutex_destroy(&v->progress_mu);
+    free(v);
+}
 TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_verbs** out, tfrdv_status* st) {
     tfrdv_verbs* v;
     tfrdv_code rc;
@@ -3239,6 +3281,7 @@ TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_ver
     if (!v->cfg.reconnect_backoff_max_ns) v->cfg.reconnect_backoff_max_ns = (int64_t)10 * 1000000000;
     if (v->cfg.reconnect_backoff_max_ns < v->cfg.reconnect_backoff_ns) v->cfg.reconnect_backoff_max_ns = v->cfg.reconnect_backoff_ns;
     v->lfd = v->efd = v->wfd = -1;
+    v->refs = 1;
     pthread_mutex_init(&v->mu, 0);
     pthread_mutex_init(&v->progress_mu, 0);
     pthread_cond_init(&v->cv, 0);
@@ -3316,20 +3359,23 @@ fail:
 TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v) {
     int i;
     tfrdv_verbs__todos todo = {0, 0, 0};
+    tfrdv_mgr* mgr;
     if (!v) return;
-    if (v->has_thr) {
-        uint64_t one = 1;
-        ssize_t r;
-        pthread_mutex_lock(&v->mu);
-        v->stop = 1;
+    pthread_mutex_lock(&v->mu);
+    if (v->destroying) { /* a second destroy: nothing left to stop */
         pthread_mutex_unlock(&v->mu);
-        r = write(v->wfd, &one, sizeof one);
-        (void)r;
+        return;
+    }
+    v->destroying = 1; /* start_call fails from now on, cancel_call does nothing */
+    v->stop = 1;
+    while (v->entered > 0) pthread_cond_wait(&v->cv, &v->mu); /* calls being started leave */
+    pthread_mutex_unlock(&v->mu);
+    if (v->has_thr) {
+        tfrdv_verbs__wake(v);
         pthread_join(v->thr, 0);
         v->has_thr = 0;
     }
     pthread_mutex_lock(&v->mu);
-    v->destroying = 1;
     for (i = 0; i < v->npeers; i++) {
         tfrdv_verbs__peer* p = v->peers[i];
         tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, "verbs transport destroyed", &todo);
@@ -3348,31 +3394,47 @@ TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v) {
     while (v->serves_out > 0) pthread_cond_wait(&v->cv, &v->mu);
     pthread_mutex_unlock(&v->mu);
     while (v->pends) tfrdv_verbs__pend_fail(v, v->pends, "verbs transport destroyed");
+    pthread_mutex_lock(&v->mu);
     for (i = 0; i < v->npeers; i++) tfrdv_verbs__peer_free(v, v->peers[i]);
     free(v->peers);
+    v->peers = 0;
+    v->npeers = v->cap_peers = 0;
+    v->stats.peers = 0;
     if (v->lib.h) tfrdv_verbs__rc_clear(&v->rc);
     tfrdv_verbs__mc_free(&v->mc);
+    mgr = v->mgr;
+    v->mgr = 0;
+    pthread_mutex_unlock(&v->mu);
     if (v->lfd >= 0) close(v->lfd);
     if (v->efd >= 0) close(v->efd);
     if (v->wfd >= 0) close(v->wfd);
+    v->lfd = v->efd = v->wfd = -1;
     if (v->ch) v->lib.destroy_comp_channel(v->ch);
     if (v->pd) v->lib.dealloc_pd(v->pd);
     if (v->ctx) v->lib.close_device(v->ctx);
     if (v->lib.h) dlclose(v->lib.h);
-    if (v->mgr) tfrdv_mgr_unref(v->mgr);
+    v->ch = 0;
+    v->pd = 0;
+    v->ctx = 0;
+    v->lib.h = 0;
+    if (mgr) tfrdv_mgr_unref(mgr);
     free(v->scratch);
     free(v->rxcopy);
-    pthread_cond_destroy(&v->cv);
-    pthread_mutex_destroy(&v->mu);
-    pthread_mutex_destroy(&v->progress_mu);
-    free(v);
+    v->scratch = v->rxcopy = 0;
+    tfrdv_verbs__unref(v); /* the owner's reference; a manager's vtable may hold more */
 }
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__t_destroy(void* user) { tfrdv_verbs__unref((tfrdv_verbs*)user); }
 TFRDV_API tfrdv_transport tfrdv_verbs_transport(tfrdv_verbs* v) {
     tfrdv_transport t;
+    memset(&t, 0, sizeof t);
+    if (!v) return t;
+    pthread_mutex_lock(&v->mu);
+    v->refs++;
+    pthread_mutex_unlock(&v->mu);
     t.user = v;
     t.start_call = tfrdv_verbs__start_call;
     t.cancel_call = tfrdv_verbs__cancel_call;
-    t.destroy = 0;
+    t.destroy = tfrdv_verbs__t_destroy;
     return t;
 }
 TFRDV_API tfrdv_code tfrdv_verbs_attach(tfrdv_verbs* v, tfrdv_mgr* mgr, tfrdv_status* st) {

@@ -998,6 +998,52 @@ static void test_reconnect(void) {
     rm_worker(&b);
     TT_CHECK_EQ_INT(standin_live_mrs(), 0);
 }
+
+/* Issue 22 item 3, TRANSPORTS in tfrdv.h: tfrdv_verbs_destroy may come before tfrdv_mgr_destroy.
+   Destroying a's transport with a call in flight (and a manager still alive) fails that call
+   UNAVAILABLE exactly once; a later fetch through a's manager fails UNAVAILABLE at once; the
+   manager's destroy then frees the transport (its vtable's reference was the last). Destroying
+   b's transport while it serves a request withdraws the serve; the value sent afterwards stays
+   with b's manager. ASan sees any use after free, the stand-in any registration left. */
+static void test_destroy_transport_first(void) {
+    worker a, b;
+    si_fetch f, g, h;
+    tfrdv_status st;
+    if (!standin_ok()) return;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(si_send(&b, 0, 1, "warm", 100, 1));
+    TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 1, "warm", &f), TFRDV_OK); /* the pair works */
+    TT_CHECK(si_bytes_ok(f.val, 100, 1));
+    si_fetch_fini(&f);
+    TT_CHECK(si_fetch_start(&a, 1, 2, "never", &f)); /* b serves it: no value yet */
+    TT_CHECK(si_fetch_start(&a, 1, 2, "never2", &g));
+    tfrdv_verbs_destroy(a.v); /* a's manager is still alive */
+    TT_CHECK_EQ_INT(si_fetch_end(&f), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(f.st.msg, "verbs transport destroyed");
+    TT_CHECK_EQ_INT(si_fetch_end(&g), TFRDV_UNAVAILABLE);
+    TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 3, "after", &h), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(h.st.msg, "verbs transport destroyed");
+    TT_CHECK_EQ_INT(f.calls, 1);
+    TT_CHECK_EQ_INT(g.calls, 1);
+    TT_CHECK_EQ_INT(h.calls, 1);
+    si_fetch_fini(&f);
+    si_fetch_fini(&g);
+    si_fetch_fini(&h);
+    tfrdv_mgr_destroy(a.m); /* drops the vtable's reference: the transport's memory goes now */
+    /* b: a fetch of a new a is in flight, being served by b, when b's transport goes first */
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(si_fetch_start(&a, 1, 4, "later", &f));
+    tfrdv_verbs_destroy(b.v);
+    TT_CHECK_EQ_INT(si_fetch_end(&f), TFRDV_UNAVAILABLE); /* the peer went away */
+    TT_CHECK_EQ_INT(f.calls, 1);
+    si_fetch_fini(&f);
+    TT_CHECK(si_send(&b, 0, 4, "later", 10, 1)); /* the withdrawn serve's value stays with b */
+    tfrdv_mgr_destroy(b.m);
+    rm_worker(&a); /* the other order: manager first */
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+}
 #endif
 
 int main(int argc, char** argv) {
@@ -1025,6 +1071,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_closed_connections_freed);
     TT_RUN(test_broken_while_serving);
     TT_RUN(test_reconnect);
+    TT_RUN(test_destroy_transport_first);
 #endif
     return TT_MAIN_END();
 }
