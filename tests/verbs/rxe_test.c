@@ -680,8 +680,10 @@ static void dead_peer(int sig) {
     char buf[64];
     fetch f;
     double secs;
-    int task = sig == SIGKILL ? 5 : 6;
+    int task = sig == SIGKILL ? 5 : 6, k;
+    tfrdv_verbs_stats s0, s1;
     fetch_init(&f);
+    stats_of(A.v, &s0);
     TT_CHECK(pipe(p) == 0);
     pid = fork();
     if (pid == 0) { /* a fresh process (exec): nothing of ours is used after fork */
@@ -696,6 +698,13 @@ static void dead_peer(int sig) {
     close(p[1]);
     TT_CHECK(read(p[0], buf, sizeof buf) > 0 && strncmp(buf, "ready", 5) == 0);
     close(p[0]);
+    /* the peer's connect returned once it had our answer; our side publishes the connection
+       right after sending it (progress): wait for that before the fetch */
+    for (k = 0; k < 5000; k++) {
+        stats_of(A.v, &s1);
+        if (s1.peers > s0.peers) break;
+        sleep_us(1000);
+    }
     TT_CHECK(post(&A, &f, 900 + task, task, 0, "fromdead", 0, 0));
     sleep_us(300000);
     TT_CHECK_EQ_INT(f.calls, 0);
