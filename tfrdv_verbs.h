@@ -192,9 +192,10 @@ typedef tfrdv_code (*tfrdv_verbs_exchange_fn)(void* user, const char* peer_worke
 typedef struct tfrdv_verbs_config {
     tfrdv_hooks hooks;         /* allocator: all memory of the transport (its struct, peers,
                                   control rings, caches, lists; both functions or neither,
-                                  neither: malloc/free); logger: broken peers and dropped
-                                  exchanges (level 2). sync and clock are not used (threads are
-                                  pthreads, deadlines use the attached manager's clock). */
+                                  neither: malloc/free; see MEMORY). logger: why a peer broke
+                                  (level 2) or an accepted exchange failed (3). sync and clock
+                                  are not used (threads are pthreads; deadlines use the
+                                  attached manager's clock). */
     const char* worker_name;   /* this worker, "/job:j/replica:r/task:t" (required) */
     const char* library;       /* dlopen name (NULL: "libibverbs.so.1") */
     const char* device;        /* e.g. "mlx5_0", "rxe0" (NULL: the only device with an active

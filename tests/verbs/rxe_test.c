@@ -8,6 +8,7 @@
 #define TFRDV_VERBS_IMPLEMENTATION
 #include "tfrdv_verbs.h"
 #include "tt.h"
+#include "fixtures.h"
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -387,6 +388,50 @@ static void start_dumper(worker* w) {
     if (getenv("RXE_DEBUG")) pthread_create(&t, 0, dumper, w);
 }
 
+
+/* TRANSPORTS in tfrdv.h on a real device: a worker's transport destroyed before its manager,
+   with a fetch in flight (the sender process serves it and never answers): the fetch fails
+   UNAVAILABLE at once, a later fetch through the manager too, the manager's destroy frees the
+   rest; everything the transport allocated (rings, peers, caches) came from hooks.allocator and
+   went back to it. The sender process goes on serving the other workers. */
+static void test_transport_destroyed_first(void) {
+    worker a4;
+    wopts o;
+    fetch f, g, h;
+    tfrdv_status st;
+    fx_alloc fa;
+    memset(&fa, 0, sizeof fa);
+    memset(&o, 0, sizeof o);
+    o.ctrl_slots = 8;
+    o.max_requests = 64;
+    o.alloc = fx_alloc_hooks(&fa).allocator;
+    TT_CHECK(mk_worker(&a4, 4, &o, &st));
+    TT_CHECK(tfrdv_verbs_connect(a4.v, WORKER(1), "127.0.0.1", b_port, &st) == TFRDV_OK);
+    fetch_init(&f);
+    fetch_init(&g);
+    fetch_init(&h);
+    TT_CHECK(cmd("send 1000 4 got 4 3 0 1 70000\n"));
+    TT_CHECK(post(&a4, &g, 1000, 1, 4, "got", 0, 0));
+    TT_CHECK(fetch_wait(&g, 30) == 1);
+    TT_CHECK_EQ_INT(g.st.code, TFRDV_OK);
+    TT_CHECK(check_bytes(g.val, 70000, 3));
+    TT_CHECK(post(&a4, &f, 1000, 1, 4, "never", 0, 0));
+    sleep_us(200000);
+    TT_CHECK_EQ_INT(f.calls, 0);
+    TT_CHECK(fx_live(&fa) > 0);
+    tfrdv_verbs_destroy(a4.v); /* the manager is still alive */
+    TT_CHECK_EQ_INT(f.calls, 1); /* finished inside destroy */
+    TT_CHECK_EQ_INT(f.st.code, TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(f.st.msg, "verbs transport destroyed");
+    TT_CHECK(post(&a4, &h, 1001, 1, 4, "after", 0, 0));
+    TT_CHECK_EQ_INT(h.calls, 1); /* at once */
+    TT_CHECK_EQ_INT(h.st.code, TFRDV_UNAVAILABLE);
+    tfrdv_mgr_destroy(a4.m);
+    FX_CHECK_EMPTY(&fa);
+    fetch_fini(&f);
+    fetch_fini(&g);
+    fetch_fini(&h);
+}
 
 /* 0 B .. 64 MiB, each twice: the first fetch of a key learns its shape (METADATA + RE-REQUEST),
    the second is one request + one RDMA write straight into the receiver's buffer */
@@ -791,6 +836,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_peer_stopped);
     TT_RUN(test_faults);
     TT_RUN(test_exchange_callback);
+    TT_RUN(test_transport_destroyed_first);
     if (write(cout_fd, "quit\n", 5) < 0) status = 1;
     waitpid(b_pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
