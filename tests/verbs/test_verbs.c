@@ -1060,6 +1060,74 @@ static void test_destroy_transport_first(void) {
     rm_worker(&a); /* the other order: manager first */
     TT_CHECK_EQ_INT(standin_live_mrs(), 0);
 }
+/* tfrdv_verbs_destroy while other threads start fetches through the manager: calls being
+   started when destroy begins complete before it goes on (it waits for them), later ones fail
+   UNAVAILABLE at once; every fetch finishes exactly once, OK or UNAVAILABLE (ASan: no use after
+   free; TSan: no race). */
+#define DW_N 150
+typedef struct dw_arg {
+    worker* w;
+    si_fetch f[DW_N];
+    int started;
+    int id;
+} dw_arg;
+static void* dw_fetcher(void* p) {
+    dw_arg* d = (dw_arg*)p;
+    int i;
+    for (i = 0; i < DW_N; i++) {
+        char e[32];
+        snprintf(e, sizeof e, "dw%d_%d", d->id, i);
+        if (!si_fetch_start(d->w, 1, 9, e, &d->f[i])) break;
+        if (i % 10 == 0) si_fetch_end(&d->f[i]); /* paced: some finish before the destroy */
+        __atomic_store_n(&d->started, i + 1, __ATOMIC_SEQ_CST);
+    }
+    return 0;
+}
+static void test_destroy_while_fetching(void) {
+    worker a, b;
+    tfrdv_status st;
+    static dw_arg d[2];
+    pthread_t t[2];
+    int i, k, ok = 0, unavailable = 0, other = 0;
+    if (!standin_ok()) return;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    for (k = 0; k < 2; k++)
+        for (i = 0; i < DW_N; i += 2) { /* half the values exist */
+            char e[32];
+            snprintf(e, sizeof e, "dw%d_%d", k, i);
+            TT_CHECK(si_send(&b, 0, 9, e, 64, i));
+        }
+    for (k = 0; k < 2; k++) {
+        memset(&d[k], 0, sizeof d[k]);
+        d[k].w = &a;
+        d[k].id = k;
+        pthread_create(&t[k], 0, dw_fetcher, &d[k]);
+    }
+    while (__atomic_load_n(&d[0].started, __ATOMIC_SEQ_CST) < DW_N / 3) sleep_ms(1);
+    tfrdv_verbs_destroy(a.v);
+    for (k = 0; k < 2; k++) pthread_join(t[k], 0);
+    for (k = 0; k < 2; k++) {
+        TT_CHECK_EQ_INT(d[k].started, DW_N);
+        for (i = 0; i < d[k].started; i++) {
+            tfrdv_code rc = si_fetch_end(&d[k].f[i]);
+            if (rc == TFRDV_OK) ok++;
+            else if (rc == TFRDV_UNAVAILABLE) {
+                if (++unavailable == 1) printf("    first UNAVAILABLE: %s (fetch %d)\n", d[k].f[i].st.msg, i);
+            }
+            else other++;
+            TT_CHECK_EQ_INT(d[k].f[i].calls, 1);
+            si_fetch_fini(&d[k].f[i]);
+        }
+    }
+    printf("    %d OK, %d UNAVAILABLE, %d other\n", ok, unavailable, other);
+    TT_CHECK_EQ_INT(other, 0);
+    TT_CHECK(unavailable > 0 && ok > 0);
+    tfrdv_mgr_destroy(a.m);
+    rm_worker(&b);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+}
+
 /* Issue 22 item 3: every allocation of the transport goes through hooks.allocator. Two workers
    exchange tensors both ways (a shape change included: METADATA and RE-REQUEST) with counting
    allocators for both transports and both managers: each transport allocated through its hooks,
@@ -1236,6 +1304,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_broken_while_serving);
     TT_RUN(test_reconnect);
     TT_RUN(test_destroy_transport_first);
+    TT_RUN(test_destroy_while_fetching);
     TT_RUN(test_allocator_counts);
     TT_RUN(test_allocator_failures);
 #endif
