@@ -199,6 +199,16 @@ static worker A;
 static int b_port;
 static pid_t b_pid;
 
+/* the sender process sends n bytes (pattern seed) to task dst, whose worker w fetches them into
+   g (initialised), which must succeed */
+static void send_and_fetch(worker* w, int dst, fetch* g, int64_t step, const char* edge, uint64_t n, int seed) {
+    TT_CHECK(cmd("send %lld %d %s 4 %d 0 1 %llu\n", (long long)step, dst, edge, seed, (unsigned long long)n));
+    TT_CHECK(post(w, g, step, 1, dst, edge, 0, 0));
+    TT_CHECK(fetch_wait(g, 30) == 1);
+    TT_CHECK_EQ_INT(g->st.code, TFRDV_OK);
+    TT_CHECK(check_bytes(g->val, n, seed));
+}
+
 /* Failures Soft-RoCE cannot produce, through tests/verbs/faultverbs.c (a libibverbs that forwards
    to the real one and fails on request): a port that is down, ibv_reg_mr refused (memlock), a
    send completion with IBV_WC_RETRY_EXC_ERR (what hardware reports for a dead peer), a refused
@@ -410,11 +420,7 @@ static void test_transport_destroyed_first(void) {
     fetch_init(&f);
     fetch_init(&g);
     fetch_init(&h);
-    TT_CHECK(cmd("send 1000 4 got 4 3 0 1 70000\n"));
-    TT_CHECK(post(&a4, &g, 1000, 1, 4, "got", 0, 0));
-    TT_CHECK(fetch_wait(&g, 30) == 1);
-    TT_CHECK_EQ_INT(g.st.code, TFRDV_OK);
-    TT_CHECK(check_bytes(g.val, 70000, 3));
+    send_and_fetch(&a4, 4, &g, 1000, "got", 70000, 3);
     TT_CHECK(post(&a4, &f, 1000, 1, 4, "never", 0, 0));
     sleep_us(200000);
     TT_CHECK_EQ_INT(f.calls, 0);
@@ -705,11 +711,7 @@ static void test_bad_rkey(void) {
     }
     fetch_fini(&g);
     fetch_init(&g);
-    TT_CHECK(cmd("send 802 0 stillok 4 9 0 1 100000\n"));
-    TT_CHECK(post(&A, &g, 802, 1, 0, "stillok", 0, 0));
-    TT_CHECK(fetch_wait(&g, 30) == 1);
-    TT_CHECK_EQ_INT(g.st.code, TFRDV_OK);
-    TT_CHECK(check_bytes(g.val, 100000, 9));
+    send_and_fetch(&A, 0, &g, 802, "stillok", 100000, 9);
     fetch_fini(&g);
     rm_worker(&a3);
     TT_CHECK_EQ_INT(f.calls, 1);
