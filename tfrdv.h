@@ -144,9 +144,8 @@
    TRANSPORTS (one life cycle for all of them: the loopback here, tfrdv_tcp.h, tfrdv_grpc.h,
    tfrdv_verbs.h, and yours)
      1. X_create(&config, &x, &st)      config.hooks.allocator is where all its memory comes from
-     2. mc.transport = X_transport(x)   the vtable holds a reference on x; tfrdv_mgr_create takes
-                                        it over on success (a failed create leaves it to you:
-                                        call its destroy)
+     2. mc.transport = X_transport(x)   each manager created with this vtable holds x until it
+                                        goes (tfrdv_transport.ref): copy configs freely
      3. X_attach(x, mgr, &st)           servers only: start serving mgr's tables
      4. ... fetches ...                 a fetch through x after X_destroy fails UNAVAILABLE at once
      5. X_destroy(x) and tfrdv_mgr_destroy(mgr), in either order: X_destroy stops x (its calls
@@ -154,7 +153,8 @@
         the memory goes with the last reference.
      Several transports at once: tfrdv_router_create picks one per source worker. A provider's
      contract (start_call, cancel_call, exactly one finish) is at tfrdv_transport below, and
-     examples/custom_transport.c implements one in about 120 lines.
+     examples/custom_transport.c implements one, with cancellation, deadlines and give-back, in
+     about 220 lines.
 
    THREADS
      Thread-safe (any thread, concurrently, on the same object): tfrdv_send, tfrdv_recv_async,
@@ -593,13 +593,20 @@ TFRDV_API tfrdv_code tfrdv_cancel_mgr_reset(tfrdv_cancel_mgr* cm);
 /* ---------------------------------------------------------------------------------------------
    Rendezvous (local table; also the per-step object of a step manager)
    --------------------------------------------------------------------------------------------- */
+/* Config fields, here and in the companions: 0 always means the default (said in each field's
+   comment); in a field whose comment names it, TFRDV_OFF turns off what the field bounds or times
+   (no deadline, no window, no free list, no retries). A negative value in a field that does not
+   name TFRDV_OFF is INVALID_ARGUMENT. */
+#define TFRDV_OFF (-1)
+
 typedef struct tfrdv_config {
     tfrdv_hooks hooks;
     int num_shards; /* lock shards (0: 4); keys are spread over shards by hash */
     int min_buckets; /* initial hash buckets per shard, power of two (0: 16); tables grow, and
                         shrink back towards this size as keys leave */
     int free_max;    /* recycled items and channels kept per shard and kind (0: 256 items, 64
-                        channels, freed when a table shrinks; n > 0: n of each, kept; <0: none).
+                        channels, freed when a table shrinks; n > 0: n of each, kept; TFRDV_OFF:
+                        none).
                         Within it the steady state allocates nothing (see MEMORY) */
     size_t max_key_len; /* longest key accepted (0: 4096 bytes); longer: INVALID_ARGUMENT */
 } tfrdv_config;
@@ -685,6 +692,8 @@ TFRDV_API size_t tfrdv_pending(tfrdv_rendezvous* r, tfrdv_pending_fn fn, void* u
 
 /* ---------------------------------------------------------------------------------------------
    Transports (provider side). A transport fetches one tensor from another worker per call.
+   Build a tfrdv_transport from a zeroed struct (memset, or = {0} in C): fields may be added in
+   later versions, and one left undefined would be called.
    Provider contract (enforced by the core):
      - start_call(call): begin the fetch; finish it later (or inside start_call) with exactly one
        tfrdv_call_finish() or tfrdv_call_finish_status(). Never touch the call after finishing it.
@@ -700,7 +709,12 @@ typedef struct tfrdv_transport {
     void* user;
     void (*start_call)(void* user, tfrdv_call* call);
     void (*cancel_call)(void* user, tfrdv_call* call);
-    void (*destroy)(void* user);
+    void (*destroy)(void* user); /* the manager that held it is gone (optional) */
+    /* Optional. Set: every manager given this vtable takes its own reference with ref(user) when
+       its create succeeds, and drops it with destroy(user) when it goes, so one vtable (or a
+       copied config) may serve any number of managers. NULL: the one manager given it owns it,
+       and destroy runs once, when that manager goes. */
+    void (*ref)(void* user);
 } tfrdv_transport;
 
 TFRDV_API int64_t tfrdv_call_step_id(const tfrdv_call* call);
@@ -734,6 +748,13 @@ TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* 
    detail TFRDV_DETAIL_WORKER_RESTARTED. */
 TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* status,
                                         tfrdv_value* value, int is_dead);
+/* tfrdv_call_finish_status for a provider that can give a value back to where it came from (an
+   in-process transport: tfrdv_mgr_serve_return on the serving manager). Returns 1 when status is
+   OK but the receiver already had its answer (it was cancelled, aborted or timed out while this
+   one was on its way): then value (and is_dead) stay the caller's, to give back or release.
+   Returns 0 otherwise: the value was taken, as by tfrdv_call_finish_status. */
+TFRDV_API int tfrdv_call_finish_keep(tfrdv_call* call, const tfrdv_status* status,
+                                     tfrdv_value* value, int is_dead);
 
 /* ---------------------------------------------------------------------------------------------
    Step manager: one rendezvous per step id, created on demand, plus the serving side.
@@ -800,26 +821,32 @@ struct tfrdv_mgr_config {
     tfrdv_copy_fn same_worker_copy;
     void* same_worker_copy_user;
     int num_shards;                /* per step rendezvous (0: 1) */
-    int64_t deferred_timeout_ns;   /* remote requests for an uninitialised step (0: 60 s; <0 none) */
+    int64_t deferred_timeout_ns;   /* remote requests for an uninitialised step (0: 60 s;
+                                      TFRDV_OFF: no deadline) */
     int tombstone_max;             /* cleaned step ids remembered (0: 1024) */
     int64_t tombstone_ttl_ns;      /* and for how long (0: 60 s) */
-    int request_id_window;         /* recent request ids kept for dedup (0: 16384; <0: no dedup) */
-    int response_cache;            /* answer a retried request id with the same response */
+    int request_id_window;         /* recent request ids kept for dedup (0: 16384; TFRDV_OFF: no
+                                      dedup) */
+    int response_cache;            /* 1: answer a retried request id with the same response
+                                      (0: no cache, the default) */
     int response_cache_max;        /* cached entries (0: 4096); beyond it requests are uncached */
-    int64_t call_timeout_ns;       /* remote-call deadline per receive (0: none) */
-    int call_max_retries;          /* retries on UNAVAILABLE (0: none) */
+    int64_t call_timeout_ns;       /* remote-call deadline per receive (0: none, the default;
+                                      TFRDV_OFF: none) */
+    int call_max_retries;          /* retries on UNAVAILABLE (0: none, the default; TFRDV_OFF:
+                                      none) */
     int64_t retry_backoff_ns;      /* first backoff (0: 1 ms); x1.3 per retry */
     int64_t retry_backoff_max_ns;  /* cap (0: 10 s) */
-    int call_freelist_max;         /* recycled call objects kept (0: 1000; <0: none) */
+    int call_freelist_max;         /* recycled call objects kept (0: 1000; TFRDV_OFF: none) */
     int free_max;                  /* recycled items and channels per step shard and kind, and
-                                      recycled serve records (0: as tfrdv_config; <0: none) */
+                                      recycled serve records (0: as tfrdv_config; TFRDV_OFF:
+                                      none) */
     size_t max_key_len;            /* longest key sent, received or served (0: 4096 bytes) */
     int max_deferred;              /* requests waiting for step initialisation, all steps together
                                       (0: 65536); beyond it RESOURCE_EXHAUSTED */
     /* Idle-step policy: tfrdv_mgr_expire cleans up (as tfrdv_mgr_cleanup, tombstone included) a
        step that nobody holds a reference to and that has nothing buffered, waiting, deferred or
        in flight, once it stayed so for this long: a worker whose steps a remote master starts
-       (a TensorFlow cluster) needs no step bookkeeping. 0: never (the default). */
+       (a TensorFlow cluster) needs no step bookkeeping. 0: never, the default; TFRDV_OFF: never. */
     int64_t step_idle_timeout_ns;
     tfrdv_trace_fn trace;          /* optional transfer trace, see tfrdv_trace_event */
     void* trace_user;
@@ -944,8 +971,7 @@ TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopb
 /* Unregisters every worker (a fetch through lb fails UNAVAILABLE from now on) and drops the
    owner's reference: before or after its managers (TRANSPORTS). */
 TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb);
-/* The vtable for tfrdv_mgr_config.transport. It holds a reference on lb, dropped by its destroy
-   (the manager calls it when it goes; call it yourself if no manager took the vtable). */
+/* The vtable for tfrdv_mgr_config.transport: each manager given it holds lb (TRANSPORTS). */
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb);
 /* Route worker_name (e.g. "/job:ps/replica:0/task:0") to mgr; replaces an earlier entry (a
    "restart"); mgr NULL removes it. */
@@ -981,9 +1007,10 @@ typedef struct tfrdv_router_config {
     void* pick_user;
 } tfrdv_router_config;
 TFRDV_API tfrdv_router_config tfrdv_router_config_init(void);
-/* Builds the routing transport into *out (for tfrdv_mgr_config.transport). On success it owns
-   the routes' transports: its destroy calls each distinct transport's destroy once. On failure it
-   takes nothing and names the bad route (a pattern that does not parse, a transport without
+/* Builds the routing transport into *out (for ONE manager's tfrdv_mgr_config.transport: the
+   router has no ref hook, the manager owns it). It holds each distinct route transport as a
+   manager would: a reference (its ref hook) now, or the ownership of one without a ref hook; its
+   destroy drops them (each distinct transport's destroy once). On failure it takes nothing and names the bad route (a pattern that does not parse, a transport without
    start_call or cancel_call). A pick answer out of range fails that call INTERNAL. A call no route
    matches fails INTERNAL "tfrdv router: no route for worker <name>" (as an unknown worker does
    with the manager's resolve hook). */
@@ -4246,6 +4273,10 @@ TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** o
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: incomplete allocator or sync hooks (give all functions or none)");
     if (!c.transport.start_call != !c.transport.cancel_call)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: transport needs both start_call and cancel_call");
+    /* TFRDV_OFF where the default is already "none" */
+    if (c.call_timeout_ns == TFRDV_OFF) c.call_timeout_ns = 0;
+    if (c.call_max_retries == TFRDV_OFF) c.call_max_retries = 0;
+    if (c.step_idle_timeout_ns == TFRDV_OFF) c.step_idle_timeout_ns = 0;
     if (c.num_shards < 0 || c.tombstone_max < 0 || c.response_cache_max < 0 || c.call_max_retries < 0 ||
         c.call_timeout_ns < 0 || c.retry_backoff_ns < 0 || c.retry_backoff_max_ns < 0 || c.tombstone_ttl_ns < 0 ||
         c.max_deferred < 0 || c.step_idle_timeout_ns < 0)
@@ -4296,6 +4327,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** o
     mgr->recent.key = mgr->tombs.key = mgr->hkey;
     mgr->incarnation = c.incarnation;
     while (mgr->incarnation == 0) mgr->incarnation = (uint64_t)tfrdv__rid_locked(mgr);
+    if (c.transport.ref) c.transport.ref(c.transport.user); /* ours from here: destroy drops it */
     *out = mgr;
     return TFRDV_OK;
 }
@@ -5621,6 +5653,13 @@ TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* st
                                         tfrdv_value* value, int is_dead) {
     tfrdv__call_finish(call, status, value, is_dead, 0, 0);
 }
+TFRDV_API int tfrdv_call_finish_keep(tfrdv_call* call, const tfrdv_status* status,
+                                     tfrdv_value* value, int is_dead) {
+    tfrdv_value* kept = 0;
+    int kept_dead = 0;
+    tfrdv__call_finish(call, status, value, is_dead, &kept, &kept_dead);
+    return kept || kept_dead;
+}
 
 TFRDV_API int64_t tfrdv_call_step_id(const tfrdv_call* call) { return call ? call->step_id : 0; }
 TFRDV_API tfrdv_str tfrdv_call_key(const tfrdv_call* call) {
@@ -5988,6 +6027,7 @@ TFRDV__PRIVATE void tfrdv__lb_req_free(tfrdv_loopback* lb, tfrdv__lb_req* q) {
 TFRDV__PRIVATE void tfrdv__lb_unref(void* p) {
     tfrdv_loopback* lb = (tfrdv_loopback*)p;
     if (tfrdv__atomic_add(&lb->refs, -1) != 0) return;
+    TFRDV_ASSERT(lb->destroyed && "tfrdv_loopback: more destroys than references (a vtable's destroy called by hand?)");
     tfrdv__free(&lb->hooks.allocator, lb->w, lb->cap * sizeof *lb->w);
     while (lb->free_reqs) {
         tfrdv__lb_req* q = lb->free_reqs;
@@ -6130,18 +6170,18 @@ TFRDV__PRIVATE void tfrdv__lb_served(void* u, const tfrdv_status* st, const tfrd
             back = v; /* not delivered: the table's again */
             back_dead = dead;
         } else {
-            tfrdv_value* kept = 0;
             if (v->size) memcpy(copy->data, v->data, (size_t)v->size);
-            tfrdv__call_finish(call, st, copy, dead, &kept, &back_dead);
-            if (kept) { /* the receiver gave up meanwhile: give back the original */
-                tfrdv_value_release(kept);
-                back = v;
+            if (tfrdv_call_finish_keep(call, st, copy, dead)) { /* the receiver gave up meanwhile */
+                tfrdv_value_release(copy);
+                back = v; /* the original goes back */
+                back_dead = dead;
             } else {
                 tfrdv_value_release(v);
             }
         }
-    } else {
-        tfrdv__call_finish(call, st, v, dead, &back, &back_dead);
+    } else if (tfrdv_call_finish_keep(call, st, v, dead)) {
+        back = v;
+        back_dead = dead;
     }
     if (back || back_dead)
         tfrdv_mgr_serve_return(target, q->step_id, q->key, q->key_len, q->request_id, sa, back, back_dead, 0);
@@ -6223,13 +6263,14 @@ TFRDV__PRIVATE void tfrdv__lb_cancel(void* user, tfrdv_call* call) {
     tfrdv__lb_req_unref(q);
     if (c) tfrdv_call_finish(c, TFRDV_CANCELLED, "loopback: call cancelled", 0, 0);
 }
+TFRDV__PRIVATE void tfrdv__lb_ref(void* p) { tfrdv__atomic_add(&((tfrdv_loopback*)p)->refs, 1); }
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
     tfrdv_transport t;
-    if (lb) tfrdv__atomic_add(&lb->refs, 1); /* dropped by t.destroy */
     t.user = lb;
     t.start_call = tfrdv__lb_start;
     t.cancel_call = tfrdv__lb_cancel;
     t.destroy = lb ? tfrdv__lb_unref : 0;
+    t.ref = lb ? tfrdv__lb_ref : 0; /* each manager holds lb (TRANSPORTS) */
     return t;
 }
 
@@ -6352,6 +6393,13 @@ TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_t
         d->t = cfg->routes[i].transport;
     }
     rt->n = cfg->num_routes;
+    for (i = 0; i < rt->n; i++) { /* a reference of the router's own on each distinct transport
+                                     that counts them (destroy drops it, as a manager's would) */
+        size_t j;
+        int seen = 0;
+        for (j = 0; j < i && !seen; j++) seen = rt->r[j].t.user == rt->r[i].t.user && rt->r[j].t.destroy == rt->r[i].t.destroy;
+        if (!seen && rt->r[i].t.ref) rt->r[i].t.ref(rt->r[i].t.user);
+    }
     out->user = rt;
     out->start_call = tfrdv__router_start;
     out->cancel_call = tfrdv__router_cancel;
@@ -6465,10 +6513,7 @@ TFRDV_API tfrdv_code tfrdv_loopback_add_worker(tfrdv_loopback* lb, const char* w
     c.worker_name = worker_name;
     c.transport = tfrdv_loopback_transport(lb);
     rc = tfrdv_mgr_create(&c, out, st);
-    if (rc != TFRDV_OK) {
-        c.transport.destroy(c.transport.user); /* a failed create takes nothing */
-        return rc;
-    }
+    if (rc != TFRDV_OK) return rc;
     rc = tfrdv_loopback_register(lb, worker_name, *out, st);
     if (rc != TFRDV_OK) {
         tfrdv_mgr_destroy(*out);

@@ -256,11 +256,11 @@ typedef struct tfrdv_grpc_config {
                                      a hung or hostile server cannot hold a receive forever; on
                                      expiry the receive fails DEADLINE_EXCEEDED naming this field
                                      (the value stays on the server). 0: TFRDV_GRPC_RECV_TIMEOUT_NS;
-                                     negative: none (TensorFlow's unbounded wait) */
+                                     TFRDV_OFF: none (TensorFlow's unbounded wait) */
     int64_t serve_deadline_margin_ns; /* server: a RecvTensor call with less than this left before
                                      its deadline is answered DEADLINE_EXCEEDED and the value stays
                                      buffered, as a reply then would reach the client after it
-                                     gave up (0: TFRDV_GRPC_SERVE_MARGIN_NS; negative: none) */
+                                     gave up (0: TFRDV_GRPC_SERVE_MARGIN_NS; TFRDV_OFF: none) */
     const tfrdv_grpc_device* devices; /* GetStatus answer (copied); none: one device
                                          "<worker>/device:CPU:0" with the manager's incarnation */
     size_t num_devices;
@@ -282,7 +282,7 @@ TFRDV_API tfrdv_grpc_config tfrdv_grpc_config_init(void);
 
 TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc** out,
                                        tfrdv_status* st);
-/* The vtable for tfrdv_mgr_config.transport. It holds a reference on g (dropped by its destroy). */
+/* The vtable for tfrdv_mgr_config.transport: each manager given it holds g until it goes. */
 TFRDV_API tfrdv_transport tfrdv_grpc_transport(tfrdv_grpc* g);
 /* Binds the manager (one per tfrdv_grpc; a reference is held until destroy): starts the server
    when listen_address is set and drives tfrdv_mgr_expire. Its clock converts call deadlines. */
@@ -1827,17 +1827,21 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_cancel(void* user, tfrdv_call* call) {
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_destroy(void* user) { tfrdv_grpc__unref((tfrdv_grpc*)user); }
 
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_ref(void* user) {
+    tfrdv_grpc* g = (tfrdv_grpc*)user;
+    pthread_mutex_lock(&g->mu);
+    g->refs++;
+    pthread_mutex_unlock(&g->mu);
+}
 TFRDV_API tfrdv_transport tfrdv_grpc_transport(tfrdv_grpc* g) {
     tfrdv_transport t;
     memset(&t, 0, sizeof t);
     if (!g) return t;
-    pthread_mutex_lock(&g->mu);
-    g->refs++;
-    pthread_mutex_unlock(&g->mu);
     t.user = g;
     t.start_call = tfrdv_grpc__t_start;
     t.cancel_call = tfrdv_grpc__t_cancel;
     t.destroy = tfrdv_grpc__t_destroy;
+    t.ref = tfrdv_grpc__t_ref; /* each manager holds g until it goes (TRANSPORTS in tfrdv.h) */
     return t;
 }
 

@@ -380,6 +380,7 @@ FX_FN faults* faults_create(tfrdv_loopback* lb, uint64_t seed) {
 /* The vtable for tfrdv_mgr_config.transport (destroy NULL: faults outlives the managers). */
 FX_FN tfrdv_transport faults_transport(faults* f) {
     tfrdv_transport t;
+    memset(&t, 0, sizeof t); /* fields may be added: start from zero */
     t.user = f;
     t.start_call = faults_start;
     t.cancel_call = faults_cancel;
@@ -489,7 +490,6 @@ FX_FN long faults_destroy(faults* f) {
         tfrdv_value_release(q->v);
         free(q);
     }
-    if (f->inner.destroy) f->inner.destroy(f->inner.user); /* the loopback vtable's reference */
     pthread_mutex_destroy(&f->mu);
     free(f);
     return left;

@@ -133,6 +133,19 @@ static void test_loopback_and_its_managers_go_in_either_order(void) {
         cbad.num_shards = -1;
         TT_CHECK_EQ_INT(tfrdv_loopback_add_worker(lb, "/job:x/replica:0/task:0", &cbad, &bad, &st), TFRDV_INVALID_ARGUMENT);
         TT_CHECK(bad == 0);
+        { /* one vtable in one config, copied: each manager holds the loopback on its own */
+            tfrdv_mgr_config c1 = fx_mgr_config("/job:y/replica:0/task:0", 1, &a), c2;
+            tfrdv_mgr *m1, *m2;
+            c1.transport = tfrdv_loopback_transport(lb);
+            c2 = c1;
+            c2.worker_name = "/job:y/replica:0/task:1";
+            m1 = mk(&c1);
+            m2 = mk(&c2);
+            c2.num_shards = -1; /* refused: takes nothing */
+            TT_CHECK_EQ_INT(tfrdv_mgr_create(&c2, &bad, &st), TFRDV_INVALID_ARGUMENT);
+            tfrdv_mgr_destroy(m1);
+            tfrdv_mgr_destroy(m2);
+        }
         ra = step(ma, 5, 1);
         rb = step(mb, 5, 1);
         key(&k, B0, INC_B, A0, "order");
@@ -212,6 +225,32 @@ static void test_create_rejects_bad_config_without_leaks(void) {
     TT_CHECK_EQ_INT(tfrdv_mgr_incarnation(m), INC_A);
     tfrdv_mgr_destroy(m);
     TT_CHECK_EQ_INT(transport_destroys, 1);
+    FX_CHECK_EMPTY(&a);
+}
+
+/* 0 is the default in every field; TFRDV_OFF turns off the fields that name it; another negative
+   value in a field that does not is refused naming the problem */
+static void test_config_zero_is_default_and_tfrdv_off_turns_off(void) {
+    fx_alloc a = {0};
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
+    tfrdv_mgr* m = 0;
+    tfrdv_status st;
+    c.call_timeout_ns = TFRDV_OFF;
+    c.call_max_retries = TFRDV_OFF;
+    c.step_idle_timeout_ns = TFRDV_OFF;
+    c.deferred_timeout_ns = TFRDV_OFF;
+    c.request_id_window = TFRDV_OFF;
+    c.call_freelist_max = TFRDV_OFF;
+    c.free_max = TFRDV_OFF;
+    TT_CHECK_EQ_INT(tfrdv_mgr_create(&c, &m, &st), TFRDV_OK);
+    tfrdv_mgr_destroy(m);
+    c = fx_mgr_config(WB, INC_B, &a);
+    c.call_timeout_ns = -2;
+    TT_CHECK_EQ_INT(tfrdv_mgr_create(&c, &m, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "negative");
+    c = fx_mgr_config(WB, INC_B, &a);
+    c.tombstone_max = TFRDV_OFF; /* does not name it */
+    TT_CHECK_EQ_INT(tfrdv_mgr_create(&c, &m, &st), TFRDV_INVALID_ARGUMENT);
     FX_CHECK_EMPTY(&a);
 }
 
@@ -1571,6 +1610,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_find_argument_errors);
     TT_RUN(test_loopback_and_its_managers_go_in_either_order);
     TT_RUN(test_create_rejects_bad_config_without_leaks);
+    TT_RUN(test_config_zero_is_default_and_tfrdv_off_turns_off);
     TT_RUN(test_incarnation_zero_is_derived_nonzero);
     TT_RUN(test_serve_before_initialize_is_deferred_then_answered_in_arrival_order);
     TT_RUN(test_step_requested_hook_starts_the_step_and_the_request_is_served);

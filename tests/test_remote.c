@@ -653,7 +653,6 @@ static void test_event_between_registration_and_start_completes_once(void) {
             ca = world_cfg(&w, WA, INC_A);
             ca.call_timeout_ns = 1000;
             x.inner = tfrdv_loopback_transport(w.lb);
-            x.inner.destroy(x.inner.user); /* borrowed: the loopback lives until world_end */
             x.w = &w;
             x.ev = ev;
             x.cm = world_cm(&w);
@@ -994,7 +993,6 @@ static void test_cancel_call_after_finish_is_harmless(void) {
     w.f->on_start = observe;
     w.f->on_start_user = &s;
     lbt = tfrdv_loopback_transport(w.lb);
-    lbt.destroy(lbt.user); /* borrowed: the loopback lives until world_end */
     ft = faults_transport(w.f);
     key(&k, B0, INC_B, A0, "finished");
     for (via = 0; via < 2; via++) {
@@ -1272,6 +1270,43 @@ static void sc_world(world* w, uint64_t seed, script* sc, tfrdv_mgr_config* ca) 
     ca->transport.user = sc;
     ca->transport.start_call = sc_start;
     ca->transport.cancel_call = sc_cancel;
+}
+
+/* tfrdv_call_finish_keep: an OK answer for a receiver that already gave up stays the provider's
+   (returns 1, nothing released); otherwise it behaves as tfrdv_call_finish_status */
+static void test_finish_keep_leaves_an_unwanted_value_with_the_provider(void) {
+    world w;
+    script sc;
+    tfrdv_mgr_config ca;
+    fx_key k;
+    fx_value v;
+    fx_recv r1, r2;
+    tfrdv_cancel_mgr* cm;
+    tfrdv_args args;
+    tfrdv_call* held;
+    memset(&r1, 0, sizeof r1);
+    memset(&r2, 0, sizeof r2);
+    sc_world(&w, 41, &sc, &ca);
+    world_start(&w, &ca);
+    cm = world_cm(&w);
+    args = cancel_args(cm);
+    key(&k, B0, INC_B, A0, "kept");
+    sc.mode = SC_HOLD;
+    recv(w.ra, &k, &args, &r1);
+    held = sc.held;
+    tfrdv_cancel_start(cm); /* the receiver gives up: CANCELLED, the provider still owes a finish */
+    TT_CHECK(r1.calls == 1 && r1.st.code == TFRDV_CANCELLED);
+    fx_value_init(&v, 9);
+    TT_CHECK_EQ_INT(tfrdv_call_finish_keep(held, 0, &v.v, 0), 1);
+    TT_CHECK_EQ_INT(fx_released(&v), 0); /* still ours */
+    TT_CHECK_EQ_INT(r1.calls, 1);
+    /* a wanted answer is delivered (0): the receiver owns it */
+    recv(w.ra, &k, 0, &r2);
+    TT_CHECK_EQ_INT(tfrdv_call_finish_keep(sc.held, 0, &v.v, 0), 0);
+    TT_CHECK(r2.calls == 1 && r2.st.code == TFRDV_OK && fx_recv_matches(&r2, 9));
+    TT_CHECK_EQ_INT(fx_released(&v), 1);
+    TT_CHECK_EQ_INT(stats(w.ma).double_finishes, 0);
+    world_end(&w);
 }
 
 static void test_provider_finishing_after_cancel_releases_its_value_and_recycles_the_call(void) {
@@ -1806,6 +1841,7 @@ int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_remote_recv_then_send_delivers_bytes_and_shape_zero_copy);
     TT_RUN(test_threads_cancel_racing_the_answer_never_loses_the_value);
+    TT_RUN(test_finish_keep_leaves_an_unwanted_value_with_the_provider);
     TT_RUN(test_remote_send_then_recv_delivers_at_once);
     TT_RUN(test_remote_recv_into_receiver_memory_with_alloc_fn);
     TT_RUN(test_remote_dead_values_arrive_dead);

@@ -148,8 +148,6 @@ static void world_up(world* w, void (*tweak)(tfrdv_mgr_config* ca, tfrdv_mgr_con
     h = fx_alloc_hooks(&w->a);
     TT_CHECK_EQ_INT(tfrdv_loopback_create(&h, &w->lb, 0), TFRDV_OK);
     w->inner = tfrdv_loopback_transport(w->lb);
-    w->inner.destroy(w->inner.user); /* borrowed: the loopback lives until world_down */
-    w->inner.destroy = 0;
     ca = tfrdv_mgr_config_init();
     ca.hooks = h;
     ca.worker_name = WA;
