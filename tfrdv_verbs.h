@@ -121,8 +121,9 @@
 
    ORDER OF TEARDOWN
      The life cycle of TRANSPORTS in tfrdv.h: tfrdv_verbs_destroy(v) and tfrdv_mgr_destroy(mgr)
-     in either order. The vtable from tfrdv_verbs_transport holds a reference on v that its
-     destroy (run by the manager) drops. tfrdv_verbs_destroy stops v: every call in flight
+     in either order. Each manager created with the vtable from tfrdv_verbs_transport holds a
+     reference on v (tfrdv_transport.ref) that it drops when it goes (tfrdv_transport.destroy),
+     so one vtable may serve several managers. tfrdv_verbs_destroy stops v: every call in flight
      finishes UNAVAILABLE "verbs transport destroyed" (exactly once), every request being served
      is withdrawn and its callback waited for, the progress thread is joined, peers, rings and
      registrations are freed, the device is closed and the attached manager's reference dropped;
@@ -240,8 +241,8 @@ TFRDV_API tfrdv_verbs_config tfrdv_verbs_config_init(void);
    (the message lists the candidates). INVALID_ARGUMENT: bad config. */
 TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_verbs** out,
                                         tfrdv_status* st);
-/* The vtable for tfrdv_mgr_config.transport. It holds a reference on v (dropped by its
-   destroy), so tfrdv_verbs_destroy and tfrdv_mgr_destroy may come in either order. */
+/* The vtable for tfrdv_mgr_config.transport: each manager given it holds v until it goes, so
+   tfrdv_verbs_destroy and tfrdv_mgr_destroy may come in either order. */
 TFRDV_API tfrdv_transport tfrdv_verbs_transport(tfrdv_verbs* v);
 /* The manager whose tables answer the peers' requests (one reference is held until destroy);
    its clock also times deadlines. Requests arriving before this fail UNAVAILABLE. */
@@ -1052,7 +1053,7 @@ struct tfrdv_verbs {
     pthread_t thr;
     int has_thr;
     int stop, destroying;          /* under mu; destroying: tfrdv_verbs_destroy began */
-    long refs;                     /* under mu: the owner's and one per tfrdv_verbs_transport */
+    long refs;                     /* under mu: the owner's and one per manager using v */
     long entered;                  /* under mu: start_call/cancel_call running (destroy waits) */
     int64_t next_timer;
     tfrdv_verbs__pend* pends;      /* bootstrap exchanges under way (changed by progress only) */
@@ -3534,17 +3535,21 @@ TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v) {
     tfrdv_verbs__unref(v); /* the owner's reference; a manager's vtable may hold more */
 }
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__t_destroy(void* user) { tfrdv_verbs__unref((tfrdv_verbs*)user); }
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__t_ref(void* user) {
+    tfrdv_verbs* v = (tfrdv_verbs*)user;
+    pthread_mutex_lock(&v->mu);
+    v->refs++;
+    pthread_mutex_unlock(&v->mu);
+}
 TFRDV_API tfrdv_transport tfrdv_verbs_transport(tfrdv_verbs* v) {
     tfrdv_transport t;
     memset(&t, 0, sizeof t);
     if (!v) return t;
-    pthread_mutex_lock(&v->mu);
-    v->refs++;
-    pthread_mutex_unlock(&v->mu);
     t.user = v;
     t.start_call = tfrdv_verbs__start_call;
     t.cancel_call = tfrdv_verbs__cancel_call;
     t.destroy = tfrdv_verbs__t_destroy;
+    t.ref = tfrdv_verbs__t_ref; /* each manager holds v until it goes (TRANSPORTS in tfrdv.h) */
     return t;
 }
 TFRDV_API tfrdv_code tfrdv_verbs_attach(tfrdv_verbs* v, tfrdv_mgr* mgr, tfrdv_status* st) {

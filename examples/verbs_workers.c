@@ -56,10 +56,7 @@ static int node_create(node* n, const char* name, int listen_port, tfrdv_status*
     mc.worker_name = name;
     mc.transport = tfrdv_verbs_transport(n->v);
     mc.call_timeout_ns = (int64_t)30 * 1000000000; /* every fetch finishes within 30 s */
-    if (tfrdv_mgr_create(&mc, &n->m, st) != TFRDV_OK) {
-        mc.transport.destroy(mc.transport.user); /* a failed create leaves the vtable to us */
-        return 0;
-    }
+    if (tfrdv_mgr_create(&mc, &n->m, st) != TFRDV_OK) return 0;
     return tfrdv_verbs_attach(n->v, n->m, st) == TFRDV_OK;
 }
 static void node_destroy(node* n) {

@@ -1128,6 +1128,29 @@ static void test_destroy_while_fetching(void) {
     TT_CHECK_EQ_INT(standin_live_mrs(), 0);
 }
 
+/* TRANSPORTS in tfrdv.h: each manager given the vtable holds the transport until it goes; the
+   memory goes with the last of them (a counting allocator shows when). */
+static void test_two_managers_one_transport(void) {
+    worker a;
+    tfrdv_mgr* m2 = 0;
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_status st;
+    fx_alloc fa;
+    if (!standin_ok()) return;
+    memset(&fa, 0, sizeof fa);
+    si_alloc = fx_alloc_hooks(&fa).allocator;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0));
+    mc.worker_name = a.name;
+    mc.transport = tfrdv_verbs_transport(a.v);
+    TT_CHECK(tfrdv_mgr_create(&mc, &m2, &st) == TFRDV_OK);
+    tfrdv_verbs_destroy(a.v);
+    TT_CHECK_EQ_INT(fx_live(&fa), 1); /* stopped: only the struct is left, held by two managers */
+    tfrdv_mgr_destroy(a.m);
+    TT_CHECK_EQ_INT(fx_live(&fa), 1);
+    tfrdv_mgr_destroy(m2);            /* the last reference */
+    FX_CHECK_EMPTY(&fa);
+}
+
 /* Issue 22 item 3: every allocation of the transport goes through hooks.allocator. Two workers
    exchange tensors both ways (a shape change included: METADATA and RE-REQUEST) with counting
    allocators for both transports and both managers: each transport allocated through its hooks,
@@ -1305,6 +1328,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_reconnect);
     TT_RUN(test_destroy_transport_first);
     TT_RUN(test_destroy_while_fetching);
+    TT_RUN(test_two_managers_one_transport);
     TT_RUN(test_allocator_counts);
     TT_RUN(test_allocator_failures);
 #endif

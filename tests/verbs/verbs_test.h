@@ -43,10 +43,7 @@ static int mk_worker(worker* w, int task, const wopts* o, tfrdv_status* st) {
     mc.incarnation = INC;
     mc.transport = tfrdv_verbs_transport(w->v);
     mc.call_timeout_ns = o ? o->call_timeout_ns : 0;
-    if (tfrdv_mgr_create(&mc, &w->m, st) != TFRDV_OK) {
-        mc.transport.destroy(mc.transport.user); /* a failed create leaves the vtable to us */
-        return 0;
-    }
+    if (tfrdv_mgr_create(&mc, &w->m, st) != TFRDV_OK) return 0;
     return tfrdv_verbs_attach(w->v, w->m, st) == TFRDV_OK;
 }
 static void rm_worker(worker* w) {
