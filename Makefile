@@ -57,8 +57,10 @@ $(B)/ex_%: examples/%.c $(HEADERS)
 RUN_MATRIX ?= 1
 TFRDV_STRESS_OPS ?= 1000000
 JOBS ?= $(shell nproc 2> /dev/null || echo 2)
+# build in parallel unless the caller already chose (make -jN test)
+PAR = $(if $(findstring j,$(firstword -$(MAKEFLAGS))),,-j$(JOBS))
 test:
-	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@$(MAKE) --no-print-directory $(PAR) all
 	@B=$(B) CC=$(CC) CXX=$(CXX) SAN="$(SAN)" V=$(V) RUN_MATRIX=$(RUN_MATRIX) TFRDV_STRESS_OPS=$(TFRDV_STRESS_OPS) bash tests/run.sh
 
 NEED_CLANG = @command -v clang > /dev/null || { echo "make $@ needs clang: sudo apt-get install -y --no-install-recommends clang libclang-rt-14-dev"; exit 1; }
@@ -70,7 +72,7 @@ tsan:
 	@$(MAKE) --no-print-directory test B=build/tsan CC=clang CXX=clang++ OPT="-O1 -g" SAN="-fsanitize=thread" RUN_MATRIX=0 TFRDV_STRESS_OPS=300000
 check: test
 valgrind:
-	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@$(MAKE) --no-print-directory $(PAR) all
 	@B=$(B) VALGRIND=1 RUN_MATRIX=0 TFRDV_STRESS_OPS=100000 bash tests/run.sh
 
 # the ps and the worker as two processes over tfrdv_tcp.h (a Unix socket); the in-process loopback

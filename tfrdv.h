@@ -1,4 +1,4 @@
-/* tfrdv.h - v0.1.0 - TensorFlow-compatible rendezvous for C - MIT or public domain (see end of file)
+/* tfrdv.h - v0.2.0 - TensorFlow-compatible rendezvous for C - MIT or public domain (see end of file)
 
    USAGE
      In exactly ONE .c or .cpp file:
@@ -33,7 +33,7 @@
                                  tfrdv_mgr_incarnation(ps), "/job:w/replica:0/task:0/device:CPU:0",
                                  "edge_1", frame_iter, &st);
      4. Transfer: tfrdv_send(rps, &k.parsed, NULL, value, 0, &st);      on the producer
-                  tfrdv_recv_async(rw, &k.parsed, NULL, on_recv, ctx);  on the consumer; on_recv
+                  tfrdv_recv_async(rw, &k.parsed, NULL, on_recv, ctx, &st);  on the consumer; on_recv
                   checks its status, then owns the value: tfrdv_value_release(v) when done
      5. Release:  tfrdv_unref(rps); tfrdv_unref(rw);      the step references
      6. Cleanup:  tfrdv_mgr_cleanup(ps, step_id); tfrdv_mgr_cleanup(w, step_id);  at step end
@@ -214,9 +214,9 @@
 #define TFRDV_H
 
 #define TFRDV_VERSION_MAJOR 0
-#define TFRDV_VERSION_MINOR 1
+#define TFRDV_VERSION_MINOR 2
 #define TFRDV_VERSION_PATCH 0
-#define TFRDV_VERSION_STRING "0.1.0"
+#define TFRDV_VERSION_STRING "0.2.0"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -636,11 +636,12 @@ TFRDV_API tfrdv_code tfrdv_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
    error. args may be NULL. The callback's recv_args->key names the key. Returns OK when accepted;
    otherwise no callback runs and the code says why: INVALID_ARGUMENT (NULL argument, a key longer
    than max_key_len; on a step rendezvous a destination device not on this worker),
-   FAILED_PRECONDITION (step rendezvous not initialised yet), RESOURCE_EXHAUSTED (out of memory).
-   The full reason, with the key, goes to the logger hook (hooks.logger, level 2): set one to read
-   it. (tfrdv_recv, the blocking form, returns it in its status.) */
+   FAILED_PRECONDITION (step rendezvous not initialised yet), RESOURCE_EXHAUSTED (out of memory),
+   and st (may be NULL) has the message naming the key; the logger hook (hooks.logger, level 2)
+   gets it too. */
 TFRDV_API tfrdv_code tfrdv_recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
-                                      const tfrdv_args* args, tfrdv_done_fn done, void* user);
+                                      const tfrdv_args* args, tfrdv_done_fn done, void* user,
+                                      tfrdv_status* st);
 #ifndef TFRDV_NO_THREADS
 /* Blocking receive. timeout_ns <= 0 waits forever. On DEADLINE_EXCEEDED the waiter is removed
    (nothing is delivered later; a value sent afterwards stays buffered for the next receiver).
@@ -3656,10 +3657,13 @@ TFRDV__HOT tfrdv_code tfrdv__recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_
     return tfrdv__local_recv(r, key, args, done, user, 1, est);
 }
 TFRDV_API tfrdv_code tfrdv_recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
-                                      const tfrdv_args* args, tfrdv_done_fn done, void* user) {
+                                      const tfrdv_args* args, tfrdv_done_fn done, void* user,
+                                      tfrdv_status* st) {
     tfrdv_status est;
     tfrdv_code rc = tfrdv__recv_async(r, key, args, done, user, &est);
-    return rc == TFRDV_OK || !r ? rc : tfrdv__log_status(&r->hooks, &est);
+    if (rc == TFRDV_OK) return rc;
+    if (st) tfrdv__status_copy(st, &est);
+    return r ? tfrdv__log_status(&r->hooks, &est) : rc;
 }
 
 #ifndef TFRDV_NO_THREADS
@@ -3930,12 +3934,11 @@ TFRDV_API tfrdv_code tfrdv_recv_batch_async(tfrdv_rendezvous* r, size_t n,
         tfrdv__batch_slots(b)[i].i = i;
     }
     for (i = 0; i < n; i++) {
-        tfrdv_code rc = tfrdv_recv_async(r, &keys[i], args, tfrdv__batch_one, &tfrdv__batch_slots(b)[i]);
-        if (rc != TFRDV_OK) {
-            /* not accepted (out of memory, or a key this rendezvous refuses): fail the rest */
-            tfrdv_status es;
+        tfrdv_status es;
+        if (tfrdv_recv_async(r, &keys[i], args, tfrdv__batch_one, &tfrdv__batch_slots(b)[i], &es) != TFRDV_OK) {
+            /* not accepted (out of memory, or a key this rendezvous refuses): fail the rest with
+               the refusal, which names the key */
             size_t j;
-            tfrdv__err(&es, rc, "tfrdv_recv_batch_async: receive of key %S not accepted (%s)", &keys[i].full, tfrdv_code_str(rc));
             for (j = i; j < n; j++) tfrdv__batch_one(&tfrdv__batch_slots(b)[j], &es, 0, 0, 0, 0);
             break;
         }

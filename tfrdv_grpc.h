@@ -1,4 +1,4 @@
-/* tfrdv_grpc.h - v0.1.0 - gRPC transport for tfrdv speaking TensorFlow's WorkerService - MIT or
+/* tfrdv_grpc.h - v0.2.0 - gRPC transport for tfrdv speaking TensorFlow's WorkerService - MIT or
    public domain (see the end of tfrdv.h)
 
    USAGE
@@ -140,11 +140,13 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_grpc.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 1
-#error "tfrdv_grpc.h 0.1 needs tfrdv.h 0.1 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 2
+#error "tfrdv_grpc.h 0.2 needs tfrdv.h 0.2 or a later 0.x"
 #endif
 
-#define TFRDV_GRPC_VERSION_STRING "0.1.0"
+#define TFRDV_GRPC_VERSION_MAJOR 0
+#define TFRDV_GRPC_VERSION_MINOR 2
+#define TFRDV_GRPC_VERSION_STRING "0.2.0"
 
 #ifdef __cplusplus
 extern "C" {

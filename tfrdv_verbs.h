@@ -1,4 +1,4 @@
-/* tfrdv_verbs.h - v0.1.0 - RDMA verbs transport for tfrdv - MIT or public domain (see tfrdv.h)
+/* tfrdv_verbs.h - v0.2.0 - RDMA verbs transport for tfrdv - MIT or public domain (see tfrdv.h)
 
    USAGE
      Include tfrdv.h first. In exactly ONE .c or .cpp file:
@@ -76,7 +76,7 @@
      the calls wait for their deadline. A side that only accepted the connection does not know
      the peer's address: its calls to a broken peer fail UNAVAILABLE until the peer reconnects
      (its next call does that) or either side calls tfrdv_verbs_connect again. With an exchange
-     callback, or reconnect_backoff_ns < 0, there is no automatic reconnect: call
+     callback, or reconnect_backoff_ns TFRDV_OFF, there is no automatic reconnect: call
      tfrdv_verbs_connect again (on both sides with a callback). A reconnect reaches the peer's
      listener, which accepts it once it has seen the old connection close.
 
@@ -151,11 +151,13 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_verbs.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0
-#error "tfrdv_verbs.h 0.1 needs tfrdv.h 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 2
+#error "tfrdv_verbs.h 0.2 needs tfrdv.h 0.2 or a later 0.x"
 #endif
 
-#define TFRDV_VERBS_VERSION_STRING "0.1.0"
+#define TFRDV_VERBS_VERSION_MAJOR 0
+#define TFRDV_VERBS_VERSION_MINOR 2
+#define TFRDV_VERBS_VERSION_STRING "0.2.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -227,8 +229,8 @@ typedef struct tfrdv_verbs_config {
     int retry_cnt;             /* (0: 7) */
     int rnr_retry;             /* (0: 7 = retry forever) */
     int64_t reconnect_backoff_ns;     /* after a failed reconnect, calls fail at once for this long,
-                                         doubling per failure in a row (0: 100 ms; < 0: never
-                                         reconnect; see LIFE CYCLE OF A PEER) */
+                                         doubling per failure in a row (0: 100 ms; TFRDV_OFF:
+                                         never reconnect; see LIFE CYCLE OF A PEER) */
     int64_t reconnect_backoff_max_ns; /* the window's cap (0: 10 s) */
     /* tests only: corrupt the rkey of every advertised receive buffer (proves the error path) */
     int test_corrupt_rkey;

@@ -93,9 +93,9 @@ static int64_t pair_loop(pair_ctx* c, long iters, int recv_first) {
     t0 = bu_now();
     for (i = 0; i < iters; i++) {
         const tfrdv_parsed_key* k = &c->ks->parsed[(unsigned)i & mask];
-        if (recv_first && tfrdv_recv_async(c->r, k, 0, count_done, &c->cb) != TFRDV_OK) bu_die("recv_async refused");
+        if (recv_first && tfrdv_recv_async(c->r, k, 0, count_done, &c->cb, 0) != TFRDV_OK) bu_die("recv_async refused");
         if (tfrdv_send(c->r, k, 0, &c->v, 0, 0) != TFRDV_OK) bu_die("send failed");
-        if (!recv_first && tfrdv_recv_async(c->r, k, 0, count_done, &c->cb) != TFRDV_OK) bu_die("recv_async refused");
+        if (!recv_first && tfrdv_recv_async(c->r, k, 0, count_done, &c->cb, 0) != TFRDV_OK) bu_die("recv_async refused");
     }
     t0 = bu_now() - t0;
     check_count(&c->cb, iters, recv_first ? "recv+send pair" : "send+recv pair");
@@ -268,7 +268,7 @@ static int64_t run_pc(void* p, long iters) {
         }
     } else {
         for (i = 0; i < iters; i++) {
-            if (tfrdv_recv_async(c->r, &c->ks->parsed[k], 0, pc_async_done, c) != TFRDV_OK) bu_die("recv_async refused");
+            if (tfrdv_recv_async(c->r, &c->ks->parsed[k], 0, pc_async_done, c, 0) != TFRDV_OK) bu_die("recv_async refused");
             if (++k == c->nkeys) k = 0;
         }
         pthread_mutex_lock(&c->mu);
@@ -499,7 +499,7 @@ static void bench_memory(keyset* ks1024) {
     snprintf(val, sizeof val, "%.1f B/item (%.2f allocs)", per, allocs);
     bu_row("queued sends, 100,000 on 1 key", val, 0, 0, "<= 64 B", per <= 64.0);
     memset(&cb, 0, sizeof cb);
-    for (i = 0; i < MEM_ITEMS; i++) tfrdv_recv_async(r, &ks1024->parsed[0], 0, count_done, &cb);
+    for (i = 0; i < MEM_ITEMS; i++) tfrdv_recv_async(r, &ks1024->parsed[0], 0, count_done, &cb, 0);
     check_count(&cb, MEM_ITEMS, "draining one key");
     snprintf(val, sizeof val, "%.1f B/item still held", (double)(cnt.live_bytes - live0) / MEM_ITEMS);
     bu_row("  after receiving all 100,000", val, 0, 0, 0, -1);
@@ -520,7 +520,7 @@ static void bench_memory(keyset* ks1024) {
              big.parsed[MEM_ITEMS - 1].full.len);
     bu_row(name, val, 0, 0, 0, -1);
     memset(&cb, 0, sizeof cb);
-    for (i = 0; i < MEM_ITEMS; i++) tfrdv_recv_async(r, &big.parsed[i], 0, count_done, &cb);
+    for (i = 0; i < MEM_ITEMS; i++) tfrdv_recv_async(r, &big.parsed[i], 0, count_done, &cb, 0);
     check_count(&cb, MEM_ITEMS, "draining distinct keys");
     snprintf(val, sizeof val, "%.1f B/item still held", (double)(cnt.live_bytes - live0) / MEM_ITEMS);
     bu_row("  after receiving all 100,000", val, 0, 0, 0, -1);
@@ -535,9 +535,9 @@ static void bench_memory(keyset* ks1024) {
         const tfrdv_parsed_key* k = &ks1024->parsed[i % ks1024->n];
         if (i & 1) {
             tfrdv_send(r, k, 0, &vals[0], 0, 0);
-            tfrdv_recv_async(r, k, 0, count_done, &cb);
+            tfrdv_recv_async(r, k, 0, count_done, &cb, 0);
         } else {
-            tfrdv_recv_async(r, k, 0, count_done, &cb);
+            tfrdv_recv_async(r, k, 0, count_done, &cb, 0);
             tfrdv_send(r, k, 0, &vals[0], 0, 0);
         }
     }
@@ -546,7 +546,7 @@ static void bench_memory(keyset* ks1024) {
     for (i = 0; i < 1000000; i++) {
         const tfrdv_parsed_key* k = &ks1024->parsed[i & 1023];
         tfrdv_send(r, k, 0, &vals[0], 0, 0);
-        tfrdv_recv_async(r, k, 0, count_done, &cb);
+        tfrdv_recv_async(r, k, 0, count_done, &cb, 0);
     }
     check_count(&cb, 1000000, "steady state pairs");
     snprintf(val, sizeof val, "%llu allocs / 1M pairs", (unsigned long long)(cnt.allocs - a0));
@@ -555,7 +555,7 @@ static void bench_memory(keyset* ks1024) {
     cb.got = 0;
     for (i = 0; i < 1000000; i++) {
         const tfrdv_parsed_key* k = &ks1024->parsed[i & 1023];
-        tfrdv_recv_async(r, k, 0, count_done, &cb);
+        tfrdv_recv_async(r, k, 0, count_done, &cb, 0);
         tfrdv_send(r, k, 0, &vals[0], 0, 0);
     }
     check_count(&cb, 1000000, "steady state pairs (recv first)");
@@ -622,7 +622,7 @@ static void bench_burst(void) {
     snprintf(val, sizeof val, "%.1f B/key", (double)peak / BURST_KEYS);
     bu_row("1,000,000 keys sent, none received yet", val, 0, 0, 0, -1);
     memset(&cb, 0, sizeof cb);
-    for (i = 0; i < BURST_KEYS; i++) tfrdv_recv_async(r, &big.parsed[i], 0, count_done, &cb);
+    for (i = 0; i < BURST_KEYS; i++) tfrdv_recv_async(r, &big.parsed[i], 0, count_done, &cb, 0);
     check_count(&cb, BURST_KEYS, "burst");
     snprintf(val, sizeof val, "%lld B (%.3f%% of the peak)", (long long)(cnt.live_bytes - live0),
              100.0 * (double)(cnt.live_bytes - live0) / (double)peak);
@@ -714,7 +714,7 @@ static int64_t fetch_loop(remote_ctx* c, tfrdv_rendezvous* at, tfrdv_rendezvous*
     t0 = bu_now();
     for (i = 0; i < iters; i++) {
         const tfrdv_parsed_key* k = &c->ks.parsed[i & 63];
-        if (tfrdv_recv_async(at, k, 0, count_done, &c->cb) != TFRDV_OK) bu_die("recv_async refused");
+        if (tfrdv_recv_async(at, k, 0, count_done, &c->cb, 0) != TFRDV_OK) bu_die("recv_async refused");
         if (tfrdv_send(owner, k, 0, &c->v, 0, 0) != TFRDV_OK) bu_die("send failed");
     }
     t0 = bu_now() - t0;
@@ -783,7 +783,7 @@ static void churn_steps(churn_ctx* c, long steps) {
         if (tfrdv_mgr_find(c->mgr, step, &r, 0) != TFRDV_OK) bu_die("mgr_find");
         if (tfrdv_mgr_initialize(r, 0, 0) != TFRDV_OK) bu_die("mgr_initialize");
         if (tfrdv_send(r, &c->ks.parsed[0], 0, &c->v, 0, 0) != TFRDV_OK) bu_die("step send");
-        if (tfrdv_recv_async(r, &c->ks.parsed[0], 0, count_done, &c->cb) != TFRDV_OK) bu_die("step recv");
+        if (tfrdv_recv_async(r, &c->ks.parsed[0], 0, count_done, &c->cb, 0) != TFRDV_OK) bu_die("step recv");
         tfrdv_unref(r);
         tfrdv_mgr_cleanup(c->mgr, step);
     }
@@ -903,7 +903,7 @@ static double cancel_every_other(const tfrdv_parsed_key* k, long n) {
         a[i].cancel = cm[i];
     }
     for (i = 0; i < n; i++)
-        if (tfrdv_recv_async(r, k, &a[i & 1], cancelled_done, &cb) != TFRDV_OK) bu_die("recv_async");
+        if (tfrdv_recv_async(r, k, &a[i & 1], cancelled_done, &cb, 0) != TFRDV_OK) bu_die("recv_async");
     t0 = bu_now();
     tfrdv_cancel_start(cm[1]);
     t1 = bu_now();

@@ -425,7 +425,7 @@ static void tfrdv_run(int64_t i0, int n, double* t) {
         pthread_mutex_lock(&mu);
         done_count = 0;
         pthread_mutex_unlock(&mu);
-        tfrdv_recv_async(cur_rz, &pk, &args, on_recv, 0);
+        tfrdv_recv_async(cur_rz, &pk, &args, on_recv, 0, 0);
         wait_done(1);
         t[i] = (double)(now_ns() - t0);
     }
@@ -689,7 +689,7 @@ int main(int argc, char** argv) {
                 char kb[256];
                 tfrdv_parsed_key pk;
                 make_key(i, kb, sizeof kb, &pk);
-                tfrdv_recv_async(rz, &pk, 0, on_recv, 0);
+                tfrdv_recv_async(rz, &pk, 0, on_recv, 0, 0);
             }
             t0 = now_ns();
             while ((live = srv(C_LIVE, 0, 0, 0, 0)) < 1000 && now_ns() - t0 < 10000000000LL) {

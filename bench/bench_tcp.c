@@ -479,7 +479,7 @@ static double blk_fetch(blk* b, int i) {
         pthread_mutex_lock(&mu);
         done_n = 0;
         pthread_mutex_unlock(&mu);
-        if (tfrdv_recv_async(b->r, &keys[i].pk, &a, on_recv, &b->s) != TFRDV_OK) bu_die("recv_async");
+        if (tfrdv_recv_async(b->r, &keys[i].pk, &a, on_recv, &b->s, 0) != TFRDV_OK) bu_die("recv_async");
         while (polled(b->v)) { /* this thread runs the transport: the callback comes from poll */
             long d;
             pthread_mutex_lock(&mu);
@@ -555,7 +555,7 @@ static double run_pipelined(int k) {
         memset(&a, 0, sizeof a);
         a.alloc_fn = slot_alloc;
         a.alloc_user = s;
-        if (tfrdv_recv_async(r, &keys[i].pk, &a, on_recv, s) != TFRDV_OK) bu_die("recv_async");
+        if (tfrdv_recv_async(r, &keys[i].pk, &a, on_recv, s, 0) != TFRDV_OK) bu_die("recv_async");
     }
     pthread_mutex_lock(&mu);
     wait_mu(&done_n, PIPE_N, 0);
@@ -764,7 +764,7 @@ static void memory(int tcp_port) {
         sl[i].want = 1;
         a.alloc_fn = slot_alloc;
         a.alloc_user = &sl[i];
-        if (tfrdv_recv_async(r, &keys[i].pk, &a, on_recv, &sl[i]) != TFRDV_OK) bu_die("recv_async");
+        if (tfrdv_recv_async(r, &keys[i].pk, &a, on_recv, &sl[i], 0) != TFRDV_OK) bu_die("recv_async");
     }
     t0 = bu_now(); /* every request is on the server, waiting for its value */
     while ((live = srv(C_LIVE, K_TCP, 0, 0, 0)) < MEM_CALLS) {

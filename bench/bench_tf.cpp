@@ -301,7 +301,7 @@ void bench_pairs(KeySet& ks) {
             for (long i = 0; i < iters; i++) {
                 const tfrdv_parsed_key* k = &ks.rdv[static_cast<unsigned>(i) & mask];
                 if (tfrdv_send(r, k, nullptr, &rval, 0, nullptr) != TFRDV_OK) die("tfrdv_send failed");
-                if (tfrdv_recv_async(r, k, nullptr, rdv_count_done, &c) != TFRDV_OK) die("tfrdv_recv_async refused");
+                if (tfrdv_recv_async(r, k, nullptr, rdv_count_done, &c, 0) != TFRDV_OK) die("tfrdv_recv_async refused");
             }
             int64_t el = now_ns() - t0;
             check(c, iters, "tfrdv pair");
@@ -382,7 +382,7 @@ ScaleRun rdv_scale(tfrdv_rendezvous* r, KeySet& ks, size_t n, tfrdv_value* v) {
     s.sent = mem_now();
     int64_t t2 = now_ns();
     for (size_t i = 0; i < n; i++)
-        if (tfrdv_recv_async(r, &ks.rdv[i], nullptr, rdv_count_done, &c) != TFRDV_OK) die("tfrdv_recv_async refused");
+        if (tfrdv_recv_async(r, &ks.rdv[i], nullptr, rdv_count_done, &c, 0) != TFRDV_OK) die("tfrdv_recv_async refused");
     int64_t t3 = now_ns();
     s.received = mem_now();
     check(c, static_cast<long>(n), "tfrdv scaling");
@@ -629,7 +629,7 @@ double rdv_two_thread(KeySet& ks, int nkeys, long n) {
     int64_t t0 = now_ns();
     int k = 0;
     for (long i = 0; i < n; i++) {
-        if (tfrdv_recv_async(r, &ks.rdv[k], nullptr, rdv_pc_done, &s) != TFRDV_OK) die("tfrdv_recv_async refused");
+        if (tfrdv_recv_async(r, &ks.rdv[k], nullptr, rdv_pc_done, &s, 0) != TFRDV_OK) die("tfrdv_recv_async refused");
         if (++k == nkeys) k = 0;
     }
     double ns = s.finish(t0, producer, "tfrdv two threads");

@@ -256,7 +256,7 @@ static int fetch(const char* what, tfrdv_rendezvous* r, const tfrdv_key* k, tfrd
     int i, ok;
     memset(&args, 0, sizeof args);
     args.cancel = cancel;
-    if (tfrdv_recv_async(r, &k->parsed, &args, on_got, NULL) != TFRDV_OK) return 0;
+    if (tfrdv_recv_async(r, &k->parsed, &args, on_got, NULL, NULL) != TFRDV_OK) return 0;
     for (i = 0; cancel && i < 2000 && tfrdv_pending(at, NULL, NULL) == 0; i++) nanosleep(&ms, NULL);
     ok = !cancel || tfrdv_pending(at, NULL, NULL) == 1; /* it waits on the ps */
     tfrdv_cancel_start(cancel); /* NULL: nothing */

@@ -174,7 +174,7 @@ static int worker(const char* name, const char* listen, const char* peer_addr) {
                 return 1;
             wants[step][t].step = step;
             wants[step][t].t = t;
-            if (tfrdv_recv_async(r, &k, NULL, on_fetched, &wants[step][t]) != TFRDV_OK) return 1;
+            if (tfrdv_recv_async(r, &k, NULL, on_fetched, &wants[step][t], NULL) != TFRDV_OK) return 1;
         }
         tfrdv_unref(r);
         /* mine fetched by the peer and the peer's received: the step can go (CleanupGraph) */

@@ -66,7 +66,7 @@ int main(void) {
         return 1;
     }
     for (i = ITERS - 1; i >= 0; i--) /* receiver first, out of order */
-        if (!iter_key(&base, frame_id, i, &k) || tfrdv_recv_async(r, &k.parsed, NULL, on_recv, &slots[i]) != TFRDV_OK) return 1;
+        if (!iter_key(&base, frame_id, i, &k) || tfrdv_recv_async(r, &k.parsed, NULL, on_recv, &slots[i], NULL) != TFRDV_OK) return 1;
     for (i = 0; i < ITERS; i++) { /* sender: one execution per iteration; each matches its own key */
         int dead = i == DEAD_ITER;
         payload[i] = 100.0f + (float)i;

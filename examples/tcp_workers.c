@@ -182,7 +182,7 @@ static int run_worker(const char* addr) {
             x->step = step;
             x->t = t;
             x->posted_ns = tfrdv_now_ns();
-            if (key_for(&k, t, &st) != TFRDV_OK || tfrdv_recv_async(r, &k.parsed, NULL, on_fetched, x) != TFRDV_OK) {
+            if (key_for(&k, t, &st) != TFRDV_OK || tfrdv_recv_async(r, &k.parsed, NULL, on_fetched, x, NULL) != TFRDV_OK) {
                 fail("worker", spec[t].edge, &st);
                 on_fetched(x, &st, NULL, NULL, NULL, 0); /* count it as done (failed) */
             }

@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
             pthread_mutex_unlock(&mu);
             x->posted_ns = tfrdv_now_ns();
             /* worker: Recv of a tensor on another worker = a remote call through the transport */
-            if (tfrdv_recv_async(wr, &key.parsed, NULL, on_fetched, x) != TFRDV_OK) return 1;
+            if (tfrdv_recv_async(wr, &key.parsed, NULL, on_fetched, x, NULL) != TFRDV_OK) return 1;
         }
         /* loopback completes inline; a network transport completes later, so wait like an executor */
         clock_gettime(CLOCK_REALTIME, &until);

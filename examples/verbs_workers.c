@@ -141,7 +141,7 @@ static int worker_fetch_all(node* w, uint64_t ps_incarnation) {
             pthread_mutex_lock(&mu);
             pending++;
             pthread_mutex_unlock(&mu);
-            if (!mkkey(&k, kb, sizeof kb, ps_incarnation, t) || tfrdv_recv_async(r, &k, NULL, on_fetched, x) != TFRDV_OK) {
+            if (!mkkey(&k, kb, sizeof kb, ps_incarnation, t) || tfrdv_recv_async(r, &k, NULL, on_fetched, x, NULL) != TFRDV_OK) {
                 tfrdv_unref(r);
                 return 0;
             }

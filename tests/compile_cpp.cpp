@@ -40,7 +40,7 @@ int main() {
     if (tfrdv_key_parse(key, sizeof key - 1, &pk, &st) != TFRDV_OK) return 1;
     if (tfrdv_create(0, &r, &st) != TFRDV_OK) return 2;
     if (tfrdv_send(r, &pk, 0, &v, 0, &st) != TFRDV_OK) return 3;
-    if (tfrdv_recv_async(r, &pk, 0, on_recv, &g) != TFRDV_OK) return 4;
+    if (tfrdv_recv_async(r, &pk, 0, on_recv, &g, 0) != TFRDV_OK) return 4;
     if (g.calls != 1 || g.code != TFRDV_OK || g.value != &v || *(float*)g.value->data != 2.5f) return 5;
     tfrdv_value_release(g.value);
     tfrdv_destroy(r);

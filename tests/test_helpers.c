@@ -399,7 +399,7 @@ static void test_loopback_add_worker_moves_a_tensor(void) {
                     TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(pr, &k.parsed, NULL, tfrdv_value_new(TFRDV_DT_FLOAT, 1, dims, data, sizeof data), 0, &st),
                     TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(wr, &k.parsed, NULL, on_fetched, &f), TFRDV_OK); /* a remote call */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(wr, &k.parsed, NULL, on_fetched, &f, 0), TFRDV_OK); /* a remote call */
     TT_CHECK_EQ_INT(f.calls, 1); /* the loopback completes inline */
     TT_CHECK_EQ_INT(f.code, TFRDV_OK);
     TT_CHECK(f.first == 4.5f && f.size == sizeof data);

@@ -357,9 +357,9 @@ static void test_expire_retry_list_survives_a_concurrent_abort(void) {
     key(&kb, B0, INC_B, A0, "b");
     key(&kc, B0, INC_B, A0, "c");
     t.fail_first[0] = t.fail_first[1] = 1;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, 0, fx_recv_done, &ra), TFRDV_OK); /* -> BACKOFF */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.pk, 0, fx_recv_done, &rb), TFRDV_OK); /* -> BACKOFF */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kc.pk, 0, fx_recv_done, &rc), TFRDV_OK); /* in flight */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, 0, fx_recv_done, &ra, 0), TFRDV_OK); /* -> BACKOFF */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.pk, 0, fx_recv_done, &rb, 0), TFRDV_OK); /* -> BACKOFF */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kc.pk, 0, fx_recv_done, &rc, 0), TFRDV_OK); /* in flight */
     TT_CHECK_EQ_INT(t.starts[2][0], 1);
     /* expire retries a and b; while the first retry's start_call runs, another thread aborts */
     t.action_edge = 0;
@@ -486,7 +486,7 @@ static void test_call_timeout_near_int64_max_does_not_expire_at_once(void) {
     TT_CHECK_EQ_INT(tfrdv_mgr_find(m, 3, &r, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_mgr_initialize(r, 0, 0), TFRDV_OK);
     key(&k, B0, INC_B, A0, "a");
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, fx_recv_done, &rc), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, fx_recv_done, &rc, 0), TFRDV_OK);
     tfrdv_mgr_expire(m, 2000);
     TT_CHECK_EQ_INT(rc.calls, 0); /* still in flight */
     TT_CHECK_EQ_INT(t.cancels[0], 0);
@@ -560,7 +560,7 @@ static void test_recv_refused_for_memory_is_logged(void) {
     rcv_init(&x);
     g_logs = 0;
     f.fail = 1;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, rcv_done, &x), TFRDV_RESOURCE_EXHAUSTED);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, rcv_done, &x, 0), TFRDV_RESOURCE_EXHAUSTED);
     f.fail = 0;
     TT_CHECK_EQ_INT(x.calls, 0);
     TT_CHECK(g_logs >= 1);

@@ -111,7 +111,7 @@ static void test_send_then_recv_completes_in_recv(void) {
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v.v, 0, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(rel(&v), 0);
     g_phase = 1;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a, 0), TFRDV_OK);
     g_phase = 0;
     TT_CHECK_EQ_INT(a.calls, 1);
     TT_CHECK_EQ_INT(a.phase, 1); /* synchronously, inside tfrdv_recv_async */
@@ -136,7 +136,7 @@ static void test_recv_then_send_completes_in_send(void) {
     tkey_init(&k, "a");
     tval_init(&v, 8);
     rcv_init(&a);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(a.calls, 0);
     g_phase = 2;
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v.v, 0, NULL), TFRDV_OK);
@@ -169,7 +169,7 @@ static int burst_growths(tfrdv_rendezvous* r, tkey* k, tval* v, int n, long* liv
     }
     for (i = 0; i < n; i++) {
         rcv_init(&x);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[i].pk, NULL, rcv_done, &x), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[i].pk, NULL, rcv_done, &x, 0), TFRDV_OK);
         TT_CHECK(x.calls == 1 && x.id == i);
     }
     *live_after = fx_live_bytes(ca);
@@ -224,11 +224,11 @@ static void test_waiting_receivers_cost_48_bytes_or_160_with_extras(void) {
     plain.alloc_attrs = TFRDV_ALLOC_NIC_COMPATIBLE;
     extra = cancel_args(cm);
     for (i = 0; i < 2 * N; i++) rcv_init(&x[i]);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &plain, rcv_done, &x[0]), TFRDV_OK); /* the channel */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &plain, rcv_done, &x[0], 0), TFRDV_OK); /* the channel */
     b0 = fx_live_bytes(&ca);
-    for (i = 1; i < N; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &plain, rcv_done, &x[i]), TFRDV_OK);
+    for (i = 1; i < N; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &plain, rcv_done, &x[i], 0), TFRDV_OK);
     b1 = fx_live_bytes(&ca);
-    for (i = N; i < 2 * N; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &extra, rcv_done, &x[i]), TFRDV_OK);
+    for (i = N; i < 2 * N; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &extra, rcv_done, &x[i], 0), TFRDV_OK);
     b2 = fx_live_bytes(&ca);
     printf("    (%ld bytes per waiting receiver, %ld with a cancellation manager)\n", (b1 - b0) / (N - 1), (b2 - b1) / N);
     TT_CHECK_EQ_INT((b1 - b0) / (N - 1), 48);
@@ -269,9 +269,9 @@ static void test_send_and_recv_args_reach_the_callback(void) {
     ra.alloc_user = &dc_recv;
     /* send first (args buffered with the value) */
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, &sa, &v1.v, 0, NULL), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &ra, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &ra, rcv_done, &a, 0), TFRDV_OK);
     /* recv first (args kept with the waiter) */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &ra, rcv_done, &b), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &ra, rcv_done, &b, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, &sa, &v2.v, 0, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(a.calls, 1);
     TT_CHECK_EQ_INT(b.calls, 1);
@@ -292,7 +292,7 @@ static void test_send_and_recv_args_reach_the_callback(void) {
         rcv_init(&c);
         tval_init(&v3, 3);
         TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v3.v, 0, NULL), TFRDV_OK);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &c), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &c, 0), TFRDV_OK);
         TT_CHECK_EQ_INT(c.calls, 1);
         TT_CHECK(c.sa.device_context == NULL && c.sa.alloc_attrs == 0 && c.ra.device_context == NULL);
         TT_CHECK_EQ_INT(rel(&v3), 1);
@@ -316,20 +316,20 @@ static void test_dead_values_delivered_as_dead(void) {
     rcv_init(&c);
     /* dead without a payload: NULL value allowed */
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, NULL, 1, NULL), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(a.calls, 1);
     TT_CHECK_EQ_INT(a.code, TFRDV_OK);
     TT_CHECK_EQ_INT(a.is_dead, 1);
     TT_CHECK(a.value == NULL);
     /* dead with a payload (recv first): value and flag both delivered */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &b), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &b, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v.v, 1, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(b.calls, 1);
     TT_CHECK_EQ_INT(b.is_dead, 1);
     TT_CHECK_EQ_INT(b.id, 5);
     TT_CHECK_EQ_INT(rel(&v), 1);
     /* dead NULL, recv first */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &c), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &c, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, NULL, 1, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(c.calls, 1);
     TT_CHECK_EQ_INT(c.is_dead, 1);
@@ -358,16 +358,16 @@ static void test_argument_errors_are_synchronous(void) {
     TT_CHECK_CONTAINS(st.msg, "NULL value");
     TT_CHECK_EQ_INT(pending(r, &pl), 0);
     /* ... and with a receiver waiting: the receiver is not completed */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, NULL, 0, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(a.calls, 0);
     /* other argument errors: no callback, nothing taken */
     TT_CHECK_EQ_INT(tfrdv_send(NULL, &k.pk, NULL, &v.v, 0, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(tfrdv_send(r, NULL, NULL, &v.v, 0, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(tfrdv_send(r, &empty, NULL, &v.v, 0, &st), TFRDV_INVALID_ARGUMENT);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(NULL, &k.pk, NULL, rcv_done, &b), TFRDV_INVALID_ARGUMENT);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &empty, NULL, rcv_done, &b), TFRDV_INVALID_ARGUMENT);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, NULL, &b), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(NULL, &k.pk, NULL, rcv_done, &b, 0), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &empty, NULL, rcv_done, &b, 0), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, NULL, &b, 0), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(b.calls, 0);
     TT_CHECK_EQ_INT(rel(&v), 0);
     TT_CHECK_EQ_INT(tfrdv_get_status(r, &st), TFRDV_OK);
@@ -415,7 +415,7 @@ static void test_value_retain_release_extra_refs(void) {
     a.keep = 1;
     tfrdv_value_retain(&v.v); /* the sender keeps a reference of its own */
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v.v, 0, NULL), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a, 0), TFRDV_OK);
     tfrdv_value_retain(a.value);
     tfrdv_value_release(a.value);
     tfrdv_value_release(a.value);
@@ -442,7 +442,7 @@ static void test_fifo_sends_received_in_send_order(void) {
     }
     for (i = 0; i < 10; i++) {
         rcv_init(&a[i]);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a[i]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a[i], 0), TFRDV_OK);
         TT_CHECK_EQ_INT(a[i].calls, 1);
         TT_CHECK_EQ_INT(a[i].id, i);
     }
@@ -461,7 +461,7 @@ static void test_fifo_receivers_served_in_arrival_order(void) {
     tkey_init(&k, "fifo");
     for (i = 0; i < 10; i++) {
         rcv_init(&a[i]);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a[i]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a[i], 0), TFRDV_OK);
     }
     for (i = 0; i < 10; i++) {
         tval_init(&v[i], 100 + i);
@@ -506,7 +506,7 @@ static void test_fifo_random_interleavings(void) {
         } else {
             rcv* x = &il_rcvs[nr];
             rcv_init(x);
-            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[key].pk, NULL, rcv_done, x), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[key].pk, NULL, rcv_done, x, 0), TFRDV_OK);
             if (sh[key] < st_[key]) { /* the oldest buffered value, now */
                 if (x->calls != 1 || x->id != sq[key][sh[key]]) bad++;
                 sh[key]++;
@@ -544,7 +544,7 @@ static void test_many_keys_are_independent(void) {
     TT_CHECK_EQ_INT(tfrdv_pending(r, NULL, NULL), MK);
     for (i = 0; i < MK; i++) {
         rcv_init(&mk_rcvs[p2[i]]);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &mk_keys[p2[i]].pk, NULL, rcv_done, &mk_rcvs[p2[i]]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &mk_keys[p2[i]].pk, NULL, rcv_done, &mk_rcvs[p2[i]], 0), TFRDV_OK);
     }
     for (i = 0; i < MK; i++)
         if (mk_rcvs[i].calls != 1 || mk_rcvs[i].id != i || rel(&mk_vals[i]) != 1) bad++;
@@ -552,7 +552,7 @@ static void test_many_keys_are_independent(void) {
     /* receivers first */
     for (i = 0; i < MK; i++) {
         rcv_init(&mk_rcvs[p1[i]]);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &mk_keys[p1[i]].pk, NULL, rcv_done, &mk_rcvs[p1[i]]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &mk_keys[p1[i]].pk, NULL, rcv_done, &mk_rcvs[p1[i]], 0), TFRDV_OK);
     }
     TT_CHECK_EQ_INT(pending(r, &pl), MK); /* every entry is reported (our collector keeps 64) */
     TT_CHECK_EQ_INT(pl.n, 64);
@@ -593,7 +593,7 @@ static void test_full_key_compared_when_hashes_collide(void) {
     rcv_init(&rp);
     rcv_init(&rl);
     TT_CHECK_EQ_INT(tfrdv_send(r, &a.pk, NULL, &va.v, 0, NULL), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &b.pk, NULL, rcv_done, &rb), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &b.pk, NULL, rcv_done, &rb, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(rb.calls, 0); /* TensorFlow would hand va to b here */
     TT_CHECK_EQ_INT(pending(r, &pl), 2);
     TT_CHECK(pend_find(&pl, &a) && pend_find(&pl, &a)->kind == TFRDV_PENDING_SEND);
@@ -601,17 +601,17 @@ static void test_full_key_compared_when_hashes_collide(void) {
     TT_CHECK_EQ_INT(tfrdv_send(r, &b.pk, NULL, &vb.v, 0, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(rb.calls, 1);
     TT_CHECK_EQ_INT(rb.id, 2);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &a2.pk, NULL, rcv_done, &ra), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &a2.pk, NULL, rcv_done, &ra, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(ra.calls, 1);
     TT_CHECK_EQ_INT(ra.id, 1);
     /* a key that is a byte prefix of another never matches it */
     TT_CHECK_EQ_INT(tfrdv_send(r, &pfx.pk, NULL, &vp.v, 0, NULL), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &longer.pk, NULL, rcv_done, &rl), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &longer.pk, NULL, rcv_done, &rl, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(rl.calls, 0);
     TT_CHECK_EQ_INT(tfrdv_send(r, &longer.pk, NULL, &vl.v, 0, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(rl.calls, 1);
     TT_CHECK_EQ_INT(rl.id, 4);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &pfx.pk, NULL, rcv_done, &rp), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &pfx.pk, NULL, rcv_done, &rp, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(rp.calls, 1);
     TT_CHECK_EQ_INT(rp.id, 3);
     TT_CHECK_EQ_INT(tfrdv_pending(r, NULL, NULL), 0);
@@ -635,12 +635,12 @@ static void test_thousand_keys_with_one_hash(void) {
         rcv_init(&hk_rcvs[i]);
     }
     for (i = 0; i < HK; i += 2) /* even keys: receiver first */
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &hk_keys[i].pk, NULL, rcv_done, &hk_rcvs[i]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &hk_keys[i].pk, NULL, rcv_done, &hk_rcvs[i], 0), TFRDV_OK);
     for (i = HK - 1; i >= 0; i--)
         TT_CHECK_EQ_INT(tfrdv_send(r, &hk_keys[i].pk, NULL, &hk_vals[i].v, 0, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_pending(r, NULL, NULL), HK / 2);
     for (i = 1; i < HK; i += 2)
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &hk_keys[i].pk, NULL, rcv_done, &hk_rcvs[i]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &hk_keys[i].pk, NULL, rcv_done, &hk_rcvs[i], 0), TFRDV_OK);
     for (i = 0; i < HK; i++)
         if (hk_rcvs[i].calls != 1 || hk_rcvs[i].id != i || rel(&hk_vals[i]) != 1) bad++;
     TT_CHECK_EQ_INT(bad, 0);
@@ -676,7 +676,7 @@ static void test_abort_with_ok_is_invalid_and_changes_nothing(void) {
     tkey_init(&k, "k");
     tval_init(&v, 1);
     rcv_init(&a);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_abort(r, TFRDV_OK, "not an error"), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(tfrdv_abort(r, (tfrdv_code)17, "no such code"), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(tfrdv_abort(NULL, TFRDV_ABORTED, "x"), TFRDV_INVALID_ARGUMENT);
@@ -705,9 +705,9 @@ static void test_abort_completes_waiters_once_and_releases_buffered_once(void) {
     tkey_init(&k2, "r2");
     tkey_init(&k3, "s3");
     for (i = 0; i < 3; i++) rcv_init(&a[i]);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, NULL, rcv_done, &a[0]), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, NULL, rcv_done, &a[1]), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, NULL, rcv_done, &a[2]), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, NULL, rcv_done, &a[0], 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, NULL, rcv_done, &a[1], 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, NULL, rcv_done, &a[2], 0), TFRDV_OK);
     for (i = 0; i < 5; i++) {
         tval_init(&v[i], i);
         TT_CHECK_EQ_INT(tfrdv_send(r, &k3.pk, NULL, &v[i].v, 0, NULL), TFRDV_OK);
@@ -762,7 +762,7 @@ static void test_recv_after_abort_completes_at_once(void) {
     ra.device_context = &ctx;
     TT_CHECK_EQ_INT(tfrdv_abort(r, TFRDV_OUT_OF_RANGE, "End of sequence"), TFRDV_OK);
     g_phase = 3;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &ra, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &ra, rcv_done, &a, 0), TFRDV_OK);
     g_phase = 0;
     TT_CHECK_EQ_INT(a.calls, 1);
     TT_CHECK_EQ_INT(a.phase, 3);
@@ -868,7 +868,7 @@ static void test_recv_cancelled_before_send_then_send_is_buffered(void) {
     tval_init(&v, 9);
     rcv_init(&a);
     rcv_init(&b);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &a, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(a.calls, 0);
     TT_CHECK_EQ_INT(pending(r, &pl), 1);
     TT_CHECK(pl.e[0].kind == TFRDV_PENDING_RECV && pl.e[0].count == 1);
@@ -886,7 +886,7 @@ static void test_recv_cancelled_before_send_then_send_is_buffered(void) {
     TT_CHECK_EQ_INT(a.calls, 1);
     TT_CHECK_EQ_INT(pending(r, &pl), 1);
     TT_CHECK(pl.e[0].kind == TFRDV_PENDING_SEND && pl.e[0].count == 1);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &b), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &b, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(b.calls, 1);
     TT_CHECK_EQ_INT(b.id, 9);
     tfrdv_cancel_mgr_destroy(cm);
@@ -910,13 +910,13 @@ static void test_cancel_after_match_does_nothing(void) {
     rcv_init(&a);
     rcv_init(&b);
     /* waiter matched by a send */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &a, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v1.v, 0, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(a.calls, 1);
     TT_CHECK_EQ_INT(a.code, TFRDV_OK);
     /* receive served from the buffer at once (never registered) */
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v2.v, 0, NULL), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &b), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &b, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(b.calls, 1);
     tfrdv_cancel_start(cm);
     tfrdv_cancel_start(cm);
@@ -943,7 +943,7 @@ static void test_recv_on_cancelled_mgr_completes_at_once(void) {
     rcv_init(&a);
     tfrdv_cancel_start(cm);
     g_phase = 4;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &a, 0), TFRDV_OK);
     g_phase = 0;
     TT_CHECK_EQ_INT(a.calls, 1);
     TT_CHECK_EQ_INT(a.phase, 4);
@@ -973,15 +973,15 @@ static void test_cancel_middle_and_tail_keeps_fifo(void) {
     tkey_init(&k, "k");
     for (i = 0; i < 5; i++) rcv_init(&x[i]);
     for (i = 0; i < 3; i++) tval_init(&v[i], i);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x[0]), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &a1, rcv_done, &x[1]), TFRDV_OK); /* middle */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x[2]), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &a2, rcv_done, &x[3]), TFRDV_OK); /* tail */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x[0], 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &a1, rcv_done, &x[1], 0), TFRDV_OK); /* middle */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x[2], 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &a2, rcv_done, &x[3], 0), TFRDV_OK); /* tail */
     tfrdv_cancel_start(cm1);
     tfrdv_cancel_start(cm2);
     TT_CHECK(x[1].calls == 1 && x[1].code == TFRDV_CANCELLED);
     TT_CHECK(x[3].calls == 1 && x[3].code == TFRDV_CANCELLED);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x[4]), TFRDV_OK); /* after the old tail */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x[4], 0), TFRDV_OK); /* after the old tail */
     for (i = 0; i < 3; i++) TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v[i].v, 0, NULL), TFRDV_OK);
     TT_CHECK(x[0].calls == 1 && x[0].id == 0);
     TT_CHECK(x[2].calls == 1 && x[2].id == 1);
@@ -1016,7 +1016,7 @@ static void test_cancel_receivers_in_shuffled_order_keeps_the_rest_fifo(void) {
         cm[i] = mk_cm(&ca);
         a = cancel_args(cm[i]);
         rcv_init(&x[i]);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &a, rcv_done, &x[i]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &a, rcv_done, &x[i], 0), TFRDV_OK);
     }
     /* the newest and the oldest first, then two thirds of a shuffle */
     fx_cancel_shuffled(cm, SHUF_N, SHUF_N * 2 / 3, 12345u, order, gone);
@@ -1058,7 +1058,7 @@ static void test_abort_then_cancel_completes_once(void) {
     rcv a;
     tkey_init(&k, "k");
     rcv_init(&a);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &a, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_abort(r, TFRDV_ABORTED, "boom"), TFRDV_OK);
     TT_CHECK_EQ_INT(a.calls, 1);
     TT_CHECK_EQ_INT(a.code, TFRDV_ABORTED);
@@ -1081,8 +1081,8 @@ static void test_cancel_then_abort_completes_once(void) {
     tkey_init(&k, "k");
     rcv_init(&a);
     rcv_init(&b);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &a), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &b), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &a, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &b, 0), TFRDV_OK);
     tfrdv_cancel_start(cm);
     TT_CHECK_EQ_INT(a.calls, 1);
     TT_CHECK_EQ_INT(a.code, TFRDV_CANCELLED);
@@ -1112,13 +1112,13 @@ static void test_cancel_mgr_destroyed_after_use(void) {
     rcv_init(&a);
     rcv_init(&b);
     /* used and matched: destroying it calls nothing */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &a1, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &a1, rcv_done, &a, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v.v, 0, NULL), TFRDV_OK);
     tfrdv_cancel_mgr_destroy(cm1);
     TT_CHECK_EQ_INT(a.calls, 1);
     TT_CHECK_EQ_INT(a.code, TFRDV_OK);
     /* still pending: destroying it cancels the receive once */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, &a2, rcv_done, &b), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, &a2, rcv_done, &b, 0), TFRDV_OK);
     tfrdv_cancel_mgr_destroy(cm2);
     TT_CHECK_EQ_INT(b.calls, 1);
     TT_CHECK_EQ_INT(b.code, TFRDV_CANCELLED);
@@ -1140,7 +1140,7 @@ static void test_one_cancel_mgr_many_receives(void) {
     for (i = 0; i < 4; i++) tkey_num(&k[i], i);
     for (i = 0; i < 8; i++) {
         rcv_init(&a[i]);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[i % 4].pk, &args, rcv_done, &a[i]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[i % 4].pk, &args, rcv_done, &a[i], 0), TFRDV_OK);
     }
     g_seq = 0;
     tfrdv_cancel_start(cm);
@@ -1360,15 +1360,15 @@ static void test_send_from_inside_recv_callback(void) {
     a.v2 = &v2;
     x1.then = then_send_two;
     x1.ctx = &a;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x2), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x2, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &ka.pk, NULL, &v0.v, 0, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(a.rc1, TFRDV_OK);
     TT_CHECK_EQ_INT(a.rc2, TFRDV_OK);
     TT_CHECK(x1.calls == 1 && x1.id == 0);
     TT_CHECK(x2.calls == 1 && x2.id == 1);
     TT_CHECK(x2.seq > x1.seq);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.pk, NULL, rcv_done, &x3), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.pk, NULL, rcv_done, &x3, 0), TFRDV_OK);
     TT_CHECK(x3.calls == 1 && x3.id == 2);
     tfrdv_destroy(r);
     TT_CHECK(rel(&v0) == 1 && rel(&v1) == 1 && rel(&v2) == 1);
@@ -1377,7 +1377,7 @@ static void test_send_from_inside_recv_callback(void) {
 
 static void then_recv(rcv* self) {
     act* a = (act*)self->ctx;
-    a->rc1 = tfrdv_recv_async(a->r, &a->k1->pk, NULL, rcv_done, a->x1);
+    a->rc1 = tfrdv_recv_async(a->r, &a->k1->pk, NULL, rcv_done, a->x1, 0);
 }
 static void test_recv_from_inside_recv_callback(void) {
     fx_alloc ca;
@@ -1405,7 +1405,7 @@ static void test_recv_from_inside_recv_callback(void) {
     a.x1 = &x2;
     x1.then = then_recv;
     x1.ctx = &a;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(a.rc1, TFRDV_OK);
     TT_CHECK(x1.calls == 1 && x1.id == 0);
     TT_CHECK(x2.calls == 1 && x2.id == 1);
@@ -1415,7 +1415,7 @@ static void test_recv_from_inside_recv_callback(void) {
     b.x1 = &x4;
     x3.then = then_recv;
     x3.ctx = &b;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x3), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x3, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &ka.pk, NULL, &v2.v, 0, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(x3.calls, 1);
     TT_CHECK_EQ_INT(x4.calls, 0);
@@ -1456,8 +1456,8 @@ static void test_abort_from_inside_recv_callback(void) {
         x[i].ctx = &a;
     }
     TT_CHECK_EQ_INT(tfrdv_send(r, &kc.pk, NULL, &vc.v, 0, NULL), TFRDV_OK); /* buffered */
-    for (i = 0; i < 3; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x[i]), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.pk, NULL, rcv_done, &x[3]), TFRDV_OK);
+    for (i = 0; i < 3; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x[i], 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.pk, NULL, rcv_done, &x[3], 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &ka.pk, NULL, &v0.v, 0, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(a.rc1, TFRDV_OK);
     TT_CHECK_EQ_INT(a.rc2, TFRDV_OK); /* nested abort from an abort-completed callback: no-op */
@@ -1513,22 +1513,22 @@ static void test_destroy_from_inside_own_callback(void) {
         a.ca = &ca;
         x1.then = then_destroy;
         x1.ctx = &a;
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.pk, NULL, rcv_done, &x2), TFRDV_OK); /* another waiter */
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.pk, NULL, rcv_done, &x2, 0), TFRDV_OK); /* another waiter */
         TT_CHECK_EQ_INT(tfrdv_send(r, &kc.pk, NULL, &vbuf.v, 0, NULL), TFRDV_OK);  /* a buffered value */
         if (variant == 0) { /* a buffered value completes the receive inside tfrdv_recv_async */
             TT_CHECK_EQ_INT(tfrdv_send(r, &ka.pk, NULL, &v1.v, 0, NULL), TFRDV_OK);
-            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1, 0), TFRDV_OK);
         } else if (variant == 1) { /* the send completes the waiter inside tfrdv_send */
-            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1, 0), TFRDV_OK);
             TT_CHECK_EQ_INT(tfrdv_send(r, &ka.pk, NULL, &v1.v, 0, NULL), TFRDV_OK);
         } else if (variant == 2) { /* abort completes it */
-            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1, 0), TFRDV_OK);
             TT_CHECK_EQ_INT(tfrdv_abort(r, TFRDV_ABORTED, "abort"), TFRDV_OK);
             tfrdv_value_release(&v1.v);
         } else { /* its cancellation manager completes it */
             cm = mk_cm(&ca);
             args = cancel_args(cm);
-            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, &args, rcv_done, &x1), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, &args, rcv_done, &x1, 0), TFRDV_OK);
             tfrdv_cancel_start(cm);
             tfrdv_value_release(&v1.v);
         }
@@ -1567,8 +1567,8 @@ static void test_destroy_and_unref_from_callback_in_send(void) {
     a.ca = &ca;
     x1.then = then_destroy;
     x1.ctx = &a;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x2), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x2, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &ka.pk, NULL, &v0.v, 0, NULL), TFRDV_OK);
     TT_CHECK(x1.calls == 1 && x1.code == TFRDV_OK);
     TT_CHECK(x2.calls == 1 && x2.code == TFRDV_CANCELLED);
@@ -1586,12 +1586,12 @@ static void test_destroy_and_unref_from_callback_in_send(void) {
     x1.ctx = &a;
     x2.then = then_unref;
     x2.ctx = &a;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x1, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &ka.pk, NULL, &v1.v, 0, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(x1.calls, 1);
     TT_CHECK_EQ_INT(tfrdv_get_status(r, &st), TFRDV_OK); /* one reference left: alive, not aborted */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x3), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x2), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x3, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ka.pk, NULL, rcv_done, &x2, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &ka.pk, NULL, &v2.v, 0, NULL), TFRDV_OK); /* x3 gets v2 */
     TT_CHECK_EQ_INT(x3.calls, 1);
     TT_CHECK_EQ_INT(x2.calls, 0);
@@ -1612,9 +1612,9 @@ static void test_destroy_cancels_waiters_and_releases_buffered(void) {
     int i;
     for (i = 0; i < 4; i++) tkey_num(&k[i], i);
     for (i = 0; i < 3; i++) rcv_init(&x[i]);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[0].pk, NULL, rcv_done, &x[0]), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[0].pk, NULL, rcv_done, &x[1]), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[1].pk, NULL, rcv_done, &x[2]), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[0].pk, NULL, rcv_done, &x[0], 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[0].pk, NULL, rcv_done, &x[1], 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[1].pk, NULL, rcv_done, &x[2], 0), TFRDV_OK);
     for (i = 0; i < 4; i++) {
         tval_init(&v[i], i);
         TT_CHECK_EQ_INT(tfrdv_send(r, &k[2 + i % 2].pk, NULL, &v[i].v, 0, NULL), TFRDV_OK);
@@ -1679,7 +1679,7 @@ typedef struct slow_receiver {
 } slow_receiver;
 static void* slow_receiver_main(void* p) {
     slow_receiver* x = (slow_receiver*)p;
-    x->rc = tfrdv_recv_async(x->r, &x->k->pk, NULL, slow_done, x->s);
+    x->rc = tfrdv_recv_async(x->r, &x->k->pk, NULL, slow_done, x->s, 0);
     return NULL;
 }
 /* The last reference dropped while a callback runs on another thread (inside its tfrdv_send, or
@@ -1703,7 +1703,7 @@ static void test_destroy_waits_for_callback_on_other_thread(void) {
         memset(&sr, 0, sizeof sr);
         snd.rc = TFRDV_OK;
         if (variant == 0) { /* the waiting receiver's callback runs inside the sender thread's send */
-            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, slow_done, &s), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, slow_done, &s, 0), TFRDV_OK);
             TT_CHECK_EQ_INT(sender_start(&snd, &th, r, &k, &v, 0), 0);
         } else { /* a buffered value completes the receiver thread's recv_async inside it */
             TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v.v, 0, NULL), TFRDV_OK);
@@ -1971,7 +1971,7 @@ static void test_pending_reports_kinds_and_counts(void) {
     for (i = 0; i < 3; i++) {
         tval_init(&v[i], i);
         rcv_init(&x[i]);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.pk, NULL, rcv_done, &x[i]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.pk, NULL, rcv_done, &x[i], 0), TFRDV_OK);
     }
     TT_CHECK_EQ_INT(tfrdv_send(r, &ka.pk, NULL, &v[0].v, 0, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &ka.pk, NULL, &v[1].v, 0, NULL), TFRDV_OK);
@@ -2017,11 +2017,11 @@ static void test_allocator_sized_free_everything_freed(void) {
         rcv_init(&x[i]);
     }
     for (i = 0; i < 300; i++) TT_CHECK_EQ_INT(tfrdv_send(r, &k[i].pk, NULL, &v[i].v, 0, NULL), TFRDV_OK);
-    for (i = 0; i < 150; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[i].pk, NULL, rcv_done, &x[i]), TFRDV_OK);
+    for (i = 0; i < 150; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[i].pk, NULL, rcv_done, &x[i], 0), TFRDV_OK);
     for (i = 150; i < 200; i++) { /* consume twice: the second waits, with a cancel manager */
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[i].pk, NULL, rcv_done, &x[i]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[i].pk, NULL, rcv_done, &x[i], 0), TFRDV_OK);
         rcv_init(&x[i]);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[i].pk, &args, rcv_done, &x[i]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[i].pk, &args, rcv_done, &x[i], 0), TFRDV_OK);
     }
     TT_CHECK_EQ_INT(tfrdv_pending(r, NULL, NULL), 150);
     tfrdv_cancel_start(cm);
@@ -2052,13 +2052,13 @@ static int ss_round(tfrdv_rendezvous* r, int n) {
     int i, bad = 0;
     for (i = 0; i < n / 2; i++) { /* half the keys: receiver first */
         ss_rcvs[i].calls = 0;
-        if (tfrdv_recv_async(r, &ss_keys[i].pk, NULL, rcv_done, &ss_rcvs[i]) != TFRDV_OK) bad++;
+        if (tfrdv_recv_async(r, &ss_keys[i].pk, NULL, rcv_done, &ss_rcvs[i], 0) != TFRDV_OK) bad++;
     }
     for (i = 0; i < n; i++)
         if (tfrdv_send(r, &ss_keys[i].pk, NULL, &ss_vals[i].v, 0, NULL) != TFRDV_OK) bad++;
     for (i = n / 2; i < n; i++) {
         ss_rcvs[i].calls = 0;
-        if (tfrdv_recv_async(r, &ss_keys[i].pk, NULL, rcv_done, &ss_rcvs[i]) != TFRDV_OK) bad++;
+        if (tfrdv_recv_async(r, &ss_keys[i].pk, NULL, rcv_done, &ss_rcvs[i], 0) != TFRDV_OK) bad++;
     }
     for (i = 0; i < n; i++)
         if (ss_rcvs[i].calls != 1 || ss_rcvs[i].id != i) bad++;
@@ -2387,7 +2387,7 @@ static void test_user_sync_hooks_are_used(void) {
     TT_CHECK_EQ_INT(tfrdv_recv(r, &k.pk, NULL, 5000000, &got, NULL, &st), TFRDV_DEADLINE_EXCEEDED);
     TT_CHECK(ps.wait >= 2 && ps.signal >= 1);
     /* async with the hooked cancellation manager */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, &args, rcv_done, &x), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, &args, rcv_done, &x, 0), TFRDV_OK);
     tfrdv_cancel_start(cm);
     TT_CHECK(x.calls == 1 && x.code == TFRDV_CANCELLED);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k2.pk, NULL, &v2.v, 0, NULL), TFRDV_OK);
@@ -2504,7 +2504,7 @@ static void* cm_suicide_main(void* p) {
     tfrdv_args args = cancel_args(c->cm);
     c->x.then = then_destroy_cm;
     c->x.ctx = c;
-    tfrdv_recv_async(c->r, &c->k.pk, &args, rcv_done, &c->x);
+    tfrdv_recv_async(c->r, &c->k.pk, &args, rcv_done, &c->x, 0);
     tfrdv_cancel_start(c->cm); /* completes the receive; its callback destroys cm */
     st_(&c->done, 1);
     return NULL;
@@ -2667,7 +2667,7 @@ static void test_cancel_mgr_destroy_racing_a_matching_send(void) {
     tval_init(&v, 1);
     rcv_init(&x);
     args = cancel_args(cm);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &x), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &x, 0), TFRDV_OK);
     pthread_barrier_init(&bar, NULL, 2);
     sender_init(&d.s, r, &k, &v, 0);
     d.bar = &bar;
@@ -2711,7 +2711,7 @@ static void test_destroy_inside_callback_while_another_thread_callback_runs(void
     memset(&s, 0, sizeof s);
     memset(&a, 0, sizeof a);
     rcv_init(&x);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, NULL, slow_done, &s), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, NULL, slow_done, &s, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k2.pk, NULL, &v2.v, 0, NULL), TFRDV_OK);
     TT_CHECK_EQ_INT(sender_start(&snd, &th, r, &k1, &v1, 0), 0);
     while (!ld(&s.started) && spins++ < 5000) sleep_ms(1);
@@ -2719,7 +2719,7 @@ static void test_destroy_inside_callback_while_another_thread_callback_runs(void
     a.ca = &ca;
     x.then = then_destroy;
     x.ctx = &a;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, NULL, rcv_done, &x), TFRDV_OK); /* destroys r inside */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, NULL, rcv_done, &x, 0), TFRDV_OK); /* destroys r inside */
     TT_CHECK_EQ_INT(x.calls, 1);
     if (!ld(&s.finished)) TT_CHECK(ca.live_blocks > 0); /* the other callback still runs: not freed yet */
     pthread_join(th, NULL);
@@ -2731,9 +2731,32 @@ static void test_destroy_inside_callback_while_another_thread_callback_runs(void
 
 static void test_no_assert_tripped(void) { TT_CHECK_EQ_INT(tt_asserts, 0); }
 
+/* a refused receive says why in its status (and runs no callback): NULL callback, a key longer
+   than max_key_len (the message names the limit), out of the way of st NULL */
+static void test_recv_async_refusal_fills_its_status(void) {
+    tfrdv_config c = tfrdv_config_init();
+    tfrdv_rendezvous* r = 0;
+    tfrdv_status st;
+    tkey k;
+    rcv x;
+    rcv_init(&x);
+    c.max_key_len = 40;
+    TT_CHECK_EQ_INT(tfrdv_create(&c, &r, 0), TFRDV_OK);
+    tkey_init(&k, "a_rather_long_edge_name");
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, 0, &x, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "NULL rendezvous or callback");
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, rcv_done, &x, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(st.code, TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "max_key_len");
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, rcv_done, &x, 0), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(x.calls, 0);
+    tfrdv_destroy(r);
+}
+
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_send_then_recv_completes_in_recv);
+    TT_RUN(test_recv_async_refusal_fills_its_status);
     TT_RUN(test_recv_then_send_completes_in_send);
     TT_RUN(test_send_and_recv_args_reach_the_callback);
     TT_RUN(test_waiting_receivers_cost_48_bytes_or_160_with_extras);

@@ -195,7 +195,7 @@ static void test_pair_path_two_threads_exactly_once_in_order(void) {
     for (i = 0; i < PC_N; i++) tval_init(&x.v[i], (int)i);
     TT_CHECK_EQ_INT(pthread_create(&th, NULL, producer, &x), 0);
     /* receives are posted in order by this thread, so completions come in send order */
-    for (i = 0; i < PC_N; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(x.r, &x.k.pk, NULL, pc_done, &x), TFRDV_OK);
+    for (i = 0; i < PC_N; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(x.r, &x.k.pk, NULL, pc_done, &x, 0), TFRDV_OK);
     pthread_join(th, NULL);
     TT_CHECK_EQ_INT(__atomic_load_n(&x.got, __ATOMIC_SEQ_CST), PC_N);
     TT_CHECK_EQ_INT(x.wrong, 0);
@@ -233,11 +233,11 @@ static void test_delivery_counts_wrap(void) {
         tval_init(&v[i], i);
         rcv_init(&x);
         if (i & 1) {
-            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x, 0), TFRDV_OK);
             TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v[i].v, 0, NULL), TFRDV_OK);
         } else {
             TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v[i].v, 0, NULL), TFRDV_OK);
-            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x, 0), TFRDV_OK);
         }
         got += x.calls == 1 && x.id == i;
     }

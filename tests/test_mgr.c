@@ -152,13 +152,13 @@ static void test_loopback_and_its_managers_go_in_either_order(void) {
         if (order == 0) {
             tfrdv_loopback_destroy(lb);
             TT_CHECK_EQ_INT(tfrdv_send(rb, &k.pk, 0, fx_value_init(&v, 5), 0, 0), TFRDV_OK);
-            TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &k.pk, 0, fx_recv_done, &r), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &k.pk, 0, fx_recv_done, &r, 0), TFRDV_OK);
             TT_CHECK_EQ_INT(r.calls, 1);
             TT_CHECK_EQ_INT(r.st.code, TFRDV_UNAVAILABLE);
             TT_CHECK_CONTAINS(r.st.msg, "no worker registered as " WB);
         } else {
             TT_CHECK_EQ_INT(tfrdv_send(rb, &k.pk, 0, fx_value_init(&v, 5), 0, 0), TFRDV_OK);
-            TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &k.pk, 0, fx_recv_done, &r), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &k.pk, 0, fx_recv_done, &r, 0), TFRDV_OK);
             TT_CHECK(r.calls == 1 && r.st.code == TFRDV_OK && fx_recv_matches(&r, 5));
         }
         tfrdv_unref(ra);
@@ -587,7 +587,7 @@ static void test_cleanup_aborts_receivers_and_deferred_and_releases_buffered_val
     key(&kl, B0, INC_B, B0, "local");
     key(&kb, B0, INC_B, A0, "buffered");
     r8 = step(m, 8, 1);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r8, &kl.pk, 0, fx_recv_done, &rv), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r8, &kl.pk, 0, fx_recv_done, &rv, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r8, &kb.pk, 0, fx_value_init(&v, 3), 0, &st), TFRDV_OK);
     serve(m, 9, &kb, 55, &s9); /* step 9: deferred */
     TT_CHECK_EQ_INT(rv.calls + s9.calls, 0);
@@ -784,7 +784,7 @@ static void test_cleanup_all_aborts_every_step(void) {
     key(&k, B0, INC_B, B0, "wait");
     for (i = 0; i < 5; i++) {
         tfrdv_rendezvous* r = step(m, 100 + i, 1);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, fx_recv_done, &rv[i]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, fx_recv_done, &rv[i], 0), TFRDV_OK);
         tfrdv_unref(r);
     }
     TT_CHECK_EQ_INT(tfrdv_mgr_steps(m, 0, 0), 5);
@@ -852,8 +852,8 @@ static void test_pending_reports_send_recv_remote_call_and_deferred(void) {
     rb = step(mb, 50, 1);
     TT_CHECK_EQ_INT(tfrdv_send(ra, &ks.pk, 0, fx_value_init(&v1, 1), 0, &st), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(ra, &ks.pk, 0, fx_value_init(&v2, 2), 0, &st), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kr.pk, 0, fx_recv_done, &rr), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kx.pk, 0, fx_recv_done, &rx), TFRDV_OK); /* B has nothing yet */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kr.pk, 0, fx_recv_done, &rr, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kx.pk, 0, fx_recv_done, &rx, 0), TFRDV_OK); /* B has nothing yet */
     serve(ma, 51, &kd, 77, &sd);
     TT_CHECK_EQ_INT(tfrdv_mgr_pending(ma, pend_fn, &p), 4);
     TT_CHECK_EQ_INT(pend_find(&p, 50, TFRDV_PENDING_SEND, ks.buf), 2);
@@ -1386,9 +1386,9 @@ static void test_destroy_with_live_steps_and_requests_completes_everything_once(
     ra1 = step(ma, 1, 1);
     rb1 = step(mb, 1, 1);
     rb2 = step(mb, 2, 1);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(ra1, &kx.pk, 0, fx_recv_done, &rx), TFRDV_OK); /* served by B, waits */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(ra1, &kx.pk, 0, fx_recv_done, &rx, 0), TFRDV_OK); /* served by B, waits */
     TT_CHECK_EQ_INT(tfrdv_send(rb1, &kbuf.pk, 0, fx_value_init(&vbuf, 1), 0, &st), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(rb2, &kloc.pk, 0, fx_recv_done, &rloc), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(rb2, &kloc.pk, 0, fx_recv_done, &rloc, 0), TFRDV_OK);
     serve(mb, 3, &kdef, 99, &sdef); /* step 3 never initialised */
     TT_CHECK_EQ_INT(stats(ma).calls_in_flight, 1);
     tfrdv_mgr_destroy(mb); /* the serving worker goes first */
@@ -1588,7 +1588,7 @@ static void test_threads_last_unref_right_after_a_callback_signals(void) {
         h.k = &k;
         fx_value_init(&v, i);
         h.v = &v;
-        tfrdv_recv_async(h.r, &k.pk, 0, handoff_done, &h);
+        tfrdv_recv_async(h.r, &k.pk, 0, handoff_done, &h, 0);
         pthread_create(&t, 0, handoff_sender, &h);
         __atomic_store_n(&h.go, 1, __ATOMIC_SEQ_CST);
         while (!__atomic_load_n(&h.done, __ATOMIC_SEQ_CST)) {}

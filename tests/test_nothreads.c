@@ -125,14 +125,14 @@ static void test_nt_send_recv_both_orders(void) {
     rcv_init(&b);
     rcv_init(&c);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v1.v, 0, NULL), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a, 0), TFRDV_OK);
     TT_CHECK(a.calls == 1 && a.code == TFRDV_OK && a.id == 1);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &b), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &b, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(b.calls, 0);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v2.v, 0, NULL), TFRDV_OK);
     TT_CHECK(b.calls == 1 && b.code == TFRDV_OK && b.id == 2);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, NULL, 1, NULL), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &c), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &c, 0), TFRDV_OK);
     TT_CHECK(c.calls == 1 && c.is_dead == 1 && c.id == -1);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, NULL, 0, NULL), TFRDV_INVALID_ARGUMENT);
     tfrdv_destroy(r);
@@ -152,7 +152,7 @@ static void test_nt_fifo(void) {
         rcv_init(&a[i]);
     }
     for (i = 0; i < 4; i++) TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v[i].v, 0, NULL), TFRDV_OK);
-    for (i = 0; i < 8; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a[i]), TFRDV_OK);
+    for (i = 0; i < 8; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a[i], 0), TFRDV_OK);
     for (i = 4; i < 8; i++) TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v[i].v, 0, NULL), TFRDV_OK);
     for (i = 0; i < 8; i++) {
         TT_CHECK_EQ_INT(a[i].calls, 1);
@@ -176,7 +176,7 @@ static void test_nt_abort(void) {
     rcv_init(&b);
     for (i = 0; i < 2; i++) {
         rcv_init(&a[i]);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, NULL, rcv_done, &a[i]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, NULL, rcv_done, &a[i], 0), TFRDV_OK);
     }
     for (i = 0; i < 3; i++) {
         tval_init(&v[i], i);
@@ -191,7 +191,7 @@ static void test_nt_abort(void) {
     TT_CHECK_STR(st.msg, "first");
     TT_CHECK_EQ_INT(tfrdv_send(r, &k1.pk, NULL, &late.v, 0, &st), TFRDV_ABORTED);
     TT_CHECK_EQ_INT(late.releases, 0); /* still the caller's */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, NULL, rcv_done, &b), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, NULL, rcv_done, &b, 0), TFRDV_OK);
     TT_CHECK(b.calls == 1 && b.code == TFRDV_ABORTED);
     tfrdv_destroy(r);
     for (i = 0; i < 2; i++) TT_CHECK_EQ_INT(a[i].calls, 1);
@@ -215,18 +215,18 @@ static void test_nt_cancellation(void) {
     rcv_init(&c);
     TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(&h, &cm, &st), TFRDV_OK);
     args = cancel_args(cm);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &a, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(a.calls, 0);
     tfrdv_cancel_start(cm);
     TT_CHECK(a.calls == 1 && a.code == TFRDV_CANCELLED);
     TT_CHECK_STR(a.msg, "RecvAsync is cancelled.");
     tfrdv_cancel_start(cm);
     TT_CHECK_EQ_INT(a.calls, 1);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &b), TFRDV_OK); /* already cancelled */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, &args, rcv_done, &b, 0), TFRDV_OK); /* already cancelled */
     TT_CHECK(b.calls == 1 && b.code == TFRDV_CANCELLED);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v.v, 0, NULL), TFRDV_OK); /* buffered, not lost */
     TT_CHECK_EQ_INT(tfrdv_pending(r, NULL, NULL), 1);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &c), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &c, 0), TFRDV_OK);
     TT_CHECK(c.calls == 1 && c.id == 4);
     tfrdv_cancel_mgr_destroy(cm);
     tfrdv_destroy(r);
@@ -262,18 +262,18 @@ static void test_nt_destroy_from_inside_callback(void) {
         d.live_in_cb = 0;
         a.then = then_destroy;
         a.ctx = &d;
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, NULL, rcv_done, &other), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, NULL, rcv_done, &other, 0), TFRDV_OK);
         TT_CHECK_EQ_INT(tfrdv_send(r, &k2.pk, NULL, &vb.v, 0, NULL), TFRDV_OK); /* consumed */
         rcv_init(&other);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, NULL, rcv_done, &other), TFRDV_OK); /* waits */
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, NULL, rcv_done, &other, 0), TFRDV_OK); /* waits */
         if (variant == 0) { /* recv path */
             TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v.v, 0, NULL), TFRDV_OK);
-            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a, 0), TFRDV_OK);
         } else if (variant == 1) { /* send path */
-            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a, 0), TFRDV_OK);
             TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v.v, 0, NULL), TFRDV_OK);
         } else { /* abort path */
-            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &a, 0), TFRDV_OK);
             TT_CHECK_EQ_INT(tfrdv_abort(r, TFRDV_ABORTED, "x"), TFRDV_OK);
             tfrdv_value_release(&v.v);
         }
@@ -362,7 +362,7 @@ static void test_nt_mgr_loopback_remote_recv(void) {
     /* b's step starts first: its remote receive is deferred on a until a's step starts */
     TT_CHECK_EQ_INT(tfrdv_mgr_find(mb, 7, &rb, &st), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_mgr_initialize(rb, NULL, &st), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(rb, &k1.pk, NULL, rcv_done, &x1), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(rb, &k1.pk, NULL, rcv_done, &x1, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(x1.calls, 0);
     TT_CHECK_EQ_INT(tfrdv_mgr_find(ma, 7, &ra, &st), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_mgr_initialize(ra, NULL, &st), TFRDV_OK);
@@ -372,18 +372,18 @@ static void test_nt_mgr_loopback_remote_recv(void) {
     TT_CHECK_EQ_INT(v1.releases, 1);
     /* a sends first, b receives later */
     TT_CHECK_EQ_INT(tfrdv_send(ra, &k2.pk, NULL, &v2.v, 0, &st), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(rb, &k2.pk, NULL, rcv_done, &x2), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(rb, &k2.pk, NULL, rcv_done, &x2, 0), TFRDV_OK);
     TT_CHECK(x2.calls == 1 && x2.code == TFRDV_OK && x2.id == 2);
     /* a dead value */
     TT_CHECK_EQ_INT(tfrdv_send(ra, &k3.pk, NULL, NULL, 1, &st), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(rb, &k3.pk, NULL, rcv_done, &x3), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(rb, &k3.pk, NULL, rcv_done, &x3, 0), TFRDV_OK);
     TT_CHECK(x3.calls == 1 && x3.code == TFRDV_OK && x3.is_dead == 1);
     /* a key with a stale incarnation: the serving worker refuses it */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(rb, &kbad.pk, NULL, rcv_done, &x4), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(rb, &kbad.pk, NULL, rcv_done, &x4, 0), TFRDV_OK);
     TT_CHECK(x4.calls == 1 && x4.code == TFRDV_ABORTED);
     TT_CHECK_CONTAINS(x4.msg, "incarnation");
     /* a receive still in flight when a cleans the step: completes once with a's status */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(rb, &k1.pk, NULL, rcv_done, &x5), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(rb, &k1.pk, NULL, rcv_done, &x5, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(x5.calls, 0);
     tfrdv_mgr_cleanup(ma, 7);
     TT_CHECK_EQ_INT(x5.calls, 1);
@@ -445,7 +445,7 @@ static void test_nt_copy_in_flight_when_the_step_goes(void) {
     tkey_make(&k, WA "/device:CPU:0", INC_A, WA "/device:GPU:0", "to_gpu");
     tval_init(&v, 4);
     rcv_init(&x);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, NULL, rcv_done, &x, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, NULL, &v.v, 0, &st), TFRDV_OK);
     TT_CHECK(g_nt_copy.done != 0);
     TT_CHECK_EQ_INT(x.calls, 0);

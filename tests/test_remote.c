@@ -114,7 +114,7 @@ static void send(tfrdv_rendezvous* r, const fx_key* k, tfrdv_value* v) {
     TT_CHECK_EQ_INT(tfrdv_send(r, &k->pk, 0, v, 0, &st), TFRDV_OK);
 }
 static void recv(tfrdv_rendezvous* r, const fx_key* k, const tfrdv_args* args, fx_recv* out) {
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k->pk, args, fx_recv_done, out), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k->pk, args, fx_recv_done, out, 0), TFRDV_OK);
 }
 
 /* ---- receiver-chosen memory (args.alloc_fn): heap blocks, counted ---- */
@@ -382,14 +382,14 @@ static void test_recv_with_dst_not_on_this_worker_is_invalid_argument_synchronou
     memset(&r, 0, sizeof r);
     world_open(&w, 7);
     key(&k, B0, INC_B, C0, "not_for_me");
-    TT_CHECK_EQ_INT(tfrdv_recv_async(w.ra, &k.pk, 0, fx_recv_done, &r), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(w.ra, &k.pk, 0, fx_recv_done, &r, 0), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(r.calls, 0);
     /* before initialisation: misuse, also synchronous */
     key(&k, B0, INC_B, A0, "too_early");
     TT_CHECK_EQ_INT(tfrdv_mgr_find(w.ma, STEP + 1, &fresh, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(fresh, &k.pk, 0, fx_recv_done, &r), TFRDV_FAILED_PRECONDITION);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(fresh, &k.pk, 0, fx_recv_done, &r, 0), TFRDV_FAILED_PRECONDITION);
     TT_CHECK_EQ_INT(r.calls, 0);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(w.ra, &k.pk, 0, 0, &r), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(w.ra, &k.pk, 0, 0, &r, 0), TFRDV_INVALID_ARGUMENT);
     tfrdv_unref(fresh);
     TT_CHECK_EQ_INT(stats(w.ma).calls_started, 0);
     world_end(&w);
@@ -404,7 +404,7 @@ static void test_invalid_remote_source_device_is_internal(void) {
     memset(&r, 0, sizeof r);
     world_open(&w, 31);
     TT_CHECK_EQ_INT(tfrdv_key_parse(keytxt, strlen(keytxt), &pk, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(w.ra, &pk, 0, fx_recv_done, &r), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(w.ra, &pk, 0, fx_recv_done, &r, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(r.calls, 1);
     TT_CHECK_EQ_INT(r.st.code, TFRDV_INTERNAL);
     TT_CHECK_STR(r.st.msg, "/job:b/replica:0/task:0/device:CPU:* is invalid remote source device.");
@@ -733,7 +733,7 @@ static void test_callback_may_drop_the_step_and_clean_it_up(void) {
         cb_calls = 0;
         key(&k, B0, INC_B, A0, "self");
         send(w.rb, &k, fx_value_init(&v, 34));
-        TT_CHECK_EQ_INT(tfrdv_recv_async(cb_r, &k.pk, 0, cleanup_from_callback, 0), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(cb_r, &k.pk, 0, cleanup_from_callback, 0, 0), TFRDV_OK);
         faults_flush(w.f, FAULTS_FIFO);
         TT_CHECK_EQ_INT(cb_calls, 1);
         TT_CHECK_EQ_INT(tfrdv_mgr_steps(w.ma, 0, 0), 0);
@@ -759,7 +759,7 @@ static void chain_done(void* u, const tfrdv_status* st, const tfrdv_args* sa, co
     tfrdv_value_release(v);
     if (c->next < c->n) {
         int i = c->next++;
-        tfrdv_recv_async(c->w->ra, &c->keys[i].pk, 0, chain_done, c);
+        tfrdv_recv_async(c->w->ra, &c->keys[i].pk, 0, chain_done, c, 0);
     }
 }
 static void test_callback_may_start_the_next_remote_receive(void) {
@@ -780,7 +780,7 @@ static void test_callback_may_start_the_next_remote_receive(void) {
     c.keys = keys;
     c.n = 20;
     c.next = 1;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(w.ra, &keys[0].pk, 0, chain_done, &c), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(w.ra, &keys[0].pk, 0, chain_done, &c, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(c.calls, 20);
     TT_CHECK_EQ_INT(c.ok, 20);
     for (i = 0; i < 20; i++) TT_CHECK_EQ_INT(fx_released(&v[i]), 1);

@@ -179,7 +179,7 @@ static void send_v(tfrdv_rendezvous* r, const fx_key* k, tfrdv_value* v) {
     TT_CHECK_EQ_INT(tfrdv_send(r, &k->pk, 0, v, 0, &st), TFRDV_OK);
 }
 static void recv_into(tfrdv_rendezvous* r, const fx_key* k, const tfrdv_args* args, fx_recv* out) {
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k->pk, args, fx_recv_done, out), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k->pk, args, fx_recv_done, out, 0), TFRDV_OK);
 }
 
 /* ============================================================================================
@@ -664,7 +664,7 @@ static void test_d8_key_length_is_capped(void) {
     TT_CHECK_EQ_INT(tfrdv_send(r, &pk, 0, &v.v, 0, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_CONTAINS(st.msg, "max_key_len");
     rcv_init(&rc);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &pk, 0, rcv_done, &rc), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &pk, 0, rcv_done, &rc, 0), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(rc.calls, 0);
     tfrdv_destroy(r);
     TT_CHECK_EQ_INT(rel(&v), 0); /* a refused send leaves the value with the caller */
@@ -710,11 +710,11 @@ static void test_d8_channel_refuses_keys_over_2g(void) {
     tval_init(&v, 1);
     TT_CHECK_EQ_INT(tfrdv_send(r, &pk, 0, &v.v, 0, &st), TFRDV_RESOURCE_EXHAUSTED);
     rcv_init(&rc);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &pk, 0, rcv_done, &rc), TFRDV_RESOURCE_EXHAUSTED);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &pk, 0, rcv_done, &rc, 0), TFRDV_RESOURCE_EXHAUSTED);
     TT_CHECK_EQ_INT(rc.calls, 0);
     pk.full.len = k.pk.full.len; /* the same key at its real length still works */
     TT_CHECK_EQ_INT(tfrdv_send(r, &pk, 0, &v.v, 0, &st), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &pk, 0, rcv_done, &rc), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &pk, 0, rcv_done, &rc, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(rc.calls, 1);
     TT_CHECK_EQ_INT(rc.code, TFRDV_OK);
     TT_CHECK_EQ_INT(rel(&v), 1); /* the refused send left it with us; the accepted one delivered it */
@@ -838,7 +838,7 @@ static void test_table_clustered_hashes_wrap_and_delete_in_random_order(void) {
             sent[k]++;
         } else if (sent[k] > got[k]) {
             rcv_init(&rcvs[nr]);
-            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &keys[k].pk, 0, rcv_done, &rcvs[nr]), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv_async(r, &keys[k].pk, 0, rcv_done, &rcvs[nr], 0), TFRDV_OK);
             if (rcvs[nr].calls != 1 || rcvs[nr].id != next_id[k][got[k] % 64]) bad++;
             nr++;
             got[k]++;
@@ -1675,14 +1675,14 @@ static void test_recv_callback_gets_its_key_on_every_path(void) {
     args = cancel_args(cm);
     args.key.ptr = "garbage on input is ignored";
     args.key.len = 5;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, &args, key_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k1.pk, &args, key_done, &a, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k1.pk, 0, &v1.v, 0, 0), TFRDV_OK);
     TT_CHECK_STR(a.key, k1.buf);
     TT_CHECK_EQ_INT(tfrdv_send(r, &k2.pk, 0, &v2.v, 0, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, 0, key_done, &b), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k2.pk, 0, key_done, &b, 0), TFRDV_OK);
     TT_CHECK_STR(b.key, k2.buf);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k3.pk, &args, key_done, &c), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k4.pk, 0, key_done, &d), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k3.pk, &args, key_done, &c, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k4.pk, 0, key_done, &d, 0), TFRDV_OK);
     tfrdv_cancel_start(cm);
     TT_CHECK_EQ_INT(c.code, TFRDV_CANCELLED);
     TT_CHECK_STR(c.key, k3.buf);
@@ -1699,7 +1699,7 @@ static void test_remote_recv_callback_gets_its_key(void) {
     memset(&a, 0, sizeof a);
     world_up(&w, 0);
     key(&k, B0, INC_B, A0, "remote_key");
-    TT_CHECK_EQ_INT(tfrdv_recv_async(w.ra, &k.pk, 0, key_done, &a), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(w.ra, &k.pk, 0, key_done, &a, 0), TFRDV_OK);
     send_v(w.rb, &k, fx_value_init(&v, 20));
     TT_CHECK_EQ_INT(a.code, TFRDV_OK);
     TT_CHECK_STR(a.key, k.buf);

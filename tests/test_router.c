@@ -108,9 +108,9 @@ static void test_each_call_goes_to_the_route_its_source_worker_matches(void) {
     key(&kd, D0, 0xd1u, A0, "from-d");
     TT_CHECK_EQ_INT(tfrdv_send(rb, &kb.pk, 0, fx_value_init(&vb, 11), 0, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(rc, &kc.pk, 0, fx_value_init(&vc, 12), 0, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kb.pk, 0, fx_recv_done, &rb_out), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kc.pk, 0, fx_recv_done, &rc_out), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kd.pk, 0, fx_recv_done, &rd_out), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kb.pk, 0, fx_recv_done, &rb_out, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kc.pk, 0, fx_recv_done, &rc_out, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kd.pk, 0, fx_recv_done, &rd_out, 0), TFRDV_OK);
     TT_CHECK(rb_out.calls == 1 && rb_out.st.code == TFRDV_OK && fx_recv_matches(&rb_out, 11));
     TT_CHECK(rc_out.calls == 1 && rc_out.st.code == TFRDV_OK && fx_recv_matches(&rc_out, 12));
     TT_CHECK_EQ_INT(rd_out.calls, 1);
@@ -156,8 +156,8 @@ static void test_cancel_follows_the_call_and_destroy_reaches_each_transport_once
     a2 = cancel_args(cm2);
     key(&kb, B0, 0xb7u, A0, "held-b");
     key(&kc, C0, 0xc3u, A0, "held-c");
-    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kb.pk, &a1, fx_recv_done, &o1), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kc.pk, &a2, fx_recv_done, &o2), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kb.pk, &a1, fx_recv_done, &o1, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kc.pk, &a2, fx_recv_done, &o2, 0), TFRDV_OK);
     TT_CHECK(h1.starts == 1 && h2.starts == 1);
     tfrdv_cancel_start(cm2);
     TT_CHECK_EQ_INT(o2.calls, 1);
@@ -211,7 +211,7 @@ static void test_pick_hook_chooses_first_and_its_bad_answers_fail_the_call(void)
         static const int answers[3] = {1, -1, 5};
         memset(&o, 0, sizeof o);
         pick_answer = answers[i];
-        TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kb.pk, 0, fx_recv_done, &o), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(ra, &kb.pk, 0, fx_recv_done, &o, 0), TFRDV_OK);
     }
     TT_CHECK_EQ_INT(pick_asked, 3);
     TT_CHECK(h2.starts == 1 && h1.starts == 1); /* pick 1 -> route 1; -1 -> the pattern of B */

@@ -156,7 +156,7 @@ static void* worker_main(void* p) {
                 __atomic_add_fetch(&w->cur->outstanding, 1, __ATOMIC_SEQ_CST);
             }
             o->accepted = 1; /* set before the call: the callback may run inside it */
-            rc = tfrdv_recv_async(g_r, key, &args, recv_done, o);
+            rc = tfrdv_recv_async(g_r, key, &args, recv_done, o, 0);
             if (rc != TFRDV_OK) {
                 o->accepted = 0;
                 if (o->cm) __atomic_add_fetch(&o->cm->outstanding, -1, __ATOMIC_SEQ_CST);

@@ -101,7 +101,7 @@ static void on_step_requested(void* user, tfrdv_mgr* m, int64_t step_id, tfrdv_s
             tfrdv_abort(r, st.code, st.msg);
         } else {
             tfrdv_ref(r); /* on_y's */
-            if (tfrdv_recv_async(r, &y_key.parsed, NULL, on_y, r) != TFRDV_OK) {
+            if (tfrdv_recv_async(r, &y_key.parsed, NULL, on_y, r, NULL) != TFRDV_OK) {
                 tfrdv_unref(r);
                 tfrdv_abort(r, TFRDV_INTERNAL, "tf_peer: could not post the receive of y");
             }

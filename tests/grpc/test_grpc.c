@@ -889,7 +889,7 @@ static int fetch(client* c, int64_t step, uint64_t inc, const char* edge, const 
     if (!make_key(inc, edge, kb, sizeof kb, &pk)) return 0;
     if (tfrdv_mgr_find(c->m, step, &rz, 0) != TFRDV_OK) return 0;
     tfrdv_mgr_initialize(rz, 0, 0);
-    code = tfrdv_recv_async(rz, &pk, args, on_recv, r);
+    code = tfrdv_recv_async(rz, &pk, args, on_recv, r, 0);
     tfrdv_unref(rz);
     return code == TFRDV_OK;
 }

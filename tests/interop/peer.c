@@ -302,7 +302,7 @@ static void start_fetch(tfrdv_rendezvous* r, const tfrdv_str* reply_key, const c
     tfrdv_ref(r);
     f->r = r;
     f->t0 = tfrdv_now_ns();
-    if (tfrdv_recv_async(r, &k.parsed, NULL, fetched, f) != TFRDV_OK) { /* fetched ran with the error */ }
+    if (tfrdv_recv_async(r, &k.parsed, NULL, fetched, f, 0) != TFRDV_OK) { /* fetched ran with the error */ }
 }
 static int starts_with(tfrdv_str s, const char* p, tfrdv_str* rest) {
     size_t n = strlen(p);
@@ -491,7 +491,7 @@ static int fetch_bench(const char* addr, const char* spec_text, int reps, int re
             snprintf(edge, sizeof edge, "pair.%s.%s", j ? "data" : "ready", spec_text);
             if (tfrdv_key_make(&k, ME_CPU, inc, "/job:peer2/replica:0/task:0/device:CPU:0", edge, top, &st) != TFRDV_OK) return 1;
             t0 = tfrdv_now_ns();
-            if (tfrdv_recv_async(r, &k.parsed, reuse ? &ra : NULL, bench_done, &wt) != TFRDV_OK) return 1;
+            if (tfrdv_recv_async(r, &k.parsed, reuse ? &ra : NULL, bench_done, &wt, 0) != TFRDV_OK) return 1;
             pthread_mutex_lock(&mu);
             while (!wt.done) pthread_cond_wait(&cv, &mu);
             pthread_mutex_unlock(&mu);

@@ -679,7 +679,7 @@ static void post_recvs(tfrdv_rendezvous* r, const char* prefix, int n, waiter* w
         char e[64];
         snprintf(e, sizeof e, "%s%d", prefix, i);
         key_for(&k, e, PS_INC);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w, 0), TFRDV_OK);
     }
 }
 /* polls the serving child's stats until cond holds (bounded: 5 s) */
@@ -705,7 +705,7 @@ static void test_cancel_keeps_value(void) {
     key_for(&k, "late", PS_INC);
     memset(&a, 0, sizeof a);
     a.cancel = cm;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, &a, on_recv, w), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, &a, on_recv, w, 0), TFRDV_OK);
     /* the request reached the server once its serve is pending there */
     SRV_UNTIL(&s, rp, rp.ts.served >= 1);
     TT_CHECK_EQ_INT(rp.ts.served, 1);
@@ -816,7 +816,7 @@ static void test_abort_keeps_value(void) {
     if (!cli_open(&c, s.addr, 0, 0) || !cli_open(&c2, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
     key_for(&k, "ab", PS_INC);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w, 0), TFRDV_OK);
     SRV_UNTIL(&s, rp, rp.ts.served >= 1);
     tfrdv_mgr_cleanup(c.m, 1); /* aborts the step: its remote call is cancelled */
     TT_CHECK(waiter_wait(w, 1, 10 * SEC));
@@ -889,8 +889,8 @@ static void hol_over(const char* addr) {
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
     key_for(&kb, "hol_big", PS_INC);
     key_for(&ks, "hol_small", PS_INC);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.parsed, 0, on_recv, w), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ks.parsed, 0, on_recv, w), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.parsed, 0, on_recv, w, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ks.parsed, 0, on_recv, w, 0), TFRDV_OK);
     TT_CHECK(waiter_wait(w, 2, 30 * SEC));
     TT_CHECK(w->code[0] == TFRDV_OK && w->v[0] && w->v[0]->size == 4096); /* the small one first */
     TT_CHECK(w->code[1] == TFRDV_OK && w->v[1] && w->v[1]->size == (uint64_t)db[0]);
@@ -1597,7 +1597,7 @@ static void test_destroy_client_in_flight(void) {
     {
         tfrdv_key k;
         key_for(&k, "after", PS_INC);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w, 0), TFRDV_OK);
         TT_CHECK(waiter_wait(w, 11, 10 * SEC));
         TT_CHECK_EQ_INT(w->code[10], TFRDV_UNAVAILABLE);
     }
@@ -1625,7 +1625,7 @@ static void test_host_driven(void) {
     (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
     (void)tfrdv_mgr_start_step(c.m, 1, &rc, &st);
     key_for(&k, "hd", PS_INC);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(rc, &k.parsed, 0, on_recv, w), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(rc, &k.parsed, 0, on_recv, w, 0), TFRDV_OK);
     (void)tfrdv_send(rs, &k.parsed, 0, mkval(1, 0, 0, 4096, 4), 0, &st);
     for (i = 0; i < 10000 && w->n == 0; i++) {
         (void)tfrdv_tcp_poll(s.t, 1000000);

@@ -153,7 +153,7 @@ static int recv_one(tfrdv_rendezvous* r, const char* edge, const tfrdv_args* arg
     tfrdv_parsed_key k;
     char kb[200];
     key(&k, kb, sizeof kb, edge);
-    return tfrdv_recv_async(r, &k, args, on_done, 0) == TFRDV_OK;
+    return tfrdv_recv_async(r, &k, args, on_done, 0, 0) == TFRDV_OK;
 }
 /* host-driven progress while waiting, yielding like the companion thread does */
 static void spin(worker* w) {

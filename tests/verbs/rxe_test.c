@@ -161,7 +161,7 @@ static int post(worker* w, fetch* f, int64_t step, int src, int dst, const char*
     mk_key(&k, kb, sizeof kb, src, dst, edge);
     f->t0 = tfrdv_now_ns();
     if (tfrdv_mgr_find(w->m, step, &r, &st) != TFRDV_OK || tfrdv_mgr_initialize(r, 0, &st) != TFRDV_OK ||
-        tfrdv_recv_async(r, &k, args, on_done, f) != TFRDV_OK) {
+        tfrdv_recv_async(r, &k, args, on_done, f, 0) != TFRDV_OK) {
         printf("    recv %s: %s\n", edge, st.msg);
         if (r) tfrdv_unref(r);
         return 0;

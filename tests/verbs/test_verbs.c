@@ -596,7 +596,7 @@ static int si_fetch_start(worker* dst, int src, int64_t step, const char* edge, 
     pthread_mutex_init(&f->mu, 0);
     mk_key(&k, kb, sizeof kb, src, atoi(strrchr(dst->name, ':') + 1), edge);
     if (tfrdv_mgr_find(dst->m, step, &r, &st) != TFRDV_OK || tfrdv_mgr_initialize(r, 0, &st) != TFRDV_OK ||
-        tfrdv_recv_async(r, &k, 0, si_done, f) != TFRDV_OK) {
+        tfrdv_recv_async(r, &k, 0, si_done, f, 0) != TFRDV_OK) {
         printf("    recv %s: %s\n", edge, st.msg);
         if (r) tfrdv_unref(r);
         return 0;
