@@ -279,7 +279,7 @@ typedef struct tfrdv_grpc_config {
     const char* ssl_target_name_override; /* client: name expected in the server certificate */
 } tfrdv_grpc_config;
 TFRDV_API tfrdv_grpc_config tfrdv_grpc_config_init(void);
-#define TFRDV_GRPC_SERVE_MARGIN_NS 5000000 /* 5 ms: serve_deadline_margin_ns by default */
+#define TFRDV_GRPC_SERVE_MARGIN_NS 20000000 /* 20 ms: serve_deadline_margin_ns by default */
 #define TFRDV_GRPC_RECV_TIMEOUT_NS 600000000000LL /* 10 min: recv_timeout_ns by default */
 
 TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc** out,
