@@ -92,3 +92,4 @@ clean:
 -include tests/tf/tf.mk
 -include tests/verbs/verbs.mk
 -include tests/interop/interop.mk
+-include tests/tcp/tcp.mk

@@ -1,0 +1,1801 @@
+/* test_tcp.c - tfrdv_tcp.h: the frame codec (round trips, hostile frames) in process, and the
+   transport between two processes: the serving worker runs in a forked child driven over a pair
+   of pipes (SEND / STATS / QUIT commands), the fetching worker in this process. Every test is
+   bounded: alarm() in both processes, timeouts on every blocking receive; a child exits when its
+   command pipe closes. Needs no package: built by tests/tcp/tcp.mk as part of `make test`.
+   TFRDV_TCP_BIG=0 skips the 2 GiB + 1 byte transfer. */
+#define _GNU_SOURCE
+#define TFRDV_IMPLEMENTATION
+#define TFRDV_TCP_IMPLEMENTATION
+#include "tfrdv.h"
+#include "tfrdv_tcp.h"
+#include "tt.h"
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PS "/job:ps/replica:0/task:0"
+#define WK "/job:worker/replica:0/task:0"
+#define PS_DEV PS "/device:CPU:0"
+#define WK_DEV WK "/device:CPU:0"
+#define PS_INC 0x5151ULL
+#define SEC 1000000000LL
+
+static void sleep_ms(int ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    nanosleep(&ts, 0);
+}
+static char tmpdir[64];
+static char self_exe[4096];
+static const char* upath(const char* name) { /* a Unix socket path in this run's directory */
+    static char buf[4][128];
+    static int k;
+    char* b = buf[k++ & 3];
+    snprintf(b, 128, "unix:%s/%s", tmpdir, name);
+    return b;
+}
+
+/* byte i of a test value with seed s; periodic in 256, so blocks can be copied */
+static void fill(uint8_t* p, uint64_t n, unsigned s) {
+    uint64_t i, blk = n < (1u << 20) ? n : (1u << 20);
+    for (i = 0; i < blk; i++) p[i] = (uint8_t)(i * 131u + s);
+    for (i = blk; i < n; i += blk) memcpy(p + i, p, n - i < blk ? (size_t)(n - i) : (size_t)blk);
+}
+static int check(const uint8_t* p, uint64_t n, unsigned s) {
+    uint64_t i, step = n > (256u << 20) ? 4099 : 1;
+    for (i = 0; i < n; i += step)
+        if (p[i] != (uint8_t)(i * 131u + s)) return 0;
+    for (i = n > 4096 ? n - 4096 : 0; i < n; i++)
+        if (p[i] != (uint8_t)(i * 131u + s)) return 0;
+    return 1;
+}
+static void big_release(tfrdv_value* v) {
+    free(v->data);
+    free(v);
+}
+static tfrdv_value* mkval(int32_t dtype, int32_t rank, const int64_t* dims, uint64_t size, unsigned seed) {
+    tfrdv_value* v = (tfrdv_value*)calloc(1, sizeof *v + 8 * sizeof(int64_t));
+    int64_t* d = (int64_t*)(v + 1);
+    void* data = malloc(size ? (size_t)size : 1);
+    if (rank) memcpy(d, dims, (size_t)rank * sizeof *dims);
+    fill((uint8_t*)data, size, seed);
+    *v = tfrdv_value_make(dtype, rank, d, data, size, big_release, 0);
+    return v;
+}
+
+/* ============================================================================================
+   Part 1: the codec
+   ============================================================================================ */
+static size_t enc(const tfrdv_tcp_frame* f, uint8_t* buf, size_t cap) { return tfrdv_tcp_encode(f, buf, cap); }
+
+static void test_codec_roundtrip(void) {
+    uint8_t b[4096];
+    tfrdv_tcp_frame f, g;
+    tfrdv_status st;
+    size_t n, i;
+    long used;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = TFRDV_TCP_PROTOCOL_VERSION;
+    f.incarnation = 0x1122334455667788ULL;
+    f.name.ptr = PS;
+    f.name.len = strlen(PS);
+    n = enc(&f, b, sizeof b);
+    TT_CHECK_EQ_INT(n, 16 + 20 + strlen(PS));
+    TT_CHECK(b[0] == 1 && b[16] == 0x54 && b[17] == 0x52 && b[18] == 0x44 && b[19] == 0x56); /* "TRDV" */
+    for (i = 0; i < n; i++) TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, i, 0, &g, &st), 0); /* incomplete */
+    used = tfrdv_tcp_decode(b, n, 0, &g, &st);
+    TT_CHECK_EQ_INT(used, n);
+    TT_CHECK(g.type == TFRDV_TCP_HELLO && g.incarnation == f.incarnation && g.name.len == strlen(PS) && memcmp(g.name.ptr, PS, g.name.len) == 0);
+
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_REQUEST;
+    f.id = 77;
+    f.step_id = -5;
+    f.request_id = INT64_MIN + 3;
+    f.deadline_ns = 123456789;
+    f.key.ptr = "a;b;c";
+    f.key.len = 5;
+    n = enc(&f, b, sizeof b);
+    used = tfrdv_tcp_decode(b, n, 0, &g, &st);
+    TT_CHECK_EQ_INT(used, n);
+    TT_CHECK(g.id == 77 && g.step_id == -5 && g.request_id == INT64_MIN + 3 && g.deadline_ns == 123456789 && g.key.len == 5);
+
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_RESPONSE;
+    f.id = 9;
+    f.dtype = 1;
+    f.rank = 3;
+    f.dims[0] = 2; f.dims[1] = 0; f.dims[2] = 5;
+    f.bytes = 1000;
+    f.data_len = 100;
+    f.is_dead = 1;
+    n = enc(&f, b, sizeof b); /* header + meta; the 100 bytes follow in the stream */
+    TT_CHECK_EQ_INT(n, 16 + 24 + 24);
+    used = tfrdv_tcp_decode(b, n, 0, &g, &st);
+    TT_CHECK_EQ_INT(used, n);
+    TT_CHECK(g.rank == 3 && g.dims[1] == 0 && g.dims[2] == 5 && g.bytes == 1000 && g.data_len == 100 && g.is_dead && !g.no_value);
+
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_ERROR;
+    f.id = 3;
+    f.code = TFRDV_ABORTED;
+    f.detail = TFRDV_DETAIL_WORKER_RESTARTED;
+    f.message.ptr = "restarted";
+    f.message.len = 9;
+    n = enc(&f, b, sizeof b);
+    used = tfrdv_tcp_decode(b, n, 0, &g, &st);
+    TT_CHECK_EQ_INT(used, n);
+    TT_CHECK(g.code == TFRDV_ABORTED && g.detail == TFRDV_DETAIL_WORKER_RESTARTED && g.message.len == 9);
+
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_DATA;
+    f.id = 3;
+    f.data_len = 5000;
+    n = enc(&f, b, sizeof b);
+    TT_CHECK_EQ_INT(n, 16);
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, &g, &st), 16);
+    TT_CHECK(g.data_len == 5000);
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_CANCEL;
+    f.id = 4;
+    n = enc(&f, b, sizeof b);
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, &g, &st), 16);
+    TT_CHECK(g.type == TFRDV_TCP_CANCEL && g.id == 4);
+}
+
+/* decode must fail (-1) with a message containing `want` */
+static void bad(const uint8_t* b, size_t n, const tfrdv_tcp_limits* lim, const char* want) {
+    tfrdv_tcp_frame g;
+    tfrdv_status st;
+    st.msg[0] = 0;
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, lim, &g, &st), -1);
+    TT_CHECK_CONTAINS(st.msg, want);
+}
+static void test_codec_hostile(void) {
+    uint8_t b[8192];
+    tfrdv_tcp_frame f;
+    tfrdv_tcp_limits lim;
+    size_t n;
+    memset(&lim, 0, sizeof lim);
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = 1;
+    n = enc(&f, b, sizeof b);
+    b[16] = 'X';
+    bad(b, 20, 0, "bad magic"); /* told as soon as the magic is there */
+    f.version = 2;
+    n = enc(&f, b, sizeof b);
+    bad(b, n, 0, "version 2 not supported");
+    b[0] = 9;
+    bad(b, n, 0, "unknown frame type 9");
+    b[0] = 0;
+    bad(b, n, 0, "unknown frame type 0");
+    f.version = 1;
+    n = enc(&f, b, sizeof b);
+    b[2] = 1;
+    bad(b, n, 0, "reserved");
+    /* lengths over the limits are refused from the header alone */
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_REQUEST;
+    f.id = 1;
+    f.key.ptr = (const char*)b + 4096;
+    memset(b + 4096, 'k', 200);
+    f.key.len = 200;
+    lim.max_key_len = 100;
+    n = enc(&f, b, 4096);
+    bad(b, 16, &lim, "key limit 100");
+    b[4] = 0xff; b[5] = 0xff; b[6] = 0xff; b[7] = 0x7f;
+    bad(b, 16, 0, "exceeds the limit");
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_RESPONSE;
+    f.id = 1;
+    f.rank = 2;
+    f.dims[0] = 1;
+    f.dims[1] = -1;
+    f.bytes = 8;
+    n = enc(&f, b, sizeof b);
+    bad(b, n, 0, "negative");
+    f.dims[1] = 1;
+    n = enc(&f, b, sizeof b);
+    b[16 + 4] = 255; /* rank 255 */
+    bad(b, n, 0, "rank 255");
+    f.dims[0] = INT64_MAX;
+    f.dims[1] = 4;
+    n = enc(&f, b, sizeof b);
+    bad(b, n, 0, "overflow");
+    f.dims[0] = 1;
+    f.dims[1] = 1;
+    f.bytes = (uint64_t)1 << 50;
+    n = enc(&f, b, sizeof b);
+    bad(b, n, 0, "max_tensor_bytes");
+    f.bytes = 8;
+    f.data_len = 9; /* more bytes in the frame than the value has */
+    n = enc(&f, b, sizeof b);
+    bad(b, n, 0, "carries 9 value bytes");
+    f.data_len = 0;
+    f.no_value = 1; /* no value but not dead */
+    n = enc(&f, b, sizeof b);
+    bad(b, n, 0, "without value");
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_ERROR;
+    f.code = 99;
+    n = enc(&f, b, sizeof b);
+    bad(b, n, 0, "ERROR code 99");
+    f.code = 2;
+    f.message.ptr = (const char*)b + 4096;
+    f.message.len = 5000;
+    lim.max_message_len = 4096;
+    n = enc(&f, b, 4096);
+    bad(b, 16, &lim, "message limit");
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_DATA;
+    n = enc(&f, b, sizeof b);
+    bad(b, n, 0, "empty DATA");
+    f.type = TFRDV_TCP_CANCEL;
+    n = enc(&f, b, sizeof b);
+    b[4] = 1;
+    bad(b, n + 1, 0, "CANCEL with a 1-byte body");
+    /* garbage: every 16-byte pattern either needs more bytes, decodes or fails; never crashes */
+    {
+        unsigned seed = 12345;
+        int i, j;
+        tfrdv_tcp_frame g;
+        tfrdv_status st;
+        for (i = 0; i < 20000; i++) {
+            for (j = 0; j < 64; j++) { seed = seed * 1103515245u + 12345u; b[j] = (uint8_t)(seed >> 16); }
+            b[0] = (uint8_t)(b[0] % 9);
+            b[1] = b[2] = b[3] = 0;
+            b[6] = b[7] = 0;
+            (void)tfrdv_tcp_decode(b, 64, 0, &g, &st);
+        }
+    }
+}
+
+/* ============================================================================================
+   Part 2: two processes
+   ============================================================================================ */
+enum { OP_SEND = 1, OP_STATS = 2, OP_QUIT = 3, OP_CLEANUP = 4 };
+typedef struct cmd {
+    int op;
+    int64_t step;
+    char edge[48];
+    int32_t dtype, rank;
+    int64_t dims[8];
+    uint64_t size;
+    int dead, novalue, count;
+    unsigned seed;
+} cmd;
+typedef struct rep {
+    int code;
+    char msg[256];
+    char addr[128];
+    tfrdv_tcp_stats ts;
+    size_t pending_sends;
+} rep;
+typedef struct srv {
+    pid_t pid;
+    int cfd, rfd;
+    char addr[128];
+} srv;
+
+static int rd_full(int fd, void* p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, (char*)p + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        got += (size_t)k;
+    }
+    return 1;
+}
+static int wr_full(int fd, const void* p, size_t n) {
+    size_t put = 0;
+    while (put < n) {
+        ssize_t k = write(fd, (const char*)p + put, n - put);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        put += (size_t)k;
+    }
+    return 1;
+}
+static void count_sends(void* u, int64_t step, tfrdv_pending_kind kind, const char* key, size_t len, size_t count) {
+    (void)step; (void)key; (void)len;
+    if (kind == TFRDV_PENDING_SEND) *(size_t*)u += count;
+}
+static void key_for(tfrdv_key* k, const char* edge, uint64_t inc) {
+    tfrdv_frame_iter fi = {0, 0};
+    tfrdv_status st;
+    (void)tfrdv_key_make(k, PS_DEV, inc, WK_DEV, edge, fi, &st);
+}
+
+/* the serving worker: PS with incarnation inc listening on addr */
+static void child_server(int cfd, int rfd, const char* addr, uint64_t inc, int max_conns) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_tcp* t = 0;
+    tfrdv_mgr* m = 0;
+    tfrdv_status st;
+    rep r;
+    cmd c;
+    alarm(300);
+    memset(&r, 0, sizeof r);
+    tc.listen_address = addr;
+    tc.max_connections = max_conns;
+    if (tfrdv_tcp_create(&tc, &t, &st) != TFRDV_OK) {
+        r.code = (int)st.code;
+        snprintf(r.msg, sizeof r.msg, "%s", st.msg);
+        (void)wr_full(rfd, &r, sizeof r);
+        _exit(0);
+    }
+    mc.worker_name = PS;
+    mc.incarnation = inc;
+    mc.transport = tfrdv_tcp_transport(t);
+    (void)tfrdv_mgr_create(&mc, &m, &st);
+    (void)tfrdv_tcp_attach(t, m, &st);
+    snprintf(r.addr, sizeof r.addr, "%s", tfrdv_tcp_address(t));
+    (void)wr_full(rfd, &r, sizeof r);
+    while (rd_full(cfd, &c, sizeof c) && c.op != OP_QUIT) {
+        memset(&r, 0, sizeof r);
+        if (c.op == OP_SEND) {
+            tfrdv_rendezvous* rz = 0;
+            int i;
+            r.code = (int)tfrdv_mgr_start_step(m, c.step, &rz, &st);
+            for (i = 0; i < c.count && r.code == TFRDV_OK; i++) {
+                tfrdv_key k;
+                char edge[64];
+                tfrdv_value* v = c.novalue ? 0 : mkval(c.dtype, c.rank, c.dims, c.size, c.seed + (unsigned)i);
+                if (c.count > 1) snprintf(edge, sizeof edge, "%s_%d", c.edge, i);
+                else snprintf(edge, sizeof edge, "%s", c.edge);
+                key_for(&k, edge, inc);
+                r.code = (int)tfrdv_send(rz, &k.parsed, 0, v, c.dead, &st);
+                if (r.code != TFRDV_OK) { tfrdv_value_release(v); snprintf(r.msg, sizeof r.msg, "%s", st.msg); }
+            }
+            if (rz) tfrdv_unref(rz);
+        } else if (c.op == OP_CLEANUP) {
+            tfrdv_mgr_cleanup(m, c.step);
+        }
+        tfrdv_tcp_get_stats(t, &r.ts);
+        (void)tfrdv_mgr_pending(m, count_sends, &r.pending_sends);
+        if (!wr_full(rfd, &r, sizeof r)) break;
+    }
+    tfrdv_tcp_destroy(t);
+    tfrdv_mgr_destroy(m);
+    _exit(0);
+}
+static int srv_start(srv* s, const char* addr, uint64_t inc, int max_conns, rep* first) {
+    int c2s[2], s2c[2];
+    rep r;
+    if (pipe(c2s) || pipe(s2c)) return 0;
+    fflush(stdout);
+    s->pid = fork();
+    if (s->pid == 0) { /* a fresh process image: this one may run threads (fork keeps only ours) */
+        char a[5][64];
+        close(c2s[1]);
+        close(s2c[0]);
+        snprintf(a[0], sizeof a[0], "%d", c2s[0]);
+        snprintf(a[1], sizeof a[1], "%d", s2c[1]);
+        snprintf(a[2], sizeof a[2], "%llu", (unsigned long long)inc);
+        snprintf(a[3], sizeof a[3], "%d", max_conns);
+        execl(self_exe, self_exe, "--serve", a[0], a[1], addr, a[2], a[3], (char*)0);
+        _exit(127);
+    }
+    close(c2s[0]);
+    close(s2c[1]);
+    s->cfd = c2s[1];
+    s->rfd = s2c[0];
+    if (!rd_full(s->rfd, &r, sizeof r)) return 0;
+    if (first) *first = r;
+    snprintf(s->addr, sizeof s->addr, "%s", r.addr);
+    return r.code == TFRDV_OK;
+}
+static rep srv_cmd(srv* s, const cmd* c) {
+    rep r;
+    memset(&r, 0, sizeof r);
+    r.code = -1;
+    if (!wr_full(s->cfd, c, sizeof *c) || !rd_full(s->rfd, &r, sizeof r)) r.code = -1;
+    return r;
+}
+static rep srv_send(srv* s, int64_t step, const char* edge, int32_t dtype, int32_t rank, const int64_t* dims,
+                    uint64_t size, unsigned seed) {
+    cmd c;
+    memset(&c, 0, sizeof c);
+    c.op = OP_SEND;
+    c.step = step;
+    snprintf(c.edge, sizeof c.edge, "%s", edge);
+    c.dtype = dtype;
+    c.rank = rank;
+    if (rank) memcpy(c.dims, dims, (size_t)rank * sizeof *dims);
+    c.size = size;
+    c.seed = seed;
+    c.count = 1;
+    return srv_cmd(s, &c);
+}
+static rep srv_stats(srv* s) {
+    cmd c;
+    memset(&c, 0, sizeof c);
+    c.op = OP_STATS;
+    return srv_cmd(s, &c);
+}
+static void srv_stop(srv* s) {
+    cmd c;
+    int status;
+    memset(&c, 0, sizeof c);
+    c.op = OP_QUIT;
+    (void)wr_full(s->cfd, &c, sizeof c);
+    close(s->cfd);
+    close(s->rfd);
+    waitpid(s->pid, &status, 0);
+}
+static void srv_kill(srv* s) {
+    int status;
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, &status, 0);
+    close(s->cfd);
+    close(s->rfd);
+}
+
+/* the fetching worker, in this process */
+typedef struct cli {
+    tfrdv_tcp* t;
+    tfrdv_mgr* m;
+} cli;
+static int cli_open(cli* c, const char* ps_addr, int64_t call_timeout_ns, const tfrdv_tcp_config* base) {
+    tfrdv_tcp_config tc = base ? *base : tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_tcp_worker w;
+    tfrdv_status st;
+    w.name = PS;
+    w.address = ps_addr;
+    tc.workers = &w;
+    tc.num_workers = 1;
+    if (tfrdv_tcp_create(&tc, &c->t, &st) != TFRDV_OK) { printf("    client create: %s\n", st.msg); return 0; }
+    mc.worker_name = WK;
+    mc.call_timeout_ns = call_timeout_ns;
+    mc.transport = tfrdv_tcp_transport(c->t);
+    if (tfrdv_mgr_create(&mc, &c->m, &st) != TFRDV_OK) { printf("    mgr: %s\n", st.msg); return 0; }
+    (void)tfrdv_tcp_attach(c->t, c->m, &st);
+    return 1;
+}
+static void cli_close(cli* c) {
+    tfrdv_tcp_destroy(c->t);
+    tfrdv_mgr_destroy(c->m);
+}
+static tfrdv_code fetch(cli* c, int64_t step, const char* edge, uint64_t inc, int64_t timeout_ns, tfrdv_value** v,
+                        int* dead, tfrdv_status* st) {
+    tfrdv_rendezvous* r = 0;
+    tfrdv_key k;
+    tfrdv_code rc;
+    *v = 0;
+    if ((rc = tfrdv_mgr_start_step(c->m, step, &r, st)) != TFRDV_OK) return rc;
+    key_for(&k, edge, inc);
+    rc = tfrdv_recv(r, &k.parsed, 0, timeout_ns, v, dead, st);
+    tfrdv_unref(r);
+    return rc;
+}
+
+static void shapes_over(const char* addr) {
+    srv s;
+    cli c;
+    static const int32_t dts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 14, 17, 18, 19, 22, 23};
+    static const uint64_t sizes[] = {0, 1, 3, 4096, 65536, 262144, 262145, (1u << 20) + 1, 64u << 20, 256u << 20};
+    size_t i;
+    int32_t rank;
+    tfrdv_status st;
+    tfrdv_value* v;
+    int dead;
+    int n = 0;
+    char edge[48];
+    alarm(240);
+    if (!srv_start(&s, addr, PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 60 * SEC, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    /* every dtype, rank 1 */
+    for (i = 0; i < sizeof dts / sizeof *dts; i++) {
+        int64_t d[1] = {3};
+        snprintf(edge, sizeof edge, "dt%d", (int)dts[i]);
+        TT_CHECK_EQ_INT(srv_send(&s, 1, edge, dts[i], 1, d, 24, (unsigned)i).code, 0);
+        TT_CHECK_EQ_INT(fetch(&c, 1, edge, PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+        if (v) {
+            TT_CHECK(v->dtype == dts[i] && v->rank == 1 && v->dims[0] == 3 && v->size == 24 && check((uint8_t*)v->data, 24, (unsigned)i));
+            tfrdv_value_release(v);
+        }
+        n++;
+    }
+    /* ranks 0..8 with a size-0 dim at rank >= 2 */
+    for (rank = 0; rank <= 8; rank++) {
+        int64_t d[8];
+        uint64_t el = 1;
+        int j;
+        for (j = 0; j < rank; j++) { d[j] = (rank >= 2 && j == rank - 1) ? 0 : j + 1; el *= (uint64_t)d[j]; }
+        snprintf(edge, sizeof edge, "rank%d", (int)rank);
+        TT_CHECK_EQ_INT(srv_send(&s, 1, edge, 1, rank, d, el * 4, 7).code, 0);
+        TT_CHECK_EQ_INT(fetch(&c, 1, edge, PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+        if (v) {
+            TT_CHECK(v->rank == rank && v->size == el * 4);
+            for (j = 0; j < rank; j++) TT_CHECK(v->dims[j] == d[j]);
+            tfrdv_value_release(v);
+        }
+    }
+    /* sizes: 0 B, 1 B, ... 256 MiB (frame boundaries at 256 KiB) */
+    for (i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        int64_t d[1];
+        d[0] = (int64_t)sizes[i];
+        snprintf(edge, sizeof edge, "size%zu", i);
+        TT_CHECK_EQ_INT(srv_send(&s, 1, edge, 4, 1, d, sizes[i], (unsigned)(i + 3)).code, 0);
+        TT_CHECK_EQ_INT(fetch(&c, 1, edge, PS_INC, 60 * SEC, &v, &dead, &st), TFRDV_OK);
+        if (v) {
+            TT_CHECK(v->size == sizes[i] && !dead && check((uint8_t*)v->data, sizes[i], (unsigned)(i + 3)));
+            tfrdv_value_release(v);
+        }
+    }
+    /* dead values: with a payload, and without a value */
+    {
+        cmd cm;
+        memset(&cm, 0, sizeof cm);
+        cm.op = OP_SEND;
+        cm.step = 1;
+        cm.count = 1;
+        cm.dead = 1;
+        cm.dtype = 1;
+        cm.size = 8;
+        cm.rank = 1;
+        cm.dims[0] = 2;
+        snprintf(cm.edge, sizeof cm.edge, "deadv");
+        TT_CHECK_EQ_INT(srv_cmd(&s, &cm).code, 0);
+        TT_CHECK_EQ_INT(fetch(&c, 1, "deadv", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+        TT_CHECK(dead && v && v->size == 8);
+        tfrdv_value_release(v);
+        cm.novalue = 1;
+        snprintf(cm.edge, sizeof cm.edge, "deadn");
+        TT_CHECK_EQ_INT(srv_cmd(&s, &cm).code, 0);
+        TT_CHECK_EQ_INT(fetch(&c, 1, "deadn", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+        TT_CHECK(dead && !v);
+    }
+    {
+        tfrdv_tcp_stats ts;
+        rep r = srv_stats(&s);
+        tfrdv_tcp_get_stats(c.t, &ts);
+        TT_CHECK(ts.calls_ok >= (uint64_t)n + 9 + 10 + 2);
+        TT_CHECK_EQ_INT(ts.calls_failed, 0);
+        TT_CHECK_EQ_INT(ts.connects, 1); /* every call on one connection */
+        TT_CHECK_EQ_INT(r.ts.protocol_errors, 0);
+        TT_CHECK_EQ_INT(r.pending_sends, 0);
+    }
+    cli_close(&c);
+    srv_stop(&s);
+}
+static void test_shapes_tcp(void) { shapes_over("127.0.0.1:0"); }
+static void test_shapes_unix(void) { shapes_over(upath("shapes.sock")); }
+
+/* one value of 2 GiB + 1 byte (64-bit lengths; TensorFlow kills its process above 2 GiB) */
+static void test_above_2gib(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_value* v;
+    int dead;
+    uint64_t size = ((uint64_t)2 << 30) + 1;
+    int64_t d[1];
+    const char* e = getenv("TFRDV_TCP_BIG");
+    if (e && e[0] == '0') return;
+    alarm(240);
+    d[0] = (int64_t)size;
+    if (!srv_start(&s, upath("big.sock"), PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "big", 4, 1, d, size, 9).code, 0);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "big", PS_INC, 200 * SEC, &v, &dead, &st), TFRDV_OK);
+    if (v) {
+        TT_CHECK(v->size == size && v->dims[0] == (int64_t)size && check((uint8_t*)v->data, size, 9));
+        tfrdv_value_release(v);
+    } else {
+        printf("    %s\n", st.msg);
+    }
+    cli_close(&c);
+    srv_stop(&s);
+}
+
+/* an incarnation mismatch crosses the wire as ABORTED + TFRDV_DETAIL_WORKER_RESTARTED */
+static void test_restart_detail(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_value* v;
+    int dead;
+    alarm(60);
+    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(fetch(&c, 1, "x", PS_INC + 1, 30 * SEC, &v, &dead, &st), TFRDV_ABORTED);
+    TT_CHECK_EQ_INT(st.detail, TFRDV_DETAIL_WORKER_RESTARTED);
+    TT_CHECK_CONTAINS(st.msg, "incarnation");
+    cli_close(&c);
+    srv_stop(&s);
+}
+
+/* cancel in flight: the server withdraws, the value sent later goes to the next receiver */
+typedef struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n;
+    tfrdv_code code[1024];
+    uint32_t detail[1024];
+    tfrdv_value* v[1024];
+    char msg[256];
+} waiter;
+static waiter* waiter_new(void) {
+    waiter* w = (waiter*)calloc(1, sizeof *w);
+    pthread_mutex_init(&w->mu, 0);
+    pthread_cond_init(&w->cv, 0);
+    return w;
+}
+static void waiter_free(waiter* w) {
+    int i;
+    for (i = 0; i < w->n && i < 1024; i++) tfrdv_value_release(w->v[i]);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+}
+static void on_recv(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    waiter* w = (waiter*)u;
+    (void)sa; (void)ra; (void)dead;
+    pthread_mutex_lock(&w->mu);
+    if (w->n < 1024) {
+        w->code[w->n] = st->code;
+        w->detail[w->n] = st->detail;
+        w->v[w->n] = v;
+    } else {
+        tfrdv_value_release(v);
+    }
+    snprintf(w->msg, sizeof w->msg, "%s", st->msg);
+    w->n++;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+static int waiter_wait(waiter* w, int n, int64_t timeout_ns) {
+    int64_t end = tfrdv_now_ns() + timeout_ns;
+    int ok;
+    pthread_mutex_lock(&w->mu);
+    while (w->n < n && tfrdv_now_ns() < end) {
+        pthread_mutex_unlock(&w->mu);
+        sleep_ms(2);
+        pthread_mutex_lock(&w->mu);
+    }
+    ok = w->n >= n;
+    pthread_mutex_unlock(&w->mu);
+    return ok;
+}
+/* posts n receives of keys "<prefix><i>" on r, completing into w */
+static void post_recvs(tfrdv_rendezvous* r, const char* prefix, int n, waiter* w) {
+    int i;
+    for (i = 0; i < n; i++) {
+        tfrdv_key k;
+        char e[64];
+        snprintf(e, sizeof e, "%s%d", prefix, i);
+        key_for(&k, e, PS_INC);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
+    }
+}
+/* polls the serving child's stats until cond holds (bounded: 5 s) */
+#define SRV_UNTIL(s, rp, cond) \
+    do { int u_; for (u_ = 0; u_ < 1000; u_++) { (rp) = srv_stats(s); if (cond) break; sleep_ms(5); } } while (0)
+static void test_cancel_keeps_value(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_value* v;
+    tfrdv_rendezvous* r;
+    tfrdv_cancel_mgr* cm;
+    tfrdv_args a;
+    tfrdv_key k;
+    waiter* w = waiter_new();
+    int dead;
+    rep rp;
+    alarm(60);
+    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    (void)tfrdv_cancel_mgr_create(0, &cm, &st);
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    key_for(&k, "late", PS_INC);
+    memset(&a, 0, sizeof a);
+    a.cancel = cm;
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, &a, on_recv, w), TFRDV_OK);
+    /* the request reached the server once its serve is pending there */
+    SRV_UNTIL(&s, rp, rp.ts.served >= 1);
+    TT_CHECK_EQ_INT(rp.ts.served, 1);
+    tfrdv_cancel_start(cm);
+    TT_CHECK(waiter_wait(w, 1, 10 * SEC));
+    TT_CHECK_EQ_INT(w->code[0], TFRDV_CANCELLED);
+    SRV_UNTIL(&s, rp, rp.ts.serve_cancelled >= 1);
+    TT_CHECK_EQ_INT(rp.ts.serve_cancelled, 1);
+    TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0);
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "late", 1, 0, 0, 4, 5).code, 0);
+    rp = srv_stats(&s);
+    TT_CHECK_EQ_INT(rp.pending_sends, 1); /* buffered, not lost to the cancelled request */
+    TT_CHECK_EQ_INT(fetch(&c, 1, "late", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+    TT_CHECK(v && check((uint8_t*)v->data, 4, 5));
+    tfrdv_value_release(v);
+    tfrdv_unref(r);
+    tfrdv_cancel_mgr_destroy(cm);
+    cli_close(&c);
+    srv_stop(&s);
+    waiter_free(w);
+}
+
+/* the call's deadline: DEADLINE_EXCEEDED, the server drops the request, the value stays */
+static void test_deadline_keeps_value(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_value* v;
+    int dead;
+    rep rp;
+    alarm(60);
+    if (!srv_start(&s, upath("dl.sock"), PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, SEC / 5, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(fetch(&c, 1, "slow", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_DEADLINE_EXCEEDED);
+    SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 0 && rp.ts.served);
+    TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0);
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "slow", 1, 0, 0, 4, 6).code, 0);
+    TT_CHECK_EQ_INT(srv_stats(&s).pending_sends, 1);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "slow", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+    TT_CHECK(v && check((uint8_t*)v->data, 4, 6));
+    tfrdv_value_release(v);
+    cli_close(&c);
+    srv_stop(&s);
+}
+
+/* the transport enforces tfrdv_call_deadline itself (no tfrdv_mgr_expire runs here: the manager
+   is not attached) against a peer that never answers (a listen backlog: no HELLO either): 300
+   calls expire, each exactly once, all by the transport's deadline scan */
+static void test_deadline_by_transport(void) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_tcp_worker wk;
+    tfrdv_tcp* t;
+    tfrdv_mgr* m;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    tfrdv_tcp_stats ts;
+    struct sockaddr_un un;
+    waiter* w = waiter_new();
+    int i, expired = 0, lfd;
+    alarm(60);
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    snprintf(un.sun_path, sizeof un.sun_path, "%s", upath("mute.sock") + 5);
+    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    TT_CHECK(bind(lfd, (struct sockaddr*)&un, sizeof un) == 0 && listen(lfd, 8) == 0);
+    wk.name = PS;
+    wk.address = upath("mute.sock");
+    tc.workers = &wk;
+    tc.num_workers = 1;
+    tc.connect_timeout_ns = 60 * SEC;
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_OK);
+    mc.worker_name = WK;
+    mc.call_timeout_ns = SEC / 4;
+    mc.transport = tfrdv_tcp_transport(t);
+    (void)tfrdv_mgr_create(&mc, &m, &st);
+    (void)tfrdv_mgr_start_step(m, 1, &r, &st);
+    post_recvs(r, "never_", 300, w);
+    TT_CHECK(waiter_wait(w, 300, 5 * SEC));
+    for (i = 0; i < w->n && i < 300; i++) expired += w->code[i] == TFRDV_DEADLINE_EXCEEDED;
+    TT_CHECK_EQ_INT(expired, 300);
+    TT_CHECK_CONTAINS(w->msg, "tfrdv_tcp: RecvTensor deadline exceeded");
+    tfrdv_tcp_get_stats(t, &ts);
+    TT_CHECK_EQ_INT(ts.calls_expired, 300);
+    TT_CHECK_EQ_INT(ts.client_calls_live, 0);
+    sleep_ms(50);
+    TT_CHECK_EQ_INT(w->n, 300);
+    tfrdv_unref(r);
+    tfrdv_tcp_destroy(t);
+    tfrdv_mgr_destroy(m);
+    close(lfd);
+    waiter_free(w);
+}
+
+/* abort of the receiving step in flight: a second worker's receive gets the value */
+static void test_abort_keeps_value(void) {
+    srv s;
+    cli c, c2;
+    tfrdv_status st;
+    tfrdv_value* v;
+    tfrdv_rendezvous* r;
+    tfrdv_key k;
+    waiter* w = waiter_new();
+    int dead;
+    rep rp;
+    alarm(60);
+    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, 0) || !cli_open(&c2, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    key_for(&k, "ab", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
+    SRV_UNTIL(&s, rp, rp.ts.served >= 1);
+    tfrdv_mgr_cleanup(c.m, 1); /* aborts the step: its remote call is cancelled */
+    TT_CHECK(waiter_wait(w, 1, 10 * SEC));
+    TT_CHECK_EQ_INT(w->code[0], TFRDV_ABORTED);
+    SRV_UNTIL(&s, rp, rp.ts.serve_cancelled >= 1);
+    TT_CHECK_EQ_INT(rp.ts.serve_cancelled, 1);
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "ab", 1, 0, 0, 4, 8).code, 0);
+    TT_CHECK_EQ_INT(fetch(&c2, 1, "ab", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+    TT_CHECK(v && check((uint8_t*)v->data, 4, 8));
+    tfrdv_value_release(v);
+    tfrdv_unref(r);
+    cli_close(&c);
+    cli_close(&c2);
+    srv_stop(&s);
+    waiter_free(w);
+}
+
+/* 1,000 receives in flight on one connection, answered in any order */
+static void test_1000_concurrent(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    waiter* w = waiter_new();
+    cmd cm;
+    int i, ok = 0;
+    tfrdv_tcp_stats ts;
+    alarm(120);
+    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    (void)tfrdv_mgr_start_step(c.m, 3, &r, &st);
+    post_recvs(r, "many_", 1000, w);
+    memset(&cm, 0, sizeof cm);
+    cm.op = OP_SEND;
+    cm.step = 3;
+    cm.count = 1000;
+    cm.dtype = 3;
+    cm.rank = 1;
+    cm.dims[0] = 1024;
+    cm.size = 4096;
+    snprintf(cm.edge, sizeof cm.edge, "many");
+    TT_CHECK_EQ_INT(srv_cmd(&s, &cm).code, 0);
+    TT_CHECK(waiter_wait(w, 1000, 60 * SEC));
+    for (i = 0; i < w->n && i < 1000; i++) ok += w->code[i] == TFRDV_OK && w->v[i] && w->v[i]->size == 4096;
+    TT_CHECK_EQ_INT(ok, 1000);
+    tfrdv_tcp_get_stats(c.t, &ts);
+    TT_CHECK_EQ_INT(ts.connects, 1);
+    TT_CHECK_EQ_INT(ts.client_calls_live, 0);
+    tfrdv_unref(r);
+    cli_close(&c);
+    srv_stop(&s);
+    waiter_free(w);
+}
+
+/* head-of-line: a small response requested after a 256 MiB one on the same connection arrives
+   first (the big one goes out in 256 KiB frames, round robin with the small one) */
+static void hol_over(const char* addr) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    tfrdv_key kb, ks;
+    waiter* w = waiter_new();
+    int64_t db[1] = {256 << 20}, ds[1] = {4096};
+    alarm(60);
+    if (!srv_start(&s, addr, PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "hol_big", 4, 1, db, (uint64_t)db[0], 1).code, 0);
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "hol_small", 4, 1, ds, (uint64_t)ds[0], 2).code, 0);
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    key_for(&kb, "hol_big", PS_INC);
+    key_for(&ks, "hol_small", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &kb.parsed, 0, on_recv, w), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &ks.parsed, 0, on_recv, w), TFRDV_OK);
+    TT_CHECK(waiter_wait(w, 2, 30 * SEC));
+    TT_CHECK(w->code[0] == TFRDV_OK && w->v[0] && w->v[0]->size == 4096); /* the small one first */
+    TT_CHECK(w->code[1] == TFRDV_OK && w->v[1] && w->v[1]->size == (uint64_t)db[0]);
+    if (w->v[1]) TT_CHECK(check((uint8_t*)w->v[1]->data, w->v[1]->size, 1));
+    tfrdv_unref(r);
+    cli_close(&c);
+    srv_stop(&s);
+    waiter_free(w);
+}
+static void test_small_not_behind_big_tcp(void) { hol_over("127.0.0.1:0"); }
+static void test_small_not_behind_big_unix(void) { hol_over(upath("hol.sock")); }
+
+/* the server dies while it sends: the receive fails UNAVAILABLE at once */
+static pid_t kill_on_alloc;
+static tfrdv_value* killing_alloc(void* u, int32_t dtype, int32_t rank, const int64_t* dims, uint64_t size) {
+    (void)u;
+    if (kill_on_alloc > 0) kill(kill_on_alloc, SIGKILL);
+    return tfrdv_value_new(dtype, rank, dims, 0, size);
+}
+static void test_server_killed_mid_transfer(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    tfrdv_value* v = 0;
+    tfrdv_args a;
+    tfrdv_key k;
+    int64_t d[1] = {256 << 20};
+    int dead, status;
+    alarm(60);
+    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "huge", 4, 1, d, (uint64_t)d[0], 1).code, 0);
+    kill_on_alloc = s.pid;
+    memset(&a, 0, sizeof a);
+    a.alloc_fn = killing_alloc;
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    key_for(&k, "huge", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv(r, &k.parsed, &a, 30 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "lost");
+    TT_CHECK(!v);
+    tfrdv_unref(r);
+    kill_on_alloc = 0;
+    waitpid(s.pid, &status, 0);
+    close(s.cfd);
+    close(s.rfd);
+    cli_close(&c);
+}
+
+/* the client dies while it receives: the served value goes back to the table */
+static void test_client_killed_mid_transfer(void) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_tcp* t;
+    tfrdv_mgr* m;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    tfrdv_key k;
+    tfrdv_value* v;
+    int64_t d[1] = {256 << 20};
+    pid_t pid;
+    int status, i, dead;
+    size_t pend = 0;
+    tfrdv_tcp_stats ts;
+    char addr[128];
+    alarm(60);
+    tc.listen_address = "127.0.0.1:0";
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_OK);
+    mc.worker_name = PS;
+    mc.incarnation = PS_INC;
+    mc.transport = tfrdv_tcp_transport(t);
+    (void)tfrdv_mgr_create(&mc, &m, &st);
+    (void)tfrdv_tcp_attach(t, m, &st);
+    snprintf(addr, sizeof addr, "%s", tfrdv_tcp_address(t));
+    (void)tfrdv_mgr_start_step(m, 1, &r, &st);
+    key_for(&k, "huge", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_send(r, &k.parsed, 0, mkval(4, 1, d, (uint64_t)d[0], 2), 0, &st), TFRDV_OK);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) { /* the fetching worker (a fresh process): dies as soon as the response starts */
+        execl(self_exe, self_exe, "--die-fetching", addr, (char*)0);
+        _exit(127);
+    }
+    waitpid(pid, &status, 0);
+    TT_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    for (i = 0; i < 1000; i++) {
+        tfrdv_tcp_get_stats(t, &ts);
+        if (ts.values_returned >= 1 && ts.connections == 0) break;
+        sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(ts.values_returned, 1);
+    TT_CHECK_EQ_INT(ts.connections, 0);
+    (void)tfrdv_pending(r, count_sends, &pend);
+    TT_CHECK_EQ_INT(pend, 1);
+    { /* the next receiver gets it */
+        cli c;
+        if (cli_open(&c, addr, 0, 0)) {
+            TT_CHECK_EQ_INT(fetch(&c, 1, "huge", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+            TT_CHECK(v && v->size == (uint64_t)d[0] && check((uint8_t*)v->data, v->size, 2));
+            tfrdv_value_release(v);
+            cli_close(&c);
+        } else {
+            TT_CHECK(0);
+        }
+    }
+    tfrdv_unref(r);
+    tfrdv_tcp_destroy(t);
+    tfrdv_mgr_destroy(m);
+}
+
+/* the server restarts (new process, same address, new incarnation): the client reconnects */
+static void test_reconnect_after_restart(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_value* v;
+    int dead, i;
+    tfrdv_code rc = TFRDV_UNKNOWN;
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_tcp_stats ts;
+    const char* a = upath("restart.sock");
+    alarm(60);
+    tc.backoff_ns = SEC / 50;
+    tc.backoff_max_ns = SEC / 10;
+    if (!srv_start(&s, a, PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, &tc)) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "r1", 1, 0, 0, 4, 1).code, 0);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "r1", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+    tfrdv_value_release(v);
+    srv_kill(&s); /* its socket file stays behind (stale) */
+    TT_CHECK_EQ_INT(fetch(&c, 1, "r2", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "r2", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    if (!srv_start(&s, a, PS_INC + 1, 0, 0)) { TT_CHECK(0); cli_close(&c); return; } /* replaces the stale file */
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "r3", 1, 0, 0, 4, 3).code, 0);
+    for (i = 0; i < 200 && rc != TFRDV_OK; i++) {
+        rc = fetch(&c, 1, "r3", PS_INC + 1, 30 * SEC, &v, &dead, &st);
+        if (rc != TFRDV_OK) { TT_CHECK_EQ_INT(rc, TFRDV_UNAVAILABLE); sleep_ms(10); }
+    }
+    TT_CHECK_EQ_INT(rc, TFRDV_OK);
+    TT_CHECK(v && check((uint8_t*)v->data, 4, 3));
+    tfrdv_value_release(v);
+    /* a key with the old incarnation says the worker restarted */
+    TT_CHECK_EQ_INT(fetch(&c, 1, "r4", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_ABORTED);
+    TT_CHECK_EQ_INT(st.detail, TFRDV_DETAIL_WORKER_RESTARTED);
+    tfrdv_tcp_get_stats(c.t, &ts);
+    TT_CHECK(ts.connects >= 2);
+    cli_close(&c);
+    srv_stop(&s);
+}
+
+/* after a failed connect, calls within the backoff window fail at once */
+static void test_backoff(void) {
+    cli c;
+    tfrdv_status st;
+    tfrdv_value* v;
+    int dead;
+    tfrdv_tcp_stats ts;
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    alarm(30);
+    tc.backoff_ns = 10 * SEC;
+    if (!cli_open(&c, upath("nobody.sock"), 0, &tc)) { TT_CHECK(0); return; }
+    TT_CHECK_EQ_INT(fetch(&c, 1, "x", PS_INC, 5 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "connect to");
+    TT_CHECK_EQ_INT(fetch(&c, 1, "x", PS_INC, 5 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "next connect attempt in");
+    tfrdv_tcp_get_stats(c.t, &ts);
+    TT_CHECK_EQ_INT(ts.backoff_rejects, 1);
+    TT_CHECK_EQ_INT(ts.connect_failures, 1);
+    cli_close(&c);
+}
+
+/* a busy port is an error naming the address, never shared; a stale Unix file is replaced */
+static void test_busy_port(void) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_tcp *a = 0, *b = 0;
+    tfrdv_status st;
+    char addr[128];
+    srv s;
+    rep r;
+    alarm(30);
+    tc.listen_address = "127.0.0.1:0";
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &a, &st), TFRDV_OK);
+    TT_CHECK(tfrdv_tcp_port(a) > 0);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", tfrdv_tcp_port(a));
+    tc.listen_address = addr;
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &b, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, addr);
+    TT_CHECK_CONTAINS(st.msg, "in use");
+    /* another process on the same port: refused there too */
+    TT_CHECK(!srv_start(&s, addr, PS_INC, 0, &r));
+    TT_CHECK_CONTAINS(r.msg, "in use");
+    srv_stop(&s);
+    tfrdv_tcp_destroy(a);
+    /* Unix: a live server's path is refused, a stale file replaced */
+    if (!srv_start(&s, upath("busy.sock"), PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    tc.listen_address = upath("busy.sock");
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &b, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "live server");
+    srv_kill(&s);
+    TT_CHECK_EQ_INT(access(upath("busy.sock") + 5, F_OK), 0); /* the dead server's file */
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &b, &st), TFRDV_OK);
+    {
+        struct stat sb;
+        TT_CHECK(stat(upath("busy.sock") + 5, &sb) == 0 && (sb.st_mode & 0777) == 0600); /* unix_mode default */
+    }
+    tfrdv_tcp_destroy(b);
+    TT_CHECK(access(upath("busy.sock") + 5, F_OK) != 0); /* removed by destroy */
+    tc.listen_address = "unix:/this/path/is/far/too/long/for/a/unix/socket/address/because/sun_path/holds/only/one/hundred/and/eight/bytes.sock";
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &b, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "at most");
+}
+
+/* ---- raw peers for hostile input ---- */
+static int raw_connect(const char* addr) {
+    int fd;
+    if (strncmp(addr, "unix:", 5) == 0) {
+        struct sockaddr_un un;
+        memset(&un, 0, sizeof un);
+        un.sun_family = AF_UNIX;
+        snprintf(un.sun_path, sizeof un.sun_path, "%s", addr + 5);
+        fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr*)&un, sizeof un) != 0) { close(fd); return -1; }
+    } else {
+        struct sockaddr_in in;
+        const char* colon = strrchr(addr, ':');
+        memset(&in, 0, sizeof in);
+        in.sin_family = AF_INET;
+        in.sin_port = htons((uint16_t)atoi(colon + 1));
+        in.sin_addr.s_addr = htonl(0x7f000001);
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr*)&in, sizeof in) != 0) { close(fd); return -1; }
+    }
+    {
+        struct timeval tv = {10, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    return fd;
+}
+static void raw_put(int fd, const tfrdv_tcp_frame* f) {
+    uint8_t b[8192];
+    size_t n = tfrdv_tcp_encode(f, b, sizeof b);
+    (void)wr_full(fd, b, n);
+}
+static void raw_hello(int fd) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = 1;
+    raw_put(fd, &f);
+}
+/* reads frames until one of `type` (returns 1, frame in *f, its extra bytes skipped) or EOF (0) */
+static uint8_t rbuf[1 << 16];
+static size_t rlen;
+static int raw_get(int fd, int type, tfrdv_tcp_frame* f, char* msg, size_t cap) {
+    for (;;) {
+        tfrdv_status st;
+        long used;
+        memset(f, 0, sizeof *f);
+        used = tfrdv_tcp_decode(rbuf, rlen, 0, f, &st);
+        if (used < 0) return -1;
+        if (used > 0 && rlen >= (size_t)used + f->data_len) {
+            int t = f->type;
+            size_t total = (size_t)used + (size_t)f->data_len;
+            if (msg && (t == TFRDV_TCP_ERROR || t == TFRDV_TCP_CLOSE)) snprintf(msg, cap, "%.*s", (int)f->message.len, f->message.ptr);
+            memmove(rbuf, rbuf + total, rlen - total);
+            rlen -= total;
+            if (t == type) return 1;
+            continue;
+        }
+        {
+            ssize_t k = read(fd, rbuf + rlen, sizeof rbuf - rlen);
+            if (k <= 0) return 0;
+            rlen += (size_t)k;
+        }
+    }
+}
+static int raw_eof(int fd) { /* 1 when the peer closed the connection (after anything it sent) */
+    char b[4096];
+    for (;;) {
+        ssize_t k = read(fd, b, sizeof b);
+        if (k == 0 || (k < 0 && errno == ECONNRESET)) return 1;
+        if (k < 0) return 0;
+    }
+}
+
+typedef struct insrv { /* a serving worker in this process */
+    tfrdv_tcp* t;
+    tfrdv_mgr* m;
+    char addr[128];
+} insrv;
+static int insrv_open(insrv* s, const char* listen, const tfrdv_tcp_config* base) {
+    tfrdv_tcp_config tc = base ? *base : tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_status st;
+    tc.listen_address = listen;
+    if (tfrdv_tcp_create(&tc, &s->t, &st) != TFRDV_OK) { printf("    %s\n", st.msg); return 0; }
+    mc.worker_name = PS;
+    mc.incarnation = PS_INC;
+    mc.transport = tfrdv_tcp_transport(s->t);
+    (void)tfrdv_mgr_create(&mc, &s->m, &st);
+    (void)tfrdv_tcp_attach(s->t, s->m, &st);
+    snprintf(s->addr, sizeof s->addr, "%s", tfrdv_tcp_address(s->t));
+    return 1;
+}
+static void insrv_close(insrv* s) {
+    tfrdv_tcp_destroy(s->t);
+    tfrdv_mgr_destroy(s->m);
+}
+static void wait_stats(tfrdv_tcp* t, tfrdv_tcp_stats* ts, size_t conns) {
+    int i;
+    for (i = 0; i < 1000; i++) {
+        tfrdv_tcp_get_stats(t, ts);
+        if (ts->connections == conns) return;
+        sleep_ms(5);
+    }
+}
+
+static const uint8_t* frame_bytes(const tfrdv_tcp_frame* f, uint8_t* buf, size_t cap) {
+    (void)tfrdv_tcp_encode(f, buf, cap);
+    return buf;
+}
+/* connects (HELLO first if hello), writes bytes; the server must answer CLOSE naming `want`,
+   then close */
+static void expect_close(const char* addr, int hello, const uint8_t* bytes, size_t n, const char* want) {
+    tfrdv_tcp_frame f;
+    char msg[256];
+    int fd = raw_connect(addr);
+    if (hello) raw_hello(fd);
+    (void)wr_full(fd, bytes, n);
+    rlen = 0;
+    msg[0] = 0;
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_CLOSE, &f, msg, sizeof msg), 1);
+    TT_CHECK_CONTAINS(msg, want);
+    TT_CHECK(raw_eof(fd));
+    close(fd);
+}
+
+static void test_hostile_frames(void) {
+    insrv s;
+    int fd;
+    tfrdv_tcp_frame f;
+    tfrdv_tcp_stats ts;
+    char msg[256];
+    uint8_t junk[64];
+    alarm(60);
+    if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
+    /* bad magic */
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = 1;
+    {
+        uint8_t b[64];
+        size_t n = tfrdv_tcp_encode(&f, b, sizeof b);
+        b[16] = 'Z';
+        expect_close(s.addr, 0, b, n, "bad magic");
+    }
+    /* bad version */
+    f.version = 7;
+    expect_close(s.addr, 0, frame_bytes(&f, junk, sizeof junk), tfrdv_tcp_encode(&f, 0, 0), "version 7");
+    /* oversized key (the header alone says so) */
+    {
+        uint8_t b[16] = {2, 0, 0, 0, 0xff, 0xff, 0, 0, 1};
+        expect_close(s.addr, 1, b, 16, "key limit");
+    }
+    /* a frame only a server sends */
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_RESPONSE;
+    f.id = 1;
+    expect_close(s.addr, 1, frame_bytes(&f, junk, sizeof junk), tfrdv_tcp_encode(&f, 0, 0), "unexpected frame type 3");
+    /* garbage */
+    fd = raw_connect(s.addr);
+    memset(junk, 0xa5, sizeof junk);
+    (void)wr_full(fd, junk, sizeof junk);
+    TT_CHECK(raw_eof(fd));
+    close(fd);
+    /* a truncated frame, then close; and a silent connection */
+    fd = raw_connect(s.addr);
+    raw_hello(fd);
+    (void)wr_full(fd, junk, 7);
+    close(fd);
+    /* duplicate wire id while the first is in flight */
+    fd = raw_connect(s.addr);
+    raw_hello(fd);
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_REQUEST;
+    f.id = 5;
+    f.step_id = 1;
+    f.key.ptr = "k";
+    f.key.len = 1;
+    raw_put(fd, &f); /* an invalid key: answered at once */
+    rlen = 0;
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_ERROR, &f, msg, sizeof msg), 1);
+    TT_CHECK_EQ_INT(f.code, TFRDV_INVALID_ARGUMENT);
+    close(fd);
+    wait_stats(s.t, &ts, 0);
+    TT_CHECK_EQ_INT(ts.connections, 0);
+    TT_CHECK_EQ_INT(ts.protocol_errors, 5);
+    TT_CHECK_EQ_INT(ts.server_requests_live, 0);
+    insrv_close(&s);
+}
+
+/* duplicate ids: the same tfrdv request id twice (the core answers ABORTED), the same wire id
+   twice on one connection (a protocol error) */
+static void test_duplicate_ids(void) {
+    insrv s;
+    int fd, got_ok = 0, got_dup = 0, i;
+    tfrdv_tcp_frame f;
+    tfrdv_key k;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    char msg[256];
+    alarm(60);
+    if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
+    key_for(&k, "dup", PS_INC);
+    fd = raw_connect(s.addr);
+    raw_hello(fd);
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_REQUEST;
+    f.step_id = 1;
+    f.request_id = 4242;
+    f.key.ptr = k.buf;
+    f.key.len = k.len;
+    f.id = 1;
+    raw_put(fd, &f);
+    f.id = 2;
+    raw_put(fd, &f);
+    sleep_ms(50);
+    (void)tfrdv_mgr_start_step(s.m, 1, &r, &st);
+    (void)tfrdv_send(r, &k.parsed, 0, mkval(1, 0, 0, 4, 1), 0, &st);
+    rlen = 0;
+    for (i = 0; i < 2; i++) {
+        int kind;
+        tfrdv_tcp_frame g;
+        for (;;) { /* next RESPONSE or ERROR */
+            tfrdv_status ds;
+            long used = tfrdv_tcp_decode(rbuf, rlen, 0, &g, &ds);
+            if (used > 0 && rlen >= (size_t)used + g.data_len && g.type != TFRDV_TCP_HELLO) {
+                kind = g.type;
+                if (kind == TFRDV_TCP_ERROR) snprintf(msg, sizeof msg, "%.*s", (int)g.message.len, g.message.ptr);
+                memmove(rbuf, rbuf + used + g.data_len, rlen - (size_t)used - g.data_len);
+                rlen -= (size_t)used + g.data_len;
+                break;
+            }
+            if (used > 0 && rlen >= (size_t)used + g.data_len) {
+                memmove(rbuf, rbuf + used, rlen - (size_t)used);
+                rlen -= (size_t)used;
+                continue;
+            }
+            {
+                ssize_t n = read(fd, rbuf + rlen, sizeof rbuf - rlen);
+                if (n <= 0) { kind = -1; break; }
+                rlen += (size_t)n;
+            }
+        }
+        if (kind == TFRDV_TCP_RESPONSE) got_ok++;
+        if (kind == TFRDV_TCP_ERROR && g.code == TFRDV_ABORTED) got_dup++;
+    }
+    TT_CHECK_EQ_INT(got_ok, 1);
+    TT_CHECK_EQ_INT(got_dup, 1);
+    /* the same wire id again while in flight */
+    f.id = 9;
+    f.request_id = 1;
+    raw_put(fd, &f);
+    raw_put(fd, &f);
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_CLOSE, &f, msg, sizeof msg), 1);
+    TT_CHECK_CONTAINS(msg, "already in flight");
+    close(fd);
+    tfrdv_unref(r);
+    insrv_close(&s);
+}
+
+/* a hostile server: oversized or malformed responses fail the call, never crash the client */
+static void test_hostile_server(void) {
+    int lfd, fd;
+    struct sockaddr_un un;
+    cli c;
+    tfrdv_status st;
+    tfrdv_value* v;
+    int dead;
+    pid_t pid;
+    int status;
+    const char* a = upath("evil.sock");
+    alarm(60);
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    snprintf(un.sun_path, sizeof un.sun_path, "%s", a + 5);
+    unlink(un.sun_path);
+    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    TT_CHECK(bind(lfd, (struct sockaddr*)&un, sizeof un) == 0 && listen(lfd, 4) == 0);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) { /* answer each connection's first request with a poisoned response */
+        int round;
+        alarm(30);
+        for (round = 0; round < 3; round++) {
+            tfrdv_tcp_frame f;
+            fd = accept(lfd, 0, 0);
+            if (fd < 0) _exit(1);
+            raw_hello(fd);
+            rlen = 0;
+            if (raw_get(fd, TFRDV_TCP_REQUEST, &f, 0, 0) != 1) _exit(2);
+            memset(&f, 0, sizeof f);
+            f.type = TFRDV_TCP_RESPONSE;
+            f.id = 1 + (uint64_t)round;
+            f.dtype = 1;
+            if (round == 0) { f.bytes = (uint64_t)1 << 45; raw_put(fd, &f); }                 /* over max_tensor_bytes */
+            if (round == 1) { f.rank = 1; f.dims[0] = 1; f.bytes = 4; f.data_len = 4; raw_put(fd, &f); (void)wr_full(fd, "ab", 2); } /* closes mid-value */
+            if (round == 2) { uint8_t b[64]; size_t n = tfrdv_tcp_encode(&f, b, sizeof b); b[20] = 255; (void)wr_full(fd, b, n); } /* rank 255 */
+            sleep_ms(100);
+            close(fd);
+        }
+        _exit(0);
+    }
+    close(lfd);
+    if (!cli_open(&c, a, 0, 0)) { TT_CHECK(0); return; }
+    TT_CHECK_EQ_INT(fetch(&c, 1, "e0", PS_INC, 10 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "max_tensor_bytes");
+    TT_CHECK_EQ_INT(fetch(&c, 1, "e1", PS_INC, 10 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "middle of a value");
+    TT_CHECK_EQ_INT(fetch(&c, 1, "e2", PS_INC, 10 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "rank 255");
+    waitpid(pid, &status, 0);
+    TT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cli_close(&c);
+}
+
+static long rss_kib(void) {
+    FILE* f = fopen("/proc/self/statm", "r");
+    long pages = 0, res = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+    fclose(f);
+    return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+/* 100,000 requests on one connection: the per-connection cap answers the excess at once, and the
+   memory comes back once the connection closes */
+/* an allocator hook that counts what is live */
+typedef struct counting { long live, calls; size_t bytes; } counting;
+static void* c_alloc(void* u, size_t n) {
+    counting* c = (counting*)u;
+    __atomic_add_fetch(&c->live, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&c->calls, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&c->bytes, n, __ATOMIC_SEQ_CST);
+    return malloc(n);
+}
+static void c_free(void* u, void* p, size_t n) {
+    counting* c = (counting*)u;
+    __atomic_sub_fetch(&c->live, 1, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(&c->bytes, n, __ATOMIC_SEQ_CST);
+    free(p);
+}
+/* writes n REQUEST frames (ids from id0, steps never started: deferred on the server) from a
+   child process; while drain is set this process reads the answers until `served` reaches
+   want; returns the child's pid (reaped here when drained) */
+static pid_t flood(int fd, int n, uint64_t id0) {
+    uint8_t* big = (uint8_t*)malloc((size_t)n * 256);
+    size_t off = 0;
+    tfrdv_key k;
+    int i;
+    pid_t pid;
+    key_for(&k, "flood", PS_INC);
+    for (i = 0; i < n; i++) {
+        tfrdv_tcp_frame f;
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_REQUEST;
+        f.id = id0 + (uint64_t)i;
+        f.step_id = 100 + (int64_t)id0 + i;
+        f.request_id = (int64_t)id0 + i;
+        f.key.ptr = k.buf;
+        f.key.len = k.len;
+        off += tfrdv_tcp_encode(&f, big + off, 256);
+    }
+    fflush(stdout);
+    pid = fork(); /* another process writes: the server answers while it reads */
+    if (pid == 0) { alarm(60); (void)wr_full(fd, big, off); _exit(0); }
+    free(big);
+    return pid;
+}
+/* 100,000 requests on one connection: the per-connection cap answers the excess at once, and the
+   memory comes back once the connection closes; a peer that never reads its answers is cut off */
+static void test_request_flood(void) {
+    insrv s;
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_tcp_stats ts;
+    long before, after, slack = 64 * 1024;
+    size_t live0;
+    int fd, i, status;
+    pid_t pid;
+    char sink[65536];
+    counting cnt;
+    alarm(120);
+    memset(&cnt, 0, sizeof cnt);
+    tc.max_requests_per_connection = 2000;
+    tc.hooks.allocator.alloc_fn = c_alloc;
+    tc.hooks.allocator.free_fn = c_free;
+    tc.hooks.allocator.user = &cnt;
+    if (!insrv_open(&s, "127.0.0.1:0", &tc)) { TT_CHECK(0); return; }
+    before = rss_kib();
+    live0 = cnt.bytes;
+    fd = raw_connect(s.addr);
+    raw_hello(fd);
+    pid = flood(fd, 100000, 1);
+    for (i = 0; i < 60000; i++) { /* read the answers until every request was handled */
+        ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n > 0) continue;
+        tfrdv_tcp_get_stats(s.t, &ts);
+        if (ts.served == 100000) break;
+        sleep_ms(1);
+    }
+    waitpid(pid, &status, 0);
+    TT_CHECK_EQ_INT(ts.served, 100000);
+    TT_CHECK(ts.requests_rejected >= 90000);
+    TT_CHECK(ts.server_requests_live <= 2000);
+    TT_CHECK_EQ_INT(ts.protocol_errors, 0);
+    close(fd);
+    wait_stats(s.t, &ts, 0);
+    for (i = 0; i < 1000 && ts.server_requests_live; i++) { sleep_ms(5); tfrdv_tcp_get_stats(s.t, &ts); }
+    TT_CHECK_EQ_INT(ts.server_requests_live, 0);
+    {
+        tfrdv_mgr_stats ms;
+        tfrdv_mgr_expire(s.m, tfrdv_mgr_now(s.m));
+        tfrdv_mgr_get_stats(s.m, &ms);
+        TT_CHECK_EQ_INT(ms.active_steps, 0); /* withdrawn deferred requests left no steps behind */
+    }
+    after = rss_kib();
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    slack = 192 * 1024; /* the sanitizers keep freed memory in quarantine */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+    slack = 192 * 1024;
+#endif
+#endif
+    printf("    request flood: RSS %ld KiB before, %ld KiB after; the companion's memory %zu KiB before, %zu KiB after (%llu rejected)\n",
+           before, after, live0 / 1024, cnt.bytes / 1024, (unsigned long long)ts.requests_rejected);
+    TT_CHECK(after - before < slack);
+    TT_CHECK(cnt.bytes < live0 + ((size_t)1 << 20)); /* back to the start, but for capped free lists */
+    /* the same flood from a peer that never reads: closed once 8 MiB of answers wait for it */
+    fd = raw_connect(s.addr);
+    raw_hello(fd);
+    pid = flood(fd, 100000, 1);
+    wait_stats(s.t, &ts, 0);
+    for (i = 0; i < 2000 && ts.protocol_errors == 0; i++) { sleep_ms(5); tfrdv_tcp_get_stats(s.t, &ts); }
+    TT_CHECK_EQ_INT(ts.protocol_errors, 1);
+    TT_CHECK_EQ_INT(ts.connections, 0);
+    close(fd);
+    waitpid(pid, &status, 0);
+    for (i = 0; i < 1000 && ts.server_requests_live; i++) { sleep_ms(5); tfrdv_tcp_get_stats(s.t, &ts); }
+    TT_CHECK_EQ_INT(ts.server_requests_live, 0);
+    insrv_close(&s);
+}
+
+/* a flood of connections: beyond max_connections each is closed at once */
+static void test_connection_flood(void) {
+    insrv s;
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_tcp_stats ts;
+    int fds[64], i, closed = 0;
+    alarm(60);
+    tc.max_connections = 8;
+    if (!insrv_open(&s, upath("cflood.sock"), &tc)) { TT_CHECK(0); return; }
+    for (i = 0; i < 64; i++) fds[i] = raw_connect(s.addr);
+    for (i = 0; i < 1000; i++) {
+        tfrdv_tcp_get_stats(s.t, &ts);
+        if (ts.accepted + ts.connections_rejected >= 64) break;
+        sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(ts.accepted, 8);
+    TT_CHECK_EQ_INT(ts.connections_rejected, 56);
+    TT_CHECK_EQ_INT(ts.connections, 8);
+    for (i = 0; i < 64; i++) {
+        tfrdv_tcp_frame f;
+        rlen = 0;
+        if (fds[i] >= 0 && raw_get(fds[i], TFRDV_TCP_HELLO, &f, 0, 0) != 1) closed++;
+    }
+    TT_CHECK_EQ_INT(closed, 56);
+    for (i = 0; i < 64; i++) if (fds[i] >= 0) close(fds[i]);
+    wait_stats(s.t, &ts, 0);
+    TT_CHECK_EQ_INT(ts.connections, 0);
+    insrv_close(&s);
+}
+
+/* destroy with calls in flight: each completes exactly once; the serving side withdraws */
+static void test_destroy_in_flight(void) {
+    insrv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    waiter* w = waiter_new();
+    tfrdv_tcp_stats ts;
+    int i;
+    alarm(60);
+    if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); insrv_close(&s); return; }
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    post_recvs(r, "never", 10, w);
+    for (i = 0; i < 1000; i++) { tfrdv_tcp_get_stats(s.t, &ts); if (ts.server_requests_live == 10) break; sleep_ms(5); }
+    TT_CHECK_EQ_INT(ts.server_requests_live, 10);
+    insrv_close(&s); /* the server first: its serves are withdrawn, the client's calls fail */
+    TT_CHECK(waiter_wait(w, 10, 10 * SEC));
+    for (i = 0; i < 10; i++) TT_CHECK_EQ_INT(w->code[i], TFRDV_UNAVAILABLE);
+    post_recvs(r, "again", 10, w);
+    TT_CHECK(waiter_wait(w, 20, 10 * SEC)); /* no server: connect fails, then backoff */
+    tfrdv_unref(r);
+    cli_close(&c);
+    sleep_ms(20);
+    TT_CHECK_EQ_INT(w->n, 20); /* exactly once each */
+    waiter_free(w);
+}
+static void test_destroy_client_in_flight(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    waiter* w = waiter_new();
+    int i;
+    rep rp;
+    alarm(60);
+    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    post_recvs(r, "never", 10, w);
+    SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 10);
+    tfrdv_tcp_destroy(c.t); /* calls in flight fail CANCELLED, exactly once */
+    TT_CHECK(waiter_wait(w, 10, 10 * SEC));
+    for (i = 0; i < 10; i++) TT_CHECK_EQ_INT(w->code[i], TFRDV_CANCELLED);
+    SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 0);
+    TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0); /* the server withdrew them */
+    {
+        tfrdv_key k;
+        key_for(&k, "after", PS_INC);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w), TFRDV_OK);
+        TT_CHECK(waiter_wait(w, 11, 10 * SEC));
+        TT_CHECK_EQ_INT(w->code[10], TFRDV_UNAVAILABLE);
+    }
+    tfrdv_unref(r);
+    tfrdv_mgr_destroy(c.m);
+    srv_stop(&s);
+    waiter_free(w);
+}
+
+/* host-driven progress: no threads, both sides polled by the caller */
+static void test_host_driven(void) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    insrv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous *rs, *rc;
+    tfrdv_key k;
+    waiter* w = waiter_new();
+    int i;
+    alarm(60);
+    tc.num_threads = -1;
+    if (!insrv_open(&s, upath("host.sock"), &tc)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, &tc)) { TT_CHECK(0); insrv_close(&s); return; }
+    TT_CHECK(tfrdv_tcp_fd(s.t) >= 0);
+    (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
+    (void)tfrdv_mgr_start_step(c.m, 1, &rc, &st);
+    key_for(&k, "hd", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(rc, &k.parsed, 0, on_recv, w), TFRDV_OK);
+    (void)tfrdv_send(rs, &k.parsed, 0, mkval(1, 0, 0, 4096, 4), 0, &st);
+    for (i = 0; i < 10000 && w->n == 0; i++) {
+        (void)tfrdv_tcp_poll(s.t, 1000000);
+        (void)tfrdv_tcp_poll(c.t, 1000000);
+    }
+    TT_CHECK_EQ_INT(w->n, 1);
+    TT_CHECK(w->code[0] == TFRDV_OK && w->v[0] && check((uint8_t*)w->v[0]->data, 4096, 4));
+    tfrdv_unref(rs);
+    tfrdv_unref(rc);
+    cli_close(&c);
+    insrv_close(&s);
+    waiter_free(w);
+}
+
+/* every allocation of the companion goes through hooks.allocator, and all of it comes back */
+static void test_allocator_hook(void) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    counting cs, cc;
+    insrv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    tfrdv_value* v;
+    tfrdv_key k;
+    int i, dead;
+    alarm(60);
+    memset(&cs, 0, sizeof cs);
+    memset(&cc, 0, sizeof cc);
+    tc.hooks.allocator.alloc_fn = c_alloc;
+    tc.hooks.allocator.free_fn = c_free;
+    tc.hooks.allocator.user = &cs;
+    if (!insrv_open(&s, upath("alloc.sock"), &tc)) { TT_CHECK(0); return; }
+    tc.hooks.allocator.user = &cc;
+    if (!cli_open(&c, s.addr, 0, &tc)) { TT_CHECK(0); insrv_close(&s); return; }
+    (void)tfrdv_mgr_start_step(s.m, 1, &r, &st);
+    for (i = 0; i < 20; i++) {
+        char e[16];
+        int64_t d[1] = {300000};
+        snprintf(e, sizeof e, "a%d", i);
+        key_for(&k, e, PS_INC);
+        (void)tfrdv_send(r, &k.parsed, 0, mkval(4, 1, d, (uint64_t)d[0], (unsigned)i), 0, &st);
+        TT_CHECK_EQ_INT(fetch(&c, 1, e, PS_INC, 10 * SEC, &v, &dead, &st), TFRDV_OK);
+        TT_CHECK(v && check((uint8_t*)v->data, v->size, (unsigned)i));
+        tfrdv_value_release(v);
+    }
+    tfrdv_unref(r);
+    TT_CHECK(cs.calls > 0 && cc.calls > 0);
+    cli_close(&c);
+    insrv_close(&s);
+    TT_CHECK_EQ_INT(cs.live, 0);
+    TT_CHECK_EQ_INT(cs.bytes, 0);
+    TT_CHECK_EQ_INT(cc.live, 0);
+    TT_CHECK_EQ_INT(cc.bytes, 0);
+}
+
+static void test_config_errors(void) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_tcp* t = 0;
+    tfrdv_status st;
+    tc.frame_bytes = 100;
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "frame_bytes");
+    tc = tfrdv_tcp_config_init();
+    tc.listen_address = "127.0.0.1";
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "127.0.0.1");
+    tc.listen_address = "[::1:5";
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_INVALID_ARGUMENT);
+    tc.listen_address = "127.0.0.1:99999";
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "bad port");
+    tc.listen_address = "[::1]:0";
+    if (tfrdv_tcp_create(&tc, &t, &st) == TFRDV_OK) { /* IPv6 may be off in a sandbox */
+        TT_CHECK(tfrdv_tcp_port(t) > 0);
+        TT_CHECK_CONTAINS(tfrdv_tcp_address(t), "[::1]:");
+        tfrdv_tcp_destroy(t);
+    }
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(0, "x", "y", &st), TFRDV_INVALID_ARGUMENT);
+}
+
+/* the child of test_client_killed_mid_transfer: fetches "huge" from addr, dies on the first byte */
+static int die_fetching(const char* addr) {
+    cli c;
+    tfrdv_value* cv = 0;
+    tfrdv_args a;
+    tfrdv_rendezvous* cr;
+    tfrdv_key ck;
+    tfrdv_status st;
+    int cd;
+    alarm(30);
+    kill_on_alloc = getpid();
+    if (!cli_open(&c, addr, 0, 0)) return 2;
+    memset(&a, 0, sizeof a);
+    a.alloc_fn = killing_alloc;
+    (void)tfrdv_mgr_start_step(c.m, 1, &cr, &st);
+    key_for(&ck, "huge", PS_INC);
+    (void)tfrdv_recv(cr, &ck.parsed, &a, 20 * SEC, &cv, &cd, &st);
+    return 3;
+}
+
+int main(int argc, char** argv) {
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (n <= 0) snprintf(self_exe, sizeof self_exe, "%s", argv[0]);
+    else self_exe[n] = 0;
+    if (argc == 7 && strcmp(argv[1], "--serve") == 0) {
+        child_server(atoi(argv[2]), atoi(argv[3]), argv[4], strtoull(argv[5], 0, 10), atoi(argv[6]));
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "--die-fetching") == 0) return die_fetching(argv[2]);
+    TT_MAIN_BEGIN(argc, argv);
+    signal(SIGPIPE, SIG_IGN); /* the raw test peers write to closed sockets */
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tfrdv_tcp_%d", (int)getpid());
+    mkdir(tmpdir, 0700);
+    TT_RUN(test_codec_roundtrip);
+    TT_RUN(test_codec_hostile);
+    TT_RUN(test_config_errors);
+    TT_RUN(test_shapes_tcp);
+    TT_RUN(test_shapes_unix);
+    TT_RUN(test_above_2gib);
+    TT_RUN(test_restart_detail);
+    TT_RUN(test_cancel_keeps_value);
+    TT_RUN(test_deadline_keeps_value);
+    TT_RUN(test_deadline_by_transport);
+    TT_RUN(test_abort_keeps_value);
+    TT_RUN(test_1000_concurrent);
+    TT_RUN(test_small_not_behind_big_tcp);
+    TT_RUN(test_small_not_behind_big_unix);
+    TT_RUN(test_server_killed_mid_transfer);
+    TT_RUN(test_client_killed_mid_transfer);
+    TT_RUN(test_reconnect_after_restart);
+    TT_RUN(test_backoff);
+    TT_RUN(test_busy_port);
+    TT_RUN(test_hostile_frames);
+    TT_RUN(test_duplicate_ids);
+    TT_RUN(test_hostile_server);
+    TT_RUN(test_request_flood);
+    TT_RUN(test_connection_flood);
+    TT_RUN(test_destroy_in_flight);
+    TT_RUN(test_destroy_client_in_flight);
+    TT_RUN(test_host_driven);
+    TT_RUN(test_allocator_hook);
+    alarm(0);
+    {
+        char cmdline[128];
+        snprintf(cmdline, sizeof cmdline, "rm -rf %s", tmpdir);
+        if (system(cmdline) != 0) printf("    could not remove %s\n", tmpdir);
+    }
+    return TT_MAIN_END();
+}

@@ -1,0 +1,2840 @@
+/* tfrdv_tcp.h - v0.1.0 - socket transport for tfrdv (TCP and Unix-domain sockets), no
+   dependencies - MIT or public domain (see the end of tfrdv.h)
+
+   USAGE
+     Include tfrdv.h first. In exactly ONE .c or .cpp file:
+         #define TFRDV_TCP_IMPLEMENTATION
+         #include "tfrdv.h"
+         #include "tfrdv_tcp.h"
+     (the tfrdv.h implementation may live in another translation unit). Link with -lpthread.
+     The implementation file should define _GNU_SOURCE (or _DEFAULT_SOURCE) before any include
+     on Linux, so the headers declare accept4 and the TCP options; without it the portable
+     fallbacks are used. Nothing but libc, POSIX sockets and POSIX threads. Linux first: epoll, accept4,
+     TCP_USER_TIMEOUT, TCP_NOTSENT_LOWAT, MSG_NOSIGNAL and abstract Unix names are used where the
+     headers define them; elsewhere poll(), accept + fcntl and SO_NOSIGPIPE stand in. Define
+     TFRDV_TCP_NO_TRANSPORT in the implementation file to build only the frame codec (no sockets,
+     no threads: fuzzers, tests). Define TFRDV_TCP_NO_EPOLL to force the poll() loop on Linux.
+
+   WHAT IT DOES
+     A tfrdv_transport for tfrdv-to-tfrdv traffic: a small fetch costs about one socket round
+     trip, a large one streams from the sender's value memory straight into the memory the
+     receiver chose. One object is client and server:
+       client  worker name -> address from tfrdv_tcp_config.workers, tfrdv_tcp_set_worker or the
+               resolve callback. One connection per peer address, opened by the first call and
+               shared by every call to that peer (many calls in flight on it). A call is one
+               REQUEST frame written with one sendmsg; its response is read straight into
+               tfrdv_call_alloc_value memory.
+       server  (listen_address set, manager attached with tfrdv_tcp_attach) answers REQUEST frames
+               with tfrdv_mgr_serve; a CANCEL frame or the request's deadline withdraws the serve
+               request through a tfrdv_cancel_mgr (a value sent later stays buffered for the next
+               receiver). A value the serve handed over but that could not be delivered (the
+               connection broke, the client cancelled) goes back to the manager's table.
+       addresses  "host:port" (IPv4 literal or host name), "[v6]:port", "unix:/path/to/socket"
+               and, on Linux, "unix:@name" (abstract namespace, no file). Port 0 picks a free port
+               (tfrdv_tcp_port). A port already in use is an error naming the address: listeners
+               set SO_REUSEADDR, never SO_REUSEPORT (which lets two servers share a port
+               silently). A Unix socket file left by a dead server (connect gives ECONNREFUSED) is
+               replaced; one a live server listens on is an error. The file gets mode unix_mode
+               (default 0600) and is removed by tfrdv_tcp_destroy.
+
+   WIRE FORMAT (little-endian, version 1)
+     Every frame starts with a 16-byte header:
+         u8 type, u8 flags (0), u16 zero, u32 body length, u64 id
+     id is the call's wire id: chosen by the client, unique per connection (not the tfrdv request
+     id, which travels in the body: two calls may carry the same request id). Bodies:
+       1 HELLO     u32 magic 0x56445254 ("TRDV"), u16 version (1), u16 zero, u64 incarnation,
+                   u32 name length (<= 255), worker name. id 0. Each side sends one first; the
+                   client may pipeline its requests behind it. Another version or magic: CLOSE.
+       2 REQUEST   i64 step id, i64 request id, i64 deadline (ns left when sent; 0 none),
+                   u32 key length (<= max_key_len), key bytes
+       3 RESPONSE  i32 dtype, u32 rank (<= 254), u32 flags (1 dead, 2 no value: a dead value
+                   without payload; then rank and bytes are 0), u32 zero, u64 value bytes,
+                   rank x i64 dims (each >= 0), then the first value bytes (at most frame_bytes)
+       4 DATA      more value bytes of response id, in order (body = the bytes)
+       5 ERROR     u32 code (1..16), u32 status detail (TFRDV_DETAIL_*), u32 message length
+                   (<= max_message_len), message bytes: the call fails with that status
+       6 CANCEL    no body: the client gave up on id; the server withdraws or stops sending
+       7 CLOSE     u32 code, u32 message length, message: the sender closes the connection after
+                   it (why: bad magic, version, malformed frame, shutdown)
+     Every length, rank, dimension and key is checked against the receiver's limits before
+     anything is allocated; a malformed frame closes the connection (logged, counted in
+     stats.protocol_errors, the peer told why by a CLOSE) and fails its calls UNAVAILABLE.
+     Value sizes are 64-bit: values above 2 GiB move between tfrdv peers (max_tensor_bytes).
+     Not carried: DT_STRING's in-memory layout; the value's bytes go as they are (a DT_STRING
+     value must already be a flat encoding both sides agree on).
+
+   HEAD-OF-LINE
+     A response larger than frame_bytes (256 KiB) is sent as a RESPONSE frame and DATA frames of
+     at most frame_bytes, one frame per active response in turn (round robin), with requests,
+     cancels and small responses in between. On TCP the socket's TCP_NOTSENT_LOWAT (128 KiB) keeps
+     the kernel's unsent queue short, so the next frame's choice is made here and not megabytes
+     earlier: a 4 KiB response waits for at most about one frame of each large response in flight.
+     Each sendmsg gathers frame headers and value bytes (iovec, no copy in user space), up to
+     4 MiB per call. A server connection whose peer stops reading while more than 8 MiB of
+     answers wait for it is closed.
+
+   RECEIVING
+     Frames are read through a 16 KiB buffer per connection; value bytes that arrive in the same
+     read as their frame header are copied once from it, every other byte is read by recv straight
+     into the destination (asking for all that is left of the frame). Large values therefore land
+     in the receiver's memory without a staging copy; pass an alloc hook (tfrdv_args.alloc_fn)
+     that reuses warm memory for the best throughput.
+
+   CONTRACTS
+     Every started call finishes exactly once: OK, the serving side's status (code, detail and
+     message cross the wire, so TFRDV_DETAIL_WORKER_RESTARTED reaches the receiver), CANCELLED
+     (cancel_call: a CANCEL frame follows), DEADLINE_EXCEEDED (tfrdv_call_deadline passed, checked
+     every expire_interval_ns; the time left also travels in the request so the server drops
+     expired requests), or UNAVAILABLE naming the peer and the cause: connect failure, the
+     connection closing or resetting (a peer that dies fails its calls at once), a malformed
+     frame, shutdown. The next call to that peer reconnects. After a failed connect, calls to that
+     address within the backoff window fail UNAVAILABLE at once; the window starts at backoff_ns
+     and doubles per failure up to backoff_max_ns; a successful connect resets it.
+
+   SECURITY: NO TLS
+     Frames are neither encrypted nor authenticated: anyone who can connect can fetch values.
+     Run it on a Unix socket (same host; the file's mode, 0600 by default, and the directory's
+     permissions decide who may connect), on a private network, or through a tunnel (SSH port
+     forwarding, WireGuard). Hostile input is bounded (limits above, caps on connections and
+     requests in config) but never trusted to be who it claims.
+
+   PROGRESS AND THREADS
+     num_threads 0 or more: one I/O thread owned by the companion (a single event loop: more
+     threads are not started) runs the event loop (epoll, or poll() without it), handles every
+     socket event, the timers and the attached manager's tfrdv_mgr_expire (every
+     expire_interval_ns). num_threads -1: no thread; the host calls
+     tfrdv_tcp_poll(t, timeout_ns) and may sleep on tfrdv_tcp_fd(t) (readable when there is work)
+     between calls, waking at least every expire_interval_ns. Requests and small responses are
+     written by the thread that produced them (the caller of the fetch, the serve completion) when
+     the connection's send queue is empty, so the small path costs one sendmsg per message and no
+     hand-off; the rest is written by the I/O loop. Per small fetch: the client writes one
+     sendmsg and its loop one epoll_wait + one recv; the server one epoll_wait + one recv + one
+     sendmsg (answered inline when the value is there). With a companion thread the fetch
+     completes on that thread (one hand-off to a thread blocked in tfrdv_recv); host-driven, the
+     thread that polls completes it inline, without a hand-off. Receive callbacks of fetches and serve
+     completions never run under a lock of this companion. Every function is thread-safe; do not
+     call tfrdv_tcp_destroy from a callback.
+
+   LIFE CYCLE
+       tfrdv_tcp_config tc = tfrdv_tcp_config_init();  tc.listen_address = "127.0.0.1:0"; ...
+       tfrdv_tcp_create(&tc, &t, &st);            binds the listener (busy port: error here)
+       mc.transport = tfrdv_tcp_transport(t);  tfrdv_mgr_create(&mc, &mgr, &st);
+       tfrdv_tcp_attach(t, mgr, &st);             starts serving, drives tfrdv_mgr_expire
+       ... tfrdv_send / tfrdv_recv_async as usual; tfrdv_tcp_port(t) for the chosen port ...
+       tfrdv_tcp_destroy(t);  tfrdv_mgr_destroy(mgr);      (either order)
+     tfrdv_tcp_destroy closes the listener, fails every call in flight exactly once (CANCELLED
+     "tfrdv_tcp destroyed"), withdraws every request being served and waits for their serve
+     completions, joins the I/O thread, closes every socket and drops the manager reference. When
+     it returns no thread of the companion can touch a value or the manager. The transport handed
+     to the manager keeps the object's memory alive until the manager lets go of it; a fetch
+     started after destroy fails UNAVAILABLE at once.
+*/
+#ifndef TFRDV_TCP_H
+#define TFRDV_TCP_H
+
+#ifndef TFRDV_H
+#error "Please include tfrdv.h before tfrdv_tcp.h"
+#endif
+#if TFRDV_VERSION_MAJOR != 0
+#error "tfrdv_tcp.h 0.1 needs tfrdv.h 0.x"
+#endif
+
+#define TFRDV_TCP_VERSION_MAJOR 0
+#define TFRDV_TCP_VERSION_MINOR 1
+#define TFRDV_TCP_VERSION_STRING "0.1.0"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+   Frame codec (pure functions, no sockets: used by the transport, exposed for tests, fuzzers and
+   other implementations of the protocol)
+   --------------------------------------------------------------------------------------------- */
+#define TFRDV_TCP_PROTOCOL_VERSION 1
+#define TFRDV_TCP_MAGIC 0x56445254u    /* "TRDV" little-endian */
+#define TFRDV_TCP_HEADER_LEN 16
+#define TFRDV_TCP_MAX_RANK 254
+#define TFRDV_TCP_NAME_MAX 255         /* worker name bytes in a HELLO */
+/* Longest encoding of a frame's header + fixed body (RESPONSE meta with 254 dims). */
+#define TFRDV_TCP_META_MAX (TFRDV_TCP_HEADER_LEN + 24 + 8 * TFRDV_TCP_MAX_RANK)
+
+typedef enum tfrdv_tcp_frame_type {
+    TFRDV_TCP_HELLO = 1, TFRDV_TCP_REQUEST = 2, TFRDV_TCP_RESPONSE = 3, TFRDV_TCP_DATA = 4,
+    TFRDV_TCP_ERROR = 5, TFRDV_TCP_CANCEL = 6, TFRDV_TCP_CLOSE = 7
+} tfrdv_tcp_frame_type;
+
+/* What the receiver accepts (every field 0: the defaults of tfrdv_tcp_config). */
+typedef struct tfrdv_tcp_limits {
+    size_t max_key_len;          /* REQUEST key (0: 4096) */
+    uint32_t max_message_len;    /* ERROR / CLOSE message (0: 4096) */
+    uint64_t max_tensor_bytes;   /* RESPONSE value bytes (0: 2^40) */
+    uint32_t max_frame_len;      /* any frame body (0: 16 MiB) */
+} tfrdv_tcp_limits;
+
+/* One decoded frame. Pointers point into the decoded buffer. For RESPONSE, data_len is the number
+   of value bytes that follow the meta inside this frame (not decoded: the transport reads them
+   into the destination); for DATA, data_len is the body length. */
+typedef struct tfrdv_tcp_frame {
+    int type;                    /* tfrdv_tcp_frame_type */
+    uint64_t id;
+    uint32_t body_len;
+    /* HELLO */
+    uint16_t version;
+    uint64_t incarnation;
+    tfrdv_str name;
+    /* REQUEST */
+    int64_t step_id, request_id, deadline_ns;
+    tfrdv_str key;
+    /* RESPONSE */
+    int32_t dtype, rank;
+    int is_dead, no_value;
+    uint64_t bytes;
+    int64_t dims[TFRDV_TCP_MAX_RANK];
+    uint64_t data_len;
+    /* ERROR, CLOSE */
+    uint32_t code, detail;
+    tfrdv_str message;
+} tfrdv_tcp_frame;
+
+/* Decodes the frame at buf[0..len). Returns the bytes consumed (> 0: header + decoded body; for
+   RESPONSE header + meta, for DATA the header only: data_len bytes follow), 0 when more bytes are
+   needed (nothing is checked beyond what is there), or -1 for a malformed frame: st (if non-NULL)
+   gets INVALID_ARGUMENT naming the defect (unknown type, length over a limit, rank > 254, negative
+   dim, dims whose element count overflows, bad magic, version, code out of 1..16, non-zero
+   reserved field). lim NULL: defaults. Never reads past len, never allocates. */
+TFRDV_API long tfrdv_tcp_decode(const uint8_t* buf, size_t len, const tfrdv_tcp_limits* lim,
+                                tfrdv_tcp_frame* out, tfrdv_status* st);
+/* Encodes f (type, id and that type's fields; for RESPONSE data_len value bytes are announced but
+   not written: they follow in the stream; for DATA only the header is written) into buf. Writes
+   at most cap bytes and returns the full length (call with cap 0 to size the buffer). */
+TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t cap);
+
+/* ---------------------------------------------------------------------------------------------
+   Transport
+   --------------------------------------------------------------------------------------------- */
+typedef struct tfrdv_tcp tfrdv_tcp;
+
+typedef struct tfrdv_tcp_worker {
+    const char* name;    /* "/job:ps/replica:0/task:0" */
+    const char* address; /* "10.0.0.7:2222", "[::1]:2222", "unix:/run/tfrdv/ps0.sock" */
+} tfrdv_tcp_worker;
+
+typedef struct tfrdv_tcp_config {
+    tfrdv_hooks hooks;             /* allocator and logger (sync and clock are not used) */
+    const char* listen_address;    /* "0.0.0.0:5000", "127.0.0.1:0" (free port), "[::]:5000",
+                                      "unix:/path"; NULL: client only */
+    int num_threads;               /* >= 0: one I/O thread; -1: none, the host calls
+                                      tfrdv_tcp_poll (more threads are not used) */
+    const tfrdv_tcp_worker* workers; /* worker name -> address (copied), a cluster spec */
+    size_t num_workers;
+    /* Consulted for names not in the table: write a NUL-terminated address, return 1 if known. */
+    int (*resolve)(void* user, const char* worker, size_t len, char* address, size_t cap);
+    void* resolve_user;
+    /* Limits on what a peer may send (checked before anything is allocated). */
+    size_t max_key_len;            /* 0: 4096 */
+    uint32_t max_message_len;      /* status / close messages (0: 4096) */
+    uint64_t max_tensor_bytes;     /* largest value received or sent (0: 2^40) */
+    int max_connections;           /* accepted connections open at once (0: 1024); beyond it a
+                                      new connection is accepted and closed at once */
+    int max_requests_per_connection; /* served requests in flight per connection (0: 4096) */
+    int max_requests;              /* served requests in flight in total (0: 65536); beyond
+                                      either cap a request gets RESOURCE_EXHAUSTED */
+    /* Sockets. */
+    uint32_t frame_bytes;          /* largest value bytes per frame (0: 256 KiB; 4 KiB..16 MiB) */
+    int notsent_lowat;             /* TCP_NOTSENT_LOWAT bytes (0: 128 KiB; < 0: not set) */
+    int send_buffer;               /* SO_SNDBUF bytes (0: 4 MiB on Unix sockets, the kernel's
+                                      autotuning on TCP; < 0: never set) */
+    int64_t connect_timeout_ns;    /* connect + hello (0: 5 s) */
+    int64_t handshake_timeout_ns;  /* an accepted connection must send its HELLO within (0: 5 s) */
+    int64_t backoff_ns;            /* after a failed connect (0: 100 ms; < 0: none) */
+    int64_t backoff_max_ns;        /* cap of the doubling window (0: 5 s) */
+    int64_t keepalive_ns;          /* TCP keep-alive idle time, then 3 probes 1/5 of it apart
+                                      (0: 10 s; < 0: off) */
+    int64_t user_timeout_ns;       /* TCP_USER_TIMEOUT: unacknowledged data fails the connection
+                                      after (0: 30 s; < 0: off) */
+    int64_t expire_interval_ns;    /* timers and tfrdv_mgr_expire period (0: 20 ms) */
+    int unix_mode;                 /* permission bits of a Unix socket file (0: 0600) */
+} tfrdv_tcp_config;
+TFRDV_API tfrdv_tcp_config tfrdv_tcp_config_init(void);
+
+/* Validates cfg, binds and listens on listen_address (an address in use, a live Unix socket or
+   a bad address is an error naming it), starts the I/O thread. Connections wait in the listen
+   backlog until tfrdv_tcp_attach. */
+TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** out,
+                                      tfrdv_status* st);
+/* The vtable for tfrdv_mgr_config.transport. It holds a reference on t (dropped by its destroy). */
+TFRDV_API tfrdv_transport tfrdv_tcp_transport(tfrdv_tcp* t);
+/* Binds the manager (one per tfrdv_tcp; a reference is held until destroy): requests are served
+   from its tables, its worker name and incarnation go in the HELLO, its tfrdv_mgr_expire is
+   driven. A client-only object (no listen_address) may skip attach: deadlines still hold. */
+TFRDV_API tfrdv_code tfrdv_tcp_attach(tfrdv_tcp* t, tfrdv_mgr* mgr, tfrdv_status* st);
+/* The bound TCP port (0 without a listener or for a Unix socket). */
+TFRDV_API int tfrdv_tcp_port(const tfrdv_tcp* t);
+/* The listener's address as a client would dial it ("127.0.0.1:43817", "unix:/tmp/x.sock"),
+   "" without a listener. Valid until destroy. */
+TFRDV_API const char* tfrdv_tcp_address(const tfrdv_tcp* t);
+/* Adds or replaces a worker's address (address NULL removes it). New calls use the new address;
+   calls in flight stay on their connection. */
+TFRDV_API tfrdv_code tfrdv_tcp_set_worker(tfrdv_tcp* t, const char* worker, const char* address,
+                                          tfrdv_status* st);
+/* Shut down (see LIFE CYCLE). Not from a callback. */
+TFRDV_API void tfrdv_tcp_destroy(tfrdv_tcp* t);
+/* Host-driven progress (num_threads -1; also harmless beside the thread): waits up to timeout_ns
+   (< 0: until something happens, 0: no wait) for socket events, handles them and whatever else
+   is ready, runs the timers and the manager's expiry when due. Returns the number of socket
+   events handled. Concurrent callers take turns. */
+TFRDV_API int tfrdv_tcp_poll(tfrdv_tcp* t, int64_t timeout_ns);
+/* A descriptor that becomes readable when tfrdv_tcp_poll has work (the epoll descriptor; the
+   wake-up pipe in the poll() build, where sockets do not make it readable: poll on a timer
+   there). -1 before create succeeded. */
+TFRDV_API int tfrdv_tcp_fd(const tfrdv_tcp* t);
+
+typedef struct tfrdv_tcp_stats {
+    /* client */
+    uint64_t calls_started, calls_ok, calls_failed, calls_cancelled, calls_expired;
+    uint64_t bytes_received;       /* value bytes fetched */
+    uint64_t connects, connect_failures, backoff_rejects; /* calls failed at once in backoff */
+    /* server */
+    uint64_t served, serve_ok, serve_failed, serve_cancelled, serve_expired;
+    uint64_t bytes_sent;           /* value bytes served */
+    uint64_t values_returned;      /* served values given back to the table (undeliverable) */
+    uint64_t accepted, connections_rejected, requests_rejected;
+    /* both */
+    uint64_t protocol_errors;      /* connections closed for a malformed or hostile frame */
+    uint64_t frames_sent, frames_received, sendmsg_calls, recv_calls;
+    size_t connections;            /* open now (client and server side) */
+    size_t client_calls_live;      /* fetches in flight (and values still arriving for calls
+                                      already cancelled) */
+    size_t server_requests_live;   /* requests being served or whose response is being sent */
+    size_t queued_bytes;           /* control bytes waiting in send queues */
+} tfrdv_tcp_stats;
+TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TFRDV_TCP_H */
+
+/* =============================================================================================
+   IMPLEMENTATION
+   ============================================================================================= */
+#if defined(TFRDV_TCP_IMPLEMENTATION) && !defined(TFRDV_TCP__IMPLEMENTATION_DONE)
+#define TFRDV_TCP__IMPLEMENTATION_DONE
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifndef TFRDV_TCP_NO_TRANSPORT
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+#if defined(__linux__) && !defined(TFRDV_TCP_NO_EPOLL)
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#define TFRDV_TCP__EPOLL 1
+#endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TFRDV_TCP__PRIVATE static __attribute__((unused))
+#else
+#define TFRDV_TCP__PRIVATE static
+#endif
+
+#define TFRDV_TCP__KEY_MAX_DEFAULT 4096u
+#define TFRDV_TCP__MSG_MAX_DEFAULT 4096u
+#define TFRDV_TCP__TENSOR_MAX_DEFAULT ((uint64_t)1 << 40)
+#define TFRDV_TCP__FRAME_MAX_DEFAULT (16u << 20)
+
+/* >>status ----------------------------------------------------------------------------------- */
+TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__err(tfrdv_status* st, tfrdv_code code, const char* fmt, ...) {
+    if (st) {
+        va_list ap;
+        st->code = code;
+        st->detail = 0;
+        va_start(ap, fmt);
+        vsnprintf(st->msg, sizeof st->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__ok(tfrdv_status* st) {
+    if (st) { st->code = TFRDV_OK; st->detail = 0; st->msg[0] = 0; }
+}
+
+/* >>codec ------------------------------------------------------------------------------------ */
+TFRDV_TCP__PRIVATE uint32_t tfrdv_tcp__ld32(const uint8_t* p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+TFRDV_TCP__PRIVATE uint64_t tfrdv_tcp__ld64(const uint8_t* p) {
+    return (uint64_t)tfrdv_tcp__ld32(p) | (uint64_t)tfrdv_tcp__ld32(p + 4) << 32;
+}
+typedef struct tfrdv_tcp__wr {
+    uint8_t* buf;
+    size_t cap, len;
+} tfrdv_tcp__wr;
+TFRDV_TCP__PRIVATE void tfrdv_tcp__put(tfrdv_tcp__wr* w, uint64_t v, int n) {
+    int i;
+    for (i = 0; i < n; i++, w->len++)
+        if (w->len < w->cap) w->buf[w->len] = (uint8_t)(v >> (8 * i));
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__putb(tfrdv_tcp__wr* w, const void* p, size_t n) {
+    if (n && w->len < w->cap) memcpy(w->buf + w->len, p, w->cap - w->len < n ? w->cap - w->len : n);
+    w->len += n;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__limits_fill(const tfrdv_tcp_limits* in, tfrdv_tcp_limits* out) {
+    if (in) *out = *in;
+    else memset(out, 0, sizeof *out);
+    if (!out->max_key_len) out->max_key_len = TFRDV_TCP__KEY_MAX_DEFAULT;
+    if (!out->max_message_len) out->max_message_len = TFRDV_TCP__MSG_MAX_DEFAULT;
+    if (!out->max_tensor_bytes) out->max_tensor_bytes = TFRDV_TCP__TENSOR_MAX_DEFAULT;
+    if (!out->max_frame_len) out->max_frame_len = TFRDV_TCP__FRAME_MAX_DEFAULT;
+}
+
+TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t cap) {
+    tfrdv_tcp__wr w;
+    uint64_t body = 0;
+    int32_t i, rank;
+    w.buf = buf;
+    w.cap = buf ? cap : 0;
+    w.len = 0;
+    rank = f->rank < 0 ? 0 : (f->rank > TFRDV_TCP_MAX_RANK ? TFRDV_TCP_MAX_RANK : f->rank);
+    switch (f->type) {
+    case TFRDV_TCP_HELLO: body = 20 + (uint64_t)f->name.len; break;
+    case TFRDV_TCP_REQUEST: body = 28 + (uint64_t)f->key.len; break;
+    case TFRDV_TCP_RESPONSE: body = 24 + 8 * (uint64_t)rank + f->data_len; break;
+    case TFRDV_TCP_DATA: body = f->data_len; break;
+    case TFRDV_TCP_ERROR: body = 12 + (uint64_t)f->message.len; break;
+    case TFRDV_TCP_CANCEL: body = 0; break;
+    case TFRDV_TCP_CLOSE: body = 8 + (uint64_t)f->message.len; break;
+    default: return 0;
+    }
+    tfrdv_tcp__put(&w, (uint64_t)f->type, 1);
+    tfrdv_tcp__put(&w, 0, 3);
+    tfrdv_tcp__put(&w, body, 4);
+    tfrdv_tcp__put(&w, f->id, 8);
+    switch (f->type) {
+    case TFRDV_TCP_HELLO:
+        tfrdv_tcp__put(&w, TFRDV_TCP_MAGIC, 4);
+        tfrdv_tcp__put(&w, f->version, 2);
+        tfrdv_tcp__put(&w, 0, 2);
+        tfrdv_tcp__put(&w, f->incarnation, 8);
+        tfrdv_tcp__put(&w, f->name.len, 4);
+        tfrdv_tcp__putb(&w, f->name.ptr, f->name.len);
+        break;
+    case TFRDV_TCP_REQUEST:
+        tfrdv_tcp__put(&w, (uint64_t)f->step_id, 8);
+        tfrdv_tcp__put(&w, (uint64_t)f->request_id, 8);
+        tfrdv_tcp__put(&w, (uint64_t)f->deadline_ns, 8);
+        tfrdv_tcp__put(&w, f->key.len, 4);
+        tfrdv_tcp__putb(&w, f->key.ptr, f->key.len);
+        break;
+    case TFRDV_TCP_RESPONSE:
+        tfrdv_tcp__put(&w, (uint64_t)(uint32_t)f->dtype, 4);
+        tfrdv_tcp__put(&w, (uint64_t)rank, 4);
+        tfrdv_tcp__put(&w, (uint64_t)((f->is_dead ? 1u : 0u) | (f->no_value ? 2u : 0u)), 4);
+        tfrdv_tcp__put(&w, 0, 4);
+        tfrdv_tcp__put(&w, f->bytes, 8);
+        for (i = 0; i < rank; i++) tfrdv_tcp__put(&w, (uint64_t)f->dims[i], 8);
+        break;
+    case TFRDV_TCP_ERROR:
+        tfrdv_tcp__put(&w, f->code, 4);
+        tfrdv_tcp__put(&w, f->detail, 4);
+        tfrdv_tcp__put(&w, f->message.len, 4);
+        tfrdv_tcp__putb(&w, f->message.ptr, f->message.len);
+        break;
+    case TFRDV_TCP_CLOSE:
+        tfrdv_tcp__put(&w, f->code, 4);
+        tfrdv_tcp__put(&w, f->message.len, 4);
+        tfrdv_tcp__putb(&w, f->message.ptr, f->message.len);
+        break;
+    default: break;
+    }
+    return w.len;
+}
+
+TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_limits* limits,
+                                tfrdv_tcp_frame* out, tfrdv_status* st) {
+    tfrdv_tcp_limits lim;
+    uint32_t type, blen, n, fl;
+    uint64_t id, need, fixed, elems = 1;
+    const uint8_t* p;
+    int32_t i;
+    tfrdv_tcp__limits_fill(limits, &lim);
+    if (len < TFRDV_TCP_HEADER_LEN) return 0;
+    type = b[0];
+    blen = tfrdv_tcp__ld32(b + 4);
+    id = tfrdv_tcp__ld64(b + 8);
+    if (type < TFRDV_TCP_HELLO || type > TFRDV_TCP_CLOSE)
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: unknown frame type %u", type), -1;
+    if (b[1] || b[2] || b[3])
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: reserved header bytes of a type %u frame are not zero", type), -1;
+    if (blen > lim.max_frame_len)
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: frame body of %u bytes exceeds the limit of %u", blen, lim.max_frame_len), -1;
+    out->type = (int)type;
+    out->id = id;
+    out->body_len = blen;
+    out->data_len = 0;
+    p = b + TFRDV_TCP_HEADER_LEN;
+    switch (type) {
+    case TFRDV_TCP_HELLO:
+        if (blen < 20 || blen > 20 + TFRDV_TCP_NAME_MAX)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: HELLO body of %u bytes (20..%u expected)", blen, 20 + TFRDV_TCP_NAME_MAX), -1;
+        if (len >= TFRDV_TCP_HEADER_LEN + 4 && tfrdv_tcp__ld32(p) != TFRDV_TCP_MAGIC)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: bad magic 0x%08x in HELLO (not a tfrdv_tcp peer?)", tfrdv_tcp__ld32(p)), -1;
+        if (len < TFRDV_TCP_HEADER_LEN + (size_t)blen) return 0;
+        out->version = (uint16_t)(p[4] | p[5] << 8);
+        if (out->version != TFRDV_TCP_PROTOCOL_VERSION)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: protocol version %u not supported (this side speaks %u)", out->version, TFRDV_TCP_PROTOCOL_VERSION), -1;
+        if (p[6] || p[7] || id)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: HELLO with non-zero reserved fields"), -1;
+        out->incarnation = tfrdv_tcp__ld64(p + 8);
+        n = tfrdv_tcp__ld32(p + 16);
+        if (n != blen - 20)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: HELLO name length %u does not match its body (%u)", n, blen - 20), -1;
+        out->name.ptr = (const char*)p + 20;
+        out->name.len = n;
+        return (long)(TFRDV_TCP_HEADER_LEN + blen);
+    case TFRDV_TCP_REQUEST:
+        if (blen < 28 || (uint64_t)blen - 28 > (uint64_t)lim.max_key_len)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: REQUEST body of %u bytes (key limit %zu)", blen, lim.max_key_len), -1;
+        if (len < TFRDV_TCP_HEADER_LEN + (size_t)blen) return 0;
+        out->step_id = (int64_t)tfrdv_tcp__ld64(p);
+        out->request_id = (int64_t)tfrdv_tcp__ld64(p + 8);
+        out->deadline_ns = (int64_t)tfrdv_tcp__ld64(p + 16);
+        n = tfrdv_tcp__ld32(p + 24);
+        if (n != blen - 28)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: REQUEST key length %u does not match its body (%u)", n, blen - 28), -1;
+        if (out->deadline_ns < 0)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: REQUEST with a negative deadline"), -1;
+        out->key.ptr = (const char*)p + 28;
+        out->key.len = n;
+        return (long)(TFRDV_TCP_HEADER_LEN + blen);
+    case TFRDV_TCP_RESPONSE:
+        if (blen < 24)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE body of %u bytes (at least 24 expected)", blen), -1;
+        if (len < TFRDV_TCP_HEADER_LEN + 24) return 0;
+        out->dtype = (int32_t)tfrdv_tcp__ld32(p);
+        n = tfrdv_tcp__ld32(p + 4);
+        fl = tfrdv_tcp__ld32(p + 8);
+        if (n > TFRDV_TCP_MAX_RANK)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE rank %u exceeds %d", n, TFRDV_TCP_MAX_RANK), -1;
+        if (fl > 3 || tfrdv_tcp__ld32(p + 12))
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE with unknown flags 0x%x", fl), -1;
+        out->rank = (int32_t)n;
+        out->is_dead = (int)(fl & 1);
+        out->no_value = (int)(fl >> 1 & 1);
+        out->bytes = tfrdv_tcp__ld64(p + 16);
+        fixed = 24 + 8 * (uint64_t)n;
+        if (blen < fixed)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE body of %u bytes is shorter than its rank-%u meta", blen, n), -1;
+        if (out->bytes > lim.max_tensor_bytes)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE value of %llu bytes exceeds max_tensor_bytes (%llu)", (unsigned long long)out->bytes, (unsigned long long)lim.max_tensor_bytes), -1;
+        if (out->no_value && (!out->is_dead || n || out->bytes))
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE without value must be dead, rank 0, 0 bytes"), -1;
+        if (blen - fixed > out->bytes)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE carries %llu value bytes of a %llu-byte value", (unsigned long long)(blen - fixed), (unsigned long long)out->bytes), -1;
+        need = TFRDV_TCP_HEADER_LEN + fixed;
+        if (len < need) return 0;
+        for (i = 0; i < (int32_t)n; i++) {
+            int64_t d = (int64_t)tfrdv_tcp__ld64(p + 24 + 8 * i);
+            if (d < 0)
+                return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE dim %d is negative (%lld)", (int)i, (long long)d), -1;
+            if (d && elems > UINT64_MAX / (uint64_t)d)
+                return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE dims overflow 64 bits"), -1;
+            elems *= (uint64_t)d;
+            out->dims[i] = d;
+        }
+        out->data_len = blen - fixed;
+        return (long)need;
+    case TFRDV_TCP_DATA:
+        if (!blen) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: empty DATA frame"), -1;
+        out->data_len = blen;
+        return TFRDV_TCP_HEADER_LEN;
+    case TFRDV_TCP_ERROR:
+        if (blen < 12 || blen - 12 > lim.max_message_len)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: ERROR body of %u bytes (message limit %u)", blen, lim.max_message_len), -1;
+        if (len < TFRDV_TCP_HEADER_LEN + (size_t)blen) return 0;
+        out->code = tfrdv_tcp__ld32(p);
+        out->detail = tfrdv_tcp__ld32(p + 4);
+        n = tfrdv_tcp__ld32(p + 8);
+        if (out->code < 1 || out->code > 16)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: ERROR code %u outside 1..16", out->code), -1;
+        if (n != blen - 12)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: ERROR message length %u does not match its body (%u)", n, blen - 12), -1;
+        out->message.ptr = (const char*)p + 12;
+        out->message.len = n;
+        return (long)(TFRDV_TCP_HEADER_LEN + blen);
+    case TFRDV_TCP_CANCEL:
+        if (blen) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: CANCEL with a %u-byte body", blen), -1;
+        return TFRDV_TCP_HEADER_LEN;
+    default: /* CLOSE */
+        if (blen < 8 || blen - 8 > lim.max_message_len)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: CLOSE body of %u bytes (message limit %u)", blen, lim.max_message_len), -1;
+        if (len < TFRDV_TCP_HEADER_LEN + (size_t)blen) return 0;
+        out->code = tfrdv_tcp__ld32(p);
+        n = tfrdv_tcp__ld32(p + 4);
+        if (out->code > 16 || n != blen - 8)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: malformed CLOSE (code %u, message length %u, body %u)", out->code, n, blen), -1;
+        out->message.ptr = (const char*)p + 8;
+        out->message.len = n;
+        return (long)(TFRDV_TCP_HEADER_LEN + blen);
+    }
+}
+
+#ifndef TFRDV_TCP_NO_TRANSPORT
+/* >>types ------------------------------------------------------------------------------------ */
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0 /* SO_NOSIGPIPE is set on each socket instead, where it exists */
+#endif
+#define TFRDV_TCP__RBUF 16384u        /* per-connection read buffer (at least) */
+#define TFRDV_TCP__IOV 32             /* iovecs per sendmsg */
+#define TFRDV_TCP__SEND_MAX (4u << 20) /* bytes per sendmsg */
+#define TFRDV_TCP__GATHER 4096u       /* frame headers gathered per sendmsg */
+#define TFRDV_TCP__FREE_MAX 256       /* recycled records kept */
+#define TFRDV_TCP__OBUF_KEEP 65536u   /* an empty send buffer larger than this is freed */
+
+enum { TFRDV_TCP__E_WAIT = 0, TFRDV_TCP__E_ALLOC = 1, TFRDV_TCP__E_RECV = 2 };
+enum { TFRDV_TCP__R_SERVING = 0, TFRDV_TCP__R_QUEUED = 1 };
+enum { TFRDV_TCP__C_CONNECTING = 0, TFRDV_TCP__C_OPEN = 1, TFRDV_TCP__C_DEAD = 2 };
+enum { TFRDV_TCP__RX_HDR = 0, TFRDV_TCP__RX_DATA = 1, TFRDV_TCP__RX_SKIP = 2 };
+
+typedef struct tfrdv_tcp__conn tfrdv_tcp__conn;
+typedef struct tfrdv_tcp__peer tfrdv_tcp__peer;
+
+/* a member of a chained hash table (the first member of what is hashed) */
+typedef struct tfrdv_tcp__hnode {
+    struct tfrdv_tcp__hnode* hnext;
+    uint64_t hkey;
+} tfrdv_tcp__hnode;
+typedef struct tfrdv_tcp__htab {
+    tfrdv_tcp__hnode** tab;
+    size_t cap, count;                         /* cap: a power of two */
+} tfrdv_tcp__htab;
+
+/* one started fetch (client side); keyed by its wire id */
+typedef struct tfrdv_tcp__ent {
+    tfrdv_tcp__hnode h;                        /* hkey: the wire id (first member) */
+    struct tfrdv_tcp__ent *prev, *next;        /* the connection's calls */
+    struct tfrdv_tcp__ent* tnext;              /* a todo list */
+    uint64_t id;
+    tfrdv_call* call;                          /* NULL once someone finished it */
+    tfrdv_tcp__conn* conn;
+    tfrdv_value* value;                        /* while receiving */
+    uint64_t got, total;
+    int64_t deadline;                          /* tfrdv_now_ns() domain; INT64_MAX: none */
+    int state, cancelled, dead;
+    tfrdv_code fcode;                          /* todo: how to finish */
+    const char* fmsg;                          /* todo: NULL -> the todo's bulk status */
+} tfrdv_tcp__ent;
+
+/* one request being served (server side); keyed by (connection, wire id) */
+typedef struct tfrdv_tcp__req {
+    tfrdv_tcp__hnode h;                        /* hkey: connection serial and wire id (first) */
+    struct tfrdv_tcp__req *prev, *next;        /* the connection's serving list or send ring */
+    struct tfrdv_tcp__req* tnext;
+    struct tfrdv_tcp__req* cnext;              /* a todo's withdraw list (tnext may change meanwhile) */
+    struct tfrdv_tcp* t;
+    tfrdv_tcp__conn* conn;                     /* NULL once the connection is gone */
+    uint64_t id;
+    int64_t step_id, request_id, deadline;
+    tfrdv_cancel_mgr* cm;
+    int state, cancelled, expired, refs, started, in_list;
+    tfrdv_value* value;
+    int is_dead;
+    tfrdv_args send_args;
+    uint64_t total, sent, plan_off;            /* plan_off: bytes planned in the sendmsg being built */
+    int planned;
+    size_t key_len, key_cap;
+    char* key;                                 /* key_cap bytes follow the record */
+} tfrdv_tcp__req;
+
+/* a planned piece of a sendmsg */
+typedef struct tfrdv_tcp__plan {
+    tfrdv_tcp__req* r;                         /* NULL: the control buffer */
+    size_t hlen, blen;
+    const uint8_t* hdr;
+} tfrdv_tcp__plan;
+
+struct tfrdv_tcp__conn {
+    tfrdv_tcp__conn *prev, *next;              /* t->conns */
+    tfrdv_tcp__conn* dnext;                    /* t->dead */
+    struct tfrdv_tcp* t;
+    int fd, state, server, hello_ok, wblocked, is_unix, in_epoll;
+    unsigned armed;                            /* the epoll interest set registered now */
+    uint64_t serial;
+    tfrdv_tcp__peer* peer;                     /* client side */
+    int64_t deadline;                          /* connect / handshake deadline */
+    char peer_name[TFRDV_TCP_NAME_MAX + 1];
+    uint64_t peer_incarnation;
+    /* client: calls on this connection; server: requests being served, responses to send */
+    tfrdv_tcp__ent calls;                      /* list head (sentinel) */
+    tfrdv_tcp__req serving, ring;              /* list heads */
+    size_t nserving;
+    /* send state (under t->mu) */
+    uint8_t* obuf;                             /* whole control frames */
+    size_t olen, ooff, ocap;
+    int wpart;                                 /* 1: obuf mid-frame, 2: cur mid-frame */
+    tfrdv_tcp__req* cur;
+    uint8_t chdr[TFRDV_TCP_META_MAX];
+    size_t chlen, choff;
+    uint64_t cbody;                            /* body bytes left of cur's frame */
+    uint8_t gbuf[TFRDV_TCP__GATHER];
+    /* receive state (the polling thread only) */
+    uint8_t* rbuf;
+    size_t rlen, roff, rcap;
+    int rx;
+    tfrdv_tcp__ent* rent;
+    uint64_t rleft;
+    tfrdv_tcp_frame fr;
+};
+
+struct tfrdv_tcp__peer {
+    tfrdv_tcp__peer* next;
+    tfrdv_tcp__conn* conn;
+    int64_t retry_at, backoff;
+    char err[160];
+    char addr[1];                              /* the address text follows */
+};
+
+typedef struct tfrdv_tcp__wk {
+    char* name;
+    char* addr;
+    uint64_t hash;
+} tfrdv_tcp__wk;
+
+typedef struct tfrdv_tcp__addr {
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in4;
+        struct sockaddr_in6 in6;
+        struct sockaddr_un un;
+        struct sockaddr_storage ss;
+    } u;
+    socklen_t len;
+} tfrdv_tcp__addr;
+
+/* work to do after unlocking */
+typedef struct tfrdv_tcp__todo {
+    tfrdv_tcp__ent* fin;                       /* calls to finish (ent->fcode / fmsg) */
+    tfrdv_tcp__req* back;                      /* values to give back to the table, then free */
+    tfrdv_tcp__req* done;                      /* values delivered: release, then free */
+    tfrdv_tcp__req* cancel;                    /* serve requests to withdraw (pinned) */
+    tfrdv_status st;                           /* the bulk status */
+    char log[TFRDV_STATUS_MSG_MAX + 64];
+    int log_level;
+} tfrdv_tcp__todo;
+
+struct tfrdv_tcp {
+    tfrdv_tcp_config cfg;
+    tfrdv_tcp_limits lim;
+    pthread_mutex_t mu, poll_mu;
+    pthread_cond_t cv;
+    int refs, closing, stop, has_thread, destroyed;
+    pthread_t thread;
+    tfrdv_mgr* mgr;
+    int efd;                                   /* epoll fd, or -1 */
+    int wake[2];                               /* eventfd (wake[0] == wake[1]) or a pipe */
+    int lfd, listening, lunix, lfile;          /* listener */
+    int64_t lpause_until;
+    struct stat lst;
+    char laddr[128];
+    char lpath[sizeof(((struct sockaddr_un*)0)->sun_path) + 1];
+    int port;
+    tfrdv_tcp__wk* workers;
+    size_t nworkers, capworkers;
+    tfrdv_tcp__peer* peers;
+    tfrdv_tcp__conn conns;                     /* list head */
+    tfrdv_tcp__conn* dead;
+    size_t nconns, nserver_conns;
+    uint64_t next_id, next_serial;
+    /* client calls by wire id; server requests by (connection, wire id) */
+    tfrdv_tcp__htab ents, reqs;
+    int64_t next_tick, ent_min_deadline, req_min_deadline;
+    int scanning;                              /* the tick walks a table: no shrinking */
+    tfrdv_tcp__ent* free_ents;
+    tfrdv_tcp__req* free_reqs;
+    tfrdv_cancel_mgr** free_cms;
+    int nfree_ents, nfree_reqs, nfree_cms;
+    size_t serving_count;                      /* tfrdv_mgr_serve calls whose done has not returned */
+    size_t nqueued;                            /* responses waiting in send rings */
+    tfrdv_tcp_stats stats;                     /* under mu, but for the two counters below */
+    uint64_t frames_received, recv_calls;      /* the polling thread's, atomic */
+#ifndef TFRDV_TCP__EPOLL
+    struct pollfd* pfds;                       /* the poll() loop's descriptor set */
+    tfrdv_tcp__conn** pconns;
+    size_t npoll;
+#endif
+};
+
+/* >>memory ----------------------------------------------------------------------------------- */
+TFRDV_TCP__PRIVATE void* tfrdv_tcp__alloc(tfrdv_tcp* t, size_t n) {
+    if (t->cfg.hooks.allocator.alloc_fn) return t->cfg.hooks.allocator.alloc_fn(t->cfg.hooks.allocator.user, n);
+    return malloc(n);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__free(tfrdv_tcp* t, void* p, size_t n) {
+    if (!p) return;
+    if (t->cfg.hooks.allocator.free_fn) t->cfg.hooks.allocator.free_fn(t->cfg.hooks.allocator.user, p, n);
+    else free(p);
+}
+TFRDV_TCP__PRIVATE char* tfrdv_tcp__strdup(tfrdv_tcp* t, const char* s) {
+    size_t n = strlen(s) + 1;
+    char* p = (char*)tfrdv_tcp__alloc(t, n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__strfree(tfrdv_tcp* t, char* s) {
+    if (s) tfrdv_tcp__free(t, s, strlen(s) + 1);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__log(tfrdv_tcp* t, int level, const char* fmt, ...) {
+    char buf[TFRDV_STATUS_MSG_MAX + 64];
+    va_list ap;
+    if (!t->cfg.hooks.logger.fn) return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    t->cfg.hooks.logger.fn(t->cfg.hooks.logger.user, level, buf);
+}
+TFRDV_TCP__PRIVATE int64_t tfrdv_tcp__now(void) { return tfrdv_now_ns(); }
+
+/* >>hash tables (chained, power-of-two buckets; grow at count > cap, shrink at count < cap/8) -- */
+TFRDV_TCP__PRIVATE size_t tfrdv_tcp__slot(uint64_t k, size_t cap) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (size_t)k & (cap - 1);
+}
+/* rehash into a table of ncap slots (a power of two); on allocation failure keeps the old one */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__rehash(tfrdv_tcp* t, tfrdv_tcp__htab* h, size_t ncap) {
+    tfrdv_tcp__hnode** nt = (tfrdv_tcp__hnode**)tfrdv_tcp__alloc(t, ncap * sizeof *nt);
+    size_t i;
+    if (!nt) return;
+    memset(nt, 0, ncap * sizeof *nt);
+    for (i = 0; i < h->cap; i++) {
+        tfrdv_tcp__hnode* e = h->tab[i];
+        while (e) {
+            tfrdv_tcp__hnode* nx = e->hnext;
+            size_t s = tfrdv_tcp__slot(e->hkey, ncap);
+            e->hnext = nt[s];
+            nt[s] = e;
+            e = nx;
+        }
+    }
+    tfrdv_tcp__free(t, h->tab, h->cap * sizeof *h->tab);
+    h->tab = nt;
+    h->cap = ncap;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__hinsert(tfrdv_tcp* t, tfrdv_tcp__htab* h, tfrdv_tcp__hnode* n) {
+    size_t s;
+    if (h->count >= h->cap) tfrdv_tcp__rehash(t, h, h->cap * 2);
+    s = tfrdv_tcp__slot(n->hkey, h->cap);
+    n->hnext = h->tab[s];
+    h->tab[s] = n;
+    h->count++;
+}
+/* the chain a key hashes to */
+TFRDV_TCP__PRIVATE tfrdv_tcp__hnode* tfrdv_tcp__hchain(const tfrdv_tcp__htab* h, uint64_t key) {
+    return h->tab[tfrdv_tcp__slot(key, h->cap)];
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__hremove(tfrdv_tcp* t, tfrdv_tcp__htab* h, tfrdv_tcp__hnode* n) {
+    tfrdv_tcp__hnode** pp = &h->tab[tfrdv_tcp__slot(n->hkey, h->cap)];
+    while (*pp && *pp != n) pp = &(*pp)->hnext;
+    if (*pp) { *pp = n->hnext; h->count--; }
+    n->hnext = 0;
+    if (h->cap > 64 && h->count < h->cap / 8 && !t->scanning) tfrdv_tcp__rehash(t, h, h->cap / 4);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_insert(tfrdv_tcp* t, tfrdv_tcp__ent* e) {
+    e->h.hkey = e->id;
+    tfrdv_tcp__hinsert(t, &t->ents, &e->h);
+}
+TFRDV_TCP__PRIVATE tfrdv_tcp__ent* tfrdv_tcp__ent_find(tfrdv_tcp* t, uint64_t id) {
+    tfrdv_tcp__hnode* n = tfrdv_tcp__hchain(&t->ents, id);
+    while (n && ((tfrdv_tcp__ent*)n)->id != id) n = n->hnext;
+    return (tfrdv_tcp__ent*)n;
+}
+/* out of the table and out of its connection's list */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_remove(tfrdv_tcp* t, tfrdv_tcp__ent* e) {
+    tfrdv_tcp__hremove(t, &t->ents, &e->h);
+    if (e->prev) { e->prev->next = e->next; e->next->prev = e->prev; e->prev = e->next = 0; }
+}
+TFRDV_TCP__PRIVATE uint64_t tfrdv_tcp__rkey(const tfrdv_tcp__conn* c, uint64_t id) {
+    return id * 0x9e3779b97f4a7c15ULL ^ c->serial;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__req_insert(tfrdv_tcp* t, tfrdv_tcp__req* r) {
+    r->h.hkey = tfrdv_tcp__rkey(r->conn, r->id);
+    tfrdv_tcp__hinsert(t, &t->reqs, &r->h);
+}
+TFRDV_TCP__PRIVATE tfrdv_tcp__req* tfrdv_tcp__req_find(tfrdv_tcp* t, const tfrdv_tcp__conn* c, uint64_t id) {
+    tfrdv_tcp__hnode* n = tfrdv_tcp__hchain(&t->reqs, tfrdv_tcp__rkey(c, id));
+    while (n && !(((tfrdv_tcp__req*)n)->id == id && ((tfrdv_tcp__req*)n)->conn == c)) n = n->hnext;
+    return (tfrdv_tcp__req*)n;
+}
+/* out of the table and out of its connection's list */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__req_unlink(tfrdv_tcp* t, tfrdv_tcp__req* r) {
+    tfrdv_tcp__hremove(t, &t->reqs, &r->h);
+    if (r->in_list) {
+        r->prev->next = r->next;
+        r->next->prev = r->prev;
+        r->prev = r->next = 0;
+        r->in_list = 0;
+        if (r->conn && r->state == TFRDV_TCP__R_SERVING) r->conn->nserving--;
+    }
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__list_add(tfrdv_tcp__req* head, tfrdv_tcp__req* r) {
+    r->prev = head->prev;
+    r->next = head;
+    head->prev->next = r;
+    head->prev = r;
+    r->in_list = 1;
+}
+
+/* >>records ---------------------------------------------------------------------------------- */
+TFRDV_TCP__PRIVATE tfrdv_tcp__ent* tfrdv_tcp__ent_new(tfrdv_tcp* t) {
+    tfrdv_tcp__ent* e = t->free_ents;
+    if (e) { t->free_ents = e->tnext; t->nfree_ents--; }
+    else if (!(e = (tfrdv_tcp__ent*)tfrdv_tcp__alloc(t, sizeof *e))) return 0;
+    memset(e, 0, sizeof *e);
+    return e;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_free(tfrdv_tcp* t, tfrdv_tcp__ent* e) {
+    if (t->nfree_ents < TFRDV_TCP__FREE_MAX) { e->tnext = t->free_ents; t->free_ents = e; t->nfree_ents++; }
+    else tfrdv_tcp__free(t, e, sizeof *e);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__req_dispose(tfrdv_tcp* t, tfrdv_tcp__req* r) { /* refs == 0 */
+    if (r->cm) {
+        if (t->nfree_cms < TFRDV_TCP__FREE_MAX && tfrdv_cancel_mgr_reset(r->cm) == TFRDV_OK) t->free_cms[t->nfree_cms++] = r->cm;
+        else tfrdv_cancel_mgr_destroy(r->cm);
+        r->cm = 0;
+    }
+    if (t->nfree_reqs < TFRDV_TCP__FREE_MAX && r->key_cap <= 256) { r->tnext = t->free_reqs; t->free_reqs = r; t->nfree_reqs++; }
+    else tfrdv_tcp__free(t, r, sizeof *r + r->key_cap);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__req_unref(tfrdv_tcp* t, tfrdv_tcp__req* r) {
+    if (--r->refs == 0) tfrdv_tcp__req_dispose(t, r);
+}
+TFRDV_TCP__PRIVATE tfrdv_tcp__req* tfrdv_tcp__req_new(tfrdv_tcp* t, size_t key_len) {
+    tfrdv_tcp__req *r = 0, **pp = &t->free_reqs;
+    size_t cap;
+    tfrdv_cancel_mgr* cm = 0;
+    while (*pp && (*pp)->key_cap < key_len) pp = &(*pp)->tnext;
+    if (*pp) { r = *pp; *pp = r->tnext; t->nfree_reqs--; cap = r->key_cap; }
+    else {
+        cap = key_len < 256 ? 256 : key_len;
+        if (!(r = (tfrdv_tcp__req*)tfrdv_tcp__alloc(t, sizeof *r + cap))) return 0;
+    }
+    if (t->nfree_cms) cm = t->free_cms[--t->nfree_cms];
+    else {
+        tfrdv_status st;
+        if (tfrdv_cancel_mgr_create(&t->cfg.hooks, &cm, &st) != TFRDV_OK) cm = 0;
+    }
+    if (!cm) { tfrdv_tcp__free(t, r, sizeof *r + cap); return 0; }
+    memset(r, 0, sizeof *r);
+    r->key_cap = cap;
+    r->key = (char*)(r + 1);
+    r->cm = cm;
+    r->t = t;
+    r->refs = 1;
+    return r;
+}
+
+/* >>sockets ---------------------------------------------------------------------------------- */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__cloexec_nonblock(int fd) {
+    int fl = fcntl(fd, F_GETFL, 0);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    fl = fcntl(fd, F_GETFD, 0);
+    if (fl >= 0) (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+}
+TFRDV_TCP__PRIVATE int tfrdv_tcp__socket(int family) {
+    int fd;
+#if defined(SOCK_NONBLOCK) && defined(SOCK_CLOEXEC)
+    fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0 || errno != EINVAL) return fd;
+#endif
+    fd = socket(family, SOCK_STREAM, 0);
+    if (fd >= 0) tfrdv_tcp__cloexec_nonblock(fd);
+    return fd;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__setint(int fd, int level, int opt, int v) {
+    (void)setsockopt(fd, level, opt, &v, (socklen_t)sizeof v);
+}
+/* options of a connected socket, both ends */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__sockopts(tfrdv_tcp* t, int fd, int is_unix) {
+#ifdef SO_NOSIGPIPE
+    tfrdv_tcp__setint(fd, SOL_SOCKET, SO_NOSIGPIPE, 1);
+#endif
+    if (is_unix) {
+        if (t->cfg.send_buffer >= 0) tfrdv_tcp__setint(fd, SOL_SOCKET, SO_SNDBUF, t->cfg.send_buffer ? t->cfg.send_buffer : 4 << 20);
+        return;
+    }
+    tfrdv_tcp__setint(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+    if (t->cfg.send_buffer > 0) tfrdv_tcp__setint(fd, SOL_SOCKET, SO_SNDBUF, t->cfg.send_buffer);
+#ifdef TCP_NOTSENT_LOWAT
+    if (t->cfg.notsent_lowat > 0) tfrdv_tcp__setint(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, t->cfg.notsent_lowat);
+#endif
+    if (t->cfg.keepalive_ns > 0) {
+        int idle = (int)(t->cfg.keepalive_ns / 1000000000);
+        if (idle < 1) idle = 1;
+        tfrdv_tcp__setint(fd, SOL_SOCKET, SO_KEEPALIVE, 1);
+#ifdef TCP_KEEPIDLE
+        tfrdv_tcp__setint(fd, IPPROTO_TCP, TCP_KEEPIDLE, idle);
+#elif defined(TCP_KEEPALIVE)
+        tfrdv_tcp__setint(fd, IPPROTO_TCP, TCP_KEEPALIVE, idle);
+#endif
+#ifdef TCP_KEEPINTVL
+        tfrdv_tcp__setint(fd, IPPROTO_TCP, TCP_KEEPINTVL, idle / 5 > 0 ? idle / 5 : 1);
+#endif
+#ifdef TCP_KEEPCNT
+        tfrdv_tcp__setint(fd, IPPROTO_TCP, TCP_KEEPCNT, 3);
+#endif
+    }
+#ifdef TCP_USER_TIMEOUT
+    if (t->cfg.user_timeout_ns > 0) {
+        int64_t ms = t->cfg.user_timeout_ns / 1000000;
+        tfrdv_tcp__setint(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, ms > 0x7fffffff ? 0x7fffffff : (int)(ms ? ms : 1));
+    }
+#endif
+}
+
+/* "host:port", "[v6]:port", "unix:/path", "unix:@abstract" -> socket address */
+TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__parse(const char* s, int listen, tfrdv_tcp__addr* a, tfrdv_status* st) {
+    const char *colon, *host;
+    char hbuf[256];
+    size_t hlen;
+    unsigned long port = 0;
+    char* end = 0;
+    memset(a, 0, sizeof *a);
+    if (!s || !*s) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: empty address");
+    if (strncmp(s, "unix:", 5) == 0) {
+        const char* path = s + 5;
+        size_t n = strlen(path);
+        a->u.un.sun_family = AF_UNIX;
+        if (!n) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%s\" has no path", s);
+        if (n >= sizeof a->u.un.sun_path)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: Unix socket path of \"%s\" is %zu bytes; at most %zu fit", s, n, sizeof a->u.un.sun_path - 1);
+        if (path[0] == '@') {
+#ifdef __linux__
+            memcpy(a->u.un.sun_path + 1, path + 1, n - 1); /* abstract: leading NUL, no file */
+            a->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+            return TFRDV_OK;
+#else
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: abstract Unix names (\"%s\") exist only on Linux", s);
+#endif
+        }
+        memcpy(a->u.un.sun_path, path, n);
+        a->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+        return TFRDV_OK;
+    }
+    if (s[0] == '[') {
+        const char* rb = strchr(s, ']');
+        if (!rb || rb[1] != ':') return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%s\": expected [v6]:port", s);
+        host = s + 1;
+        hlen = (size_t)(rb - host);
+        colon = rb + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon || colon == s) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%s\": expected host:port, [v6]:port or unix:/path", s);
+        host = s;
+        hlen = (size_t)(colon - s);
+    }
+    if (hlen >= sizeof hbuf) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: host name of \"%s\" is too long", s);
+    memcpy(hbuf, host, hlen);
+    hbuf[hlen] = 0;
+    if (colon[1] >= '0' && colon[1] <= '9') port = strtoul(colon + 1, &end, 10);
+    if (!end || *end || port > 65535 || (port == 0 && !listen))
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%s\": bad port (1..65535%s)", s, listen ? ", or 0 for a free one" : "");
+    if (s[0] == '[') {
+        a->u.in6.sin6_family = AF_INET6;
+        a->u.in6.sin6_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET6, hbuf, &a->u.in6.sin6_addr) != 1)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%s\": not an IPv6 address", s);
+        a->len = (socklen_t)sizeof a->u.in6;
+        return TFRDV_OK;
+    }
+    a->u.in4.sin_family = AF_INET;
+    a->u.in4.sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, hbuf, &a->u.in4.sin_addr) == 1) {
+        a->len = (socklen_t)sizeof a->u.in4;
+        return TFRDV_OK;
+    } else {
+        struct addrinfo hints, *res = 0;
+        int rc;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        rc = getaddrinfo(hbuf, 0, &hints, &res);
+        if (rc || !res || res->ai_addrlen > sizeof a->u) {
+            if (res) freeaddrinfo(res);
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%s\": cannot resolve host \"%s\" (%s)", s, hbuf, rc ? gai_strerror(rc) : "no address");
+        }
+        memcpy(&a->u, res->ai_addr, res->ai_addrlen);
+        a->len = (socklen_t)res->ai_addrlen;
+        if (a->u.sa.sa_family == AF_INET6) a->u.in6.sin6_port = htons((uint16_t)port);
+        else a->u.in4.sin_port = htons((uint16_t)port);
+        freeaddrinfo(res);
+        return TFRDV_OK;
+    }
+}
+
+/* >>event loop plumbing ---------------------------------------------------------------------- */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__wake(tfrdv_tcp* t) {
+    uint64_t one = 1;
+    ssize_t n;
+    do n = write(t->wake[1], &one, sizeof one);
+    while (n < 0 && errno == EINTR);
+}
+/* interest in readability (always) and writability (connecting or blocked) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__arm(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
+#ifdef TFRDV_TCP__EPOLL
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN | EPOLLRDHUP | ((c->wblocked || c->state == TFRDV_TCP__C_CONNECTING) ? EPOLLOUT : 0u);
+    ev.data.ptr = c;
+    if (c->in_epoll && c->armed == ev.events) return;
+    if (epoll_ctl(t->efd, c->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) == 0) {
+        c->in_epoll = 1;
+        c->armed = ev.events;
+    }
+#else
+    (void)c;
+    tfrdv_tcp__wake(t);
+#endif
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__listen_arm(tfrdv_tcp* t, int on) {
+    if (t->lfd < 0 || t->listening == on) return;
+    t->listening = on;
+#ifdef TFRDV_TCP__EPOLL
+    {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.events = EPOLLIN;
+        ev.data.ptr = &t->lfd;
+        (void)epoll_ctl(t->efd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, t->lfd, &ev);
+    }
+#else
+    tfrdv_tcp__wake(t);
+#endif
+}
+
+/* >>send side (under t->mu) ------------------------------------------------------------------ */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__oreserve(tfrdv_tcp* t, tfrdv_tcp__conn* c, size_t n) {
+    size_t need, ncap;
+    uint8_t* nb;
+    if (c->ooff && c->wpart != 1) { /* nothing mid-frame: compact */
+        memmove(c->obuf, c->obuf + c->ooff, c->olen - c->ooff);
+        c->olen -= c->ooff;
+        c->ooff = 0;
+    }
+    need = c->olen + n;
+    if (need <= c->ocap) return 1;
+    ncap = c->ocap ? c->ocap : 1024;
+    while (ncap < need) ncap *= 2;
+    nb = (uint8_t*)tfrdv_tcp__alloc(t, ncap);
+    if (!nb) return 0;
+    if (c->olen) memcpy(nb, c->obuf, c->olen);
+    tfrdv_tcp__free(t, c->obuf, c->ocap);
+    c->obuf = nb;
+    c->ocap = ncap;
+    return 1;
+}
+/* appends one control frame; 0 on out of memory */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__queue(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f) {
+    size_t n = tfrdv_tcp_encode(f, 0, 0);
+    if (!tfrdv_tcp__oreserve(t, c, n)) return 0;
+    tfrdv_tcp_encode(f, c->obuf + c->olen, n);
+    c->olen += n;
+    t->stats.frames_sent++;
+    return 1;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__queue_error(tfrdv_tcp* t, tfrdv_tcp__conn* c, uint64_t id, tfrdv_code code,
+                                               uint32_t detail, const char* msg) {
+    tfrdv_tcp_frame f;
+    size_t n = strlen(msg);
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_ERROR;
+    f.id = id;
+    f.code = (uint32_t)code;
+    f.detail = detail;
+    f.message.ptr = msg;
+    f.message.len = n > t->lim.max_message_len ? t->lim.max_message_len : n;
+    (void)tfrdv_tcp__queue(t, c, &f);
+}
+/* a response leaves the send ring: delivered (value released later) or given back */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__resp_leave(tfrdv_tcp* t, tfrdv_tcp__req* r, tfrdv_tcp__todo* td, int delivered) {
+    tfrdv_tcp__req_unlink(t, r);
+    t->nqueued--;
+    if (delivered) {
+        t->stats.serve_ok++;
+        r->tnext = td->done;
+        td->done = r;
+    } else {
+        t->stats.values_returned++;
+        r->tnext = td->back;
+        td->back = r;
+    }
+}
+/* broken socket seen by a writer: the polling thread fails the connection (the socket reports
+   it through EOF / an error once shut down) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__broken(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
+    (void)t;
+    if (c->fd >= 0) (void)shutdown(c->fd, SHUT_RDWR);
+    c->wblocked = 0;
+    c->olen = c->ooff = 0;
+    c->wpart = 0;
+}
+/* writes whatever the connection has queued until the socket is full */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
+    struct iovec iov[TFRDV_TCP__IOV];
+    tfrdv_tcp__plan plan[TFRDV_TCP__IOV];
+    size_t budget = TFRDV_TCP__SEND_MAX; /* per call: the rest goes out from the loop, between reads */
+    if (c->state != TFRDV_TCP__C_OPEN || c->fd < 0) return;
+    for (;;) {
+        int ni = 0, np = 0, i;
+        size_t total = 0, gused = 0, w;
+        ssize_t n;
+        struct msghdr mh;
+        tfrdv_tcp__req* r;
+        /* 1. what is mid-frame */
+        if (c->wpart == 2) {
+            r = c->cur;
+            plan[np].r = r;
+            plan[np].hdr = c->chdr + c->choff;
+            plan[np].hlen = c->chlen - c->choff;
+            plan[np].blen = (size_t)c->cbody;
+            if (plan[np].hlen) { iov[ni].iov_base = (void*)(c->chdr + c->choff); iov[ni++].iov_len = plan[np].hlen; }
+            if (plan[np].blen) { iov[ni].iov_base = (uint8_t*)r->value->data + r->sent; iov[ni++].iov_len = plan[np].blen; }
+            total += plan[np].hlen + plan[np].blen;
+            np++;
+        }
+        /* 2. control frames (whole) */
+        if (c->wpart != 2 && c->olen > c->ooff) {
+            plan[np].r = 0;
+            plan[np].hdr = c->obuf + c->ooff;
+            plan[np].hlen = c->olen - c->ooff;
+            plan[np].blen = 0;
+            iov[ni].iov_base = c->obuf + c->ooff;
+            iov[ni++].iov_len = plan[np].hlen;
+            total += plan[np].hlen;
+            np++;
+        }
+        /* 3. response frames, one per response in turn (round robin) */
+        if (c->wpart != 1) {
+            int progress = 1;
+            for (r = c->ring.next; r != &c->ring; r = r->next) { r->plan_off = 0; r->planned = 0; }
+            while (progress && ni + 2 <= TFRDV_TCP__IOV && total < TFRDV_TCP__SEND_MAX) {
+                progress = 0;
+                for (r = c->ring.next; r != &c->ring && ni + 2 <= TFRDV_TCP__IOV && total < TFRDV_TCP__SEND_MAX; r = r->next) {
+                    tfrdv_tcp_frame f;
+                    uint64_t off = r->sent + r->plan_off, left = r->total - off, body;
+                    size_t hl;
+                    if (r == c->cur && c->wpart == 2) continue;
+                    if (left == 0 && (r->started || r->planned)) continue;
+                    if (r->cancelled && (r->started || r->planned)) continue;
+                    body = left < t->cfg.frame_bytes ? left : t->cfg.frame_bytes;
+                    memset(&f, 0, sizeof f);
+                    f.id = r->id;
+                    f.data_len = body;
+                    if (!r->started && !r->planned) {
+                        f.type = TFRDV_TCP_RESPONSE;
+                        if (r->value) {
+                            f.dtype = r->value->dtype;
+                            f.rank = r->value->rank;
+                            f.bytes = r->total;
+                            if (f.rank > 0) memcpy(f.dims, r->value->dims, (size_t)f.rank * sizeof *f.dims);
+                        } else {
+                            f.no_value = 1;
+                        }
+                        f.is_dead = r->is_dead;
+                    } else {
+                        f.type = TFRDV_TCP_DATA;
+                    }
+                    hl = tfrdv_tcp_encode(&f, 0, 0);
+                    if (gused + hl > sizeof c->gbuf) break;
+                    tfrdv_tcp_encode(&f, c->gbuf + gused, hl);
+                    plan[np].r = r;
+                    plan[np].hdr = c->gbuf + gused;
+                    plan[np].hlen = hl;
+                    plan[np].blen = (size_t)body;
+                    iov[ni].iov_base = c->gbuf + gused;
+                    iov[ni++].iov_len = hl;
+                    if (body) { iov[ni].iov_base = (uint8_t*)r->value->data + off; iov[ni++].iov_len = (size_t)body; }
+                    gused += hl;
+                    total += hl + (size_t)body;
+                    r->plan_off += body;
+                    r->planned = 1;
+                    np++;
+                    progress = 1;
+                    if (np >= TFRDV_TCP__IOV) break;
+                }
+                if (np >= TFRDV_TCP__IOV) break;
+            }
+        }
+        if (!ni) {
+            if (c->wblocked) { c->wblocked = 0; tfrdv_tcp__arm(t, c); }
+            if (c->ocap > TFRDV_TCP__OBUF_KEEP && c->olen == 0) { tfrdv_tcp__free(t, c->obuf, c->ocap); c->obuf = 0; c->ocap = 0; }
+            return;
+        }
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = iov;
+        mh.msg_iovlen = (size_t)ni;
+        n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        t->stats.sendmsg_calls++;
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                if (!c->wblocked) { c->wblocked = 1; tfrdv_tcp__arm(t, c); }
+                return;
+            }
+            tfrdv_tcp__broken(t, c);
+            return;
+        }
+        /* account the bytes written against the plan */
+        w = (size_t)n;
+        for (i = 0; i < np; i++) {
+            tfrdv_tcp__plan* p = &plan[i];
+            size_t h = w < p->hlen ? w : p->hlen, b;
+            w -= h;
+            b = w < p->blen ? w : p->blen;
+            w -= b;
+            if (!p->r) { /* control bytes */
+                c->ooff += h;
+                if (c->ooff == c->olen) { c->ooff = c->olen = 0; c->wpart = 0; }
+                else { c->wpart = 1; break; }
+                continue;
+            }
+            r = p->r;
+            r->sent += b;
+            t->stats.bytes_sent += b;
+            if (c->wpart == 2 && r == c->cur && i == 0) {
+                c->choff += h;
+                c->cbody -= b;
+            } else {
+                if (!r->started) r->started = 1;
+                if (h < p->hlen || b < p->blen) {
+                    memcpy(c->chdr, p->hdr, p->hlen);
+                    c->chlen = p->hlen;
+                    c->choff = h;
+                    c->cbody = p->blen - b;
+                    c->cur = r;
+                    c->wpart = 2;
+                }
+            }
+            if (c->wpart == 2 && r == c->cur && (c->choff < c->chlen || c->cbody)) break; /* mid-frame */
+            if (c->wpart == 2 && r == c->cur) { c->wpart = 0; c->cur = 0; }
+            /* a whole frame went out */
+            if (r->sent == r->total) tfrdv_tcp__resp_leave(t, r, td, 1);
+            else if (r->cancelled) { /* stopped between frames: tell the client, value goes back */
+                tfrdv_tcp__queue_error(t, c, r->id, TFRDV_CANCELLED, 0, "tfrdv_tcp: response cancelled by the client");
+                tfrdv_tcp__resp_leave(t, r, td, 0);
+            }
+        }
+        if ((size_t)n < total || (size_t)n >= budget) { /* socket full, or our share used */
+            if (!c->wblocked) { c->wblocked = 1; tfrdv_tcp__arm(t, c); }
+            return;
+        }
+        budget -= (size_t)n;
+    }
+}
+
+/* >>after unlocking -------------------------------------------------------------------------- */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__todo_init(tfrdv_tcp__todo* td) {
+    td->fin = 0;
+    td->back = td->done = td->cancel = 0;
+    td->st.code = TFRDV_OK;
+    td->st.detail = 0;
+    td->st.msg[0] = 0;
+    td->log[0] = 0;
+    td->log_level = 0;
+}
+/* a served value that could not be delivered goes back to the serving manager's table */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__give_back(tfrdv_tcp* t, tfrdv_tcp__req* r) {
+    tfrdv_status st;
+    if (t->mgr) {
+        if (tfrdv_mgr_serve_return(t->mgr, r->step_id, r->key, r->key_len, r->request_id, &r->send_args, r->value,
+                                   r->is_dead, &st) != TFRDV_OK)
+            tfrdv_tcp__log(t, 1, "tfrdv_tcp: an undelivered value of step %lld was released: %s", (long long)r->step_id, st.msg);
+    } else {
+        tfrdv_value_release(r->value);
+    }
+    r->value = 0;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__todo_run(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
+    tfrdv_tcp__ent *e, *enx;
+    tfrdv_tcp__req *r, *rnx, *dead = 0;
+    if (td->log[0]) tfrdv_tcp__log(t, td->log_level, "%s", td->log);
+    for (r = td->cancel; r; r = r->cnext) tfrdv_cancel_start(r->cm); /* pinned: refs > 0 */
+    for (e = td->fin; e; e = e->tnext) {
+        if (e->value) { tfrdv_value_release(e->value); e->value = 0; }
+        if (e->call) {
+            if (e->fmsg) tfrdv_call_finish(e->call, e->fcode, e->fmsg, 0, 0);
+            else tfrdv_call_finish_status(e->call, &td->st, 0, 0);
+            e->call = 0;
+        }
+    }
+    for (r = td->done; r; r = rnx) {
+        rnx = r->tnext;
+        tfrdv_value_release(r->value);
+        r->value = 0;
+        r->tnext = dead;
+        dead = r;
+    }
+    for (r = td->back; r; r = rnx) {
+        rnx = r->tnext;
+        tfrdv_tcp__give_back(t, r);
+        r->tnext = dead;
+        dead = r;
+    }
+    if (!td->fin && !dead && !td->cancel) return;
+    pthread_mutex_lock(&t->mu);
+    for (e = td->fin; e; e = enx) { enx = e->tnext; tfrdv_tcp__ent_free(t, e); }
+    for (r = dead; r; r = rnx) { rnx = r->tnext; tfrdv_tcp__req_unref(t, r); }
+    for (r = td->cancel; r; r = rnx) { rnx = r->cnext; tfrdv_tcp__req_unref(t, r); }
+    pthread_mutex_unlock(&t->mu);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__todo_fin(tfrdv_tcp__todo* td, tfrdv_tcp__ent* e, tfrdv_code code, const char* msg) {
+    e->fcode = code;
+    e->fmsg = msg;
+    e->tnext = td->fin;
+    td->fin = e;
+}
+
+/* >>connections (under t->mu) ---------------------------------------------------------------- */
+TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__conn_new(tfrdv_tcp* t, int fd, int server, int is_unix) {
+    tfrdv_tcp__conn* c = (tfrdv_tcp__conn*)tfrdv_tcp__alloc(t, sizeof *c);
+    if (!c) return 0;
+    memset(c, 0, sizeof *c);
+    c->rcap = TFRDV_TCP__RBUF;
+    if (c->rcap < 64 + t->lim.max_key_len) c->rcap = 64 + t->lim.max_key_len;
+    if (c->rcap < 64 + (size_t)t->lim.max_message_len) c->rcap = 64 + (size_t)t->lim.max_message_len;
+    if (c->rcap < TFRDV_TCP_META_MAX + 64) c->rcap = TFRDV_TCP_META_MAX + 64;
+    c->rbuf = (uint8_t*)tfrdv_tcp__alloc(t, c->rcap);
+    if (!c->rbuf) { tfrdv_tcp__free(t, c, sizeof *c); return 0; }
+    c->t = t;
+    c->fd = fd;
+    c->server = server;
+    c->is_unix = is_unix;
+    c->serial = ++t->next_serial;
+    c->calls.prev = c->calls.next = &c->calls;
+    c->serving.prev = c->serving.next = &c->serving;
+    c->ring.prev = c->ring.next = &c->ring;
+    c->prev = t->conns.prev;
+    c->next = &t->conns;
+    t->conns.prev->next = c;
+    t->conns.prev = c;
+    t->nconns++;
+    if (server) t->nserver_conns++;
+    return c;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__queue_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
+    tfrdv_tcp_frame f;
+    const char* name = t->mgr ? tfrdv_mgr_worker_name(t->mgr) : "";
+    size_t n = strlen(name);
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = TFRDV_TCP_PROTOCOL_VERSION;
+    f.incarnation = t->mgr ? tfrdv_mgr_incarnation(t->mgr) : 0;
+    f.name.ptr = name;
+    f.name.len = n > TFRDV_TCP_NAME_MAX ? TFRDV_TCP_NAME_MAX : n;
+    (void)tfrdv_tcp__queue(t, c, &f);
+}
+/* The connection is gone: its calls fail with (code, msg), its served requests are withdrawn and
+   their values go back. Socket closed now; memory freed at the end of the poll round. */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_fail(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_code code, const char* msg,
+                                             tfrdv_tcp__todo* td) {
+    tfrdv_tcp__req* r;
+    if (c->state == TFRDV_TCP__C_DEAD) return;
+    if (td->st.code == TFRDV_OK) tfrdv_tcp__err(&td->st, code, "%s", msg);
+    c->state = TFRDV_TCP__C_DEAD;
+    if (c->fd >= 0) {
+#ifdef TFRDV_TCP__EPOLL
+        if (c->in_epoll) (void)epoll_ctl(t->efd, EPOLL_CTL_DEL, c->fd, 0);
+#endif
+        close(c->fd);
+        c->fd = -1;
+    }
+    if (c->peer && c->peer->conn == c) c->peer->conn = 0;
+    while (c->calls.next != &c->calls) {
+        tfrdv_tcp__ent* e = c->calls.next;
+        tfrdv_tcp__ent_remove(t, e);
+        e->conn = 0;
+        if (e->call) t->stats.calls_failed++;
+        tfrdv_tcp__todo_fin(td, e, code, 0);
+    }
+    while ((r = c->serving.next) != &c->serving) { /* waiting for their serve: withdraw */
+        tfrdv_tcp__req_unlink(t, r);
+        r->conn = 0;
+        r->cancelled = 1;
+        r->refs++;
+        r->cnext = td->cancel;
+        td->cancel = r;
+    }
+    while ((r = c->ring.next) != &c->ring) tfrdv_tcp__resp_leave(t, r, td, 0);
+    c->cur = 0;
+    c->wpart = 0;
+    c->prev->next = c->next;
+    c->next->prev = c->prev;
+    t->nconns--;
+    if (c->server) t->nserver_conns--;
+    c->dnext = t->dead;
+    t->dead = c;
+#ifndef TFRDV_TCP__EPOLL
+    tfrdv_tcp__wake(t);
+#endif
+}
+/* protocol error: tell the peer why, fail the connection */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_bad(tfrdv_tcp* t, tfrdv_tcp__conn* c, const char* why, tfrdv_tcp__todo* td) {
+    tfrdv_tcp_frame f;
+    char msg[TFRDV_STATUS_MSG_MAX];
+    size_t n = strlen(why);
+    t->stats.protocol_errors++;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_CLOSE;
+    f.code = TFRDV_INVALID_ARGUMENT;
+    f.message.ptr = why;
+    f.message.len = n > t->lim.max_message_len ? t->lim.max_message_len : n;
+    if (c->fd >= 0 && c->state == TFRDV_TCP__C_OPEN) { /* best effort, whole frame or nothing */
+        uint8_t buf[TFRDV_STATUS_MSG_MAX + 32];
+        size_t len = tfrdv_tcp_encode(&f, buf, sizeof buf);
+        if (len <= sizeof buf && c->wpart == 0) (void)send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)shutdown(c->fd, SHUT_WR);
+    }
+    snprintf(msg, sizeof msg, "tfrdv_tcp: connection %s %.80s closed: %.120s", c->server ? "from" : "to",
+             c->peer ? c->peer->addr : (c->peer_name[0] ? c->peer_name : "a client"), why);
+    snprintf(td->log, sizeof td->log, "%s", msg);
+    td->log_level = 2;
+    tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, msg, td);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_gone(tfrdv_tcp* t, tfrdv_tcp__conn* c, const char* why, tfrdv_tcp__todo* td) {
+    char msg[TFRDV_STATUS_MSG_MAX];
+    if (c->peer) snprintf(msg, sizeof msg, "tfrdv_tcp: connection to %.80s (%.60s) lost: %.80s", c->peer->addr, c->peer_name[0] ? c->peer_name : "peer", why);
+    else snprintf(msg, sizeof msg, "tfrdv_tcp: connection from %.80s lost: %.120s", c->peer_name[0] ? c->peer_name : "a client", why);
+    tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, msg, td);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__connect_failed(tfrdv_tcp* t, tfrdv_tcp__conn* c, const char* why, tfrdv_tcp__todo* td) {
+    tfrdv_tcp__peer* p = c->peer;
+    char msg[TFRDV_STATUS_MSG_MAX];
+    t->stats.connect_failures++;
+    if (p) {
+        int64_t b = t->cfg.backoff_ns;
+        if (b > 0) {
+            p->backoff = p->backoff ? p->backoff * 2 : b;
+            if (p->backoff > t->cfg.backoff_max_ns) p->backoff = t->cfg.backoff_max_ns;
+            p->retry_at = tfrdv_tcp__now() + p->backoff;
+        }
+        snprintf(p->err, sizeof p->err, "%s", why);
+    }
+    snprintf(msg, sizeof msg, "tfrdv_tcp: connect to %s failed: %s", p ? p->addr : "?", why);
+    tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, msg, td);
+}
+
+/* >>serving ---------------------------------------------------------------------------------- */
+/* A serve completed (any thread, no lock held). */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__serve_done(void* user, const tfrdv_status* status, const tfrdv_args* send_args,
+                                              tfrdv_value* value, int is_dead) {
+    tfrdv_tcp__req* r = (tfrdv_tcp__req*)user;
+    tfrdv_tcp* t = r->t;
+    tfrdv_tcp__conn* c;
+    tfrdv_tcp__todo td;
+    tfrdv_tcp__todo_init(&td);
+    pthread_mutex_lock(&t->mu);
+    c = r->conn;
+    if (c && r->in_list) tfrdv_tcp__req_unlink(t, r); /* out of the serving list (and table) */
+    if (status->code != TFRDV_OK) {
+        if (r->expired) t->stats.serve_expired++;
+        else if (r->cancelled || status->code == TFRDV_CANCELLED) t->stats.serve_cancelled++;
+        else t->stats.serve_failed++;
+        if (c && !r->cancelled) {
+            if (r->expired)
+                tfrdv_tcp__queue_error(t, c, r->id, TFRDV_DEADLINE_EXCEEDED, 0, "tfrdv_tcp: the request's deadline passed on the serving side");
+            else
+                tfrdv_tcp__queue_error(t, c, r->id, status->code, status->detail, status->msg);
+            if (!c->wblocked) tfrdv_tcp__write(t, c, &td);
+        }
+        tfrdv_value_release(value); /* NULL on errors, by contract */
+        r->value = 0;
+        r->tnext = td.done; /* nothing to release: just freed after the todo */
+        td.done = r;
+    } else {
+        r->value = value;
+        r->is_dead = is_dead;
+        r->send_args = *send_args;
+        r->send_args.key.ptr = 0;
+        r->send_args.key.len = 0;
+        r->total = value ? value->size : 0;
+        if (!c || r->cancelled || r->expired || (value && value->size > t->lim.max_tensor_bytes) ||
+            (value && value->size && !value->data)) {
+            if (c && !r->cancelled) {
+                if (r->expired) tfrdv_tcp__queue_error(t, c, r->id, TFRDV_DEADLINE_EXCEEDED, 0, "tfrdv_tcp: the request's deadline passed on the serving side");
+                else tfrdv_tcp__queue_error(t, c, r->id, TFRDV_RESOURCE_EXHAUSTED, 0, "tfrdv_tcp: value larger than max_tensor_bytes of the serving side");
+                if (!c->wblocked) tfrdv_tcp__write(t, c, &td);
+            }
+            if (r->cancelled) t->stats.serve_cancelled++;
+            t->stats.values_returned++;
+            r->tnext = td.back;
+            td.back = r;
+        } else {
+            r->state = TFRDV_TCP__R_QUEUED;
+            t->nqueued++;
+            tfrdv_tcp__req_insert(t, r);
+            tfrdv_tcp__list_add(&c->ring, r);
+            if (!c->wblocked) tfrdv_tcp__write(t, c, &td);
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    tfrdv_tcp__todo_run(t, &td);
+    pthread_mutex_lock(&t->mu);
+    if (--t->serving_count == 0 && t->closing) pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* >>receive side (the polling thread) -------------------------------------------------------- */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__on_request(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
+    tfrdv_tcp__req* r;
+    tfrdv_mgr* mgr;
+    pthread_mutex_lock(&t->mu);
+    if (tfrdv_tcp__req_find(t, c, f->id)) {
+        char why[96];
+        snprintf(why, sizeof why, "REQUEST id %llu is already in flight on this connection", (unsigned long long)f->id);
+        tfrdv_tcp__conn_bad(t, c, why, td);
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
+    t->stats.served++;
+    if (c->olen - c->ooff > ((size_t)8 << 20)) { /* answers pile up: the peer does not read them */
+        tfrdv_tcp__conn_bad(t, c, "the peer does not read its responses (8 MiB of answers queued)", td);
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
+    if (!t->mgr || t->closing) {
+        tfrdv_tcp__queue_error(t, c, f->id, TFRDV_UNAVAILABLE, 0, "tfrdv_tcp: the serving worker is shutting down");
+        if (!c->wblocked) tfrdv_tcp__write(t, c, td);
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
+    if (c->nserving >= (size_t)t->cfg.max_requests_per_connection || t->serving_count >= (size_t)t->cfg.max_requests ||
+        !(r = tfrdv_tcp__req_new(t, f->key.len))) {
+        t->stats.requests_rejected++;
+        tfrdv_tcp__queue_error(t, c, f->id, TFRDV_RESOURCE_EXHAUSTED,
+                               0, c->nserving >= (size_t)t->cfg.max_requests_per_connection
+                                      ? "tfrdv_tcp: too many requests in flight on this connection (max_requests_per_connection)"
+                                      : "tfrdv_tcp: too many requests in flight (max_requests) or out of memory");
+        if (!c->wblocked) tfrdv_tcp__write(t, c, td);
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
+    r->conn = c;
+    r->id = f->id;
+    r->step_id = f->step_id;
+    r->request_id = f->request_id;
+    r->key_len = f->key.len;
+    if (f->key.len) memcpy(r->key, f->key.ptr, f->key.len);
+    r->state = TFRDV_TCP__R_SERVING;
+    r->deadline = f->deadline_ns ? tfrdv_tcp__now() + f->deadline_ns : INT64_MAX;
+    if (r->deadline < t->req_min_deadline) t->req_min_deadline = r->deadline;
+    tfrdv_tcp__req_insert(t, r);
+    tfrdv_tcp__list_add(&c->serving, r);
+    c->nserving++;
+    t->serving_count++;
+    mgr = t->mgr;
+    pthread_mutex_unlock(&t->mu);
+    (void)tfrdv_mgr_serve(mgr, r->step_id, r->key, r->key_len, r->request_id, r->cm, tfrdv_tcp__serve_done, r);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__on_cancel(tfrdv_tcp* t, tfrdv_tcp__conn* c, uint64_t id, tfrdv_tcp__todo* td) {
+    tfrdv_tcp__req* r;
+    pthread_mutex_lock(&t->mu);
+    r = tfrdv_tcp__req_find(t, c, id);
+    if (r && !r->cancelled) {
+        r->cancelled = 1;
+        if (r->state == TFRDV_TCP__R_SERVING) { /* withdraw: done comes with CANCELLED (or a value to give back) */
+            r->refs++;
+            r->cnext = td->cancel;
+            td->cancel = r;
+        } else if (!(c->wpart == 2 && c->cur == r)) { /* queued, between frames: stop now */
+            if (r->started) tfrdv_tcp__queue_error(t, c, r->id, TFRDV_CANCELLED, 0, "tfrdv_tcp: response cancelled by the client");
+            t->stats.serve_cancelled++;
+            tfrdv_tcp__resp_leave(t, r, td, 0);
+        } /* else: the writer stops after the frame in progress */
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+/* a RESPONSE header for a call of ours: allocate its memory (outside the lock) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__on_response(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
+    tfrdv_tcp__ent* e;
+    tfrdv_call* call;
+    tfrdv_value* v = 0;
+    const char* fail = 0;
+    pthread_mutex_lock(&t->mu);
+    e = tfrdv_tcp__ent_find(t, f->id);
+    if (!e || e->conn != c) {
+        if (f->id > t->next_id || f->id == 0) { tfrdv_tcp__conn_bad(t, c, "RESPONSE for an id never requested", td); pthread_mutex_unlock(&t->mu); return; }
+        pthread_mutex_unlock(&t->mu);
+        c->rx = TFRDV_TCP__RX_SKIP; /* a call that was cancelled or expired: drop its bytes */
+        c->rleft = f->data_len;
+        c->rent = 0;
+        return;
+    }
+    if (e->state != TFRDV_TCP__E_WAIT) { tfrdv_tcp__conn_bad(t, c, "second RESPONSE for one request", td); pthread_mutex_unlock(&t->mu); return; }
+    if (f->bytes > t->lim.max_tensor_bytes) { tfrdv_tcp__conn_bad(t, c, "RESPONSE larger than max_tensor_bytes", td); pthread_mutex_unlock(&t->mu); return; }
+    e->state = TFRDV_TCP__E_ALLOC;
+    call = e->call;
+    pthread_mutex_unlock(&t->mu);
+    if (!f->no_value) {
+        v = tfrdv_call_alloc_value(call, f->dtype, f->rank, f->dims, f->bytes);
+        if (!v) fail = "tfrdv_tcp: the receiver's allocator gave no memory for the value";
+        else if (v->size < f->bytes || (f->bytes && !v->data)) {
+            fail = "tfrdv_tcp: the receiver's allocator gave less memory than the value needs";
+            tfrdv_value_release(v);
+            v = 0;
+        }
+    }
+    pthread_mutex_lock(&t->mu);
+    if (fail || e->cancelled) { /* drop this response's bytes; finish now */
+        tfrdv_tcp__ent_remove(t, e);
+        if (fail) t->stats.calls_failed++;
+        else t->stats.calls_cancelled++;
+        e->value = v;
+        tfrdv_tcp__todo_fin(td, e, fail ? TFRDV_RESOURCE_EXHAUSTED : TFRDV_CANCELLED, fail ? fail : "tfrdv_tcp: call cancelled");
+        if (fail) { /* the serving side keeps sending: tell it to stop */
+            tfrdv_tcp_frame cf;
+            memset(&cf, 0, sizeof cf);
+            cf.type = TFRDV_TCP_CANCEL;
+            cf.id = f->id;
+            (void)tfrdv_tcp__queue(t, c, &cf);
+            if (!c->wblocked) tfrdv_tcp__write(t, c, td);
+        }
+        pthread_mutex_unlock(&t->mu);
+        c->rx = TFRDV_TCP__RX_SKIP;
+        c->rleft = f->data_len;
+        c->rent = 0;
+        return;
+    }
+    e->state = TFRDV_TCP__E_RECV;
+    e->value = v;
+    e->got = 0;
+    e->total = f->bytes;
+    e->dead = f->is_dead;
+    pthread_mutex_unlock(&t->mu);
+    c->rx = TFRDV_TCP__RX_DATA;
+    c->rent = e;
+    c->rleft = f->data_len;
+}
+/* the last byte of a value arrived (or it had none) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_complete(tfrdv_tcp* t, tfrdv_tcp__ent* e) {
+    tfrdv_call* call;
+    tfrdv_value* v;
+    int dead;
+    pthread_mutex_lock(&t->mu);
+    tfrdv_tcp__ent_remove(t, e);
+    call = e->call;
+    v = e->value;
+    dead = e->dead;
+    if (call) { t->stats.calls_ok++; t->stats.bytes_received += v ? v->size : 0; }
+    e->call = 0;
+    e->value = 0;
+    tfrdv_tcp__ent_free(t, e);
+    pthread_mutex_unlock(&t->mu);
+    if (call) tfrdv_call_finish(call, TFRDV_OK, 0, v, dead);
+    else tfrdv_value_release(v); /* cancelled or expired while the bytes came */
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__on_error(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
+    tfrdv_tcp__ent* e;
+    tfrdv_call* call;
+    tfrdv_value* v;
+    tfrdv_status st;
+    size_t n;
+    pthread_mutex_lock(&t->mu);
+    e = tfrdv_tcp__ent_find(t, f->id);
+    if (!e || e->conn != c) {
+        if (f->id > t->next_id || f->id == 0) tfrdv_tcp__conn_bad(t, c, "ERROR for an id never requested", td);
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
+    if (e->state == TFRDV_TCP__E_RECV && c->rent == e) c->rent = 0;
+    tfrdv_tcp__ent_remove(t, e);
+    call = e->call;
+    if (call) t->stats.calls_failed++;
+    v = e->value;
+    e->value = 0;
+    e->call = 0;
+    tfrdv_tcp__ent_free(t, e);
+    pthread_mutex_unlock(&t->mu);
+    tfrdv_value_release(v);
+    if (!call) return;
+    st.code = (tfrdv_code)f->code;
+    st.detail = f->detail;
+    n = f->message.len < sizeof st.msg - 1 ? f->message.len : sizeof st.msg - 1;
+    if (n) memcpy(st.msg, f->message.ptr, n);
+    st.msg[n] = 0;
+    tfrdv_call_finish_status(call, &st, 0, 0);
+}
+
+TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
+    tfrdv_tcp__ent* e;
+    __atomic_fetch_add(&t->frames_received, 1, __ATOMIC_RELAXED);
+    if (!c->hello_ok) {
+        size_t n;
+        if (f->type != TFRDV_TCP_HELLO) {
+            pthread_mutex_lock(&t->mu);
+            tfrdv_tcp__conn_bad(t, c, "the first frame is not a HELLO (not a tfrdv_tcp peer?)", td);
+            pthread_mutex_unlock(&t->mu);
+            return;
+        }
+        n = f->name.len;
+        pthread_mutex_lock(&t->mu);
+        memcpy(c->peer_name, f->name.ptr, n);
+        c->peer_name[n] = 0;
+        c->peer_incarnation = f->incarnation;
+        c->hello_ok = 1;
+        c->deadline = INT64_MAX;
+        if (c->peer) { c->peer->backoff = 0; c->peer->retry_at = 0; }
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
+    switch (f->type) {
+    case TFRDV_TCP_REQUEST:
+        if (!c->server) break;
+        tfrdv_tcp__on_request(t, c, f, td);
+        return;
+    case TFRDV_TCP_CANCEL:
+        if (!c->server) break;
+        tfrdv_tcp__on_cancel(t, c, f->id, td);
+        return;
+    case TFRDV_TCP_RESPONSE:
+        if (c->server) break;
+        tfrdv_tcp__on_response(t, c, f, td);
+        return;
+    case TFRDV_TCP_ERROR:
+        if (c->server) break;
+        tfrdv_tcp__on_error(t, c, f, td);
+        return;
+    case TFRDV_TCP_DATA:
+        if (c->server) break;
+        pthread_mutex_lock(&t->mu);
+        e = tfrdv_tcp__ent_find(t, f->id);
+        if (!e || e->conn != c) {
+            if (f->id > t->next_id || f->id == 0) tfrdv_tcp__conn_bad(t, c, "DATA for an id never requested", td);
+            pthread_mutex_unlock(&t->mu);
+            c->rx = TFRDV_TCP__RX_SKIP;
+            c->rleft = f->data_len;
+            c->rent = 0;
+            return;
+        }
+        if (e->state != TFRDV_TCP__E_RECV) tfrdv_tcp__conn_bad(t, c, "DATA before its RESPONSE", td);
+        else if (f->data_len > e->total - e->got) tfrdv_tcp__conn_bad(t, c, "more DATA than the value's size", td);
+        pthread_mutex_unlock(&t->mu);
+        if (c->state == TFRDV_TCP__C_DEAD) return;
+        c->rx = TFRDV_TCP__RX_DATA;
+        c->rent = e;
+        c->rleft = f->data_len;
+        return;
+    case TFRDV_TCP_CLOSE: {
+        char why[TFRDV_STATUS_MSG_MAX];
+        snprintf(why, sizeof why, "the peer closed it: %.*s", (int)(f->message.len > 200 ? 200 : f->message.len), f->message.ptr);
+        pthread_mutex_lock(&t->mu);
+        tfrdv_tcp__conn_gone(t, c, why, td);
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
+    default: break; /* a second HELLO */
+    }
+    {
+        char why[96];
+        snprintf(why, sizeof why, "unexpected frame type %d on a %s connection", f->type, c->server ? "server" : "client");
+        pthread_mutex_lock(&t->mu);
+        tfrdv_tcp__conn_bad(t, c, why, td);
+        pthread_mutex_unlock(&t->mu);
+    }
+}
+/* the peer's socket reported an error or the end */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__read_failed(tfrdv_tcp* t, tfrdv_tcp__conn* c, ssize_t n, int err, tfrdv_tcp__todo* td) {
+    char why[128];
+    if (n == 0) snprintf(why, sizeof why, "closed by the peer%s", c->rx == TFRDV_TCP__RX_HDR && c->rlen > c->roff ? " in the middle of a frame" : (c->rx != TFRDV_TCP__RX_HDR ? " in the middle of a value" : ""));
+    else snprintf(why, sizeof why, "%s", strerror(err));
+    pthread_mutex_lock(&t->mu);
+    if (c->state == TFRDV_TCP__C_CONNECTING || (!c->hello_ok && !c->server)) tfrdv_tcp__connect_failed(t, c, why, td);
+    else tfrdv_tcp__conn_gone(t, c, why, td);
+    pthread_mutex_unlock(&t->mu);
+}
+/* reads and handles frames until the socket has nothing more (or a read came back short) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
+    int drained = 0, reads = 0;
+    tfrdv_status st;
+    for (;;) {
+        ssize_t n;
+        if (c->state == TFRDV_TCP__C_DEAD) return;
+        if (reads >= 16) drained = 1; /* our share: other connections and the writes come next */
+        if (c->rx != TFRDV_TCP__RX_HDR) {
+            size_t have = c->rlen - c->roff;
+            if (c->rleft && have) {
+                size_t k = have < c->rleft ? have : (size_t)c->rleft;
+                if (c->rx == TFRDV_TCP__RX_DATA && c->rent) {
+                    memcpy((uint8_t*)c->rent->value->data + c->rent->got, c->rbuf + c->roff, k);
+                    c->rent->got += k;
+                }
+                c->roff += k;
+                c->rleft -= k;
+            } else if (c->rleft) {
+                if (drained) return;
+                if (c->rx == TFRDV_TCP__RX_DATA && c->rent) {
+                    /* straight into the destination, all that is left of the frame; what follows
+                       (the next frame's header) lands in the read buffer in the same call */
+                    struct iovec iv[2];
+                    struct msghdr mh;
+                    size_t want = c->rleft > ((size_t)1 << 30) ? ((size_t)1 << 30) : (size_t)c->rleft;
+                    c->roff = c->rlen = 0;
+                    iv[0].iov_base = (uint8_t*)c->rent->value->data + c->rent->got;
+                    iv[0].iov_len = want;
+                    iv[1].iov_base = c->rbuf;
+                    iv[1].iov_len = c->rcap < 4096 ? c->rcap : 4096;
+                    memset(&mh, 0, sizeof mh);
+                    mh.msg_iov = iv;
+                    mh.msg_iovlen = want == c->rleft ? 2 : 1;
+                    n = recvmsg(c->fd, &mh, 0);
+                    reads++;
+                    __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
+                    if (n > 0) {
+                        size_t d = (size_t)n < want ? (size_t)n : want;
+                        c->rent->got += d;
+                        c->rleft -= d;
+                        c->rlen = (size_t)n - d;
+                        if ((size_t)n < want + (mh.msg_iovlen == 2 ? iv[1].iov_len : 0)) drained = 1;
+                    }
+                } else {
+                    c->roff = c->rlen = 0;
+                    n = recv(c->fd, c->rbuf, c->rcap, 0);
+                    reads++;
+                    __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
+                    if (n > 0) {
+                        c->rlen = (size_t)n;
+                        if ((size_t)n < c->rcap) drained = 1;
+                    }
+                }
+                if (n <= 0) {
+                    if (n < 0 && errno == EINTR) continue;
+                    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+                    tfrdv_tcp__read_failed(t, c, n, errno, td);
+                    return;
+                }
+            }
+            if (c->rleft == 0) {
+                tfrdv_tcp__ent* e = c->rent;
+                c->rx = TFRDV_TCP__RX_HDR;
+                c->rent = 0;
+                if (e && e->got == e->total) tfrdv_tcp__ent_complete(t, e);
+            }
+            continue;
+        } else {
+            long used = c->rlen > c->roff ? tfrdv_tcp_decode(c->rbuf + c->roff, c->rlen - c->roff, &t->lim, &c->fr, &st) : 0;
+            if (used < 0) {
+                pthread_mutex_lock(&t->mu);
+                tfrdv_tcp__conn_bad(t, c, st.msg + (strncmp(st.msg, "tfrdv_tcp: ", 11) == 0 ? 11 : 0), td);
+                pthread_mutex_unlock(&t->mu);
+                return;
+            }
+            if (used > 0) {
+                c->roff += (size_t)used;
+                tfrdv_tcp__on_frame(t, c, &c->fr, td);
+                continue;
+            }
+            if (drained) return;
+            if (c->roff) {
+                memmove(c->rbuf, c->rbuf + c->roff, c->rlen - c->roff);
+                c->rlen -= c->roff;
+                c->roff = 0;
+            }
+            n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+            reads++;
+            __atomic_fetch_add(&t->recv_calls, 1, __ATOMIC_RELAXED);
+            if (n <= 0) {
+                if (n < 0 && errno == EINTR) continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+                tfrdv_tcp__read_failed(t, c, n, errno, td);
+                return;
+            }
+            if ((size_t)n < c->rcap - c->rlen) drained = 1;
+            c->rlen += (size_t)n;
+        }
+    }
+}
+
+/* >>accept ----------------------------------------------------------------------------------- */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
+    int i;
+    for (i = 0; i < 64; i++) {
+        int fd;
+        tfrdv_tcp__conn* c;
+#if defined(__linux__) && defined(SOCK_NONBLOCK) && defined(_GNU_SOURCE)
+        fd = accept4(t->lfd, 0, 0, SOCK_NONBLOCK | SOCK_CLOEXEC);
+#else
+        fd = accept(t->lfd, 0, 0);
+        if (fd >= 0) tfrdv_tcp__cloexec_nonblock(fd);
+#endif
+        if (fd < 0) {
+            int e = errno;
+            if (e == EINTR || e == ECONNABORTED) continue;
+            if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) { /* pause the listener a while */
+                pthread_mutex_lock(&t->mu);
+                tfrdv_tcp__listen_arm(t, 0);
+                t->lpause_until = tfrdv_tcp__now() + 100000000;
+                pthread_mutex_unlock(&t->mu);
+                snprintf(td->log, sizeof td->log, "tfrdv_tcp: accept on %s failed (%s): not accepting for 100 ms", t->laddr, strerror(e));
+                td->log_level = 2;
+            }
+            return;
+        }
+        pthread_mutex_lock(&t->mu);
+        if (t->closing || t->nserver_conns >= (size_t)t->cfg.max_connections) {
+            t->stats.connections_rejected++;
+            pthread_mutex_unlock(&t->mu);
+            close(fd);
+            continue;
+        }
+        tfrdv_tcp__sockopts(t, fd, t->lunix);
+        if (!(c = tfrdv_tcp__conn_new(t, fd, 1, t->lunix))) {
+            t->stats.connections_rejected++;
+            pthread_mutex_unlock(&t->mu);
+            close(fd);
+            continue;
+        }
+        t->stats.accepted++;
+        c->state = TFRDV_TCP__C_OPEN;
+        c->deadline = tfrdv_tcp__now() + t->cfg.handshake_timeout_ns;
+        tfrdv_tcp__queue_hello(t, c);
+        tfrdv_tcp__arm(t, c);
+        tfrdv_tcp__write(t, c, td);
+        pthread_mutex_unlock(&t->mu);
+    }
+}
+
+/* >>timers (the polling thread) -------------------------------------------------------------- */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__cancel_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, uint64_t id, tfrdv_tcp__todo* td) {
+    tfrdv_tcp_frame f;
+    if (!c || c->state == TFRDV_TCP__C_DEAD) return;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_CANCEL;
+    f.id = id;
+    (void)tfrdv_tcp__queue(t, c, &f);
+    if (c->state == TFRDV_TCP__C_OPEN && !c->wblocked) tfrdv_tcp__write(t, c, td);
+}
+/* finish e's call now with (code, msg) while its bytes may still arrive (e stays, call-less) */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__detach_call(tfrdv_tcp* t, tfrdv_tcp__ent* e, tfrdv_code code, const char* msg, tfrdv_tcp__todo* td) {
+    tfrdv_tcp__ent* x;
+    if (e->state == TFRDV_TCP__E_WAIT) {
+        tfrdv_tcp__ent_remove(t, e);
+        tfrdv_tcp__todo_fin(td, e, code, msg);
+        return 1;
+    }
+    if (e->state == TFRDV_TCP__E_ALLOC) { e->cancelled = 1; return 0; }
+    if (!(x = tfrdv_tcp__ent_new(t))) return 0;
+    x->call = e->call;
+    e->call = 0;
+    tfrdv_tcp__todo_fin(td, x, code, msg);
+    return 1;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
+    tfrdv_tcp__todo td;
+    tfrdv_tcp__conn *c, *cnx;
+    int64_t now;
+    size_t i;
+    tfrdv_mgr* mgr;
+    pthread_mutex_lock(&t->mu);
+    mgr = t->mgr;
+    pthread_mutex_unlock(&t->mu);
+    if (mgr) (void)tfrdv_mgr_expire(mgr, tfrdv_mgr_now(mgr));
+    tfrdv_tcp__todo_init(&td);
+    now = tfrdv_tcp__now();
+    pthread_mutex_lock(&t->mu);
+    t->next_tick = now + t->cfg.expire_interval_ns;
+    if (!t->listening && t->lpause_until && now >= t->lpause_until && t->mgr && !t->closing) {
+        t->lpause_until = 0;
+        tfrdv_tcp__listen_arm(t, 1);
+    }
+    for (c = t->conns.next; c != &t->conns; c = cnx) {
+        cnx = c->next;
+        if (c->deadline > now || c->hello_ok) continue;
+        if (c->server) tfrdv_tcp__conn_gone(t, c, "no HELLO within handshake_timeout_ns", &td);
+        else tfrdv_tcp__connect_failed(t, c, "timed out (connect_timeout_ns)", &td);
+        break; /* one bulk status per todo; the rest on the next tick */
+    }
+    if (t->ent_min_deadline <= now) {
+        int64_t next = INT64_MAX;
+        t->scanning = 1;
+        for (i = 0; i < t->ents.cap; i++) {
+            tfrdv_tcp__ent *e = (tfrdv_tcp__ent*)t->ents.tab[i], *nx;
+            for (; e; e = nx) {
+                nx = (tfrdv_tcp__ent*)e->h.hnext;
+                if (!e->call) continue;
+                if (e->deadline <= now) {
+                    tfrdv_tcp__conn* ec = e->conn;
+                    uint64_t id = e->id;
+                    if (tfrdv_tcp__detach_call(t, e, TFRDV_DEADLINE_EXCEEDED, "tfrdv_tcp: RecvTensor deadline exceeded", &td)) {
+                        t->stats.calls_expired++;
+                        tfrdv_tcp__cancel_frame(t, ec, id, &td);
+                    }
+                } else if (e->deadline < next) {
+                    next = e->deadline;
+                }
+            }
+        }
+        t->scanning = 0;
+        t->ent_min_deadline = next;
+    }
+    if (t->req_min_deadline <= now) {
+        int64_t next = INT64_MAX;
+        for (i = 0; i < t->reqs.cap; i++) {
+            tfrdv_tcp__req* r;
+            for (r = (tfrdv_tcp__req*)t->reqs.tab[i]; r; r = (tfrdv_tcp__req*)r->h.hnext) {
+                if (r->state != TFRDV_TCP__R_SERVING || r->expired || r->cancelled) continue;
+                if (r->deadline <= now) {
+                    r->expired = 1;
+                    r->refs++;
+                    r->cnext = td.cancel;
+                    td.cancel = r;
+                } else if (r->deadline < next) {
+                    next = r->deadline;
+                }
+            }
+        }
+        t->req_min_deadline = next;
+    }
+    pthread_mutex_unlock(&t->mu);
+    tfrdv_tcp__todo_run(t, &td);
+}
+
+/* >>the loop --------------------------------------------------------------------------------- */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__free_dead(tfrdv_tcp* t) { /* under t->mu */
+    while (t->dead) {
+        tfrdv_tcp__conn* c = t->dead;
+        t->dead = c->dnext;
+        tfrdv_tcp__free(t, c->obuf, c->ocap);
+        tfrdv_tcp__free(t, c->rbuf, c->rcap);
+        tfrdv_tcp__free(t, c, sizeof *c);
+    }
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__drain_wake(tfrdv_tcp* t) {
+    uint8_t buf[64];
+    while (read(t->wake[0], buf, sizeof buf) > 0) {}
+}
+/* one socket event of connection c (the polling thread) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_event(tfrdv_tcp* t, tfrdv_tcp__conn* c, int rd, int wr, int err) {
+    tfrdv_tcp__todo td;
+    tfrdv_tcp__todo_init(&td);
+    if (c->state == TFRDV_TCP__C_DEAD) return;
+    if (c->state == TFRDV_TCP__C_CONNECTING) {
+        if (!wr && !err) return;
+        {
+            int e = 0;
+            socklen_t el = (socklen_t)sizeof e;
+            if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0) e = errno;
+            if (!e && err) e = ECONNREFUSED;
+            pthread_mutex_lock(&t->mu);
+            if (e) tfrdv_tcp__connect_failed(t, c, strerror(e), &td);
+            else {
+                c->state = TFRDV_TCP__C_OPEN;
+                c->wblocked = 0;
+                tfrdv_tcp__arm(t, c);
+                tfrdv_tcp__write(t, c, &td);
+            }
+            pthread_mutex_unlock(&t->mu);
+        }
+        tfrdv_tcp__todo_run(t, &td);
+        return;
+    }
+    if (wr) {
+        pthread_mutex_lock(&t->mu);
+        if (c->state == TFRDV_TCP__C_OPEN) {
+            int was = c->wblocked;
+            c->wblocked = 0;
+            tfrdv_tcp__write(t, c, &td);
+            if (was && !c->wblocked) tfrdv_tcp__arm(t, c);
+        }
+        pthread_mutex_unlock(&t->mu);
+    }
+    if (rd || err) tfrdv_tcp__read(t, c, &td);
+    tfrdv_tcp__todo_run(t, &td);
+}
+TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
+    int n, i, handled = 0;
+    int64_t now, wait_ns;
+    int ms;
+    pthread_mutex_lock(&t->poll_mu);
+    if (t->destroyed) { pthread_mutex_unlock(&t->poll_mu); return 0; }
+    now = tfrdv_tcp__now();
+    pthread_mutex_lock(&t->mu);
+    wait_ns = t->next_tick - now;
+    pthread_mutex_unlock(&t->mu);
+    if (wait_ns < 0) wait_ns = 0;
+    if (timeout_ns >= 0 && timeout_ns < wait_ns) wait_ns = timeout_ns;
+    ms = (int)((wait_ns + 999999) / 1000000);
+#ifdef TFRDV_TCP__EPOLL
+    {
+        struct epoll_event evs[64];
+        n = epoll_wait(t->efd, evs, 64, ms);
+        for (i = 0; i < n; i++) {
+            void* p = evs[i].data.ptr;
+            uint32_t ev = evs[i].events;
+            if (p == (void*)t->wake) { tfrdv_tcp__drain_wake(t); continue; }
+            handled++;
+            if (p == (void*)&t->lfd) {
+                tfrdv_tcp__todo td;
+                tfrdv_tcp__todo_init(&td);
+                tfrdv_tcp__accept(t, &td);
+                tfrdv_tcp__todo_run(t, &td);
+                continue;
+            }
+            tfrdv_tcp__conn_event(t, (tfrdv_tcp__conn*)p, (ev & (EPOLLIN | EPOLLRDHUP)) != 0, (ev & EPOLLOUT) != 0,
+                                  (ev & (EPOLLERR | EPOLLHUP)) != 0);
+        }
+    }
+#else
+    {
+        struct pollfd* pf;
+        tfrdv_tcp__conn** pc;
+        tfrdv_tcp__conn* c;
+        int np = 0, lis = -1;
+        pthread_mutex_lock(&t->mu);
+        if (t->npoll < t->nconns + 2) { /* grow the descriptor arrays (kept until destroy) */
+            size_t cap = (t->nconns + 2) * 2;
+            struct pollfd* npf = (struct pollfd*)tfrdv_tcp__alloc(t, cap * sizeof *npf);
+            tfrdv_tcp__conn** npc = (tfrdv_tcp__conn**)tfrdv_tcp__alloc(t, cap * sizeof *npc);
+            if (npf && npc) {
+                tfrdv_tcp__free(t, t->pfds, t->npoll * sizeof *t->pfds);
+                tfrdv_tcp__free(t, t->pconns, t->npoll * sizeof *t->pconns);
+                t->pfds = npf;
+                t->pconns = npc;
+                t->npoll = cap;
+            } else {
+                tfrdv_tcp__free(t, npf, cap * sizeof *npf);
+                tfrdv_tcp__free(t, npc, cap * sizeof *npc);
+            }
+        }
+        pf = t->pfds;
+        pc = t->pconns;
+        pf[np].fd = t->wake[0]; pf[np].events = POLLIN; pc[np++] = 0;
+        if (t->listening) { lis = np; pf[np].fd = t->lfd; pf[np].events = POLLIN; pc[np++] = 0; }
+        for (c = t->conns.next; c != &t->conns && (size_t)np < t->npoll; c = c->next) {
+            if (c->fd < 0) continue;
+            pf[np].fd = c->fd;
+            pf[np].events = (short)(POLLIN | ((c->wblocked || c->state == TFRDV_TCP__C_CONNECTING) ? POLLOUT : 0));
+            pc[np++] = c;
+        }
+        pthread_mutex_unlock(&t->mu);
+        n = poll(pf, (nfds_t)np, ms);
+        for (i = 0; n > 0 && i < np; i++) {
+            short re = pf[i].revents;
+            if (!re) continue;
+            if (i == 0) { tfrdv_tcp__drain_wake(t); continue; }
+            handled++;
+            if (i == lis) {
+                tfrdv_tcp__todo td;
+                tfrdv_tcp__todo_init(&td);
+                tfrdv_tcp__accept(t, &td);
+                tfrdv_tcp__todo_run(t, &td);
+                continue;
+            }
+            tfrdv_tcp__conn_event(t, pc[i], (re & POLLIN) != 0, (re & POLLOUT) != 0, (re & (POLLERR | POLLHUP)) != 0);
+        }
+    }
+#endif
+    if (tfrdv_tcp__now() >= t->next_tick) tfrdv_tcp__tick(t);
+    pthread_mutex_lock(&t->mu);
+    tfrdv_tcp__free_dead(t);
+    pthread_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->poll_mu);
+    return handled;
+}
+TFRDV_TCP__PRIVATE void* tfrdv_tcp__thread(void* p) {
+    tfrdv_tcp* t = (tfrdv_tcp*)p;
+    for (;;) {
+        int stop;
+        pthread_mutex_lock(&t->mu);
+        stop = t->stop;
+        pthread_mutex_unlock(&t->mu);
+        if (stop) break;
+        (void)tfrdv_tcp__poll_once(t, -1);
+    }
+    return 0;
+}
+
+/* >>client ----------------------------------------------------------------------------------- */
+TFRDV_TCP__PRIVATE const char* tfrdv_tcp__lookup(tfrdv_tcp* t, tfrdv_str w) {
+    size_t i;
+    for (i = 0; i < t->nworkers; i++)
+        if (strlen(t->workers[i].name) == w.len && memcmp(t->workers[i].name, w.ptr, w.len) == 0) return t->workers[i].addr;
+    return 0;
+}
+TFRDV_TCP__PRIVATE tfrdv_tcp__peer* tfrdv_tcp__peer_get(tfrdv_tcp* t, const char* addr) {
+    tfrdv_tcp__peer* p;
+    size_t n = strlen(addr);
+    for (p = t->peers; p; p = p->next)
+        if (strcmp(p->addr, addr) == 0) return p;
+    p = (tfrdv_tcp__peer*)tfrdv_tcp__alloc(t, sizeof *p + n);
+    if (!p) return 0;
+    memset(p, 0, sizeof *p);
+    memcpy(p->addr, addr, n + 1);
+    p->next = t->peers;
+    t->peers = p;
+    return p;
+}
+/* a new connection to p (under t->mu); NULL with msg set on failure */
+TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__dial(tfrdv_tcp* t, tfrdv_tcp__peer* p, char* msg, size_t cap, tfrdv_code* code,
+                                                    tfrdv_tcp__todo* td) {
+    tfrdv_tcp__addr a;
+    tfrdv_status st;
+    tfrdv_tcp__conn* c;
+    int fd, rc;
+    if (tfrdv_tcp__parse(p->addr, 0, &a, &st) != TFRDV_OK) {
+        snprintf(msg, cap, "%s", st.msg);
+        *code = st.code;
+        return 0;
+    }
+    *code = TFRDV_UNAVAILABLE;
+    fd = tfrdv_tcp__socket(a.u.sa.sa_family);
+    if (fd < 0) {
+        snprintf(msg, cap, "tfrdv_tcp: socket for %s: %s", p->addr, strerror(errno));
+        return 0;
+    }
+    tfrdv_tcp__sockopts(t, fd, a.u.sa.sa_family == AF_UNIX);
+    if (!(c = tfrdv_tcp__conn_new(t, fd, 0, a.u.sa.sa_family == AF_UNIX))) {
+        close(fd);
+        snprintf(msg, cap, "tfrdv_tcp: out of memory connecting to %s", p->addr);
+        *code = TFRDV_RESOURCE_EXHAUSTED;
+        return 0;
+    }
+    c->peer = p;
+    p->conn = c;
+    t->stats.connects++;
+    c->deadline = tfrdv_tcp__now() + t->cfg.connect_timeout_ns;
+    do rc = connect(fd, &a.u.sa, a.len);
+    while (rc < 0 && errno == EINTR);
+    if (rc < 0 && errno != EINPROGRESS) {
+        int e = errno;
+        tfrdv_tcp__connect_failed(t, c, strerror(e), td);
+        snprintf(msg, cap, "tfrdv_tcp: connect to %s failed: %s", p->addr, strerror(e));
+        return 0;
+    }
+    c->state = rc == 0 ? TFRDV_TCP__C_OPEN : TFRDV_TCP__C_CONNECTING;
+    tfrdv_tcp__queue_hello(t, c);
+    tfrdv_tcp__arm(t, c);
+    return c;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
+    tfrdv_tcp* t = (tfrdv_tcp*)user;
+    tfrdv_str w = tfrdv_call_src_worker(call), key = tfrdv_call_key(call);
+    int64_t dl = tfrdv_call_deadline(call), left = INT64_MAX;
+    char addr[512], msg[TFRDV_STATUS_MSG_MAX];
+    const char* a;
+    tfrdv_tcp__peer* p;
+    tfrdv_tcp__conn* c;
+    tfrdv_tcp__ent* e;
+    tfrdv_tcp__todo td;
+    tfrdv_tcp_frame f;
+    tfrdv_code code = TFRDV_UNAVAILABLE;
+    uint64_t zero = 0;
+    tfrdv_tcp__todo_init(&td);
+    memcpy(tfrdv_call_scratch(call), &zero, sizeof zero);
+    if (dl != INT64_MAX) {
+        left = dl - tfrdv_mgr_now(tfrdv_call_mgr(call));
+        if (left <= 0) {
+            tfrdv_call_finish(call, TFRDV_DEADLINE_EXCEEDED, "tfrdv_tcp: RecvTensor deadline exceeded before it was sent", 0, 0);
+            return;
+        }
+    }
+    if (key.len > t->lim.max_key_len) {
+        tfrdv_call_finish(call, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: key longer than max_key_len", 0, 0);
+        return;
+    }
+    pthread_mutex_lock(&t->mu);
+    if (t->closing) {
+        pthread_mutex_unlock(&t->mu);
+        tfrdv_call_finish(call, TFRDV_UNAVAILABLE, "tfrdv_tcp: the transport was destroyed", 0, 0);
+        return;
+    }
+    a = tfrdv_tcp__lookup(t, w);
+    if (a) snprintf(addr, sizeof addr, "%s", a);
+    pthread_mutex_unlock(&t->mu);
+    if (!a) {
+        char wn[256];
+        snprintf(wn, sizeof wn, "%.*s", (int)(w.len > 255 ? 255 : w.len), w.ptr);
+        addr[0] = 0;
+        if (!t->cfg.resolve || !t->cfg.resolve(t->cfg.resolve_user, w.ptr, w.len, addr, sizeof addr) || !addr[0]) {
+            snprintf(msg, sizeof msg, "No worker known as %.180s (tfrdv_tcp has no address for it)", wn);
+            tfrdv_call_finish(call, TFRDV_INTERNAL, msg, 0, 0);
+            return;
+        }
+        addr[sizeof addr - 1] = 0;
+    }
+    pthread_mutex_lock(&t->mu);
+    if (t->closing) {
+        pthread_mutex_unlock(&t->mu);
+        tfrdv_call_finish(call, TFRDV_UNAVAILABLE, "tfrdv_tcp: the transport was destroyed", 0, 0);
+        return;
+    }
+    if (!(p = tfrdv_tcp__peer_get(t, addr))) {
+        pthread_mutex_unlock(&t->mu);
+        tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp: out of memory", 0, 0);
+        return;
+    }
+    c = p->conn;
+    if (!c) {
+        int64_t now = tfrdv_tcp__now();
+        if (p->retry_at > now) {
+            t->stats.backoff_rejects++;
+            t->stats.calls_failed++;
+            snprintf(msg, sizeof msg, "tfrdv_tcp: %s (%.*s) unreachable: %s; next connect attempt in %lld ms", p->addr,
+                     (int)(w.len > 100 ? 100 : w.len), w.ptr, p->err, (long long)((p->retry_at - now + 999999) / 1000000));
+            pthread_mutex_unlock(&t->mu);
+            tfrdv_call_finish(call, TFRDV_UNAVAILABLE, msg, 0, 0);
+            return;
+        }
+        if (!(c = tfrdv_tcp__dial(t, p, msg, sizeof msg, &code, &td))) {
+            t->stats.calls_failed++;
+            pthread_mutex_unlock(&t->mu);
+            tfrdv_tcp__todo_run(t, &td);
+            tfrdv_call_finish(call, code, msg, 0, 0);
+            return;
+        }
+    }
+    if (!(e = tfrdv_tcp__ent_new(t))) {
+        pthread_mutex_unlock(&t->mu);
+        tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp: out of memory", 0, 0);
+        return;
+    }
+    e->id = ++t->next_id;
+    e->call = call;
+    e->conn = c;
+    e->deadline = left == INT64_MAX ? INT64_MAX : tfrdv_tcp__now() + left;
+    if (e->deadline < t->ent_min_deadline) t->ent_min_deadline = e->deadline;
+    memcpy(tfrdv_call_scratch(call), &e->id, sizeof e->id);
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_REQUEST;
+    f.id = e->id;
+    f.step_id = tfrdv_call_step_id(call);
+    f.request_id = tfrdv_call_request_id(call);
+    f.deadline_ns = left == INT64_MAX ? 0 : left;
+    f.key = key;
+    if (!tfrdv_tcp__queue(t, c, &f)) {
+        tfrdv_tcp__ent_free(t, e);
+        pthread_mutex_unlock(&t->mu);
+        tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp: out of memory", 0, 0);
+        return;
+    }
+    tfrdv_tcp__ent_insert(t, e);
+    e->prev = c->calls.prev;
+    e->next = &c->calls;
+    c->calls.prev->next = e;
+    c->calls.prev = e;
+    t->stats.calls_started++;
+    if (c->state == TFRDV_TCP__C_OPEN && !c->wblocked) tfrdv_tcp__write(t, c, &td);
+    pthread_mutex_unlock(&t->mu);
+    tfrdv_tcp__todo_run(t, &td);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__cancel_call(void* user, tfrdv_call* call) {
+    tfrdv_tcp* t = (tfrdv_tcp*)user;
+    tfrdv_tcp__ent* e;
+    tfrdv_tcp__todo td;
+    uint64_t id;
+    memcpy(&id, tfrdv_call_scratch(call), sizeof id);
+    tfrdv_tcp__todo_init(&td);
+    pthread_mutex_lock(&t->mu);
+    e = id ? tfrdv_tcp__ent_find(t, id) : 0;
+    if (e && e->call == call) {
+        tfrdv_tcp__conn* c = e->conn;
+        if (tfrdv_tcp__detach_call(t, e, TFRDV_CANCELLED, "tfrdv_tcp: call cancelled", &td)) {
+            t->stats.calls_cancelled++;
+            tfrdv_tcp__cancel_frame(t, c, id, &td);
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    tfrdv_tcp__todo_run(t, &td);
+}
+
+/* >>object ----------------------------------------------------------------------------------- */
+TFRDV_API tfrdv_tcp_config tfrdv_tcp_config_init(void) {
+    tfrdv_tcp_config c;
+    memset(&c, 0, sizeof c);
+    return c;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__free_all(tfrdv_tcp* t) {
+    size_t i;
+    tfrdv_tcp__peer* p;
+    while (t->free_ents) { tfrdv_tcp__ent* e = t->free_ents; t->free_ents = e->tnext; tfrdv_tcp__free(t, e, sizeof *e); }
+    while (t->free_reqs) { tfrdv_tcp__req* r = t->free_reqs; t->free_reqs = r->tnext; tfrdv_tcp__free(t, r, sizeof *r + r->key_cap); }
+    for (i = 0; i < (size_t)t->nfree_cms; i++) tfrdv_cancel_mgr_destroy(t->free_cms[i]);
+    tfrdv_tcp__free(t, t->free_cms, TFRDV_TCP__FREE_MAX * sizeof *t->free_cms);
+    tfrdv_tcp__free(t, t->ents.tab, t->ents.cap * sizeof *t->ents.tab);
+    tfrdv_tcp__free(t, t->reqs.tab, t->reqs.cap * sizeof *t->reqs.tab);
+    for (i = 0; i < t->nworkers; i++) { tfrdv_tcp__strfree(t, t->workers[i].name); tfrdv_tcp__strfree(t, t->workers[i].addr); }
+    tfrdv_tcp__free(t, t->workers, t->capworkers * sizeof *t->workers);
+    while ((p = t->peers) != 0) { t->peers = p->next; tfrdv_tcp__free(t, p, sizeof *p + strlen(p->addr)); }
+    tfrdv_tcp__free_dead(t);
+#ifndef TFRDV_TCP__EPOLL
+    tfrdv_tcp__free(t, t->pfds, t->npoll * sizeof *t->pfds);
+    tfrdv_tcp__free(t, t->pconns, t->npoll * sizeof *t->pconns);
+#endif
+    pthread_mutex_destroy(&t->mu);
+    pthread_mutex_destroy(&t->poll_mu);
+    pthread_cond_destroy(&t->cv);
+    tfrdv_tcp__free(t, t, sizeof *t);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__unref(tfrdv_tcp* t) {
+    if (__atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) tfrdv_tcp__free_all(t);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__transport_destroy(void* user) { tfrdv_tcp__unref((tfrdv_tcp*)user); }
+
+TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__set_worker(tfrdv_tcp* t, const char* worker, const char* address, tfrdv_status* st) {
+    size_t i;
+    char *n = 0, *a = 0;
+    for (i = 0; i < t->nworkers; i++)
+        if (strcmp(t->workers[i].name, worker) == 0) break;
+    if (!address) {
+        if (i < t->nworkers) {
+            tfrdv_tcp__strfree(t, t->workers[i].name);
+            tfrdv_tcp__strfree(t, t->workers[i].addr);
+            t->workers[i] = t->workers[--t->nworkers];
+        }
+        tfrdv_tcp__ok(st);
+        return TFRDV_OK;
+    }
+    if (!(a = tfrdv_tcp__strdup(t, address))) return tfrdv_tcp__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp: out of memory");
+    if (i < t->nworkers) {
+        tfrdv_tcp__strfree(t, t->workers[i].addr);
+        t->workers[i].addr = a;
+        tfrdv_tcp__ok(st);
+        return TFRDV_OK;
+    }
+    if (t->nworkers == t->capworkers) {
+        size_t nc = t->capworkers ? t->capworkers * 2 : 8;
+        tfrdv_tcp__wk* nw = (tfrdv_tcp__wk*)tfrdv_tcp__alloc(t, nc * sizeof *nw);
+        if (!nw) { tfrdv_tcp__strfree(t, a); return tfrdv_tcp__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp: out of memory"); }
+        if (t->nworkers) memcpy(nw, t->workers, t->nworkers * sizeof *nw);
+        tfrdv_tcp__free(t, t->workers, t->capworkers * sizeof *t->workers);
+        t->workers = nw;
+        t->capworkers = nc;
+    }
+    if (!(n = tfrdv_tcp__strdup(t, worker))) { tfrdv_tcp__strfree(t, a); return tfrdv_tcp__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp: out of memory"); }
+    t->workers[t->nworkers].name = n;
+    t->workers[t->nworkers].addr = a;
+    t->workers[t->nworkers].hash = 0;
+    t->nworkers++;
+    tfrdv_tcp__ok(st);
+    return TFRDV_OK;
+}
+TFRDV_API tfrdv_code tfrdv_tcp_set_worker(tfrdv_tcp* t, const char* worker, const char* address, tfrdv_status* st) {
+    tfrdv_code rc;
+    if (!t || !worker) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_set_worker: NULL argument");
+    if (address) {
+        tfrdv_tcp__addr a;
+        if (strncmp(address, "unix:", 5) != 0 && strchr(address, ':') == 0)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%s\" of %s: expected host:port, [v6]:port or unix:/path", address, worker);
+        if (strncmp(address, "unix:", 5) == 0 && tfrdv_tcp__parse(address, 0, &a, st) != TFRDV_OK) return st ? st->code : TFRDV_INVALID_ARGUMENT;
+    }
+    pthread_mutex_lock(&t->mu);
+    rc = tfrdv_tcp__set_worker(t, worker, address, st);
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+/* the listener; a busy address is an error, a stale Unix socket file is replaced */
+TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__listen(tfrdv_tcp* t, tfrdv_status* st) {
+    tfrdv_tcp__addr a, b;
+    const char* s = t->cfg.listen_address;
+    int fd, fam;
+    socklen_t bl = (socklen_t)sizeof b.u;
+    if (tfrdv_tcp__parse(s, 1, &a, st) != TFRDV_OK) return st ? st->code : TFRDV_INVALID_ARGUMENT;
+    fam = a.u.sa.sa_family;
+    fd = tfrdv_tcp__socket(fam);
+    if (fd < 0) return tfrdv_tcp__err(st, TFRDV_UNAVAILABLE, "tfrdv_tcp: socket for %s: %s", s, strerror(errno));
+    if (fam != AF_UNIX) tfrdv_tcp__setint(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+    if (fam == AF_INET6) tfrdv_tcp__setint(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
+    if (bind(fd, &a.u.sa, a.len) != 0) {
+        int e = errno;
+        if (e == EADDRINUSE && fam == AF_UNIX && a.u.un.sun_path[0]) { /* stale file or live server? */
+            int probe = socket(AF_UNIX, SOCK_STREAM, 0), live = 1;
+            if (probe >= 0) {
+                if (connect(probe, &a.u.sa, a.len) != 0 && errno == ECONNREFUSED) live = 0;
+                close(probe);
+            }
+            if (!live && unlink(a.u.un.sun_path) == 0 && bind(fd, &a.u.sa, a.len) == 0) e = 0;
+            else if (live) {
+                close(fd);
+                return tfrdv_tcp__err(st, TFRDV_UNAVAILABLE, "tfrdv_tcp: listen address %s is in use by a live server", s);
+            } else {
+                e = errno;
+            }
+        }
+        if (e) {
+            close(fd);
+            if (e == EADDRINUSE) return tfrdv_tcp__err(st, TFRDV_UNAVAILABLE, "tfrdv_tcp: listen address %s is already in use (never shared: pick another port, or 0 for a free one)", s);
+            return tfrdv_tcp__err(st, TFRDV_UNAVAILABLE, "tfrdv_tcp: bind %s: %s", s, strerror(e));
+        }
+    }
+    if (fam == AF_UNIX && a.u.un.sun_path[0]) {
+        (void)chmod(a.u.un.sun_path, (mode_t)(t->cfg.unix_mode ? t->cfg.unix_mode : 0600));
+        if (stat(a.u.un.sun_path, &t->lst) == 0) t->lfile = 1;
+        snprintf(t->lpath, sizeof t->lpath, "%s", a.u.un.sun_path);
+    }
+    if (listen(fd, 1024) != 0) {
+        int e = errno;
+        close(fd);
+        if (t->lfile) unlink(t->lpath);
+        t->lfile = 0;
+        return tfrdv_tcp__err(st, TFRDV_UNAVAILABLE, "tfrdv_tcp: listen %s: %s", s, strerror(e));
+    }
+    t->lfd = fd;
+    t->lunix = fam == AF_UNIX;
+    if (fam == AF_UNIX) {
+        snprintf(t->laddr, sizeof t->laddr, "%s", s);
+    } else if (getsockname(fd, &b.u.sa, &bl) == 0) {
+        char host[INET6_ADDRSTRLEN];
+        if (b.u.sa.sa_family == AF_INET6) {
+            static const struct in6_addr any6 = IN6ADDR_ANY_INIT;
+            t->port = ntohs(b.u.in6.sin6_port);
+            if (memcmp(&b.u.in6.sin6_addr, &any6, sizeof any6) == 0) snprintf(host, sizeof host, "::1");
+            else inet_ntop(AF_INET6, &b.u.in6.sin6_addr, host, sizeof host);
+            snprintf(t->laddr, sizeof t->laddr, "[%s]:%d", host, t->port);
+        } else {
+            t->port = ntohs(b.u.in4.sin_port);
+            if (b.u.in4.sin_addr.s_addr == htonl(INADDR_ANY)) snprintf(host, sizeof host, "127.0.0.1");
+            else inet_ntop(AF_INET, &b.u.in4.sin_addr, host, sizeof host);
+            snprintf(t->laddr, sizeof t->laddr, "%s:%d", host, t->port);
+        }
+    }
+    return TFRDV_OK;
+}
+
+TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** out, tfrdv_status* st) {
+    tfrdv_tcp* t;
+    tfrdv_tcp_config c;
+    size_t i;
+    if (out) *out = 0;
+    if (!cfg || !out) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: NULL argument");
+    c = *cfg;
+    if (!c.hooks.allocator.alloc_fn != !c.hooks.allocator.free_fn)
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: allocator needs both alloc_fn and free_fn");
+    if (c.num_threads < -1) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: num_threads %d (-1, 0 or more)", c.num_threads);
+    if (c.frame_bytes && (c.frame_bytes < 4096 || c.frame_bytes > (16u << 20)))
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: frame_bytes %u outside 4 KiB..16 MiB", c.frame_bytes);
+    if (c.max_connections < 0 || c.max_requests < 0 || c.max_requests_per_connection < 0 || c.connect_timeout_ns < 0 ||
+        c.handshake_timeout_ns < 0 || c.expire_interval_ns < 0 || c.backoff_max_ns < 0)
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: negative limit or timeout");
+    if (!c.frame_bytes) c.frame_bytes = 256u << 10;
+    if (!c.notsent_lowat) c.notsent_lowat = 128 << 10;
+    if (!c.max_connections) c.max_connections = 1024;
+    if (!c.max_requests) c.max_requests = 65536;
+    if (!c.max_requests_per_connection) c.max_requests_per_connection = 4096;
+    if (!c.connect_timeout_ns) c.connect_timeout_ns = 5000000000LL;
+    if (!c.handshake_timeout_ns) c.handshake_timeout_ns = 5000000000LL;
+    if (!c.backoff_ns) c.backoff_ns = 100000000LL;
+    if (!c.backoff_max_ns) c.backoff_max_ns = 5000000000LL;
+    if (!c.keepalive_ns) c.keepalive_ns = 10000000000LL;
+    if (!c.user_timeout_ns) c.user_timeout_ns = 30000000000LL;
+    if (!c.expire_interval_ns) c.expire_interval_ns = 20000000LL;
+    {
+        tfrdv_tcp tmp;
+        memset(&tmp, 0, sizeof tmp.cfg);
+        tmp.cfg.hooks = c.hooks;
+        t = (tfrdv_tcp*)tfrdv_tcp__alloc(&tmp, sizeof *t);
+    }
+    if (!t) return tfrdv_tcp__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp_create: out of memory");
+    memset(t, 0, sizeof *t);
+    t->cfg = c;
+    t->cfg.workers = 0;
+    t->cfg.num_workers = 0;
+    t->cfg.listen_address = 0;
+    t->lim.max_key_len = c.max_key_len;
+    t->lim.max_message_len = c.max_message_len;
+    t->lim.max_tensor_bytes = c.max_tensor_bytes;
+    t->lim.max_frame_len = 0;
+    tfrdv_tcp__limits_fill(&t->lim, &t->lim);
+    if (t->lim.max_frame_len < c.frame_bytes + 64) t->lim.max_frame_len = c.frame_bytes + 64;
+    t->refs = 1;
+    t->lfd = t->efd = t->wake[0] = t->wake[1] = -1;
+    t->conns.prev = t->conns.next = &t->conns;
+    t->ent_min_deadline = t->req_min_deadline = INT64_MAX;
+    t->next_tick = tfrdv_tcp__now() + c.expire_interval_ns;
+    pthread_mutex_init(&t->mu, 0);
+    pthread_mutex_init(&t->poll_mu, 0);
+    pthread_cond_init(&t->cv, 0);
+    t->ents.cap = t->reqs.cap = 64;
+    t->ents.tab = (tfrdv_tcp__hnode**)tfrdv_tcp__alloc(t, 64 * sizeof *t->ents.tab);
+    t->reqs.tab = (tfrdv_tcp__hnode**)tfrdv_tcp__alloc(t, 64 * sizeof *t->reqs.tab);
+    t->free_cms = (tfrdv_cancel_mgr**)tfrdv_tcp__alloc(t, TFRDV_TCP__FREE_MAX * sizeof *t->free_cms);
+    if (!t->ents.tab || !t->reqs.tab || !t->free_cms) {
+        if (!t->ents.tab) t->ents.cap = 0;
+        if (!t->reqs.tab) t->reqs.cap = 0;
+        tfrdv_tcp__free_all(t);
+        return tfrdv_tcp__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp_create: out of memory");
+    }
+    memset(t->ents.tab, 0, 64 * sizeof *t->ents.tab);
+    memset(t->reqs.tab, 0, 64 * sizeof *t->reqs.tab);
+    for (i = 0; i < cfg->num_workers; i++) {
+        if (!cfg->workers[i].name || !cfg->workers[i].address ||
+            tfrdv_tcp__set_worker(t, cfg->workers[i].name, cfg->workers[i].address, st) != TFRDV_OK) {
+            tfrdv_tcp__free_all(t);
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: workers[%zu] has no name or address", i);
+        }
+    }
+#ifdef TFRDV_TCP__EPOLL
+    t->efd = epoll_create1(EPOLL_CLOEXEC);
+    t->wake[0] = t->wake[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (t->efd >= 0 && t->wake[0] >= 0) {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.events = EPOLLIN;
+        ev.data.ptr = t->wake;
+        (void)epoll_ctl(t->efd, EPOLL_CTL_ADD, t->wake[0], &ev);
+    }
+#else
+    if (pipe(t->wake) == 0) { tfrdv_tcp__cloexec_nonblock(t->wake[0]); tfrdv_tcp__cloexec_nonblock(t->wake[1]); }
+    else t->wake[0] = t->wake[1] = -1;
+    t->efd = t->wake[0];
+#endif
+    if (t->efd < 0 || t->wake[0] < 0) {
+        int e = errno;
+        if (t->wake[0] >= 0) close(t->wake[0]);
+        if (t->wake[1] >= 0 && t->wake[1] != t->wake[0]) close(t->wake[1]);
+#ifdef TFRDV_TCP__EPOLL
+        if (t->efd >= 0) close(t->efd);
+#endif
+        tfrdv_tcp__free_all(t);
+        return tfrdv_tcp__err(st, TFRDV_UNAVAILABLE, "tfrdv_tcp_create: event descriptors: %s", strerror(e));
+    }
+    t->cfg.listen_address = cfg->listen_address; /* borrowed during create only */
+    if (cfg->listen_address && tfrdv_tcp__listen(t, st) != TFRDV_OK) {
+        tfrdv_code rc = st ? st->code : TFRDV_UNAVAILABLE;
+        if (t->wake[1] != t->wake[0]) close(t->wake[1]);
+        close(t->wake[0]);
+#ifdef TFRDV_TCP__EPOLL
+        close(t->efd);
+#endif
+        tfrdv_tcp__free_all(t);
+        return rc;
+    }
+    t->cfg.listen_address = 0;
+    if (c.num_threads >= 0) {
+        if (pthread_create(&t->thread, 0, tfrdv_tcp__thread, t) != 0) {
+            t->has_thread = 0;
+            tfrdv_tcp_destroy(t); /* drops the only reference */
+            return tfrdv_tcp__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp_create: cannot start the I/O thread");
+        }
+        t->has_thread = 1;
+    }
+    *out = t;
+    tfrdv_tcp__ok(st);
+    return TFRDV_OK;
+}
+TFRDV_API tfrdv_transport tfrdv_tcp_transport(tfrdv_tcp* t) {
+    tfrdv_transport tr;
+    memset(&tr, 0, sizeof tr);
+    if (!t) return tr;
+    __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+    tr.user = t;
+    tr.start_call = tfrdv_tcp__start_call;
+    tr.cancel_call = tfrdv_tcp__cancel_call;
+    tr.destroy = tfrdv_tcp__transport_destroy;
+    return tr;
+}
+TFRDV_API tfrdv_code tfrdv_tcp_attach(tfrdv_tcp* t, tfrdv_mgr* mgr, tfrdv_status* st) {
+    if (!t || !mgr) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_attach: NULL argument");
+    pthread_mutex_lock(&t->mu);
+    if (t->mgr || t->closing) {
+        pthread_mutex_unlock(&t->mu);
+        return tfrdv_tcp__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_tcp_attach: %s", t->closing ? "destroyed" : "a manager is already attached");
+    }
+    tfrdv_mgr_ref(mgr);
+    t->mgr = mgr;
+    tfrdv_tcp__listen_arm(t, 1);
+    pthread_mutex_unlock(&t->mu);
+    tfrdv_tcp__ok(st);
+    return TFRDV_OK;
+}
+TFRDV_API int tfrdv_tcp_port(const tfrdv_tcp* t) { return t ? t->port : 0; }
+TFRDV_API const char* tfrdv_tcp_address(const tfrdv_tcp* t) { return t ? t->laddr : ""; }
+TFRDV_API int tfrdv_tcp_fd(const tfrdv_tcp* t) { return t && !t->destroyed ? t->efd : -1; }
+TFRDV_API int tfrdv_tcp_poll(tfrdv_tcp* t, int64_t timeout_ns) { return t ? tfrdv_tcp__poll_once(t, timeout_ns) : 0; }
+
+TFRDV_API void tfrdv_tcp_destroy(tfrdv_tcp* t) {
+    tfrdv_tcp__todo td;
+    tfrdv_mgr* mgr;
+    if (!t) return;
+    pthread_mutex_lock(&t->mu);
+    if (t->closing) { pthread_mutex_unlock(&t->mu); return; }
+    t->closing = 1;
+    t->stop = 1;
+    pthread_mutex_unlock(&t->mu);
+    if (t->has_thread) {
+        tfrdv_tcp__wake(t);
+        pthread_join(t->thread, 0);
+        t->has_thread = 0;
+    }
+    tfrdv_tcp__todo_init(&td);
+    pthread_mutex_lock(&t->poll_mu);
+    pthread_mutex_lock(&t->mu);
+    tfrdv_tcp__listen_arm(t, 0);
+    if (t->lfd >= 0) {
+        struct stat now_st;
+        close(t->lfd);
+        t->lfd = -1;
+        if (t->lfile && stat(t->lpath, &now_st) == 0 && now_st.st_ino == t->lst.st_ino && now_st.st_dev == t->lst.st_dev)
+            unlink(t->lpath);
+    }
+    while (t->conns.next != &t->conns) tfrdv_tcp__conn_fail(t, t->conns.next, TFRDV_CANCELLED, "tfrdv_tcp: the transport was destroyed", &td);
+    pthread_mutex_unlock(&t->mu);
+    tfrdv_tcp__todo_run(t, &td);
+    pthread_mutex_lock(&t->mu);
+    while (t->serving_count) pthread_cond_wait(&t->cv, &t->mu);
+    tfrdv_tcp__free_dead(t);
+    t->destroyed = 1;
+    mgr = t->mgr;
+    t->mgr = 0;
+    pthread_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->poll_mu);
+#ifdef TFRDV_TCP__EPOLL
+    if (t->efd >= 0) close(t->efd);
+#endif
+    if (t->wake[1] >= 0 && t->wake[1] != t->wake[0]) close(t->wake[1]);
+    if (t->wake[0] >= 0) close(t->wake[0]);
+    t->efd = t->wake[0] = t->wake[1] = -1;
+    tfrdv_tcp__unref(t);
+    if (mgr) tfrdv_mgr_unref(mgr);
+}
+
+TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out) {
+    tfrdv_tcp__conn* c;
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!t) return;
+    pthread_mutex_lock(&t->mu);
+    *out = t->stats;
+    out->frames_received = __atomic_load_n(&t->frames_received, __ATOMIC_RELAXED);
+    out->recv_calls = __atomic_load_n(&t->recv_calls, __ATOMIC_RELAXED);
+    out->connections = t->nconns;
+    out->client_calls_live = t->ents.count;
+    out->server_requests_live = t->serving_count + t->nqueued;
+    for (c = t->conns.next; c != &t->conns; c = c->next) out->queued_bytes += c->olen - c->ooff;
+    pthread_mutex_unlock(&t->mu);
+}
+
+#endif /* TFRDV_TCP_NO_TRANSPORT */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TFRDV_TCP_IMPLEMENTATION */
