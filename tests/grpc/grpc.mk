@@ -42,6 +42,14 @@ $(B)/test_grpc: tests/grpc/test_grpc.c $(HEADERS) $(GRPC_TEST_DEPS)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) $(GRPC_CFLAGS) $(GRPC_TEST_DEFS) -o $@ $< $(GRPC_LIBS)
 
+# per-peer routing: one manager served over gRPC and TCP at once (in process, needs no peer)
+all: $(B)/test_multi
+
+$(B)/test_multi: tests/grpc/test_multi.c $(HEADERS)
+	@mkdir -p $(B)
+	$(SAY) CC $@
+	$(Q)$(CC) $(CFLAGS_T) $(GRPC_CFLAGS) -o $@ $< $(GRPC_LIBS)
+
 $(B)/ex_grpc_workers: examples/grpc_workers.c $(HEADERS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
