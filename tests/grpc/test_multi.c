@@ -161,7 +161,8 @@ static tfrdv_tcp* tcp_on(world* x, const char* addr, tfrdv_status* st) {
 }
 /* W with a router over routes[0..n) (transport fields filled here: 'g' gRPC, 't' TCP), T and P;
    every server attached, every address known. 1 on success (a failure is printed). */
-static int world_open(world* x, const char* const* patterns, const char* kinds, size_t n, const char* tcp_kind) {
+static int world_open(world* x, const char* const* patterns, const char* kinds, size_t n, const char* tcp_kind,
+                      int (*pick)(void*, const char*, size_t), void* pick_user) {
     tfrdv_status st;
     tfrdv_route routes[4];
     tfrdv_router_config rc = tfrdv_router_config_init();
@@ -192,6 +193,8 @@ static int world_open(world* x, const char* const* patterns, const char* kinds, 
     rc.hooks = fx_alloc_hooks(&x->a);
     rc.routes = routes;
     rc.num_routes = n;
+    rc.pick = pick;
+    rc.pick_user = pick_user;
     if (tfrdv_router_create(&rc, &rt, &st) != TFRDV_OK) {
         printf("    tfrdv_router_create: %s\n", st.msg);
         return 0;
@@ -271,7 +274,7 @@ static void one_step(const char* tcp_kind, int order) {
     int i;
     alarm(120);
     waiter_init(&wt);
-    if (!world_open(&x, MAIN_PAT, "gt", 2, tcp_kind)) {
+    if (!world_open(&x, MAIN_PAT, "gt", 2, tcp_kind, 0, 0)) {
         TT_CHECK(0);
         world_close(&x, 0);
         waiter_fini(&wt);
@@ -376,7 +379,7 @@ static void test_no_route(void) {
     tfrdv_value* v = 0;
     int dead = 0;
     alarm(60);
-    if (!world_open(&x, pat, "gtt", 3, "tcp")) {
+    if (!world_open(&x, pat, "gtt", 3, "tcp", 0, 0)) {
         TT_CHECK(0);
         world_close(&x, 0);
         return;
@@ -403,6 +406,62 @@ static void test_no_route(void) {
     FX_CHECK_EMPTY(&x.a);
 }
 
+/* ---- the pick callback is asked before the patterns: -1 falls back to them, an index wins over
+   them, an index out of range fails the call INTERNAL naming the answer and the worker ---- */
+static int pick_fn(void* u, const char* worker, size_t len) {
+    int mode = __atomic_load_n((int*)u, __ATOMIC_SEQ_CST); /* asked on whichever thread starts the call */
+    if (mode == 1 && len >= 7 && memcmp(worker, "/job:tf", 7) == 0) return 1; /* T over TCP */
+    if (mode == 2) return 5;
+    return -1;
+}
+static void test_pick(void) {
+    world x;
+    int mode = 0;
+    tfrdv_rendezvous *rw = 0, *rt = 0;
+    tfrdv_key k;
+    tfrdv_status st;
+    tfrdv_value* v = 0;
+    int dead = 0;
+    alarm(60);
+    if (!world_open(&x, MAIN_PAT, "gt", 2, "tcp", pick_fn, &mode)) {
+        TT_CHECK(0);
+        world_close(&x, 0);
+        return;
+    }
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(x.w, STEP, &rw, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(x.t, STEP, &rt, &st), TFRDV_OK);
+    mkkey(&k, T_DEV, T_INC, W_DEV, "kt");
+    TT_CHECK_EQ_INT(tfrdv_send(rt, &k.parsed, 0, mkval(&x.a, 2048, 7), 0, &st), TFRDV_OK);
+    /* -1: the patterns send T over gRPC */
+    TT_CHECK_EQ_INT(tfrdv_recv(rw, &k.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_OK);
+    TT_CHECK(vok(v, 2048, 7));
+    tfrdv_value_release(v);
+    v = 0;
+    TT_CHECK_EQ_INT(gstats(x.wg).calls_ok, 1);
+    /* 1: T over TCP, where W has no address for it */
+    __atomic_store_n(&mode, 1, __ATOMIC_SEQ_CST);
+    TT_CHECK_EQ_INT(tfrdv_send(rt, &k.parsed, 0, mkval(&x.a, 2048, 8), 0, &st), TFRDV_OK);
+    TT_CHECK(tfrdv_recv(rw, &k.parsed, 0, 10 * SEC, &v, &dead, &st) != TFRDV_OK);
+    TT_CHECK_CONTAINS(st.msg, "tfrdv_tcp");
+    TT_CHECK(v == 0);
+    TT_CHECK_EQ_INT(gstats(x.wg).calls_started, 1);
+    /* 5 of 2 routes: INTERNAL */
+    __atomic_store_n(&mode, 2, __ATOMIC_SEQ_CST);
+    TT_CHECK_EQ_INT(tfrdv_recv(rw, &k.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_INTERNAL);
+    TT_CHECK_CONTAINS(st.msg, "pick answered route 5 for worker " T);
+    TT_CHECK(v == 0);
+    TT_CHECK_EQ_INT(gstats(x.wg).calls_started, 1);
+    /* the value sent for the two failed fetches is still on T: back to the patterns */
+    __atomic_store_n(&mode, 0, __ATOMIC_SEQ_CST);
+    TT_CHECK_EQ_INT(tfrdv_recv(rw, &k.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_OK);
+    TT_CHECK(vok(v, 2048, 8));
+    tfrdv_value_release(v);
+    tfrdv_unref(rw);
+    tfrdv_unref(rt);
+    world_close(&x, 1);
+    FX_CHECK_EMPTY(&x.a);
+}
+
 /* ---- a cancelled receive on W is cancelled on the transport its route picked: the serving
    peer withdraws, the value sent afterwards stays there and a second fetch gets it ---- */
 static void cancel_over(int grpc) {
@@ -422,7 +481,7 @@ static void cancel_over(int grpc) {
     uint64_t started_other;
     alarm(60);
     waiter_init(&wt);
-    if (!world_open(&x, MAIN_PAT, "gt", 2, "unix")) {
+    if (!world_open(&x, MAIN_PAT, "gt", 2, "unix", 0, 0)) {
         TT_CHECK(0);
         world_close(&x, 0);
         waiter_fini(&wt);
@@ -493,6 +552,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_step_unix_transports_first);
     TT_RUN(test_step_unix_managers_first);
     TT_RUN(test_no_route);
+    TT_RUN(test_pick);
     TT_RUN(test_cancel_over_grpc);
     TT_RUN(test_cancel_over_tcp);
     rmdir(tmpdir);
