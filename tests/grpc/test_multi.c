@@ -36,6 +36,7 @@
 #define P_INC 0x3333ULL
 #define SEC 1000000000LL
 #define STEP 77
+#define BURST 32 /* keys per direction in test_step_burst */
 
 static char tmpdir[64];
 static void sleep_ms(int ms) {
@@ -78,7 +79,7 @@ typedef struct waiter {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int done;
-    slot s[8];
+    slot s[4 * BURST];
 } waiter;
 typedef struct wref {
     waiter* w;
@@ -91,7 +92,7 @@ static void waiter_init(waiter* w) {
 }
 static void waiter_fini(waiter* w) {
     int i;
-    for (i = 0; i < 8; i++) tfrdv_value_release(w->s[i].v);
+    for (i = 0; i < 4 * BURST; i++) tfrdv_value_release(w->s[i].v);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
 }
@@ -368,6 +369,98 @@ static void test_step_tcp_managers_first(void) { one_step("tcp", 1); }
 static void test_step_unix_transports_first(void) { one_step("unix", 0); }
 static void test_step_unix_managers_first(void) { one_step("unix", 1); }
 
+/* ---- BURST keys each way in one step, sent by three threads at once (W's, T's, P's), while
+   both of W's servers and both of its clients are busy ---- */
+typedef struct sender {
+    fx_alloc* a;
+    tfrdv_rendezvous* r;
+    tfrdv_key* keys; /* n keys, value seed = index + base */
+    int n, base, errors;
+} sender;
+static uint64_t burst_size(int i) { return (uint64_t)((i * 7919) % 70000 + (i % 3 == 0 ? 0 : 1)); }
+static void* send_all(void* u) {
+    sender* s = (sender*)u;
+    tfrdv_status st;
+    int i;
+    for (i = 0; i < s->n; i++)
+        if (tfrdv_send(s->r, &s->keys[i].parsed, 0, mkval(s->a, burst_size(s->base + i), (unsigned)(s->base + i)), 0, &st) != TFRDV_OK)
+            s->errors++;
+    return 0;
+}
+static void test_step_burst(void) {
+    static tfrdv_key keys[4 * BURST]; /* W->T, W->P, T->W, P->W */
+    world x;
+    waiter wt;
+    wref refs[4 * BURST];
+    tfrdv_rendezvous *rw = 0, *rt = 0, *rp = 0;
+    tfrdv_status st;
+    sender snd[3];
+    pthread_t th[3];
+    uint64_t bytes[4] = {0, 0, 0, 0};
+    int i, bad = 0;
+    alarm(120);
+    waiter_init(&wt);
+    if (!world_open(&x, MAIN_PAT, "gt", 2, "unix", 0, 0)) {
+        TT_CHECK(0);
+        world_close(&x, 0);
+        waiter_fini(&wt);
+        return;
+    }
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(x.w, STEP, &rw, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(x.t, STEP, &rt, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(x.p, STEP, &rp, &st), TFRDV_OK);
+    for (i = 0; i < 4 * BURST; i++) {
+        static const char* const src[4] = {W_DEV, W_DEV, T_DEV, P_DEV};
+        static const char* const dst[4] = {T_DEV, P_DEV, W_DEV, W_DEV};
+        static const uint64_t inc[4] = {W_INC, W_INC, T_INC, P_INC};
+        tfrdv_rendezvous* const rcv_on[4] = {rt, rp, rw, rw};
+        char edge[16];
+        int d = i / BURST;
+        snprintf(edge, sizeof edge, "b%d", i);
+        mkkey(&keys[i], src[d], inc[d], dst[d], edge);
+        bytes[d] += burst_size(i);
+        refs[i].w = &wt;
+        refs[i].i = i;
+        TT_CHECK_EQ_INT(tfrdv_recv_async(rcv_on[d], &keys[i].parsed, 0, on_recv, &refs[i]), TFRDV_OK);
+    }
+    for (i = 0; i < 3; i++) {
+        snd[i].a = &x.a;
+        snd[i].errors = 0;
+    }
+    snd[0].r = rw; snd[0].keys = keys; snd[0].n = 2 * BURST; snd[0].base = 0;
+    snd[1].r = rt; snd[1].keys = keys + 2 * BURST; snd[1].n = BURST; snd[1].base = 2 * BURST;
+    snd[2].r = rp; snd[2].keys = keys + 3 * BURST; snd[2].n = BURST; snd[2].base = 3 * BURST;
+    for (i = 0; i < 3; i++) TT_CHECK_EQ_INT(pthread_create(&th[i], 0, send_all, &snd[i]), 0);
+    for (i = 0; i < 3; i++) pthread_join(th[i], 0);
+    for (i = 0; i < 3; i++) TT_CHECK_EQ_INT(snd[i].errors, 0);
+    TT_CHECK(waiter_wait(&wt, 4 * BURST, 60 * SEC));
+    pthread_mutex_lock(&wt.mu);
+    for (i = 0; i < 4 * BURST; i++)
+        if (wt.s[i].calls != 1 || wt.s[i].st.code != TFRDV_OK || !vok(wt.s[i].v, burst_size(i), (unsigned)i)) {
+            if (bad++ < 3) printf("    key b%d: %d completions, code %d %s\n", i, wt.s[i].calls, (int)wt.s[i].st.code, wt.s[i].st.msg);
+        }
+    pthread_mutex_unlock(&wt.mu);
+    TT_CHECK_EQ_INT(bad, 0);
+    UNTIL(gstats(x.wg).bytes_sent >= bytes[0] && tstats(x.wt).bytes_sent >= bytes[1] && gstats(x.tg).bytes_sent >= bytes[2] &&
+          tstats(x.pt).bytes_sent >= bytes[3]);
+    TT_CHECK_EQ_INT(gstats(x.wg).served, BURST);
+    TT_CHECK_EQ_INT(gstats(x.wg).bytes_sent, bytes[0]);
+    TT_CHECK_EQ_INT(gstats(x.wg).calls_ok, BURST);
+    TT_CHECK_EQ_INT(gstats(x.wg).bytes_received, bytes[2]);
+    TT_CHECK_EQ_INT(tstats(x.wt).served, BURST);
+    TT_CHECK_EQ_INT(tstats(x.wt).bytes_sent, bytes[1]);
+    TT_CHECK_EQ_INT(tstats(x.wt).calls_ok, BURST);
+    TT_CHECK_EQ_INT(tstats(x.wt).bytes_received, bytes[3]);
+    TT_CHECK_EQ_INT(tstats(x.wt).calls_started, BURST);
+    TT_CHECK_EQ_INT(gstats(x.wg).calls_started, BURST);
+    tfrdv_unref(rw);
+    tfrdv_unref(rt);
+    tfrdv_unref(rp);
+    world_close(&x, 0);
+    waiter_fini(&wt);
+    FX_CHECK_EMPTY(&x.a);
+}
+
 /* ---- a source no route matches: INTERNAL naming the worker, no transport touched (routes
    without "*", two of them to the same TCP companion) ---- */
 static void test_no_route(void) {
@@ -551,6 +644,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_step_tcp_managers_first);
     TT_RUN(test_step_unix_transports_first);
     TT_RUN(test_step_unix_managers_first);
+    TT_RUN(test_step_burst);
     TT_RUN(test_no_route);
     TT_RUN(test_pick);
     TT_RUN(test_cancel_over_grpc);
