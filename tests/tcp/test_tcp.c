@@ -1705,6 +1705,70 @@ static void test_allocator_hook(void) {
     TT_CHECK_EQ_INT(cc.bytes, 0);
 }
 
+/* worker name -> address: the resolve callback for names not in the table, tfrdv_tcp_set_worker
+   adding, replacing and removing; an unknown worker fails INTERNAL naming it. Over IPv6 when the
+   host has it. */
+static char resolved[128];
+static int resolve_cb(void* u, const char* worker, size_t len, char* out, size_t cap) {
+    (void)u;
+    if (len != strlen(PS) || memcmp(worker, PS, len) != 0) return 0;
+    snprintf(out, cap, "%s", resolved);
+    return 1;
+}
+static void test_resolve_and_set_worker(void) {
+    insrv s;
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_tcp* t;
+    tfrdv_mgr* m;
+    tfrdv_status st;
+    tfrdv_rendezvous *rs, *rc;
+    tfrdv_key k;
+    tfrdv_value* v;
+    int dead, i;
+    alarm(60);
+    if (!insrv_open(&s, "[::1]:0", 0) && !insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
+    snprintf(resolved, sizeof resolved, "%s", s.addr);
+    tc.resolve = resolve_cb;
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_OK);
+    mc.worker_name = WK;
+    mc.transport = tfrdv_tcp_transport(t);
+    (void)tfrdv_mgr_create(&mc, &m, &st);
+    (void)tfrdv_tcp_attach(t, m, &st);
+    (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
+    (void)tfrdv_mgr_start_step(m, 1, &rc, &st);
+    for (i = 0; i < 3; i++) {
+        char e[8];
+        snprintf(e, sizeof e, "w%d", i);
+        key_for(&k, e, PS_INC);
+        (void)tfrdv_send(rs, &k.parsed, 0, mkval(1, 0, 0, 4, (unsigned)i), 0, &st);
+    }
+    key_for(&k, "w0", PS_INC); /* through the resolve callback */
+    TT_CHECK_EQ_INT(tfrdv_recv(rc, &k.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_OK);
+    TT_CHECK(v && check((uint8_t*)v->data, 4, 0));
+    tfrdv_value_release(v);
+    /* the table wins over the callback: a wrong address fails, the right one works again */
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(t, PS, upath("nothing-here.sock"), &st), TFRDV_OK);
+    key_for(&k, "w1", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv(rc, &k.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "nothing-here.sock");
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(t, PS, s.addr, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv(rc, &k.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_OK);
+    tfrdv_value_release(v);
+    /* removed from the table and unknown to the callback: INTERNAL naming the worker */
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(t, PS, 0, &st), TFRDV_OK);
+    resolved[0] = 0;
+    key_for(&k, "w2", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv(rc, &k.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_INTERNAL);
+    TT_CHECK_CONTAINS(st.msg, "No worker known as " PS);
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(t, PS, "no-port-here", &st), TFRDV_INVALID_ARGUMENT);
+    tfrdv_unref(rs);
+    tfrdv_unref(rc);
+    tfrdv_tcp_destroy(t);
+    tfrdv_mgr_destroy(m);
+    insrv_close(&s);
+}
+
 static void test_config_errors(void) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_tcp* t = 0;
@@ -1791,6 +1855,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_destroy_client_in_flight);
     TT_RUN(test_host_driven);
     TT_RUN(test_allocator_hook);
+    TT_RUN(test_resolve_and_set_worker);
     alarm(0);
     {
         char cmdline[128];
