@@ -1473,7 +1473,7 @@ static pid_t flood(int fd, int n, uint64_t id0) {
     }
     fflush(stdout);
     pid = fork(); /* another process writes: the server answers while it reads */
-    if (pid == 0) { alarm(60); (void)wr_full(fd, big, off); _exit(0); }
+    if (pid == 0) { alarm(60); (void)wr_full(fd, big, off); free(big); _exit(0); }
     free(big);
     return pid;
 }
