@@ -153,7 +153,8 @@
         the memory goes with the last reference.
      Several transports at once: tfrdv_router_create picks one per source worker. A provider's
      contract (start_call, cancel_call, exactly one finish) is at tfrdv_transport below, and
-     examples/custom_transport.c implements one in about 120 lines.
+     examples/custom_transport.c implements one, with cancellation, deadlines and give-back, in
+     about 220 lines.
 
    THREADS
      Thread-safe (any thread, concurrently, on the same object): tfrdv_send, tfrdv_recv_async,
@@ -592,13 +593,20 @@ TFRDV_API tfrdv_code tfrdv_cancel_mgr_reset(tfrdv_cancel_mgr* cm);
 /* ---------------------------------------------------------------------------------------------
    Rendezvous (local table; also the per-step object of a step manager)
    --------------------------------------------------------------------------------------------- */
+/* Config fields, here and in the companions: 0 always means the default (said in each field's
+   comment); in a field whose comment names it, TFRDV_OFF turns off what the field bounds or times
+   (no deadline, no window, no free list, no retries). A negative value in a field that does not
+   name TFRDV_OFF is INVALID_ARGUMENT. */
+#define TFRDV_OFF (-1)
+
 typedef struct tfrdv_config {
     tfrdv_hooks hooks;
     int num_shards; /* lock shards (0: 4); keys are spread over shards by hash */
     int min_buckets; /* initial hash buckets per shard, power of two (0: 16); tables grow, and
                         shrink back towards this size as keys leave */
     int free_max;    /* recycled items and channels kept per shard and kind (0: 256 items, 64
-                        channels, freed when a table shrinks; n > 0: n of each, kept; <0: none).
+                        channels, freed when a table shrinks; n > 0: n of each, kept; TFRDV_OFF:
+                        none).
                         Within it the steady state allocates nothing (see MEMORY) */
     size_t max_key_len; /* longest key accepted (0: 4096 bytes); longer: INVALID_ARGUMENT */
 } tfrdv_config;
@@ -684,6 +692,8 @@ TFRDV_API size_t tfrdv_pending(tfrdv_rendezvous* r, tfrdv_pending_fn fn, void* u
 
 /* ---------------------------------------------------------------------------------------------
    Transports (provider side). A transport fetches one tensor from another worker per call.
+   Build a tfrdv_transport from a zeroed struct (memset, or = {0} in C): fields may be added in
+   later versions, and one left undefined would be called.
    Provider contract (enforced by the core):
      - start_call(call): begin the fetch; finish it later (or inside start_call) with exactly one
        tfrdv_call_finish() or tfrdv_call_finish_status(). Never touch the call after finishing it.
@@ -738,6 +748,13 @@ TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* 
    detail TFRDV_DETAIL_WORKER_RESTARTED. */
 TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* status,
                                         tfrdv_value* value, int is_dead);
+/* tfrdv_call_finish_status for a provider that can give a value back to where it came from (an
+   in-process transport: tfrdv_mgr_serve_return on the serving manager). Returns 1 when status is
+   OK but the receiver already had its answer (it was cancelled, aborted or timed out while this
+   one was on its way): then value (and is_dead) stay the caller's, to give back or release.
+   Returns 0 otherwise: the value was taken, as by tfrdv_call_finish_status. */
+TFRDV_API int tfrdv_call_finish_keep(tfrdv_call* call, const tfrdv_status* status,
+                                     tfrdv_value* value, int is_dead);
 
 /* ---------------------------------------------------------------------------------------------
    Step manager: one rendezvous per step id, created on demand, plus the serving side.
@@ -804,26 +821,32 @@ struct tfrdv_mgr_config {
     tfrdv_copy_fn same_worker_copy;
     void* same_worker_copy_user;
     int num_shards;                /* per step rendezvous (0: 1) */
-    int64_t deferred_timeout_ns;   /* remote requests for an uninitialised step (0: 60 s; <0 none) */
+    int64_t deferred_timeout_ns;   /* remote requests for an uninitialised step (0: 60 s;
+                                      TFRDV_OFF: no deadline) */
     int tombstone_max;             /* cleaned step ids remembered (0: 1024) */
     int64_t tombstone_ttl_ns;      /* and for how long (0: 60 s) */
-    int request_id_window;         /* recent request ids kept for dedup (0: 16384; <0: no dedup) */
-    int response_cache;            /* answer a retried request id with the same response */
+    int request_id_window;         /* recent request ids kept for dedup (0: 16384; TFRDV_OFF: no
+                                      dedup) */
+    int response_cache;            /* 1: answer a retried request id with the same response
+                                      (0: no cache, the default) */
     int response_cache_max;        /* cached entries (0: 4096); beyond it requests are uncached */
-    int64_t call_timeout_ns;       /* remote-call deadline per receive (0: none) */
-    int call_max_retries;          /* retries on UNAVAILABLE (0: none) */
+    int64_t call_timeout_ns;       /* remote-call deadline per receive (0: none, the default;
+                                      TFRDV_OFF: none) */
+    int call_max_retries;          /* retries on UNAVAILABLE (0: none, the default; TFRDV_OFF:
+                                      none) */
     int64_t retry_backoff_ns;      /* first backoff (0: 1 ms); x1.3 per retry */
     int64_t retry_backoff_max_ns;  /* cap (0: 10 s) */
-    int call_freelist_max;         /* recycled call objects kept (0: 1000; <0: none) */
+    int call_freelist_max;         /* recycled call objects kept (0: 1000; TFRDV_OFF: none) */
     int free_max;                  /* recycled items and channels per step shard and kind, and
-                                      recycled serve records (0: as tfrdv_config; <0: none) */
+                                      recycled serve records (0: as tfrdv_config; TFRDV_OFF:
+                                      none) */
     size_t max_key_len;            /* longest key sent, received or served (0: 4096 bytes) */
     int max_deferred;              /* requests waiting for step initialisation, all steps together
                                       (0: 65536); beyond it RESOURCE_EXHAUSTED */
     /* Idle-step policy: tfrdv_mgr_expire cleans up (as tfrdv_mgr_cleanup, tombstone included) a
        step that nobody holds a reference to and that has nothing buffered, waiting, deferred or
        in flight, once it stayed so for this long: a worker whose steps a remote master starts
-       (a TensorFlow cluster) needs no step bookkeeping. 0: never (the default). */
+       (a TensorFlow cluster) needs no step bookkeeping. 0: never, the default; TFRDV_OFF: never. */
     int64_t step_idle_timeout_ns;
     tfrdv_trace_fn trace;          /* optional transfer trace, see tfrdv_trace_event */
     void* trace_user;
@@ -4250,6 +4273,10 @@ TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** o
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: incomplete allocator or sync hooks (give all functions or none)");
     if (!c.transport.start_call != !c.transport.cancel_call)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_create: transport needs both start_call and cancel_call");
+    /* TFRDV_OFF where the default is already "none" */
+    if (c.call_timeout_ns == TFRDV_OFF) c.call_timeout_ns = 0;
+    if (c.call_max_retries == TFRDV_OFF) c.call_max_retries = 0;
+    if (c.step_idle_timeout_ns == TFRDV_OFF) c.step_idle_timeout_ns = 0;
     if (c.num_shards < 0 || c.tombstone_max < 0 || c.response_cache_max < 0 || c.call_max_retries < 0 ||
         c.call_timeout_ns < 0 || c.retry_backoff_ns < 0 || c.retry_backoff_max_ns < 0 || c.tombstone_ttl_ns < 0 ||
         c.max_deferred < 0 || c.step_idle_timeout_ns < 0)
@@ -5626,6 +5653,13 @@ TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* st
                                         tfrdv_value* value, int is_dead) {
     tfrdv__call_finish(call, status, value, is_dead, 0, 0);
 }
+TFRDV_API int tfrdv_call_finish_keep(tfrdv_call* call, const tfrdv_status* status,
+                                     tfrdv_value* value, int is_dead) {
+    tfrdv_value* kept = 0;
+    int kept_dead = 0;
+    tfrdv__call_finish(call, status, value, is_dead, &kept, &kept_dead);
+    return kept || kept_dead;
+}
 
 TFRDV_API int64_t tfrdv_call_step_id(const tfrdv_call* call) { return call ? call->step_id : 0; }
 TFRDV_API tfrdv_str tfrdv_call_key(const tfrdv_call* call) {
@@ -6136,18 +6170,18 @@ TFRDV__PRIVATE void tfrdv__lb_served(void* u, const tfrdv_status* st, const tfrd
             back = v; /* not delivered: the table's again */
             back_dead = dead;
         } else {
-            tfrdv_value* kept = 0;
             if (v->size) memcpy(copy->data, v->data, (size_t)v->size);
-            tfrdv__call_finish(call, st, copy, dead, &kept, &back_dead);
-            if (kept) { /* the receiver gave up meanwhile: give back the original */
-                tfrdv_value_release(kept);
-                back = v;
+            if (tfrdv_call_finish_keep(call, st, copy, dead)) { /* the receiver gave up meanwhile */
+                tfrdv_value_release(copy);
+                back = v; /* the original goes back */
+                back_dead = dead;
             } else {
                 tfrdv_value_release(v);
             }
         }
-    } else {
-        tfrdv__call_finish(call, st, v, dead, &back, &back_dead);
+    } else if (tfrdv_call_finish_keep(call, st, v, dead)) {
+        back = v;
+        back_dead = dead;
     }
     if (back || back_dead)
         tfrdv_mgr_serve_return(target, q->step_id, q->key, q->key_len, q->request_id, sa, back, back_dead, 0);

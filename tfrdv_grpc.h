@@ -256,11 +256,11 @@ typedef struct tfrdv_grpc_config {
                                      a hung or hostile server cannot hold a receive forever; on
                                      expiry the receive fails DEADLINE_EXCEEDED naming this field
                                      (the value stays on the server). 0: TFRDV_GRPC_RECV_TIMEOUT_NS;
-                                     negative: none (TensorFlow's unbounded wait) */
+                                     TFRDV_OFF: none (TensorFlow's unbounded wait) */
     int64_t serve_deadline_margin_ns; /* server: a RecvTensor call with less than this left before
                                      its deadline is answered DEADLINE_EXCEEDED and the value stays
                                      buffered, as a reply then would reach the client after it
-                                     gave up (0: TFRDV_GRPC_SERVE_MARGIN_NS; negative: none) */
+                                     gave up (0: TFRDV_GRPC_SERVE_MARGIN_NS; TFRDV_OFF: none) */
     const tfrdv_grpc_device* devices; /* GetStatus answer (copied); none: one device
                                          "<worker>/device:CPU:0" with the manager's incarnation */
     size_t num_devices;

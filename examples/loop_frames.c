@@ -41,8 +41,15 @@ static int iter_key(const tfrdv_key* base, uint64_t frame, int64_t iter, tfrdv_k
 }
 
 int main(void) {
+    /* Any frame id works if both ends of the edge use the same one; here a hash of the frame name.
+       It is NOT TensorFlow's id, so it never matches a key TensorFlow makes. TensorFlow's executor
+       (common_runtime/propagator_state.cc, FindOrCreateChildFrame) numbers the frame an Enter node
+       opens Hash64Combine(parent frame id, Hash64Combine(parent iteration, Hash64(frame_name))):
+       the root frame is 0, frame_name is the Enter node's attribute, Hash64 is MurmurHash64A with
+       seed 0xDECAFCAFFE, Hash64Combine(a, b) = a ^ (b + 0x9e3779b97f4a7800 + (a << 10) + (a >> 4)).
+       Older executors (executor.cc) took Hash64 of "<parent frame name>;<parent iteration>;<frame_name>". */
     const char* frame_name = "while/while_context";
-    uint64_t frame_id = tfrdv_hash_bytes(frame_name, strlen(frame_name)); /* TF: Hash64(frame name) */
+    uint64_t frame_id = tfrdv_hash_bytes(frame_name, strlen(frame_name));
     tfrdv_frame_iter top = {0, 0};
     tfrdv_key base, k; /* k is reused: the library copies the key bytes it needs during each call */
     slot slots[ITERS];

@@ -144,7 +144,10 @@ int main(void) {
     int d, e, ok;
     const t4* r = &part[B].out[NN - 1][0]; /* cond/merge, the graph's output, lives on B */
     tfrdv_frame_iter top = {0, 0};
-    loop_frame = tfrdv_hash_bytes("while", 5); /* TensorFlow: Hash64 of the frame name */
+    /* the loop's frame id: any number both partitions agree on. Not TensorFlow's (which hashes the
+       parent frame id, its iteration and the frame name: see loop_frames.c), so these keys never
+       match keys TensorFlow makes */
+    loop_frame = tfrdv_hash_bytes("while", 5);
     if (tfrdv_loopback_create(NULL, &lb, &st) != TFRDV_OK || tfrdv_loopback_add_worker(lb, worker[A], NULL, &mgr[A], &st) != TFRDV_OK ||
         tfrdv_loopback_add_worker(lb, worker[B], NULL, &mgr[B], &st) != TFRDV_OK) {
         fprintf(stderr, "setup: %s\n", st.msg);

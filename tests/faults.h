@@ -380,6 +380,7 @@ FX_FN faults* faults_create(tfrdv_loopback* lb, uint64_t seed) {
 /* The vtable for tfrdv_mgr_config.transport (destroy NULL: faults outlives the managers). */
 FX_FN tfrdv_transport faults_transport(faults* f) {
     tfrdv_transport t;
+    memset(&t, 0, sizeof t); /* fields may be added: start from zero */
     t.user = f;
     t.start_call = faults_start;
     t.cancel_call = faults_cancel;

@@ -56,6 +56,19 @@ if $CC -std=c99 -Wall -Wextra -Werror ${SAN:-} -I. -o "$log/readme" "$log/readme
    && "$log/readme" > "$log/readme.run" 2>&1 && grep -q '^OK: 42.0$' "$log/readme.run"; then ok "README example"
 else bad "README example"; cat "$log/readme.out" "$log/readme.run" 2>/dev/null | head -20 | sed 's/^/  /'; fi
 
+# 3b. the README's other code blocks (snippets): each compiles warning-free as a function body,
+#     with every header's declarations and an on_recv callback in scope
+{
+  printf '#include "tfrdv.h"\n#include "tfrdv_tcp.h"\n#include "tfrdv_grpc.h"\n#include "tfrdv_verbs.h"\n'
+  printf 'static void on_recv(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra,\n'
+  printf '                    tfrdv_value* v, int dead) { (void)u; (void)st; (void)sa; (void)ra; (void)dead; tfrdv_value_release(v); }\n'
+  awk '/<!-- snippet/{f=1;next} f&&/^```c/{g=1;n++;printf "void snippet_%d(void);\nvoid snippet_%d(void) {\n", n, n;next} g&&/^```/{print "}";f=0;g=0;next} g{print}' README.md
+} > "$log/snippets.c"
+if ! grep -q '<!-- snippet' README.md; then :
+elif grep -q '^void snippet_1' "$log/snippets.c" && $CC -std=c99 -Wall -Wextra -Werror -fsyntax-only -I. "$log/snippets.c" > "$log/snippets.out" 2>&1; then
+  ok "README snippets ($(grep -c '^void snippet_[0-9]*(void) {' "$log/snippets.c"))"
+else bad "README snippets"; head -20 "$log/snippets.out" | sed 's/^/  /'; fi
+
 # 4. the build matrix (portability contracts); skipped under sanitizers (RUN_MATRIX=0)
 if [ "$RUN_MATRIX" = 1 ]; then
   V=${V:-0} bash tests/matrix.sh > "$log/matrix.out" 2>&1

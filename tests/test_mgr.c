@@ -228,6 +228,32 @@ static void test_create_rejects_bad_config_without_leaks(void) {
     FX_CHECK_EMPTY(&a);
 }
 
+/* 0 is the default in every field; TFRDV_OFF turns off the fields that name it; another negative
+   value in a field that does not is refused naming the problem */
+static void test_config_zero_is_default_and_tfrdv_off_turns_off(void) {
+    fx_alloc a = {0};
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
+    tfrdv_mgr* m = 0;
+    tfrdv_status st;
+    c.call_timeout_ns = TFRDV_OFF;
+    c.call_max_retries = TFRDV_OFF;
+    c.step_idle_timeout_ns = TFRDV_OFF;
+    c.deferred_timeout_ns = TFRDV_OFF;
+    c.request_id_window = TFRDV_OFF;
+    c.call_freelist_max = TFRDV_OFF;
+    c.free_max = TFRDV_OFF;
+    TT_CHECK_EQ_INT(tfrdv_mgr_create(&c, &m, &st), TFRDV_OK);
+    tfrdv_mgr_destroy(m);
+    c = fx_mgr_config(WB, INC_B, &a);
+    c.call_timeout_ns = -2;
+    TT_CHECK_EQ_INT(tfrdv_mgr_create(&c, &m, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "negative");
+    c = fx_mgr_config(WB, INC_B, &a);
+    c.tombstone_max = TFRDV_OFF; /* does not name it */
+    TT_CHECK_EQ_INT(tfrdv_mgr_create(&c, &m, &st), TFRDV_INVALID_ARGUMENT);
+    FX_CHECK_EMPTY(&a);
+}
+
 static void test_incarnation_zero_is_derived_nonzero(void) {
     tfrdv_mgr_config c = fx_mgr_config(WA, 0, 0);
     tfrdv_mgr* m = mk(&c);
@@ -1584,6 +1610,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_find_argument_errors);
     TT_RUN(test_loopback_and_its_managers_go_in_either_order);
     TT_RUN(test_create_rejects_bad_config_without_leaks);
+    TT_RUN(test_config_zero_is_default_and_tfrdv_off_turns_off);
     TT_RUN(test_incarnation_zero_is_derived_nonzero);
     TT_RUN(test_serve_before_initialize_is_deferred_then_answered_in_arrival_order);
     TT_RUN(test_step_requested_hook_starts_the_step_and_the_request_is_served);

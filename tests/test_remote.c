@@ -1272,6 +1272,43 @@ static void sc_world(world* w, uint64_t seed, script* sc, tfrdv_mgr_config* ca) 
     ca->transport.cancel_call = sc_cancel;
 }
 
+/* tfrdv_call_finish_keep: an OK answer for a receiver that already gave up stays the provider's
+   (returns 1, nothing released); otherwise it behaves as tfrdv_call_finish_status */
+static void test_finish_keep_leaves_an_unwanted_value_with_the_provider(void) {
+    world w;
+    script sc;
+    tfrdv_mgr_config ca;
+    fx_key k;
+    fx_value v;
+    fx_recv r1, r2;
+    tfrdv_cancel_mgr* cm;
+    tfrdv_args args;
+    tfrdv_call* held;
+    memset(&r1, 0, sizeof r1);
+    memset(&r2, 0, sizeof r2);
+    sc_world(&w, 41, &sc, &ca);
+    world_start(&w, &ca);
+    cm = world_cm(&w);
+    args = cancel_args(cm);
+    key(&k, B0, INC_B, A0, "kept");
+    sc.mode = SC_HOLD;
+    recv(w.ra, &k, &args, &r1);
+    held = sc.held;
+    tfrdv_cancel_start(cm); /* the receiver gives up: CANCELLED, the provider still owes a finish */
+    TT_CHECK(r1.calls == 1 && r1.st.code == TFRDV_CANCELLED);
+    fx_value_init(&v, 9);
+    TT_CHECK_EQ_INT(tfrdv_call_finish_keep(held, 0, &v.v, 0), 1);
+    TT_CHECK_EQ_INT(fx_released(&v), 0); /* still ours */
+    TT_CHECK_EQ_INT(r1.calls, 1);
+    /* a wanted answer is delivered (0): the receiver owns it */
+    recv(w.ra, &k, 0, &r2);
+    TT_CHECK_EQ_INT(tfrdv_call_finish_keep(sc.held, 0, &v.v, 0), 0);
+    TT_CHECK(r2.calls == 1 && r2.st.code == TFRDV_OK && fx_recv_matches(&r2, 9));
+    TT_CHECK_EQ_INT(fx_released(&v), 1);
+    TT_CHECK_EQ_INT(stats(w.ma).double_finishes, 0);
+    world_end(&w);
+}
+
 static void test_provider_finishing_after_cancel_releases_its_value_and_recycles_the_call(void) {
     int ev;
     for (ev = EV_CANCEL; ev < EV_COUNT + 1; ev++) { /* EV_COUNT: the receiving manager is destroyed */
@@ -1637,6 +1674,16 @@ static void test_matrix_fault_x_event_exactly_once_and_released_once(void) {
 /* ============================================================================================
    threads: receives, sends, cancels, flushes and expiry from three threads (for tsan)
    ============================================================================================ */
+/* n keys B0 -> A0 named <prefix><i>, and a value with seed i for each */
+static void keys_and_values(fx_key* keys, fx_value* vals, int n, const char* prefix) {
+    char edge[32];
+    int i;
+    for (i = 0; i < n; i++) {
+        snprintf(edge, sizeof edge, "%s%d", prefix, i);
+        key(&keys[i], B0, INC_B, A0, edge);
+        fx_value_init(&vals[i], i);
+    }
+}
 #define TN 400
 typedef struct threaded {
     world* w;
@@ -1673,7 +1720,6 @@ static void test_threads_receive_send_cancel_flush_exactly_once(void) {
     threaded t;
     pthread_t ts, tf;
     int i, not_once = 0, not_released = 0, bad = 0;
-    char edge[16];
     world_begin(&w, 99);
     ca = world_cfg(&w, WA, INC_A);
     ca.call_timeout_ns = 5000;
@@ -1686,11 +1732,7 @@ static void test_threads_receive_send_cancel_flush_exactly_once(void) {
         cms[i] = world_cm(&w);
         args[i] = cancel_args(cms[i]);
     }
-    for (i = 0; i < TN; i++) {
-        snprintf(edge, sizeof edge, "t%d", i);
-        key(&keys[i], B0, INC_B, A0, edge);
-        fx_value_init(&vals[i], i);
-    }
+    keys_and_values(keys, vals, TN, "t");
     t.w = &w;
     t.keys = keys;
     t.vals = vals;
@@ -1757,15 +1799,10 @@ static void test_threads_cancel_racing_the_answer_never_loses_the_value(void) {
     tfrdv_cancel_mgr* cm;
     tfrdv_args args;
     int i, cancelled = 0, lost = 0, wrong = 0;
-    char edge[16];
     world_open(&w, 31);
     cm = world_cm(&w);
     args = cancel_args(cm);
-    for (i = 0; i < GN; i++) {
-        snprintf(edge, sizeof edge, "g%d", i);
-        key(&keys[i], B0, INC_B, A0, edge);
-        fx_value_init(&vals[i], i);
-    }
+    keys_and_values(keys, vals, GN, "g");
     g.w = &w;
     g.keys = keys;
     g.vals = vals;
@@ -1804,6 +1841,7 @@ int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_remote_recv_then_send_delivers_bytes_and_shape_zero_copy);
     TT_RUN(test_threads_cancel_racing_the_answer_never_loses_the_value);
+    TT_RUN(test_finish_keep_leaves_an_unwanted_value_with_the_provider);
     TT_RUN(test_remote_send_then_recv_delivers_at_once);
     TT_RUN(test_remote_recv_into_receiver_memory_with_alloc_fn);
     TT_RUN(test_remote_dead_values_arrive_dead);

@@ -48,6 +48,7 @@ static void h_destroy(void* u) { ((holder*)u)->destroys++; }
 static tfrdv_transport holder_transport(holder* h) {
     tfrdv_transport t;
     memset(h, 0, sizeof *h);
+    memset(&t, 0, sizeof t); /* fields may be added: start from zero */
     t.user = h;
     t.start_call = h_start;
     t.cancel_call = h_cancel;
