@@ -20,19 +20,20 @@ TESTS    := $(patsubst tests/%.c,$(B)/%,$(TEST_SRCS)) $(B)/test_locks_fenced
 EXAMPLES := $(patsubst examples/%.c,$(B)/ex_%,$(EXAMPLE_SRCS))
 HEADERS  := tfrdv.h $(wildcard tfrdv_*.h) tests/tt.h $(wildcard tests/*.h)
 
-.PHONY: all test asan tsan valgrind bench fuzz demo clean check examples help
+.PHONY: all test asan tsan valgrind bench bench-tcp fuzz demo clean check examples help
 all: $(TESTS) $(EXAMPLES)
 examples: $(EXAMPLES)
 
 help:
-	@echo "make demo       the demo (two workers; see README.md)"
+	@echo "make demo       the demo: a ps and a worker process over tfrdv_tcp.h (see README.md)"
 	@echo "make test       every suite, example and build-matrix cell; last line 'N passed, N failed'"
 	@echo "make check      the same as make test"
 	@echo "make examples   build the examples into $(B)/ex_*"
 	@echo "make asan/tsan  make test under ASan+UBSan / TSan (clang); make valgrind"
 	@echo "make bench      the local-rendezvous benchmark (ratios to same-run baselines)"
 	@echo "make fuzz       libFuzzer on the key and device-name parsers (FUZZ_SECONDS)"
-	@echo "companions: make bench-grpc demo-grpc grpc-asan grpc-tsan fuzz-grpc (tfrdv_grpc.h),"
+	@echo "companions: make bench-tcp (tfrdv_tcp.h vs raw sockets and gRPC),"
+	@echo "  make bench-grpc demo-grpc grpc-asan grpc-tsan fuzz-grpc (tfrdv_grpc.h),"
 	@echo "  make test-rxe bench-rxe fuzz-verbs (tfrdv_verbs.h), make interop demo-tf tf-oracle bench-tf"
 	@echo "V=1 shows compiler command lines; JOBS=N sets make test's build parallelism"
 
@@ -72,10 +73,10 @@ valgrind:
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@B=$(B) VALGRIND=1 RUN_MATRIX=0 TFRDV_STRESS_OPS=100000 bash tests/run.sh
 
-# `make demo DEMO_ARGS="--trace out.json"` also writes a timeline for ui.perfetto.dev
-DEMO_ARGS ?=
-demo: $(B)/ex_two_workers
-	@$(B)/ex_two_workers $(DEMO_ARGS)
+# the ps and the worker as two processes over tfrdv_tcp.h (a Unix socket); the in-process loopback
+# demo is ex_two_workers (`ex_two_workers --trace out.json` writes a timeline for ui.perfetto.dev)
+demo: $(B)/ex_tcp_workers
+	@$(B)/ex_tcp_workers
 
 fuzz:
 	@bash tests/fuzz.sh
@@ -85,6 +86,16 @@ bench:
 	$(SAY) CC build/bench/bench
 	$(Q)$(CC) -std=c99 -O2 -DNDEBUG -I. -Wall -Wextra -o build/bench/bench bench/bench.c $(LDLIBS)
 	@./build/bench/bench
+
+# tfrdv_tcp.h against raw sockets on TCP and Unix sockets, and against tfrdv_grpc.h when
+# pkg-config finds the gRPC C core (otherwise the gRPC rows are skipped, with a note)
+bench-tcp:
+	@mkdir -p build/bench
+	$(SAY) CC build/bench/bench_tcp
+	$(Q)if pkg-config --exists grpc 2> /dev/null; then g="-DTFRDV_BENCH_GRPC $$(pkg-config --cflags grpc)"; \
+	  l="$$(pkg-config --libs grpc)"; fi; \
+	  $(CC) -std=c99 -O2 -DNDEBUG -I. -Wall -Wextra $$g -o build/bench/bench_tcp bench/bench_tcp.c $$l $(LDLIBS)
+	@./build/bench/bench_tcp
 
 clean:
 	rm -rf build

@@ -120,13 +120,30 @@
      RESOURCE_EXHAUSTED status naming the size and the limit.
 
    ORDER OF TEARDOWN
-     tfrdv_mgr_destroy(mgr) first (it cancels the calls in flight through this transport), then
-     tfrdv_verbs_destroy(v), which fails what is left, waits for serving callbacks and drops its
-     manager reference.
+     The life cycle of TRANSPORTS in tfrdv.h: tfrdv_verbs_destroy(v) and tfrdv_mgr_destroy(mgr)
+     in either order. Each manager created with the vtable from tfrdv_verbs_transport holds a
+     reference on v (tfrdv_transport.ref) that it drops when it goes (tfrdv_transport.destroy),
+     so one vtable may serve several managers. tfrdv_verbs_destroy stops v: every call in flight
+     finishes UNAVAILABLE "verbs transport destroyed" (exactly once), every request being served
+     is withdrawn and its callback waited for, the progress thread is joined, peers, rings and
+     registrations are freed, the device is closed and the attached manager's reference dropped;
+     nothing of v touches a value afterwards. A fetch through v after that fails UNAVAILABLE
+     "verbs transport destroyed" at once, and cancel_call does nothing. The little that is left
+     (the struct and its lock) goes with the last reference. Do not call tfrdv_verbs_destroy
+     from a done callback or an alloc hook.
 
    THREADS
      Every function is thread-safe except create/destroy. No user callback (done callbacks, alloc
-     hooks, tfrdv_mgr_serve) runs under a lock of this transport.
+     hooks, tfrdv_mgr_serve, the logger) runs under a lock of this transport; the functions of
+     hooks.allocator may (CALLBACK RULES in tfrdv.h: they must not call into tfrdv).
+
+   MEMORY
+     Every allocation of the transport goes through tfrdv_verbs_config.hooks.allocator with its
+     size (and is freed with a sized free). Running out is a status, never a crash: create fails
+     RESOURCE_EXHAUSTED; a call whose bookkeeping cannot be allocated fails RESOURCE_EXHAUSTED; a
+     control message that cannot be queued breaks that peer's connection (RESOURCE_EXHAUSTED
+     "out of memory: a control message to ... was lost"; the protocol cannot skip a message), and
+     the next call reconnects. Tensor buffers come from the manager's alloc hook, not from here.
 */
 #ifndef TFRDV_VERBS_H
 #define TFRDV_VERBS_H
@@ -174,6 +191,12 @@ typedef tfrdv_code (*tfrdv_verbs_exchange_fn)(void* user, const char* peer_worke
                                               size_t* remote_len);
 
 typedef struct tfrdv_verbs_config {
+    tfrdv_hooks hooks;         /* allocator: all memory of the transport (its struct, peers,
+                                  control rings, caches, lists; both functions or neither,
+                                  neither: malloc/free; see MEMORY). logger: why a peer broke
+                                  (level 2) or an accepted exchange failed (3). sync and clock
+                                  are not used (threads are pthreads; deadlines use the
+                                  attached manager's clock). */
     const char* worker_name;   /* this worker, "/job:j/replica:r/task:t" (required) */
     const char* library;       /* dlopen name (NULL: "libibverbs.so.1") */
     const char* device;        /* e.g. "mlx5_0", "rxe0" (NULL: the only device with an active
@@ -207,7 +230,6 @@ typedef struct tfrdv_verbs_config {
                                          doubling per failure in a row (0: 100 ms; < 0: never
                                          reconnect; see LIFE CYCLE OF A PEER) */
     int64_t reconnect_backoff_max_ns; /* the window's cap (0: 10 s) */
-    tfrdv_logger logger;       /* optional */
     /* tests only: corrupt the rkey of every advertised receive buffer (proves the error path) */
     int test_corrupt_rkey;
 } tfrdv_verbs_config;
@@ -219,8 +241,8 @@ TFRDV_API tfrdv_verbs_config tfrdv_verbs_config_init(void);
    (the message lists the candidates). INVALID_ARGUMENT: bad config. */
 TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_verbs** out,
                                         tfrdv_status* st);
-/* The vtable for tfrdv_mgr_config.transport (destroy is NULL: the transport outlives the
-   manager; see ORDER OF TEARDOWN). */
+/* The vtable for tfrdv_mgr_config.transport: each manager given it holds v until it goes, so
+   tfrdv_verbs_destroy and tfrdv_mgr_destroy may come in either order. */
 TFRDV_API tfrdv_transport tfrdv_verbs_transport(tfrdv_verbs* v);
 /* The manager whose tables answer the peers' requests (one reference is held until destroy);
    its clock also times deadlines. Requests arriving before this fail UNAVAILABLE. */
@@ -259,7 +281,8 @@ TFRDV_API void tfrdv_verbs_get_stats(tfrdv_verbs* v, tfrdv_verbs_stats* out);
 /* Device, port, GID index and MTU in use, e.g. "rxe0 port 1 gid 1 (::ffff:192.0.2.1) mtu 1024". */
 TFRDV_API const char* tfrdv_verbs_describe(const tfrdv_verbs* v);
 /* Fails every call in flight (UNAVAILABLE "verbs transport destroyed"), withdraws every request
-   being served and waits for those callbacks, closes the device, drops the manager reference. */
+   being served and waits for those callbacks, joins the progress thread, closes the device,
+   drops the manager reference and the owner's reference on v (see ORDER OF TEARDOWN). */
 TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v);
 
 #ifdef __cplusplus
@@ -326,6 +349,26 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__fmt(char* buf, size_t cap, const char* fmt
     n = vsnprintf(buf, cap, fmt, ap);
     va_end(ap);
     return n < 0 ? 0 : n;
+}
+
+/* memory: every allocation goes through the config's hooks.allocator (sized frees; both
+   functions NULL: malloc/free). zalloc_n returns zeroed memory, NULL also on overflow. */
+TFRDV_VERBS__PRIVATE void* tfrdv_verbs__alloc(const tfrdv_allocator* a, size_t n) {
+    return a->alloc_fn ? a->alloc_fn(a->user, n ? n : 1) : malloc(n ? n : 1);
+}
+TFRDV_VERBS__PRIVATE void* tfrdv_verbs__zalloc_n(const tfrdv_allocator* a, size_t count, size_t size) {
+    void* p;
+    size_t n;
+    if (size && count > (size_t)-1 / size) return 0;
+    n = count * size;
+    p = tfrdv_verbs__alloc(a, n);
+    if (p && n) memset(p, 0, n);
+    return p;
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__free(const tfrdv_allocator* a, void* p, size_t n) {
+    if (!p) return;
+    if (a->free_fn) a->free_fn(a->user, p, n ? n : 1);
+    else free(p);
 }
 
 /* >>protocol  device-free pieces: little-endian codec, handshake info, credits, caches. The
@@ -663,6 +706,7 @@ typedef struct tfrdv_verbs__rcache {
     void* (*reg)(void* user, void* addr, size_t len, uint32_t* lkey, uint32_t* rkey);
     void (*dereg)(void* user, void* mr);
     void* user;
+    tfrdv_allocator a;  /* the entries' memory */
 } tfrdv_verbs__rcache;
 #define TFRDV_VERBS__PAGE ((uintptr_t)4096)
 
@@ -672,7 +716,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__rc_unlink(tfrdv_verbs__rcache* c, tfrdv_v
     if (*pp) *pp = e->next;
     c->bytes -= (uint64_t)(e->hi - e->lo);
     c->dereg(c->user, e->mr);
-    free(e);
+    tfrdv_verbs__free(&c->a, e, sizeof *e);
 }
 /* evict idle entries (oldest first) until `need` more bytes fit; 1 when they fit */
 TFRDV_VERBS__PRIVATE int tfrdv_verbs__rc_make_room(tfrdv_verbs__rcache* c, uint64_t need) {
@@ -710,7 +754,7 @@ TFRDV_VERBS__PRIVATE tfrdv_verbs__reg* tfrdv_verbs__rc_get(tfrdv_verbs__rcache* 
         tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, msg);
         return 0;
     }
-    e = (tfrdv_verbs__reg*)calloc(1, sizeof *e);
+    e = (tfrdv_verbs__reg*)tfrdv_verbs__zalloc_n(&c->a, 1, sizeof *e);
     if (!e) {
         tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory");
         return 0;
@@ -718,7 +762,7 @@ TFRDV_VERBS__PRIVATE tfrdv_verbs__reg* tfrdv_verbs__rc_get(tfrdv_verbs__rcache* 
     e->mr = c->reg(c->user, (void*)lo, (size_t)(hi - lo), &e->lkey, &e->rkey);
     if (!e->mr) {
         int err = errno;
-        free(e);
+        tfrdv_verbs__free(&c->a, e, sizeof *e);
         tfrdv_verbs__fmt(msg, sizeof msg, "verbs: ibv_reg_mr of %llu bytes failed: %s%s",
                  (unsigned long long)(hi - lo), strerror(err),
                  err == ENOMEM || err == EPERM ? " (locked memory limit RLIMIT_MEMLOCK, see ulimit -l)" : "");
@@ -769,6 +813,7 @@ typedef struct tfrdv_verbs__mentry {
 typedef struct tfrdv_verbs__mcache {
     tfrdv_verbs__mentry* e;
     size_t n;
+    tfrdv_allocator a;  /* the entries' memory */
 } tfrdv_verbs__mcache;
 TFRDV_VERBS__PRIVATE size_t tfrdv_verbs__mc_slot(const tfrdv_verbs__mcache* c, const char* key, size_t len) {
     return (size_t)(tfrdv_hash_bytes(key, len) % c->n);
@@ -795,15 +840,15 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__mc_put(tfrdv_verbs__mcache* c, const char
     int64_t* d = 0;
     if (!c->n || m->is_dead) return;
     e = &c->e[tfrdv_verbs__mc_slot(c, key, len)];
-    k = (char*)malloc(len + 1);
-    if (m->rank) d = (int64_t*)malloc(m->rank * sizeof *d);
+    k = (char*)tfrdv_verbs__alloc(&c->a, len + 1);
+    if (m->rank) d = (int64_t*)tfrdv_verbs__alloc(&c->a, m->rank * sizeof *d);
     if (!k || (m->rank && !d)) {
-        free(k);
-        free(d);
+        tfrdv_verbs__free(&c->a, k, len + 1);
+        tfrdv_verbs__free(&c->a, d, m->rank * sizeof *d);
         return;
     }
-    free(e->key);
-    free(e->dims);
+    tfrdv_verbs__free(&c->a, e->key, e->key_len + 1);
+    tfrdv_verbs__free(&c->a, e->dims, e->rank * sizeof *e->dims);
     memcpy(k, key, len);
     k[len] = 0;
     if (m->rank) memcpy(d, m->dims, m->rank * sizeof *d);
@@ -816,11 +861,11 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__mc_put(tfrdv_verbs__mcache* c, const char
 }
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__mc_free(tfrdv_verbs__mcache* c) {
     size_t i;
-    for (i = 0; i < c->n; i++) {
-        free(c->e[i].key);
-        free(c->e[i].dims);
+    for (i = 0; i < c->n && c->e; i++) {
+        tfrdv_verbs__free(&c->a, c->e[i].key, c->e[i].key_len + 1);
+        tfrdv_verbs__free(&c->a, c->e[i].dims, c->e[i].rank * sizeof *c->e[i].dims);
     }
-    free(c->e);
+    tfrdv_verbs__free(&c->a, c->e, c->n * sizeof *c->e);
     c->e = 0;
     c->n = 0;
 }
@@ -930,7 +975,8 @@ struct tfrdv_verbs__peer {
     struct ibv_qp* qp;
     int fd;                        /* bootstrap socket kept open (-1: none) */
     tfrdv_verbs_info remote;
-    uint8_t *rx, *tx;              /* control rings */
+    uint8_t *rx, *tx;              /* control rings (page-aligned) */
+    void *rx_mem, *tx_mem;         /* their allocations */
     struct ibv_mr *rx_mr, *tx_mr;
     uint32_t rx_head, tx_seq, tx_done, slot_size, sq_depth, sq_used, nrecv;
     tfrdv_verbs__credits cr;
@@ -960,6 +1006,7 @@ struct tfrdv_verbs__peer {
     int want_reconnect, fails;     /* a call waits for a reconnect; failed attempts in a row */
     int64_t retry_at;              /* no reconnect attempt before (tfrdv_now_ns) */
     struct tfrdv_verbs__pend* pend;/* the reconnect under way for this record */
+    int lost;                      /* a control message could not be queued (out of memory) */
     int64_t doom_at;               /* our receives were flushed: break then (tfrdv_now_ns) unless */
     char doom_msg[TFRDV_STATUS_MSG_MAX]; /* the peer's reason arrives first */
 };
@@ -979,6 +1026,7 @@ enum { TFRDV_VERBS__PH_CONNECT, TFRDV_VERBS__PH_SEND, TFRDV_VERBS__PH_RECV };
 #define TFRDV_VERBS__MAX_PENDING 128
 struct tfrdv_verbs {
     tfrdv_verbs_config cfg;
+    tfrdv_allocator a;             /* cfg.hooks.allocator: all of v's memory */
     char worker[TFRDV_VERBS_WORKER_MAX];
     tfrdv_verbs__lib lib;
     struct ibv_context* ctx;
@@ -992,7 +1040,7 @@ struct tfrdv_verbs {
     char desc[200];
     pthread_mutex_t mu;            /* everything below */
     pthread_mutex_t progress_mu;   /* one progress caller at a time */
-    pthread_cond_t cv;             /* serves_out reaching 0 */
+    pthread_cond_t cv;             /* serves_out or entered reaching 0 */
     tfrdv_verbs__peer** peers;
     int npeers, cap_peers;
     tfrdv_mgr* mgr;
@@ -1004,7 +1052,9 @@ struct tfrdv_verbs {
     int listen_port;
     pthread_t thr;
     int has_thr;
-    int stop, destroying;          /* under mu */
+    int stop, destroying;          /* under mu; destroying: tfrdv_verbs_destroy began */
+    long refs;                     /* under mu: the owner's and one per manager using v */
+    long entered;                  /* under mu: start_call/cancel_call running (destroy waits) */
     int64_t next_timer;
     tfrdv_verbs__pend* pends;      /* bootstrap exchanges under way (changed by progress only) */
     int want_reconnect;            /* some record's want_reconnect was set */
@@ -1019,7 +1069,7 @@ TFRDV_VERBS__PRIVATE int64_t tfrdv_verbs__now(tfrdv_verbs* v) {
     return v->mgr ? tfrdv_mgr_now(v->mgr) : tfrdv_now_ns();
 }
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__log(tfrdv_verbs* v, int level, const char* msg) {
-    if (v->cfg.logger.fn) v->cfg.logger.fn(v->cfg.logger.user, level, msg);
+    if (v->cfg.hooks.logger.fn) v->cfg.hooks.logger.fn(v->cfg.hooks.logger.user, level, msg);
 }
 TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__err(tfrdv_status* st, tfrdv_code code, const char* fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -1278,20 +1328,44 @@ typedef struct tfrdv_verbs__todo {
     int64_t step, rid;
     char msg[TFRDV_STATUS_MSG_MAX];
 } tfrdv_verbs__todo;
+/* the first few entries live in the list itself: the usual list (finish a call, release a
+   value, launch the next) allocates nothing, so running out of memory rarely loses work */
+#define TFRDV_VERBS__TODO_INLINE 4
 typedef struct tfrdv_verbs__todos {
     tfrdv_verbs__todo* t;
     size_t n, cap;
+    const tfrdv_allocator* a;
+    tfrdv_verbs__todo inl[TFRDV_VERBS__TODO_INLINE];
 } tfrdv_verbs__todos;
+#define TFRDV_VERBS__TODOS(v) tfrdv_verbs__todos_make(&(v)->a)
+TFRDV_VERBS__PRIVATE tfrdv_verbs__todos tfrdv_verbs__todos_make(const tfrdv_allocator* a) {
+    tfrdv_verbs__todos l; /* the inline entries are written before they are read */
+    l.t = 0;
+    l.n = l.cap = 0;
+    l.a = a;
+    return l;
+}
 TFRDV_VERBS__PRIVATE tfrdv_verbs__todo* tfrdv_verbs__todo_add(tfrdv_verbs__todos* l) {
+    if (!l->t) {
+        l->t = l->inl;
+        l->cap = TFRDV_VERBS__TODO_INLINE;
+    }
     if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 16;
-        tfrdv_verbs__todo* nt = (tfrdv_verbs__todo*)realloc(l->t, nc * sizeof *nt);
+        size_t nc = l->cap * 2;
+        tfrdv_verbs__todo* nt = (tfrdv_verbs__todo*)tfrdv_verbs__alloc(l->a, nc * sizeof *nt);
         if (!nt) return 0;
+        memcpy(nt, l->t, l->n * sizeof *nt);
+        if (l->t != l->inl) tfrdv_verbs__free(l->a, l->t, l->cap * sizeof *nt);
         l->t = nt;
         l->cap = nc;
     }
     memset(&l->t[l->n], 0, sizeof l->t[0]);
     return &l->t[l->n++];
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__todos_free(tfrdv_verbs__todos* l) {
+    if (l->t != l->inl) tfrdv_verbs__free(l->a, l->t, l->cap * sizeof *l->t);
+    l->t = 0;
+    l->n = l->cap = 0;
 }
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__serve_done(void* user, const tfrdv_status* status, const tfrdv_args* send_args,
                                                   tfrdv_value* value, int is_dead);
@@ -1320,7 +1394,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__todo_run(tfrdv_verbs* v, tfrdv_verbs__tod
                 tfrdv_status_set(&st, TFRDV_INTERNAL, "verbs: tfrdv_mgr_serve refused the request");
                 tfrdv_verbs__serve_done(s, &st, 0, 0, 0);
             }
-            free(t->key);
+            tfrdv_verbs__free(&v->a, t->key, t->key_len + 1);
         } else if (t->kind == 3) {
             tfrdv_cancel_start(t->srv->cm);
             pthread_mutex_lock(&v->mu);
@@ -1328,7 +1402,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__todo_run(tfrdv_verbs* v, tfrdv_verbs__tod
             pthread_mutex_unlock(&v->mu);
         } else if (t->kind == 4) {
             tfrdv_verbs__launch(v, t->req, t->has_meta ? &t->meta : 0);
-            free(t->meta.dims);
+            tfrdv_verbs__free(&v->a, t->meta.dims, t->meta.rank * sizeof *t->meta.dims);
         } else if (t->kind == 5) {
             tfrdv_value_release(t->val);
         } else if (t->kind == 6) {
@@ -1452,6 +1526,9 @@ TFRDV_VERBS__PRIVATE uint32_t tfrdv_verbs__chunks(const tfrdv_verbs__peer* p, co
     return size ? (uint32_t)((size + p->max_msg - 1) / p->max_msg) : 1;
 }
 /* send whatever the credits, the local ring and the send queue allow */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__cnode_free(tfrdv_verbs* v, tfrdv_verbs__cnode* c) {
+    tfrdv_verbs__free(&v->a, c, sizeof *c + c->len);
+}
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__pump(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__todos* todo) {
     for (;;) {
         int did = 0;
@@ -1462,11 +1539,11 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pump(tfrdv_verbs* v, tfrdv_verbs__peer* p
             p->cq_head = c->next;
             if (!p->cq_head) p->cq_tail = 0;
             if (c->type == TFRDV_VERBS__CREDIT && p->cr.owed == 0) {
-                free(c); /* credits already went back with another message */
+                tfrdv_verbs__cnode_free(v, c); /* credits already went back with another message */
                 continue;
             }
             did = tfrdv_verbs__post_ctrl(v, p, c->bytes, c->len, todo);
-            free(c);
+            tfrdv_verbs__cnode_free(v, c);
             if (!did) return;
         }
         if (p->wq_head && p->sq_used + tfrdv_verbs__chunks(p, p->wq_head) <= p->sq_depth) {
@@ -1480,7 +1557,8 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pump(tfrdv_verbs* v, tfrdv_verbs__peer* p
         if (!did) return;
     }
 }
-/* queue one control message (encoded from m) and pump */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__wake(tfrdv_verbs* v);
+/* queue one control message (encoded from m) and pump; 0: it does not fit a slot */
 TFRDV_VERBS__PRIVATE int tfrdv_verbs__send_msg(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__msg* m,
                                                tfrdv_verbs__todos* todo) {
     size_t cap = v->cfg.ctrl_slot_size < (int)p->remote.ctrl_slot_size ? (size_t)v->cfg.ctrl_slot_size : p->remote.ctrl_slot_size;
@@ -1488,8 +1566,13 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__send_msg(tfrdv_verbs* v, tfrdv_verbs__peer
     tfrdv_verbs__cnode* c;
     if (!len) return 0;
     if (p->state != TFRDV_VERBS__PEER_UP) return 1;
-    c = (tfrdv_verbs__cnode*)malloc(sizeof *c + len);
-    if (!c) return 0;
+    c = (tfrdv_verbs__cnode*)tfrdv_verbs__alloc(&v->a, sizeof *c + len);
+    if (!c) { /* the protocol cannot skip a message: progress breaks the connection */
+        p->lost = 1;
+        v->next_timer = 0;
+        tfrdv_verbs__wake(v);
+        return 1;
+    }
     c->next = 0;
     c->type = m->type;
     c->len = len;
@@ -1638,7 +1721,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__launch(tfrdv_verbs* v, tfrdv_verbs__req* 
     tfrdv_value* val = 0;
     tfrdv_verbs__reg* mr = 0;
     tfrdv_status st;
-    tfrdv_verbs__todos todo = {0, 0, 0};
+    tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
     tfrdv_verbs__msg msg;
     st.code = TFRDV_OK;
     st.msg[0] = 0;
@@ -1705,7 +1788,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__launch(tfrdv_verbs* v, tfrdv_verbs__req* 
     }
     pthread_mutex_unlock(&v->mu);
     tfrdv_verbs__todo_run(v, &todo);
-    free(todo.t);
+    tfrdv_verbs__todos_free(&todo);
 }
 
 /* r (a request of p) takes a free slot (returns 1: launch it) or queues (v->mu held) */
@@ -1736,6 +1819,12 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__wake(tfrdv_verbs* v) {
     ssize_t k = write(v->wfd, &one, sizeof one);
     (void)k;
 }
+/* a transport entry point (start_call, cancel_call) returns: the last one wakes destroy */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__leave(tfrdv_verbs* v) {
+    pthread_mutex_lock(&v->mu);
+    if (--v->entered == 0 && v->destroying) pthread_cond_broadcast(&v->cv);
+    pthread_mutex_unlock(&v->mu);
+}
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) {
     tfrdv_verbs* v = (tfrdv_verbs*)user;
     tfrdv_str w = tfrdv_call_src_worker(call);
@@ -1747,9 +1836,15 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
     pthread_mutex_lock(&v->mu);
     *(tfrdv_verbs__req**)tfrdv_call_scratch(call) = 0;
     v->stats.calls_started++;
+    if (v->destroying) {
+        v->stats.calls_failed++;
+        pthread_mutex_unlock(&v->mu);
+        tfrdv_call_finish(call, TFRDV_UNAVAILABLE, "verbs transport destroyed", 0, 0);
+        return;
+    }
+    v->entered++; /* tfrdv_verbs_destroy waits until this call has left */
     p = tfrdv_verbs__find_peer(v, w.ptr, w.len);
     if (!p) tfrdv_verbs__err(&st, TFRDV_UNAVAILABLE, "verbs: no connection to worker %.*s (tfrdv_verbs_connect it first)", (int)w.len, w.ptr);
-    else if (v->destroying) tfrdv_status_set(&st, TFRDV_UNAVAILABLE, "verbs transport destroyed");
     else if (p->state != TFRDV_VERBS__PEER_UP && !tfrdv_verbs__can_reconnect(v, p)) st = p->broken;
     else if (p->state != TFRDV_VERBS__PEER_UP) {
         int64_t now = tfrdv_now_ns();
@@ -1762,13 +1857,14 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
     if (st.code == TFRDV_OK) {
         r = p->req_free;
         if (r) p->req_free = r->next;
-        else r = (tfrdv_verbs__req*)calloc(1, sizeof *r);
+        else r = (tfrdv_verbs__req*)tfrdv_verbs__alloc(&v->a, sizeof *r);
         if (!r) tfrdv_status_set(&st, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory");
     }
     if (st.code != TFRDV_OK) {
         v->stats.calls_failed++;
         pthread_mutex_unlock(&v->mu);
         tfrdv_call_finish(call, st.code, st.msg, 0, 0);
+        tfrdv_verbs__leave(v);
         return;
     }
     memset(r, 0, sizeof *r);
@@ -1784,17 +1880,24 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
     pthread_mutex_unlock(&v->mu);
     if (reconnect) tfrdv_verbs__wake(v);
     if (launch) tfrdv_verbs__launch(v, r, 0);
+    tfrdv_verbs__leave(v);
 }
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__cancel_call(void* user, tfrdv_call* call) {
     tfrdv_verbs* v = (tfrdv_verbs*)user;
     tfrdv_verbs__req* r;
-    tfrdv_verbs__todos todo = {0, 0, 0};
+    tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
     pthread_mutex_lock(&v->mu);
+    if (v->destroying) { /* every call already finished */
+        pthread_mutex_unlock(&v->mu);
+        return;
+    }
+    v->entered++;
     r = *(tfrdv_verbs__req**)tfrdv_call_scratch(call);
     if (r && r->call == call) tfrdv_verbs__req_abandon(v, r->p, r, TFRDV_CANCELLED, "verbs: call cancelled", &todo);
     pthread_mutex_unlock(&v->mu);
     tfrdv_verbs__todo_run(v, &todo);
-    free(todo.t);
+    tfrdv_verbs__todos_free(&todo);
+    tfrdv_verbs__leave(v);
 }
 
 /* ---- the serving side ---- */
@@ -1828,7 +1931,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__serve_done(void* user, const tfrdv_status
     tfrdv_verbs__srv* s = (tfrdv_verbs__srv*)user;
     tfrdv_verbs__peer* p = s->p;
     tfrdv_verbs* v = p->v;
-    tfrdv_verbs__todos todo = {0, 0, 0};
+    tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
     (void)send_args;
     pthread_mutex_lock(&v->mu);
     if (p->state != TFRDV_VERBS__PEER_UP || s->state != TFRDV_VERBS__SRV_SERVING) {
@@ -1888,10 +1991,22 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__serve_done(void* user, const tfrdv_status
     if (--v->serves_out == 0) pthread_cond_broadcast(&v->cv);
     pthread_mutex_unlock(&v->mu);
     tfrdv_verbs__todo_run(v, &todo);
-    free(todo.t);
+    tfrdv_verbs__todos_free(&todo);
 }
 
 /* ---- a broken connection: every call on it fails, every serve is withdrawn (v->mu held) ---- */
+/* tell the peer why its connection breaks: the 'B' frame on the bootstrap socket */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__send_bye(int fd, tfrdv_code code, const char* msg) {
+    uint8_t f[4 + 5 + 255];
+    size_t n = strlen(msg) > 255 ? 255 : strlen(msg);
+    ssize_t wr;
+    tfrdv_verbs__put32(f, (uint32_t)(5 + n));
+    f[4] = 'B';
+    tfrdv_verbs__put32(f + 5, (uint32_t)code);
+    memcpy(f + 9, msg, n);
+    wr = send(fd, f, 9 + n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)wr;
+}
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__break(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_code code, const char* msg,
                                              tfrdv_verbs__todos* todo) {
     uint32_t i;
@@ -1899,7 +2014,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__break(tfrdv_verbs* v, tfrdv_verbs__peer* 
     p->state = TFRDV_VERBS__PEER_BROKEN;
     tfrdv_status_set(&p->broken, code, msg);
     v->stats.peers_broken++;
-    if (v->cfg.logger.fn) { /* the logger is user code: after unlocking */
+    if (v->cfg.hooks.logger.fn) { /* the logger is user code: after unlocking */
         tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(todo);
         if (t) {
             t->kind = 6;
@@ -1910,15 +2025,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__break(tfrdv_verbs* v, tfrdv_verbs__peer* 
     if (p->qp) v->lib.destroy_qp(p->qp);
     p->qp = 0;
     if (p->fd >= 0) {
-        uint8_t f[4 + 5 + 255];
-        size_t n = strlen(msg) > 255 ? 255 : strlen(msg);
-        ssize_t wr;
-        tfrdv_verbs__put32(f, (uint32_t)(5 + n));
-        f[4] = 'B';
-        tfrdv_verbs__put32(f + 5, (uint32_t)code);
-        memcpy(f + 9, msg, n);
-        wr = send(p->fd, f, 9 + n, MSG_DONTWAIT | MSG_NOSIGNAL);
-        (void)wr;
+        tfrdv_verbs__send_bye(p->fd, code, msg);
         epoll_ctl(v->efd, EPOLL_CTL_DEL, p->fd, 0);
         close(p->fd);
         p->fd = -1;
@@ -1960,7 +2067,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__break(tfrdv_verbs* v, tfrdv_verbs__peer* 
     while (p->cq_head) {
         tfrdv_verbs__cnode* c = p->cq_head;
         p->cq_head = c->next;
-        free(c);
+        tfrdv_verbs__cnode_free(v, c);
     }
     p->cq_tail = 0;
     p->wq_head = p->wq_tail = 0;
@@ -1997,18 +2104,27 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
             return;
         }
         s = &p->srv[idx];
-        if (!s->dims) s->dims = (int64_t*)malloc(TFRDV_VERBS__MAX_RANK * sizeof *s->dims);
+        if (!s->dims) s->dims = (int64_t*)tfrdv_verbs__alloc(&v->a, TFRDV_VERBS__MAX_RANK * sizeof *s->dims);
         if (s->cm && tfrdv_cancel_mgr_reset(s->cm) != TFRDV_OK) {
             tfrdv_cancel_mgr_destroy(s->cm);
             s->cm = 0;
         }
-        if (!s->cm) tfrdv_cancel_mgr_create(0, &s->cm, 0);
+        if (!s->cm) {
+            tfrdv_hooks h; /* the cancellation manager allocates through ours too */
+            memset(&h, 0, sizeof h);
+            h.allocator = v->a;
+            tfrdv_cancel_mgr_create(&h, &s->cm, 0);
+        }
         t = tfrdv_verbs__todo_add(todo);
         if (t) {
-            t->key = (char*)malloc(m.key_len + 1);
+            t->key = (char*)tfrdv_verbs__alloc(&v->a, (size_t)m.key_len + 1);
             if (!t->key) todo->n--;
         }
         if (!s->dims || !s->cm || !t || !t->key) {
+            if (t && t->key) {
+                tfrdv_verbs__free(&v->a, t->key, (size_t)m.key_len + 1);
+                todo->n--;
+            }
             tfrdv_verbs__send_error(v, p, m.slot, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory on the serving side", todo);
             return;
         }
@@ -2102,7 +2218,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
             tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(todo);
             tfrdv_verbs__mc_put(&v->mc, key.ptr, key.len, &m.meta);
             if (t && m.meta.rank) {
-                t->meta.dims = (int64_t*)malloc(m.meta.rank * sizeof(int64_t));
+                t->meta.dims = (int64_t*)tfrdv_verbs__alloc(&v->a, m.meta.rank * sizeof(int64_t));
                 if (!t->meta.dims) todo->n--;
             }
             if (!t || (m.meta.rank && !t->meta.dims)) {
@@ -2249,6 +2365,11 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
             if (tfrdv_now_ns() >= p->doom_at) tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, p->doom_msg, todo);
             continue;
         }
+        if (p->lost) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: out of memory: a control message to %s was lost", p->name);
+            tfrdv_verbs__break(v, p, TFRDV_RESOURCE_EXHAUSTED, em, todo);
+            continue;
+        }
         for (k = 0; k < p->nreq_slots; k++) {
             tfrdv_verbs__req* r = p->reqs[k];
             if (r && r->call && r->deadline <= now &&
@@ -2289,6 +2410,16 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
 /* Frees what a peer holds (QP, CQ, control rings and their registrations, slot tables), keeping
    the record: its name, status and address. Nothing may point into those any more: no call in a
    slot or queue, no serve outstanding, no deferred work (v->mu held, or no other thread). */
+/* bytes of one control ring's allocation (one page more, to align the ring) */
+TFRDV_VERBS__PRIVATE size_t tfrdv_verbs__ring_bytes(const tfrdv_verbs* v) {
+    return (size_t)v->cfg.ctrl_slots * (size_t)v->cfg.ctrl_slot_size + 4096;
+}
+/* a page-aligned control ring inside memory from the allocator; *mem is what to free */
+TFRDV_VERBS__PRIVATE uint8_t* tfrdv_verbs__ring_alloc(tfrdv_verbs* v, void** mem) {
+    *mem = tfrdv_verbs__alloc(&v->a, tfrdv_verbs__ring_bytes(v));
+    if (!*mem) return 0;
+    return (uint8_t*)(((uintptr_t)*mem + 4095) & ~(uintptr_t)4095);
+}
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__peer_release(tfrdv_verbs* v, tfrdv_verbs__peer* p) {
     uint32_t i;
     if (p->qp) v->lib.destroy_qp(p->qp);
@@ -2304,29 +2435,30 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__peer_release(tfrdv_verbs* v, tfrdv_verbs_
     if (p->rx_mr) v->lib.dereg_mr(p->rx_mr);
     if (p->tx_mr) v->lib.dereg_mr(p->tx_mr);
     p->rx_mr = p->tx_mr = 0;
-    free(p->rx);
-    free(p->tx);
+    tfrdv_verbs__free(&v->a, p->rx_mem, tfrdv_verbs__ring_bytes(v));
+    tfrdv_verbs__free(&v->a, p->tx_mem, tfrdv_verbs__ring_bytes(v));
     p->rx = p->tx = 0;
-    for (i = 0; i < p->nreq_slots; i++) free(p->reqs ? p->reqs[i] : 0);
+    p->rx_mem = p->tx_mem = 0;
+    for (i = 0; i < p->nreq_slots; i++) tfrdv_verbs__free(&v->a, p->reqs ? p->reqs[i] : 0, sizeof(tfrdv_verbs__req));
     while (p->req_free) {
         tfrdv_verbs__req* r = p->req_free;
         p->req_free = r->next;
-        free(r);
+        tfrdv_verbs__free(&v->a, r, sizeof *r);
     }
     for (i = 0; i < p->nsrv; i++) {
-        free(p->srv[i].dims);
+        tfrdv_verbs__free(&v->a, p->srv[i].dims, TFRDV_VERBS__MAX_RANK * sizeof *p->srv[i].dims);
         if (p->srv[i].cm) tfrdv_cancel_mgr_destroy(p->srv[i].cm);
     }
     while (p->cq_head) {
         tfrdv_verbs__cnode* c = p->cq_head;
         p->cq_head = c->next;
-        free(c);
+        tfrdv_verbs__cnode_free(v, c);
     }
     p->cq_tail = 0;
-    free(p->srv);
-    free(p->wrecs);
-    free(p->reqs);
-    free(p->gens);
+    tfrdv_verbs__free(&v->a, p->srv, p->nsrv * sizeof *p->srv);
+    tfrdv_verbs__free(&v->a, p->wrecs, p->sq_depth * sizeof *p->wrecs);
+    tfrdv_verbs__free(&v->a, p->reqs, p->nreq_slots * sizeof *p->reqs);
+    tfrdv_verbs__free(&v->a, p->gens, p->nreq_slots * sizeof *p->gens);
     p->srv = 0;
     p->wrecs = p->wfree = 0;
     p->reqs = 0;
@@ -2337,7 +2469,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__peer_release(tfrdv_verbs* v, tfrdv_verbs_
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__peer_free(tfrdv_verbs* v, tfrdv_verbs__peer* p) {
     tfrdv_verbs__peer_release(v, p);
     if (p->fd >= 0) close(p->fd);
-    free(p);
+    tfrdv_verbs__free(&v->a, p, sizeof *p);
 }
 /* a broken peer with nothing left pointing into it (v->mu held) */
 TFRDV_VERBS__PRIVATE int tfrdv_verbs__peer_idle(const tfrdv_verbs__peer* p) {
@@ -2382,12 +2514,11 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__reclaim(tfrdv_verbs* v) {
 /* a peer with a QP in INIT, receives posted, and the local info to send */
 TFRDV_VERBS__PRIVATE tfrdv_verbs__peer* tfrdv_verbs__peer_new(tfrdv_verbs* v, const char* name, tfrdv_verbs_info* local,
                                                               tfrdv_status* st) {
-    tfrdv_verbs__peer* p = (tfrdv_verbs__peer*)calloc(1, sizeof *p);
+    tfrdv_verbs__peer* p = (tfrdv_verbs__peer*)tfrdv_verbs__zalloc_n(&v->a, 1, sizeof *p);
     size_t ring = (size_t)v->cfg.ctrl_slots * (size_t)v->cfg.ctrl_slot_size;
     uint32_t rq, sq, i;
     struct ibv_qp_init_attr ia;
     struct ibv_qp_attr qa;
-    void* mem = 0;
     if (!p) {
         tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory");
         return 0;
@@ -2401,20 +2532,19 @@ TFRDV_VERBS__PRIVATE tfrdv_verbs__peer* tfrdv_verbs__peer_new(tfrdv_verbs* v, co
     if (rq > v->max_qp_wr || sq > v->max_qp_wr) {
         tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "verbs: ctrl_slots + max_requests need %u work requests, the device allows %u",
                          sq, v->max_qp_wr);
-        free(p);
+        tfrdv_verbs__free(&v->a, p, sizeof *p);
         return 0;
     }
     p->sq_depth = sq;
-    p->wrecs = (tfrdv_verbs__wrec*)calloc(sq, sizeof *p->wrecs);
+    p->wrecs = (tfrdv_verbs__wrec*)tfrdv_verbs__zalloc_n(&v->a, sq, sizeof *p->wrecs);
     for (i = 0; p->wrecs && i < sq; i++) {
         p->wrecs[i].next = p->wfree;
         p->wfree = &p->wrecs[i];
     }
-    p->reqs = (tfrdv_verbs__req**)calloc(p->nreq_slots, sizeof *p->reqs);
-    p->gens = (uint16_t*)calloc(p->nreq_slots, sizeof *p->gens);
-    if (posix_memalign(&mem, 4096, ring) == 0) p->rx = (uint8_t*)mem;
-    mem = 0;
-    if (posix_memalign(&mem, 4096, ring) == 0) p->tx = (uint8_t*)mem;
+    p->reqs = (tfrdv_verbs__req**)tfrdv_verbs__zalloc_n(&v->a, p->nreq_slots, sizeof *p->reqs);
+    p->gens = (uint16_t*)tfrdv_verbs__zalloc_n(&v->a, p->nreq_slots, sizeof *p->gens);
+    p->rx = tfrdv_verbs__ring_alloc(v, &p->rx_mem);
+    p->tx = tfrdv_verbs__ring_alloc(v, &p->tx_mem);
     if (!p->reqs || !p->gens || !p->rx || !p->tx || !p->wrecs) {
         tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory");
         goto fail;
@@ -2517,7 +2647,7 @@ TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__peer_up(tfrdv_verbs* v, tfrdv_verbs
                                          IBV_QP_MAX_QP_RD_ATOMIC) != 0)
         return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: QP to RTS failed for %s: %s", r->worker, strerror(errno));
     tfrdv_verbs__credits_init(&p->cr, r->ctrl_slots, (uint32_t)v->cfg.ctrl_slots);
-    p->srv = (tfrdv_verbs__srv*)calloc(r->max_requests, sizeof *p->srv);
+    p->srv = (tfrdv_verbs__srv*)tfrdv_verbs__zalloc_n(&v->a, r->max_requests, sizeof *p->srv);
     if (!p->srv) return tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory");
     p->nsrv = r->max_requests;
     for (i = 0; i < p->nsrv; i++) p->srv[i].p = p;
@@ -2556,11 +2686,13 @@ TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__publish(tfrdv_verbs* v, tfrdv_verbs
     pthread_mutex_lock(&v->mu);
     if (v->npeers == v->cap_peers) {
         int nc = v->cap_peers ? v->cap_peers * 2 : 8;
-        tfrdv_verbs__peer** np = (tfrdv_verbs__peer**)realloc(v->peers, (size_t)nc * sizeof *np);
+        tfrdv_verbs__peer** np = (tfrdv_verbs__peer**)tfrdv_verbs__alloc(&v->a, (size_t)nc * sizeof *np);
         if (!np) {
             pthread_mutex_unlock(&v->mu);
             return tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory");
         }
+        if (v->npeers) memcpy(np, v->peers, (size_t)v->npeers * sizeof *np);
+        tfrdv_verbs__free(&v->a, v->peers, (size_t)v->cap_peers * sizeof *np);
         v->peers = np;
         v->cap_peers = nc;
     }
@@ -2654,12 +2786,12 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_free(tfrdv_verbs* v, tfrdv_verbs__pe
     v->npends--;
     if (e->origin && e->origin->pend == e) e->origin->pend = 0;
     pthread_mutex_unlock(&v->mu);
-    free(e);
+    tfrdv_verbs__free(&v->a, e, sizeof *e);
 }
 /* the exchange failed: an accepted one is dropped; our reconnect fails the calls waiting for it
    and opens (or doubles) the backoff window */
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_fail(tfrdv_verbs* v, tfrdv_verbs__pend* e, const char* msg) {
-    tfrdv_verbs__todos todo = {0, 0, 0};
+    tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
     tfrdv_verbs__todo* t;
     pthread_mutex_lock(&v->mu);
     /* at once, not after the callbacks below: a call they start must see the backoff window,
@@ -2684,13 +2816,13 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_fail(tfrdv_verbs* v, tfrdv_verbs__pe
     } else if (!e->outgoing) {
         v->stats.bootstraps_dropped++;
     }
-    if (!e->superseded && v->cfg.logger.fn && (t = tfrdv_verbs__todo_add(&todo)) != 0) {
+    if (!e->superseded && v->cfg.hooks.logger.fn && (t = tfrdv_verbs__todo_add(&todo)) != 0) {
         t->kind = 6;
         tfrdv_verbs__fmt(t->msg, sizeof t->msg, "%s", msg);
     }
     pthread_mutex_unlock(&v->mu);
     tfrdv_verbs__todo_run(v, &todo);
-    free(todo.t);
+    tfrdv_verbs__todos_free(&todo);
     tfrdv_verbs__pend_free(v, e);
 }
 /* set by tfrdv_verbs__takeover (any thread) under v->mu */
@@ -2702,7 +2834,7 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__pend_superseded(tfrdv_verbs* v, const tfrd
     return x;
 }
 TFRDV_VERBS__PRIVATE tfrdv_verbs__pend* tfrdv_verbs__pend_new(tfrdv_verbs* v, int fd) {
-    tfrdv_verbs__pend* e = (tfrdv_verbs__pend*)calloc(1, sizeof *e);
+    tfrdv_verbs__pend* e = (tfrdv_verbs__pend*)tfrdv_verbs__zalloc_n(&v->a, 1, sizeof *e);
     if (!e) return 0;
     e->fd = fd;
     e->deadline = tfrdv_now_ns() + v->cfg.connect_timeout_ns;
@@ -2715,7 +2847,7 @@ TFRDV_VERBS__PRIVATE tfrdv_verbs__pend* tfrdv_verbs__pend_new(tfrdv_verbs* v, in
 }
 /* the exchange is done: the peer goes live with the socket */
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_done(tfrdv_verbs* v, tfrdv_verbs__pend* e) {
-    tfrdv_verbs__todos todo = {0, 0, 0};
+    tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
     tfrdv_verbs__peer* p = e->p;
     tfrdv_status st;
     epoll_ctl(v->efd, EPOLL_CTL_DEL, e->fd, 0);
@@ -2730,11 +2862,12 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_done(tfrdv_verbs* v, tfrdv_verbs__pe
     }
     if (tfrdv_verbs__publish(v, p, &st, &todo) != TFRDV_OK) {
         tfrdv_verbs__log(v, 3, st.msg);
+        tfrdv_verbs__send_bye(p->fd, st.code, st.msg); /* the peer's calls fail naming why */
         tfrdv_verbs__peer_free(v, p);
     }
     tfrdv_verbs__pend_free(v, e);
     tfrdv_verbs__todo_run(v, &todo);
-    free(todo.t);
+    tfrdv_verbs__todos_free(&todo);
 }
 /* drive one exchange as far as its socket allows */
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pend* e) {
@@ -2818,7 +2951,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
         else tfrdv_verbs__pend_done(v, e);
         return;
     } else {
-        tfrdv_verbs__todos todo = {0, 0, 0};
+        tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
         tfrdv_verbs__peer* q;
         int dup;
         pthread_mutex_lock(&v->mu);
@@ -2828,7 +2961,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
         dup = q && q->state == TFRDV_VERBS__PEER_UP;
         pthread_mutex_unlock(&v->mu);
         tfrdv_verbs__todo_run(v, &todo);
-        free(todo.t);
+        tfrdv_verbs__todos_free(&todo);
         if (dup) {
             tfrdv_verbs__fmt(em, sizeof em, "verbs: %s connected again while connected; refused", remote.worker);
             tfrdv_verbs__pend_fail(v, e, em);
@@ -2934,7 +3067,7 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
     uint8_t lb[TFRDV_VERBS_INFO_MAX], rb[TFRDV_VERBS_INFO_MAX];
     size_t ln, rn = 0;
     tfrdv_verbs__peer* p;
-    tfrdv_verbs__todos todo = {0, 0, 0};
+    tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
     struct sockaddr_storage sa;
     socklen_t salen = 0;
     int fd = -1;
@@ -3044,7 +3177,7 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
     rc = tfrdv_verbs__publish(v, p, st, &todo);
     if (rc != TFRDV_OK) tfrdv_verbs__peer_free(v, p);
     tfrdv_verbs__todo_run(v, &todo);
-    free(todo.t);
+    tfrdv_verbs__todos_free(&todo);
     if (rc == TFRDV_OK) tfrdv_verbs__wake(v); /* progress drops a reconnect this one superseded */
     return rc;
 }
@@ -3095,7 +3228,7 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
     int n = 0, i, k, nev;
     struct ibv_wc wc[16];
     struct epoll_event ev[16];
-    tfrdv_verbs__todos todo = {0, 0, 0};
+    tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
     int64_t now, soonest;
     int want;
     if (!v) return 0;
@@ -3182,7 +3315,7 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
         }
     }
     pthread_mutex_unlock(&v->progress_mu);
-    free(todo.t);
+    tfrdv_verbs__todos_free(&todo);
     return n;
 }
 TFRDV_VERBS__PRIVATE void* tfrdv_verbs__thread(void* arg) {
@@ -3201,7 +3334,22 @@ TFRDV_VERBS__PRIVATE void* tfrdv_verbs__thread(void* arg) {
     return 0;
 }
 
-/* ---- lifecycle ---- */
+/* ---- lifecycle (TRANSPORTS in tfrdv.h) ---- */
+/* drops a reference; the last one (after tfrdv_verbs_destroy stopped everything) frees v */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__unref(tfrdv_verbs* v) {
+    long left;
+    pthread_mutex_lock(&v->mu);
+    left = --v->refs;
+    pthread_mutex_unlock(&v->mu);
+    if (left) return;
+    pthread_cond_destroy(&v->cv);
+    pthread_mutex_destroy(&v->mu);
+    pthread_mutex_destroy(&v->progress_mu);
+    {
+        tfrdv_allocator a = v->a;
+        tfrdv_verbs__free(&a, v, sizeof *v);
+    }
+}
 TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_verbs** out, tfrdv_status* st) {
     tfrdv_verbs* v;
     tfrdv_code rc;
@@ -3218,9 +3366,12 @@ TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_ver
         cfg->retry_cnt < 0 || cfg->retry_cnt > 7 || cfg->rnr_retry < 0 || cfg->rnr_retry > 7 || cfg->port < 0 || cfg->port > 255 ||
         cfg->reconnect_backoff_max_ns < 0)
         return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: a size, count or time in the config is out of range");
-    v = (tfrdv_verbs*)calloc(1, sizeof *v);
+    if (!cfg->hooks.allocator.alloc_fn != !cfg->hooks.allocator.free_fn)
+        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: hooks.allocator needs both functions or neither");
+    v = (tfrdv_verbs*)tfrdv_verbs__zalloc_n(&cfg->hooks.allocator, 1, sizeof *v);
     if (!v) return tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_verbs_create: out of memory");
     v->cfg = *cfg;
+    v->a = cfg->hooks.allocator;
     tfrdv_verbs__fmt(v->worker, sizeof v->worker, "%s", cfg->worker_name);
     v->cfg.worker_name = v->worker;
     if (!v->cfg.ctrl_slots) v->cfg.ctrl_slots = 64;
@@ -3239,6 +3390,7 @@ TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_ver
     if (!v->cfg.reconnect_backoff_max_ns) v->cfg.reconnect_backoff_max_ns = (int64_t)10 * 1000000000;
     if (v->cfg.reconnect_backoff_max_ns < v->cfg.reconnect_backoff_ns) v->cfg.reconnect_backoff_max_ns = v->cfg.reconnect_backoff_ns;
     v->lfd = v->efd = v->wfd = -1;
+    v->refs = 1;
     pthread_mutex_init(&v->mu, 0);
     pthread_mutex_init(&v->progress_mu, 0);
     pthread_cond_init(&v->cv, 0);
@@ -3247,11 +3399,13 @@ TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_ver
     v->rc.reg = tfrdv_verbs__ibv_reg;
     v->rc.dereg = tfrdv_verbs__ibv_dereg;
     v->rc.user = v;
-    v->mc.n = (size_t)v->cfg.meta_cache_max;
-    v->mc.e = (tfrdv_verbs__mentry*)calloc(v->mc.n, sizeof *v->mc.e);
-    v->scratch = (uint8_t*)malloc((size_t)v->cfg.ctrl_slot_size);
-    v->rxcopy = (uint8_t*)malloc((size_t)v->cfg.ctrl_slot_size);
-    if (!v->mc.e || !v->scratch || !v->rxcopy) {
+    v->rc.a = v->a;
+    v->mc.a = v->a;
+    v->mc.e = (tfrdv_verbs__mentry*)tfrdv_verbs__zalloc_n(&v->a, (size_t)v->cfg.meta_cache_max, sizeof *v->mc.e);
+    v->mc.n = v->mc.e ? (size_t)v->cfg.meta_cache_max : 0;
+    v->scratch = (uint8_t*)tfrdv_verbs__alloc(&v->a, (size_t)v->cfg.ctrl_slot_size);
+    v->rxcopy = (uint8_t*)tfrdv_verbs__alloc(&v->a, (size_t)v->cfg.ctrl_slot_size);
+    if (!v->mc.n || !v->scratch || !v->rxcopy) {
         rc = tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_verbs_create: out of memory");
         goto fail;
     }
@@ -3315,21 +3469,24 @@ fail:
 }
 TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v) {
     int i;
-    tfrdv_verbs__todos todo = {0, 0, 0};
+    tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
+    tfrdv_mgr* mgr;
     if (!v) return;
-    if (v->has_thr) {
-        uint64_t one = 1;
-        ssize_t r;
-        pthread_mutex_lock(&v->mu);
-        v->stop = 1;
+    pthread_mutex_lock(&v->mu);
+    if (v->destroying) { /* a second destroy: nothing left to stop */
         pthread_mutex_unlock(&v->mu);
-        r = write(v->wfd, &one, sizeof one);
-        (void)r;
+        return;
+    }
+    v->destroying = 1; /* start_call fails from now on, cancel_call does nothing */
+    v->stop = 1;
+    while (v->entered > 0) pthread_cond_wait(&v->cv, &v->mu); /* calls being started leave */
+    pthread_mutex_unlock(&v->mu);
+    if (v->has_thr) {
+        tfrdv_verbs__wake(v);
         pthread_join(v->thr, 0);
         v->has_thr = 0;
     }
     pthread_mutex_lock(&v->mu);
-    v->destroying = 1;
     for (i = 0; i < v->npeers; i++) {
         tfrdv_verbs__peer* p = v->peers[i];
         tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, "verbs transport destroyed", &todo);
@@ -3343,36 +3500,56 @@ TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v) {
     }
     pthread_mutex_unlock(&v->mu);
     tfrdv_verbs__todo_run(v, &todo);
-    free(todo.t);
+    tfrdv_verbs__todos_free(&todo);
     pthread_mutex_lock(&v->mu);
     while (v->serves_out > 0) pthread_cond_wait(&v->cv, &v->mu);
     pthread_mutex_unlock(&v->mu);
     while (v->pends) tfrdv_verbs__pend_fail(v, v->pends, "verbs transport destroyed");
+    pthread_mutex_lock(&v->mu);
     for (i = 0; i < v->npeers; i++) tfrdv_verbs__peer_free(v, v->peers[i]);
-    free(v->peers);
+    tfrdv_verbs__free(&v->a, v->peers, (size_t)v->cap_peers * sizeof *v->peers);
+    v->peers = 0;
+    v->npeers = v->cap_peers = 0;
+    v->stats.peers = 0;
     if (v->lib.h) tfrdv_verbs__rc_clear(&v->rc);
     tfrdv_verbs__mc_free(&v->mc);
+    mgr = v->mgr;
+    v->mgr = 0;
+    pthread_mutex_unlock(&v->mu);
     if (v->lfd >= 0) close(v->lfd);
     if (v->efd >= 0) close(v->efd);
     if (v->wfd >= 0) close(v->wfd);
+    v->lfd = v->efd = v->wfd = -1;
     if (v->ch) v->lib.destroy_comp_channel(v->ch);
     if (v->pd) v->lib.dealloc_pd(v->pd);
     if (v->ctx) v->lib.close_device(v->ctx);
     if (v->lib.h) dlclose(v->lib.h);
-    if (v->mgr) tfrdv_mgr_unref(v->mgr);
-    free(v->scratch);
-    free(v->rxcopy);
-    pthread_cond_destroy(&v->cv);
-    pthread_mutex_destroy(&v->mu);
-    pthread_mutex_destroy(&v->progress_mu);
-    free(v);
+    v->ch = 0;
+    v->pd = 0;
+    v->ctx = 0;
+    v->lib.h = 0;
+    if (mgr) tfrdv_mgr_unref(mgr);
+    tfrdv_verbs__free(&v->a, v->scratch, (size_t)v->cfg.ctrl_slot_size);
+    tfrdv_verbs__free(&v->a, v->rxcopy, (size_t)v->cfg.ctrl_slot_size);
+    v->scratch = v->rxcopy = 0;
+    tfrdv_verbs__unref(v); /* the owner's reference; a manager's vtable may hold more */
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__t_destroy(void* user) { tfrdv_verbs__unref((tfrdv_verbs*)user); }
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__t_ref(void* user) {
+    tfrdv_verbs* v = (tfrdv_verbs*)user;
+    pthread_mutex_lock(&v->mu);
+    v->refs++;
+    pthread_mutex_unlock(&v->mu);
 }
 TFRDV_API tfrdv_transport tfrdv_verbs_transport(tfrdv_verbs* v) {
     tfrdv_transport t;
+    memset(&t, 0, sizeof t);
+    if (!v) return t;
     t.user = v;
     t.start_call = tfrdv_verbs__start_call;
     t.cancel_call = tfrdv_verbs__cancel_call;
-    t.destroy = 0;
+    t.destroy = tfrdv_verbs__t_destroy;
+    t.ref = tfrdv_verbs__t_ref; /* each manager holds v until it goes (TRANSPORTS in tfrdv.h) */
     return t;
 }
 TFRDV_API tfrdv_code tfrdv_verbs_attach(tfrdv_verbs* v, tfrdv_mgr* mgr, tfrdv_status* st) {

@@ -60,8 +60,10 @@ static int node_create(node* n, const char* name, int listen_port, tfrdv_status*
     return tfrdv_verbs_attach(n->v, n->m, st) == TFRDV_OK;
 }
 static void node_destroy(node* n) {
-    if (n->m) tfrdv_mgr_destroy(n->m); /* first the manager (cancels what is in flight) */
+    /* either order (TRANSPORTS in tfrdv.h): the transport first fails its calls in flight
+       UNAVAILABLE; the manager's destroy then drops the transport's last reference */
     if (n->v) tfrdv_verbs_destroy(n->v);
+    if (n->m) tfrdv_mgr_destroy(n->m);
 }
 static int mkkey(tfrdv_parsed_key* k, char* buf, size_t cap, uint64_t ps_incarnation, int t) {
     tfrdv_frame_iter top = {0, 0};

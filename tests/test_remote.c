@@ -1674,6 +1674,16 @@ static void test_matrix_fault_x_event_exactly_once_and_released_once(void) {
 /* ============================================================================================
    threads: receives, sends, cancels, flushes and expiry from three threads (for tsan)
    ============================================================================================ */
+/* n keys B0 -> A0 named <prefix><i>, and a value with seed i for each */
+static void keys_and_values(fx_key* keys, fx_value* vals, int n, const char* prefix) {
+    char edge[32];
+    int i;
+    for (i = 0; i < n; i++) {
+        snprintf(edge, sizeof edge, "%s%d", prefix, i);
+        key(&keys[i], B0, INC_B, A0, edge);
+        fx_value_init(&vals[i], i);
+    }
+}
 #define TN 400
 typedef struct threaded {
     world* w;
@@ -1710,7 +1720,6 @@ static void test_threads_receive_send_cancel_flush_exactly_once(void) {
     threaded t;
     pthread_t ts, tf;
     int i, not_once = 0, not_released = 0, bad = 0;
-    char edge[16];
     world_begin(&w, 99);
     ca = world_cfg(&w, WA, INC_A);
     ca.call_timeout_ns = 5000;
@@ -1723,11 +1732,7 @@ static void test_threads_receive_send_cancel_flush_exactly_once(void) {
         cms[i] = world_cm(&w);
         args[i] = cancel_args(cms[i]);
     }
-    for (i = 0; i < TN; i++) {
-        snprintf(edge, sizeof edge, "t%d", i);
-        key(&keys[i], B0, INC_B, A0, edge);
-        fx_value_init(&vals[i], i);
-    }
+    keys_and_values(keys, vals, TN, "t");
     t.w = &w;
     t.keys = keys;
     t.vals = vals;
@@ -1794,15 +1799,10 @@ static void test_threads_cancel_racing_the_answer_never_loses_the_value(void) {
     tfrdv_cancel_mgr* cm;
     tfrdv_args args;
     int i, cancelled = 0, lost = 0, wrong = 0;
-    char edge[16];
     world_open(&w, 31);
     cm = world_cm(&w);
     args = cancel_args(cm);
-    for (i = 0; i < GN; i++) {
-        snprintf(edge, sizeof edge, "g%d", i);
-        key(&keys[i], B0, INC_B, A0, edge);
-        fx_value_init(&vals[i], i);
-    }
+    keys_and_values(keys, vals, GN, "g");
     g.w = &w;
     g.keys = keys;
     g.vals = vals;

@@ -8,6 +8,7 @@
 #define TFRDV_VERBS_IMPLEMENTATION
 #include "tfrdv_verbs.h"
 #include "tt.h"
+#include "fixtures.h"
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -198,6 +199,16 @@ static worker A;
 static int b_port;
 static pid_t b_pid;
 
+/* the sender process sends n bytes (pattern seed) to task dst, whose worker w fetches them into
+   g (initialised), which must succeed */
+static void send_and_fetch(worker* w, int dst, fetch* g, int64_t step, const char* edge, uint64_t n, int seed) {
+    TT_CHECK(cmd("send %lld %d %s 4 %d 0 1 %llu\n", (long long)step, dst, edge, seed, (unsigned long long)n));
+    TT_CHECK(post(w, g, step, 1, dst, edge, 0, 0));
+    TT_CHECK(fetch_wait(g, 30) == 1);
+    TT_CHECK_EQ_INT(g->st.code, TFRDV_OK);
+    TT_CHECK(check_bytes(g->val, n, seed));
+}
+
 /* Failures Soft-RoCE cannot produce, through tests/verbs/faultverbs.c (a libibverbs that forwards
    to the real one and fails on request): a port that is down, ibv_reg_mr refused (memlock), a
    send completion with IBV_WC_RETRY_EXC_ERR (what hardware reports for a dead peer), a refused
@@ -387,6 +398,46 @@ static void start_dumper(worker* w) {
     if (getenv("RXE_DEBUG")) pthread_create(&t, 0, dumper, w);
 }
 
+
+/* TRANSPORTS in tfrdv.h on a real device: a worker's transport destroyed before its manager,
+   with a fetch in flight (the sender process serves it and never answers): the fetch fails
+   UNAVAILABLE at once, a later fetch through the manager too, the manager's destroy frees the
+   rest; everything the transport allocated (rings, peers, caches) came from hooks.allocator and
+   went back to it. The sender process goes on serving the other workers. */
+static void test_transport_destroyed_first(void) {
+    worker a4;
+    wopts o;
+    fetch f, g, h;
+    tfrdv_status st;
+    fx_alloc fa;
+    memset(&fa, 0, sizeof fa);
+    memset(&o, 0, sizeof o);
+    o.ctrl_slots = 8;
+    o.max_requests = 64;
+    o.alloc = fx_alloc_hooks(&fa).allocator;
+    TT_CHECK(mk_worker(&a4, 4, &o, &st));
+    TT_CHECK(tfrdv_verbs_connect(a4.v, WORKER(1), "127.0.0.1", b_port, &st) == TFRDV_OK);
+    fetch_init(&f);
+    fetch_init(&g);
+    fetch_init(&h);
+    send_and_fetch(&a4, 4, &g, 1000, "got", 70000, 3);
+    TT_CHECK(post(&a4, &f, 1000, 1, 4, "never", 0, 0));
+    sleep_us(200000);
+    TT_CHECK_EQ_INT(f.calls, 0);
+    TT_CHECK(fx_live(&fa) > 0);
+    tfrdv_verbs_destroy(a4.v); /* the manager is still alive */
+    TT_CHECK_EQ_INT(f.calls, 1); /* finished inside destroy */
+    TT_CHECK_EQ_INT(f.st.code, TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(f.st.msg, "verbs transport destroyed");
+    TT_CHECK(post(&a4, &h, 1001, 1, 4, "after", 0, 0));
+    TT_CHECK_EQ_INT(h.calls, 1); /* at once */
+    TT_CHECK_EQ_INT(h.st.code, TFRDV_UNAVAILABLE);
+    tfrdv_mgr_destroy(a4.m);
+    FX_CHECK_EMPTY(&fa);
+    fetch_fini(&f);
+    fetch_fini(&g);
+    fetch_fini(&h);
+}
 
 /* 0 B .. 64 MiB, each twice: the first fetch of a key learns its shape (METADATA + RE-REQUEST),
    the second is one request + one RDMA write straight into the receiver's buffer */
@@ -660,11 +711,7 @@ static void test_bad_rkey(void) {
     }
     fetch_fini(&g);
     fetch_init(&g);
-    TT_CHECK(cmd("send 802 0 stillok 4 9 0 1 100000\n"));
-    TT_CHECK(post(&A, &g, 802, 1, 0, "stillok", 0, 0));
-    TT_CHECK(fetch_wait(&g, 30) == 1);
-    TT_CHECK_EQ_INT(g.st.code, TFRDV_OK);
-    TT_CHECK(check_bytes(g.val, 100000, 9));
+    send_and_fetch(&A, 0, &g, 802, "stillok", 100000, 9);
     fetch_fini(&g);
     rm_worker(&a3);
     TT_CHECK_EQ_INT(f.calls, 1);
@@ -680,8 +727,10 @@ static void dead_peer(int sig) {
     char buf[64];
     fetch f;
     double secs;
-    int task = sig == SIGKILL ? 5 : 6;
+    int task = sig == SIGKILL ? 5 : 6, k;
+    tfrdv_verbs_stats s0, s1;
     fetch_init(&f);
+    stats_of(A.v, &s0);
     TT_CHECK(pipe(p) == 0);
     pid = fork();
     if (pid == 0) { /* a fresh process (exec): nothing of ours is used after fork */
@@ -696,6 +745,13 @@ static void dead_peer(int sig) {
     close(p[1]);
     TT_CHECK(read(p[0], buf, sizeof buf) > 0 && strncmp(buf, "ready", 5) == 0);
     close(p[0]);
+    /* the peer's connect returned once it had our answer; our side publishes the connection
+       right after sending it (progress): wait for that before the fetch */
+    for (k = 0; k < 5000; k++) {
+        stats_of(A.v, &s1);
+        if (s1.peers > s0.peers) break;
+        sleep_us(1000);
+    }
     TT_CHECK(post(&A, &f, 900 + task, task, 0, "fromdead", 0, 0));
     sleep_us(300000);
     TT_CHECK_EQ_INT(f.calls, 0);
@@ -782,6 +838,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_peer_stopped);
     TT_RUN(test_faults);
     TT_RUN(test_exchange_callback);
+    TT_RUN(test_transport_destroyed_first);
     if (write(cout_fd, "quit\n", 5) < 0) status = 1;
     waitpid(b_pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {

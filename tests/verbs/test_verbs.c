@@ -12,6 +12,7 @@
 #define TFRDV_VERBS_IMPLEMENTATION
 #include "tfrdv_verbs.h"
 #include "tt.h"
+#include "fixtures.h"
 #include <stdlib.h>
 #ifdef TT_HAVE_IBV
 #include <signal.h>
@@ -333,8 +334,12 @@ static void test_meta_rerequest(void) {
     tfrdv_verbs__mcache c;
     tfrdv_verbs__meta m, g;
     int64_t d1[2] = {4, 4}, d2[2] = {2, 8}, out[TFRDV_VERBS__MAX_RANK];
+    fx_alloc fa;
+    memset(&fa, 0, sizeof fa);
+    memset(&c, 0, sizeof c);
+    c.a = fx_alloc_hooks(&fa).allocator; /* entries through the allocator, sized frees */
     c.n = 8;
-    c.e = (tfrdv_verbs__mentry*)calloc(c.n, sizeof *c.e);
+    c.e = (tfrdv_verbs__mentry*)tfrdv_verbs__zalloc_n(&c.a, c.n, sizeof *c.e);
     memset(&m, 0, sizeof m);
     TT_CHECK(!tfrdv_verbs__mc_get(&c, "k", 1, &g, out)); /* first fetch: no buffer, METADATA answer */
     m.dtype = 1;
@@ -357,6 +362,7 @@ static void test_meta_rerequest(void) {
     tfrdv_verbs__mc_put(&c, "d", 1, &m); /* dead values are not remembered */
     TT_CHECK(!tfrdv_verbs__mc_get(&c, "d", 1, &g, out));
     tfrdv_verbs__mc_free(&c);
+    FX_CHECK_EMPTY(&fa);
 }
 
 /* registration cache with a fake registrar */
@@ -501,6 +507,8 @@ static int standin_ok(void) {
 
 #include "verbs_test.h"
 static int si_corrupt;        /* the next siw_make advertises bad rkeys (test_corrupt_rkey) */
+static tfrdv_allocator si_alloc, si_mgr_alloc; /* and allocates through these */
+static int64_t si_call_timeout_ns;              /* and times calls out after this (0: 20 s) */
 static int64_t si_backoff_ns; /* and uses this reconnect_backoff_ns */
 /* a worker on the stand-in libibverbs */
 static int siw_make(worker* w, int task, int thread, int port, int64_t connect_timeout_ns) {
@@ -513,11 +521,19 @@ static int siw_make(worker* w, int task, int thread, int port, int64_t connect_t
     o.connect_timeout_ns = connect_timeout_ns;
     o.reconnect_backoff_ns = si_backoff_ns;
     o.corrupt = si_corrupt;
-    o.call_timeout_ns = (int64_t)20 * 1000000000;
+    o.call_timeout_ns = si_call_timeout_ns ? si_call_timeout_ns : (int64_t)20 * 1000000000;
+    o.alloc = si_alloc;
+    o.mgr_alloc = si_mgr_alloc;
     si_corrupt = 0;
     si_backoff_ns = 0;
+    si_call_timeout_ns = 0;
+    memset(&si_alloc, 0, sizeof si_alloc);
+    memset(&si_mgr_alloc, 0, sizeof si_mgr_alloc);
     if (!mk_worker(w, task, &o, &st)) {
         printf("    worker: %s\n", st.msg);
+        if (w->m) tfrdv_mgr_destroy(w->m);
+        if (w->v) tfrdv_verbs_destroy(w->v);
+        memset(w, 0, sizeof *w);
         return 0;
     }
     return 1;
@@ -998,6 +1014,291 @@ static void test_reconnect(void) {
     rm_worker(&b);
     TT_CHECK_EQ_INT(standin_live_mrs(), 0);
 }
+
+/* Issue 22 item 3, TRANSPORTS in tfrdv.h: tfrdv_verbs_destroy may come before tfrdv_mgr_destroy.
+   Destroying a's transport with a call in flight (and a manager still alive) fails that call
+   UNAVAILABLE exactly once; a later fetch through a's manager fails UNAVAILABLE at once; the
+   manager's destroy then frees the transport (its vtable's reference was the last). Destroying
+   b's transport while it serves a request withdraws the serve; the value sent afterwards stays
+   with b's manager. ASan sees any use after free, the stand-in any registration left. */
+static void test_destroy_transport_first(void) {
+    worker a, b;
+    si_fetch f, g, h;
+    tfrdv_status st;
+    if (!standin_ok()) return;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(si_send(&b, 0, 1, "warm", 100, 1));
+    TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 1, "warm", &f), TFRDV_OK); /* the pair works */
+    TT_CHECK(si_bytes_ok(f.val, 100, 1));
+    si_fetch_fini(&f);
+    TT_CHECK(si_fetch_start(&a, 1, 2, "never", &f)); /* b serves it: no value yet */
+    TT_CHECK(si_fetch_start(&a, 1, 2, "never2", &g));
+    tfrdv_verbs_destroy(a.v); /* a's manager is still alive */
+    TT_CHECK_EQ_INT(si_fetch_end(&f), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(f.st.msg, "verbs transport destroyed");
+    TT_CHECK_EQ_INT(si_fetch_end(&g), TFRDV_UNAVAILABLE);
+    TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 3, "after", &h), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(h.st.msg, "verbs transport destroyed");
+    TT_CHECK_EQ_INT(f.calls, 1);
+    TT_CHECK_EQ_INT(g.calls, 1);
+    TT_CHECK_EQ_INT(h.calls, 1);
+    si_fetch_fini(&f);
+    si_fetch_fini(&g);
+    si_fetch_fini(&h);
+    tfrdv_mgr_destroy(a.m); /* drops the vtable's reference: the transport's memory goes now */
+    /* b: a fetch of a new a is in flight, being served by b, when b's transport goes first */
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(si_fetch_start(&a, 1, 4, "later", &f));
+    tfrdv_verbs_destroy(b.v);
+    TT_CHECK_EQ_INT(si_fetch_end(&f), TFRDV_UNAVAILABLE); /* the peer went away */
+    TT_CHECK_EQ_INT(f.calls, 1);
+    si_fetch_fini(&f);
+    TT_CHECK(si_send(&b, 0, 4, "later", 10, 1)); /* the withdrawn serve's value stays with b */
+    tfrdv_mgr_destroy(b.m);
+    rm_worker(&a); /* the other order: manager first */
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+}
+/* tfrdv_verbs_destroy while other threads start fetches through the manager: calls being
+   started when destroy begins complete before it goes on (it waits for them), later ones fail
+   UNAVAILABLE at once; every fetch finishes exactly once, OK or UNAVAILABLE (ASan: no use after
+   free; TSan: no race). */
+#define DW_N 150
+typedef struct dw_arg {
+    worker* w;
+    si_fetch f[DW_N];
+    int started;
+    int id;
+} dw_arg;
+static void* dw_fetcher(void* p) {
+    dw_arg* d = (dw_arg*)p;
+    int i;
+    for (i = 0; i < DW_N; i++) {
+        char e[32];
+        snprintf(e, sizeof e, "dw%d_%d", d->id, i);
+        if (!si_fetch_start(d->w, 1, 9, e, &d->f[i])) break;
+        if (i % 10 == 0) si_fetch_end(&d->f[i]); /* paced: some finish before the destroy */
+        __atomic_store_n(&d->started, i + 1, __ATOMIC_SEQ_CST);
+    }
+    return 0;
+}
+static void test_destroy_while_fetching(void) {
+    worker a, b;
+    tfrdv_status st;
+    static dw_arg d[2];
+    pthread_t t[2];
+    int i, k, ok = 0, unavailable = 0, other = 0;
+    if (!standin_ok()) return;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    for (k = 0; k < 2; k++)
+        for (i = 0; i < DW_N; i += 2) { /* half the values exist */
+            char e[32];
+            snprintf(e, sizeof e, "dw%d_%d", k, i);
+            TT_CHECK(si_send(&b, 0, 9, e, 64, i));
+        }
+    for (k = 0; k < 2; k++) {
+        memset(&d[k], 0, sizeof d[k]);
+        d[k].w = &a;
+        d[k].id = k;
+        pthread_create(&t[k], 0, dw_fetcher, &d[k]);
+    }
+    while (__atomic_load_n(&d[0].started, __ATOMIC_SEQ_CST) < DW_N / 3) sleep_ms(1);
+    tfrdv_verbs_destroy(a.v);
+    for (k = 0; k < 2; k++) pthread_join(t[k], 0);
+    for (k = 0; k < 2; k++) {
+        TT_CHECK_EQ_INT(d[k].started, DW_N);
+        for (i = 0; i < d[k].started; i++) {
+            tfrdv_code rc = si_fetch_end(&d[k].f[i]);
+            if (rc == TFRDV_OK) ok++;
+            else if (rc == TFRDV_UNAVAILABLE) {
+                if (++unavailable == 1) printf("    first UNAVAILABLE: %s (fetch %d)\n", d[k].f[i].st.msg, i);
+            }
+            else other++;
+            TT_CHECK_EQ_INT(d[k].f[i].calls, 1);
+            si_fetch_fini(&d[k].f[i]);
+        }
+    }
+    printf("    %d OK, %d UNAVAILABLE, %d other\n", ok, unavailable, other);
+    TT_CHECK_EQ_INT(other, 0);
+    TT_CHECK(unavailable > 0 && ok > 0);
+    tfrdv_mgr_destroy(a.m);
+    rm_worker(&b);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+}
+
+/* TRANSPORTS in tfrdv.h: each manager given the vtable holds the transport until it goes; the
+   memory goes with the last of them (a counting allocator shows when). */
+static void test_two_managers_one_transport(void) {
+    worker a;
+    tfrdv_mgr* m2 = 0;
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_status st;
+    fx_alloc fa;
+    if (!standin_ok()) return;
+    memset(&fa, 0, sizeof fa);
+    si_alloc = fx_alloc_hooks(&fa).allocator;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0));
+    mc.worker_name = a.name;
+    mc.transport = tfrdv_verbs_transport(a.v);
+    TT_CHECK(tfrdv_mgr_create(&mc, &m2, &st) == TFRDV_OK);
+    tfrdv_verbs_destroy(a.v);
+    TT_CHECK_EQ_INT(fx_live(&fa), 1); /* stopped: only the struct is left, held by two managers */
+    tfrdv_mgr_destroy(a.m);
+    TT_CHECK_EQ_INT(fx_live(&fa), 1);
+    tfrdv_mgr_destroy(m2);            /* the last reference */
+    FX_CHECK_EMPTY(&fa);
+}
+
+/* Issue 22 item 3: every allocation of the transport goes through hooks.allocator. Two workers
+   exchange tensors both ways (a shape change included: METADATA and RE-REQUEST) with counting
+   allocators for both transports and both managers: each transport allocated through its hooks,
+   every block was freed with the size it was allocated with (memory from malloc freed through
+   the hook, or the reverse, would show as a bad free or an ASan report), and nothing is left
+   after destroy, in either teardown order. */
+static void test_allocator_counts(void) {
+    worker a, b;
+    si_fetch f;
+    tfrdv_status st;
+    fx_alloc fa, fb, fma, fmb;
+    int i;
+    if (!standin_ok()) return;
+    memset(&fa, 0, sizeof fa);
+    memset(&fb, 0, sizeof fb);
+    memset(&fma, 0, sizeof fma);
+    memset(&fmb, 0, sizeof fmb);
+    si_alloc = fx_alloc_hooks(&fa).allocator;
+    si_mgr_alloc = fx_alloc_hooks(&fma).allocator;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0));
+    si_alloc = fx_alloc_hooks(&fb).allocator;
+    si_mgr_alloc = fx_alloc_hooks(&fmb).allocator;
+    TT_CHECK(siw_make(&b, 1, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    for (i = 0; i < 3; i++) { /* the same key, its shape changing: METADATA, RE-REQUEST */
+        uint64_t n = i == 1 ? 1 << 20 : 100 + (uint64_t)i;
+        TT_CHECK(si_send(&b, 0, 1 + i, "t", n, i));
+        TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 1 + i, "t", &f), TFRDV_OK);
+        TT_CHECK(si_bytes_ok(f.val, n, i));
+        si_fetch_fini(&f);
+        TT_CHECK(si_send(&a, 1, 1 + i, "u", n, i + 7));
+        TT_CHECK_EQ_INT(si_fetch_wait(&b, 0, 1 + i, "u", &f), TFRDV_OK);
+        TT_CHECK(si_bytes_ok(f.val, n, i + 7));
+        si_fetch_fini(&f);
+    }
+    printf("    transport a: %ld allocations (%ld live, %ld bytes), b: %ld\n", fa.allocs, fx_live(&fa), fx_live_bytes(&fa), fb.allocs);
+    TT_CHECK(fx_live(&fa) > 0 && fx_live(&fb) > 0); /* the struct, peers, rings, caches */
+    TT_CHECK(fa.allocs > 10 && fb.allocs > 10);
+    tfrdv_verbs_destroy(a.v); /* transport first */
+    tfrdv_mgr_destroy(a.m);
+    rm_worker(&b);            /* manager first */
+    FX_CHECK_EMPTY(&fa);
+    FX_CHECK_EMPTY(&fb);
+    FX_CHECK_EMPTY(&fma);
+    FX_CHECK_EMPTY(&fmb);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+}
+
+/* a counting allocator that fails its fail_at-th allocation (1-based; 0: never) */
+typedef struct fail_alloc {
+    fx_alloc fx;
+    long n, fail_at, failed;
+} fail_alloc;
+static void* fail_alloc_fn(void* u, size_t size) {
+    fail_alloc* f = (fail_alloc*)u;
+    if (__atomic_add_fetch(&f->n, 1, __ATOMIC_SEQ_CST) == f->fail_at) {
+        __atomic_add_fetch(&f->failed, 1, __ATOMIC_SEQ_CST);
+        return 0;
+    }
+    return fx_alloc_fn(&f->fx, size);
+}
+static void fail_free_fn(void* u, void* p, size_t size) { fx_free_fn(&((fail_alloc*)u)->fx, p, size); }
+/* One run with side `who`'s transport (0: the fetching a, 1: the serving b) failing its
+   fail_at-th allocation: create, connect, three fetches. Returns the allocations it made; any
+   outcome but success, RESOURCE_EXHAUSTED (or UNAVAILABLE for the fetcher when the serving side
+   ran out: its connection breaks, and which of the peer's reason or the failed write arrives
+   first is a race), a leak or a stuck call (DEADLINE_EXCEEDED) is a failure naming fail_at. */
+static long fail_run(int who, long fail_at) {
+    worker a, b;
+    si_fetch f;
+    tfrdv_status st;
+    fail_alloc fl;
+    fx_alloc fo, fma, fmb;
+    int i, ok = 1;
+    long made;
+    memset(&fl, 0, sizeof fl);
+    memset(&fo, 0, sizeof fo);
+    memset(&fma, 0, sizeof fma);
+    memset(&fmb, 0, sizeof fmb);
+    fl.fail_at = fail_at;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    si_alloc.alloc_fn = who == 0 ? fail_alloc_fn : fx_alloc_fn;
+    si_alloc.free_fn = who == 0 ? fail_free_fn : fx_free_fn;
+    si_alloc.user = who == 0 ? (void*)&fl : (void*)&fo;
+    si_mgr_alloc = fx_alloc_hooks(&fma).allocator;
+    si_call_timeout_ns = (int64_t)10 * 1000000000; /* a stuck call shows as DEADLINE_EXCEEDED */
+    if (!siw_make(&a, 0, 1, 0, 0)) {
+        ok = fl.failed == 1; /* create failed cleanly: the status was printed */
+        goto done;
+    }
+    si_alloc.alloc_fn = who == 1 ? fail_alloc_fn : fx_alloc_fn;
+    si_alloc.free_fn = who == 1 ? fail_free_fn : fx_free_fn;
+    si_alloc.user = who == 1 ? (void*)&fl : (void*)&fo;
+    si_mgr_alloc = fx_alloc_hooks(&fmb).allocator;
+    si_call_timeout_ns = (int64_t)10 * 1000000000;
+    if (!siw_make(&b, 1, 1, 0, 0)) {
+        ok = fl.failed == 1;
+        goto done;
+    }
+    if (tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) != TFRDV_OK) {
+        ok = st.code == TFRDV_RESOURCE_EXHAUSTED || (who == 1 && st.code == TFRDV_UNAVAILABLE);
+        if (!ok) printf("    fail_at %ld: connect: %s\n", fail_at, st.msg);
+        goto done;
+    }
+    for (i = 0; i < 3 && ok; i++) {
+        tfrdv_code rc;
+        uint64_t n = i == 1 ? 5000 : 100;
+        if (!si_send(&b, 0, 1 + i, "t", n, i)) {
+            ok = 0;
+            break;
+        }
+        rc = si_fetch_wait(&a, 1, 1 + i, "t", &f);
+        if (rc == TFRDV_OK) ok = si_bytes_ok(f.val, n, i);
+        else ok = rc == TFRDV_RESOURCE_EXHAUSTED || (who == 1 && rc == TFRDV_UNAVAILABLE);
+        if (!ok) printf("    fail_at %ld (side %d), fetch %d: code %d: %s\n", fail_at, who, i, (int)rc, f.st.msg);
+        si_fetch_fini(&f);
+    }
+done:
+    if (a.v) tfrdv_verbs_destroy(a.v);
+    if (a.m) tfrdv_mgr_destroy(a.m);
+    rm_worker(&b);
+    made = fl.n;
+    if (fx_live(&fl.fx) || fl.fx.bad_frees || fx_live(&fo) || fx_live(&fma) || fx_live(&fmb)) {
+        printf("    fail_at %ld (side %d): left %ld + %ld blocks, managers %ld + %ld, %ld bad frees\n", fail_at, who, fx_live(&fl.fx),
+               fx_live(&fo), fx_live(&fma), fx_live(&fmb), fl.fx.bad_frees);
+        ok = 0;
+    }
+    if (standin_live_mrs() != 0) {
+        printf("    fail_at %ld (side %d): %ld registrations left\n", fail_at, who, standin_live_mrs());
+        ok = 0;
+    }
+    TT_CHECK(ok);
+    return ok ? made : -1;
+}
+/* Issue 22 item 3: a failing allocator (the n-th allocation fails, for every n a successful run
+   makes) never crashes, hangs or leaks: create fails cleanly, or a call fails RESOURCE_EXHAUSTED. */
+static void test_allocator_failures(void) {
+    int who;
+    if (!standin_ok()) return;
+    for (who = 0; who < 2; who++) {
+        long k = fail_run(who, 0), n, bad = 0;
+        TT_CHECK(k > 10);
+        for (n = 1; n <= k && bad < 3; n++)
+            if (fail_run(who, n) < 0) bad++;
+        printf("    side %d: failed each of its %ld allocations in turn\n", who, k);
+    }
+}
 #endif
 
 int main(int argc, char** argv) {
@@ -1025,6 +1326,11 @@ int main(int argc, char** argv) {
     TT_RUN(test_closed_connections_freed);
     TT_RUN(test_broken_while_serving);
     TT_RUN(test_reconnect);
+    TT_RUN(test_destroy_transport_first);
+    TT_RUN(test_destroy_while_fetching);
+    TT_RUN(test_two_managers_one_transport);
+    TT_RUN(test_allocator_counts);
+    TT_RUN(test_allocator_failures);
 #endif
     return TT_MAIN_END();
 }

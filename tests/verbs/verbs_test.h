@@ -17,6 +17,7 @@ typedef struct wopts { /* zero: the defaults */
     int corrupt, ctrl_slots, max_requests, listen_port;
     int no_thread;       /* the test drives tfrdv_verbs_progress itself */
     const char* library; /* e.g. the stand-in libibverbs */
+    tfrdv_allocator alloc, mgr_alloc; /* the transport's and the manager's hooks.allocator */
 } wopts;
 
 static int mk_worker(worker* w, int task, const wopts* o, tfrdv_status* st) {
@@ -25,6 +26,7 @@ static int mk_worker(worker* w, int task, const wopts* o, tfrdv_status* st) {
     memset(w, 0, sizeof *w);
     snprintf(w->name, sizeof w->name, "/job:w/replica:0/task:%d", task);
     vc.worker_name = w->name;
+    if (o) vc.hooks.allocator = o->alloc;
     vc.progress_thread = o && o->no_thread ? 0 : 1;
     vc.library = o ? o->library : 0;
     vc.listen_port = o ? o->listen_port : 0;
@@ -37,6 +39,7 @@ static int mk_worker(worker* w, int task, const wopts* o, tfrdv_status* st) {
     if (vc.peer_timeout_ns) vc.keepalive_ns = vc.peer_timeout_ns / 4;
     if (tfrdv_verbs_create(&vc, &w->v, st) != TFRDV_OK) return 0;
     mc.worker_name = w->name;
+    if (o) mc.hooks.allocator = o->mgr_alloc;
     mc.incarnation = INC;
     mc.transport = tfrdv_verbs_transport(w->v);
     mc.call_timeout_ns = o ? o->call_timeout_ns : 0;
