@@ -122,9 +122,10 @@
        tfrdv_tcp_attach(t, mgr, &st);             starts serving, drives tfrdv_mgr_expire
        ... tfrdv_send / tfrdv_recv_async as usual; tfrdv_tcp_port(t) for the chosen port ...
        tfrdv_tcp_destroy(t);  tfrdv_mgr_destroy(mgr);      (either order)
-     tfrdv_tcp_destroy closes the listener, fails every call in flight exactly once (CANCELLED
-     "tfrdv_tcp destroyed"), withdraws every request being served and waits for their serve
-     completions, joins the I/O thread, closes every socket and drops the manager reference. When
+     tfrdv_tcp_destroy joins the I/O thread, closes the listener (and removes its Unix socket
+     file), fails every call in flight exactly once (CANCELLED "tfrdv_tcp: the transport was
+     destroyed"), withdraws every request being served (their values stay in the table) and
+     waits for their serve completions, closes every socket and drops the manager reference. When
      it returns no thread of the companion can touch a value or the manager. The transport handed
      to the manager keeps the object's memory alive until the manager lets go of it; a fetch
      started after destroy fails UNAVAILABLE at once.

@@ -3,7 +3,8 @@
    of pipes (SEND / STATS / QUIT commands), the fetching worker in this process. Every test is
    bounded: alarm() in both processes, timeouts on every blocking receive; a child exits when its
    command pipe closes. Needs no package: built by tests/tcp/tcp.mk as part of `make test`.
-   TFRDV_TCP_BIG=0 skips the 2 GiB + 1 byte transfer. */
+   TFRDV_TCP_BIG=0 skips the 2 GiB + 1 byte transfer (so does VALGRIND=1, set by make valgrind,
+   which also leaves out the 256 MiB sizes). */
 #define _GNU_SOURCE
 #define TFRDV_IMPLEMENTATION
 #define TFRDV_TCP_IMPLEMENTATION
@@ -56,6 +57,11 @@ static int check(const uint8_t* p, uint64_t n, unsigned s) {
     for (i = n > 4096 ? n - 4096 : 0; i < n; i++)
         if (p[i] != (uint8_t)(i * 131u + s)) return 0;
     return 1;
+}
+/* tests/run.sh exports VALGRIND=1 for make valgrind: the big transfers are left out there */
+static int under_valgrind(void) {
+    const char* v = getenv("VALGRIND");
+    return v && v[0] == '1';
 }
 static void big_release(tfrdv_value* v) {
     free(v->data);
@@ -527,6 +533,7 @@ static void shapes_over(const char* addr) {
     /* sizes: 0 B, 1 B, ... 256 MiB (frame boundaries at 256 KiB) */
     for (i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         int64_t d[1];
+        if (sizes[i] > (64u << 20) && under_valgrind()) continue;
         d[0] = (int64_t)sizes[i];
         snprintf(edge, sizeof edge, "size%zu", i);
         TT_CHECK_EQ_INT(srv_send(&s, 1, edge, 4, 1, d, sizes[i], (unsigned)(i + 3)).code, 0);
@@ -563,7 +570,7 @@ static void shapes_over(const char* addr) {
         tfrdv_tcp_stats ts;
         rep r = srv_stats(&s);
         tfrdv_tcp_get_stats(c.t, &ts);
-        TT_CHECK(ts.calls_ok >= (uint64_t)n + 9 + 10 + 2);
+        TT_CHECK(ts.calls_ok >= (uint64_t)n + 9 + (under_valgrind() ? 9 : 10) + 2);
         TT_CHECK_EQ_INT(ts.calls_failed, 0);
         TT_CHECK_EQ_INT(ts.connects, 1); /* every call on one connection */
         TT_CHECK_EQ_INT(r.ts.protocol_errors, 0);
@@ -585,7 +592,8 @@ static void test_above_2gib(void) {
     uint64_t size = ((uint64_t)2 << 30) + 1;
     int64_t d[1];
     const char* e = getenv("TFRDV_TCP_BIG");
-    if (e && e[0] == '0') return;
+    if (e && e[0] == '0') TT_SKIP("TFRDV_TCP_BIG=0");
+    if (under_valgrind()) TT_SKIP("under valgrind (make valgrind): 2 GiB would take minutes");
     alarm(240);
     d[0] = (int64_t)size;
     if (!srv_start(&s, upath("big.sock"), PS_INC, 0, 0)) { TT_CHECK(0); return; }
@@ -1427,6 +1435,21 @@ static long rss_kib(void) {
 }
 /* 100,000 requests on one connection: the per-connection cap answers the excess at once, and the
    memory comes back once the connection closes */
+/* an allocator hook that counts what is live */
+typedef struct counting { long live, calls; size_t bytes; } counting;
+static void* c_alloc(void* u, size_t n) {
+    counting* c = (counting*)u;
+    __atomic_add_fetch(&c->live, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&c->calls, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&c->bytes, n, __ATOMIC_SEQ_CST);
+    return malloc(n);
+}
+static void c_free(void* u, void* p, size_t n) {
+    counting* c = (counting*)u;
+    __atomic_sub_fetch(&c->live, 1, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(&c->bytes, n, __ATOMIC_SEQ_CST);
+    free(p);
+}
 /* writes n REQUEST frames (ids from id0, steps never started: deferred on the server) from a
    child process; while drain is set this process reads the answers until `served` reaches
    want; returns the child's pid (reaped here when drained) */
@@ -1450,7 +1473,7 @@ static pid_t flood(int fd, int n, uint64_t id0) {
     }
     fflush(stdout);
     pid = fork(); /* another process writes: the server answers while it reads */
-    if (pid == 0) { alarm(60); (void)wr_full(fd, big, off); _exit(0); }
+    if (pid == 0) { alarm(60); (void)wr_full(fd, big, off); free(big); _exit(0); }
     free(big);
     return pid;
 }
@@ -1460,14 +1483,21 @@ static void test_request_flood(void) {
     insrv s;
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_tcp_stats ts;
-    long before, after, slack = 32 * 1024;
+    long before, after, slack = 64 * 1024;
+    size_t live0;
     int fd, i, status;
     pid_t pid;
     char sink[65536];
+    counting cnt;
     alarm(120);
+    memset(&cnt, 0, sizeof cnt);
     tc.max_requests_per_connection = 2000;
+    tc.hooks.allocator.alloc_fn = c_alloc;
+    tc.hooks.allocator.free_fn = c_free;
+    tc.hooks.allocator.user = &cnt;
     if (!insrv_open(&s, "127.0.0.1:0", &tc)) { TT_CHECK(0); return; }
     before = rss_kib();
+    live0 = cnt.bytes;
     fd = raw_connect(s.addr);
     raw_hello(fd);
     pid = flood(fd, 100000, 1);
@@ -1495,14 +1525,16 @@ static void test_request_flood(void) {
     }
     after = rss_kib();
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    slack = 128 * 1024; /* the sanitizers keep freed memory in quarantine */
+    slack = 192 * 1024; /* the sanitizers keep freed memory in quarantine */
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-    slack = 128 * 1024;
+    slack = 192 * 1024;
 #endif
 #endif
-    printf("    request flood: RSS %ld KiB before, %ld KiB after (%llu rejected)\n", before, after, (unsigned long long)ts.requests_rejected);
+    printf("    request flood: RSS %ld KiB before, %ld KiB after; the companion's memory %zu KiB before, %zu KiB after (%llu rejected)\n",
+           before, after, live0 / 1024, cnt.bytes / 1024, (unsigned long long)ts.requests_rejected);
     TT_CHECK(after - before < slack);
+    TT_CHECK(cnt.bytes < live0 + ((size_t)1 << 20)); /* back to the start, but for capped free lists */
     /* the same flood from a peer that never reads: closed once 8 MiB of answers wait for it */
     fd = raw_connect(s.addr);
     raw_hello(fd);
@@ -1641,20 +1673,6 @@ static void test_host_driven(void) {
 }
 
 /* every allocation of the companion goes through hooks.allocator, and all of it comes back */
-typedef struct counting { long live, calls; size_t bytes; } counting;
-static void* c_alloc(void* u, size_t n) {
-    counting* c = (counting*)u;
-    __atomic_add_fetch(&c->live, 1, __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&c->calls, 1, __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&c->bytes, n, __ATOMIC_SEQ_CST);
-    return malloc(n);
-}
-static void c_free(void* u, void* p, size_t n) {
-    counting* c = (counting*)u;
-    __atomic_sub_fetch(&c->live, 1, __ATOMIC_SEQ_CST);
-    __atomic_sub_fetch(&c->bytes, n, __ATOMIC_SEQ_CST);
-    free(p);
-}
 static void test_allocator_hook(void) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     counting cs, cc;
@@ -1693,6 +1711,70 @@ static void test_allocator_hook(void) {
     TT_CHECK_EQ_INT(cs.bytes, 0);
     TT_CHECK_EQ_INT(cc.live, 0);
     TT_CHECK_EQ_INT(cc.bytes, 0);
+}
+
+/* worker name -> address: the resolve callback for names not in the table, tfrdv_tcp_set_worker
+   adding, replacing and removing; an unknown worker fails INTERNAL naming it. Over IPv6 when the
+   host has it. */
+static char resolved[128];
+static int resolve_cb(void* u, const char* worker, size_t len, char* out, size_t cap) {
+    (void)u;
+    if (len != strlen(PS) || memcmp(worker, PS, len) != 0) return 0;
+    snprintf(out, cap, "%s", resolved);
+    return 1;
+}
+static void test_resolve_and_set_worker(void) {
+    insrv s;
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_tcp* t;
+    tfrdv_mgr* m;
+    tfrdv_status st;
+    tfrdv_rendezvous *rs, *rc;
+    tfrdv_key k;
+    tfrdv_value* v;
+    int dead, i;
+    alarm(60);
+    if (!insrv_open(&s, "[::1]:0", 0) && !insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
+    snprintf(resolved, sizeof resolved, "%s", s.addr);
+    tc.resolve = resolve_cb;
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_OK);
+    mc.worker_name = WK;
+    mc.transport = tfrdv_tcp_transport(t);
+    (void)tfrdv_mgr_create(&mc, &m, &st);
+    (void)tfrdv_tcp_attach(t, m, &st);
+    (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
+    (void)tfrdv_mgr_start_step(m, 1, &rc, &st);
+    for (i = 0; i < 3; i++) {
+        char e[8];
+        snprintf(e, sizeof e, "w%d", i);
+        key_for(&k, e, PS_INC);
+        (void)tfrdv_send(rs, &k.parsed, 0, mkval(1, 0, 0, 4, (unsigned)i), 0, &st);
+    }
+    key_for(&k, "w0", PS_INC); /* through the resolve callback */
+    TT_CHECK_EQ_INT(tfrdv_recv(rc, &k.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_OK);
+    TT_CHECK(v && check((uint8_t*)v->data, 4, 0));
+    tfrdv_value_release(v);
+    /* the table wins over the callback: a wrong address fails, the right one works again */
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(t, PS, upath("nothing-here.sock"), &st), TFRDV_OK);
+    key_for(&k, "w1", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv(rc, &k.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "nothing-here.sock");
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(t, PS, s.addr, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv(rc, &k.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_OK);
+    tfrdv_value_release(v);
+    /* removed from the table and unknown to the callback: INTERNAL naming the worker */
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(t, PS, 0, &st), TFRDV_OK);
+    resolved[0] = 0;
+    key_for(&k, "w2", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv(rc, &k.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_INTERNAL);
+    TT_CHECK_CONTAINS(st.msg, "No worker known as " PS);
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(t, PS, "no-port-here", &st), TFRDV_INVALID_ARGUMENT);
+    tfrdv_unref(rs);
+    tfrdv_unref(rc);
+    tfrdv_tcp_destroy(t);
+    tfrdv_mgr_destroy(m);
+    insrv_close(&s);
 }
 
 static void test_config_errors(void) {
@@ -1781,6 +1863,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_destroy_client_in_flight);
     TT_RUN(test_host_driven);
     TT_RUN(test_allocator_hook);
+    TT_RUN(test_resolve_and_set_worker);
     alarm(0);
     {
         char cmdline[128];
