@@ -322,10 +322,10 @@ static void one_step(const char* tcp_kind, int order) {
     mkkey(&k4, P_DEV, P_INC, W_DEV, "k4");
     for (i = 0; i < 4; i++) { refs[i].w = &wt; refs[i].i = i; }
     /* all four receives are in flight before any value exists: each server holds a pending serve */
-    TT_CHECK_EQ_INT(tfrdv_recv_async(x.rt, &k1.parsed, 0, on_recv, &refs[0]), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(x.rp, &k2.parsed, 0, on_recv, &refs[1]), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(x.rw, &k3.parsed, 0, on_recv, &refs[2]), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(x.rw, &k4.parsed, 0, on_recv, &refs[3]), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(x.rt, &k1.parsed, 0, on_recv, &refs[0], 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(x.rp, &k2.parsed, 0, on_recv, &refs[1], 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(x.rw, &k3.parsed, 0, on_recv, &refs[2], 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(x.rw, &k4.parsed, 0, on_recv, &refs[3], 0), TFRDV_OK);
     UNTIL(gstats(x.wg).served >= 1 && tstats(x.wt).served >= 1 && gstats(x.tg).served >= 1 && tstats(x.pt).served >= 1);
     TT_CHECK_EQ_INT(wt.done, 0);
     /* then the values: W's two, T's and P's */
@@ -417,7 +417,7 @@ static void test_step_burst(void) {
         bytes[d] += burst_size(i);
         refs[i].w = &wt;
         refs[i].i = i;
-        TT_CHECK_EQ_INT(tfrdv_recv_async(rcv_on[d], &keys[i].parsed, 0, on_recv, &refs[i]), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(rcv_on[d], &keys[i].parsed, 0, on_recv, &refs[i], 0), TFRDV_OK);
     }
     for (i = 0; i < 3; i++) {
         snd[i].a = &x.a;
@@ -564,7 +564,7 @@ static void cancel_over(int grpc) {
     a.cancel = cm;
     ref.w = &wt;
     ref.i = 0;
-    TT_CHECK_EQ_INT(tfrdv_recv_async(x.rw, &k.parsed, &a, on_recv, &ref), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(x.rw, &k.parsed, &a, on_recv, &ref, 0), TFRDV_OK);
     /* the request reached the peer's server once its serve is pending there */
     if (grpc) UNTIL(gstats(x.tg).served >= 1);
     else UNTIL(tstats(x.pt).served >= 1);
