@@ -264,7 +264,9 @@ TFRDV_API tfrdv_tcp_config tfrdv_tcp_config_init(void);
    backlog until tfrdv_tcp_attach. */
 TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** out,
                                       tfrdv_status* st);
-/* The vtable for tfrdv_mgr_config.transport. It holds a reference on t (dropped by its destroy). */
+/* The vtable for tfrdv_mgr_config.transport. Each manager created with it holds a reference on
+   t (the core takes it through the vtable's ref and drops it through destroy), so one vtable may
+   serve several managers and a failed tfrdv_mgr_create leaves nothing behind. */
 TFRDV_API tfrdv_transport tfrdv_tcp_transport(tfrdv_tcp* t);
 /* Binds the manager (one per tfrdv_tcp; a reference is held until destroy): requests are served
    from its tables, its worker name and incarnation go in the HELLO, its tfrdv_mgr_expire is
@@ -2741,15 +2743,18 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     tfrdv_tcp__ok(st);
     return TFRDV_OK;
 }
+TFRDV_TCP__PRIVATE void tfrdv_tcp__transport_ref(void* user) {
+    __atomic_add_fetch(&((tfrdv_tcp*)user)->refs, 1, __ATOMIC_RELAXED);
+}
 TFRDV_API tfrdv_transport tfrdv_tcp_transport(tfrdv_tcp* t) {
     tfrdv_transport tr;
     memset(&tr, 0, sizeof tr);
     if (!t) return tr;
-    __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
     tr.user = t;
     tr.start_call = tfrdv_tcp__start_call;
     tr.cancel_call = tfrdv_tcp__cancel_call;
     tr.destroy = tfrdv_tcp__transport_destroy;
+    tr.ref = tfrdv_tcp__transport_ref; /* each manager created with it holds t (ref .. destroy) */
     return tr;
 }
 TFRDV_API tfrdv_code tfrdv_tcp_attach(tfrdv_tcp* t, tfrdv_mgr* mgr, tfrdv_status* st) {

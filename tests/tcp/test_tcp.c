@@ -1777,6 +1777,35 @@ static void test_resolve_and_set_worker(void) {
     insrv_close(&s);
 }
 
+/* one vtable, two managers (and a manager whose creation failed): the object's memory goes
+   with the last of them, after tfrdv_tcp_destroy */
+static void test_one_vtable_two_managers(void) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_tcp* t;
+    tfrdv_mgr *a = 0, *b = 0, *bad = 0;
+    tfrdv_status st;
+    counting cnt;
+    memset(&cnt, 0, sizeof cnt);
+    tc.hooks.allocator.alloc_fn = c_alloc;
+    tc.hooks.allocator.free_fn = c_free;
+    tc.hooks.allocator.user = &cnt;
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_OK);
+    mc.transport = tfrdv_tcp_transport(t);
+    mc.worker_name = WK;
+    TT_CHECK_EQ_INT(tfrdv_mgr_create(&mc, &a, &st), TFRDV_OK);
+    mc.worker_name = "/job:worker/replica:0/task:1";
+    TT_CHECK_EQ_INT(tfrdv_mgr_create(&mc, &b, &st), TFRDV_OK);
+    mc.worker_name = 0; /* refused: takes no reference */
+    TT_CHECK(tfrdv_mgr_create(&mc, &bad, &st) != TFRDV_OK);
+    tfrdv_tcp_destroy(t);
+    tfrdv_mgr_destroy(a);
+    TT_CHECK(cnt.live > 0); /* b still holds it */
+    tfrdv_mgr_destroy(b);
+    TT_CHECK_EQ_INT(cnt.live, 0);
+    TT_CHECK_EQ_INT(cnt.bytes, 0);
+}
+
 static void test_config_errors(void) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_tcp* t = 0;
@@ -1864,6 +1893,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_host_driven);
     TT_RUN(test_allocator_hook);
     TT_RUN(test_resolve_and_set_worker);
+    TT_RUN(test_one_vtable_two_managers);
     alarm(0);
     {
         char cmdline[128];
