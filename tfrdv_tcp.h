@@ -34,7 +34,8 @@
                (tfrdv_tcp_port). A port already in use is an error naming the address: listeners
                set SO_REUSEADDR, never SO_REUSEPORT (which lets two servers share a port
                silently). A Unix socket file left by a dead server (connect gives ECONNREFUSED) is
-               replaced; one a live server listens on is an error. The file gets mode unix_mode
+               replaced; one a live server listens on is an error, and so is a path that is not a
+               socket (a regular file, a directory, a link: never removed). The file gets mode unix_mode
                (default 0600) and is removed by tfrdv_tcp_destroy.
 
    WIRE FORMAT (little-endian, version 1)
@@ -136,8 +137,8 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_tcp.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0
-#error "tfrdv_tcp.h 0.1 needs tfrdv.h 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 2
+#error "tfrdv_tcp.h 0.1 needs tfrdv.h 0.2 or a later 0.x"
 #endif
 
 #define TFRDV_TCP_VERSION_MAJOR 0
@@ -2568,6 +2569,12 @@ TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__listen(tfrdv_tcp* t, tfrdv_status* st) 
     if (fam == AF_INET6) tfrdv_tcp__setint(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
     if (bind(fd, &a.u.sa, a.len) != 0) {
         int e = errno;
+        struct stat fst;
+        if (e == EADDRINUSE && fam == AF_UNIX && a.u.un.sun_path[0] &&
+            (lstat(a.u.un.sun_path, &fst) != 0 || !S_ISSOCK(fst.st_mode))) {
+            close(fd); /* a regular file, a directory, a link: never ours to remove */
+            return tfrdv_tcp__err(st, TFRDV_UNAVAILABLE, "tfrdv_tcp: listen address %s: the path exists and is not a socket", s);
+        }
         if (e == EADDRINUSE && fam == AF_UNIX && a.u.un.sun_path[0]) { /* stale file or live server? */
             int probe = socket(AF_UNIX, SOCK_STREAM, 0), live = 1;
             if (probe >= 0) {

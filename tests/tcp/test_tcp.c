@@ -1070,7 +1070,8 @@ static void test_backoff(void) {
     cli_close(&c);
 }
 
-/* a busy port is an error naming the address, never shared; a stale Unix file is replaced */
+/* a busy port is an error naming the address, never shared; a stale Unix file is replaced, a
+   path that is not a socket is never removed */
 static void test_busy_port(void) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_tcp *a = 0, *b = 0;
@@ -1106,6 +1107,18 @@ static void test_busy_port(void) {
     }
     tfrdv_tcp_destroy(b);
     TT_CHECK(access(upath("busy.sock") + 5, F_OK) != 0); /* removed by destroy */
+    { /* a path that is not a socket is never removed: a regular file keeps its bytes */
+        FILE* f = fopen(upath("regular.sock") + 5, "w");
+        char got[8] = {0};
+        TT_CHECK(f && fputs("data", f) >= 0 && fclose(f) == 0);
+        tc.listen_address = upath("regular.sock");
+        TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &b, &st), TFRDV_UNAVAILABLE);
+        TT_CHECK_CONTAINS(st.msg, "not a socket");
+        f = fopen(upath("regular.sock") + 5, "r");
+        TT_CHECK(f && fgets(got, sizeof got, f) && strcmp(got, "data") == 0);
+        if (f) fclose(f);
+        unlink(upath("regular.sock") + 5);
+    }
     tc.listen_address = "unix:/this/path/is/far/too/long/for/a/unix/socket/address/because/sun_path/holds/only/one/hundred/and/eight/bytes.sock";
     TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &b, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_CONTAINS(st.msg, "at most");
