@@ -6334,16 +6334,20 @@ TFRDV__PRIVATE void tfrdv__router_cancel(void* user, tfrdv_call* call) {
     int k = call->route; /* set by the start this cancellation follows */
     if (k >= 0 && (size_t)k < rt->n) rt->r[k].t.cancel_call(rt->r[k].t.user, call);
 }
+/* route i's transport is the first route with it (one transport may serve several routes) */
+TFRDV__PRIVATE int tfrdv__route_distinct(const tfrdv__router* rt, size_t i) {
+    size_t j;
+    for (j = 0; j < i; j++)
+        if (rt->r[j].t.user == rt->r[i].t.user && rt->r[j].t.destroy == rt->r[i].t.destroy) return 0;
+    return 1;
+}
 TFRDV__PRIVATE void tfrdv__router_destroy(void* user) {
     tfrdv__router* rt = (tfrdv__router*)user;
     tfrdv_allocator a = rt->a;
-    size_t i, j;
+    size_t i;
     for (i = 0; i < rt->n; i++) {
         tfrdv_transport* t = &rt->r[i].t;
-        int seen = 0;
-        for (j = 0; j < i && !seen; j++)
-            seen = rt->r[j].t.user == t->user && rt->r[j].t.destroy == t->destroy;
-        if (t->destroy && !seen) t->destroy(t->user);
+        if (t->destroy && tfrdv__route_distinct(rt, i)) t->destroy(t->user);
     }
     for (i = 0; i < rt->n; i++) tfrdv__free(&a, rt->r[i].pattern, rt->r[i].len + 1);
     tfrdv__free(&a, rt, tfrdv__router_bytes(rt->n));
@@ -6396,13 +6400,9 @@ TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_t
         d->t = cfg->routes[i].transport;
     }
     rt->n = cfg->num_routes;
-    for (i = 0; i < rt->n; i++) { /* a reference of the router's own on each distinct transport
-                                     that counts them (destroy drops it, as a manager's would) */
-        size_t j;
-        int seen = 0;
-        for (j = 0; j < i && !seen; j++) seen = rt->r[j].t.user == rt->r[i].t.user && rt->r[j].t.destroy == rt->r[i].t.destroy;
-        if (!seen && rt->r[i].t.ref) rt->r[i].t.ref(rt->r[i].t.user);
-    }
+    for (i = 0; i < rt->n; i++) /* a reference of the router's own on each distinct transport that
+                                   counts them (destroy drops it, as a manager's would) */
+        if (rt->r[i].t.ref && tfrdv__route_distinct(rt, i)) rt->r[i].t.ref(rt->r[i].t.user);
     out->user = rt;
     out->start_call = tfrdv__router_start;
     out->cancel_call = tfrdv__router_cancel;
