@@ -171,7 +171,10 @@
      (tfrdv_recv_async when the value is already there, tfrdv_mgr_serve when it can answer at
      once, a transport's start_call finishing at once) or inside the call that completes it
      (tfrdv_send, tfrdv_abort, tfrdv_cancel_start, tfrdv_mgr_expire, tfrdv_call_finish) on
-     that caller's thread. Never hold your own lock across those calls if the callback takes it.
+     that caller's thread, and inside tfrdv_recv when the transport uses the waiting thread
+     (tfrdv_transport.wait: tfrdv_tcp.h completes the other fetches whose responses that thread
+     reads). Never hold your own lock across those calls if the callback takes it, and do not
+     block in a callback waiting for a fetch over the same connection.
      Under TFRDV_NO_THREADS everything runs on the caller's thread, in these same places.
 
    MEMORY
@@ -214,9 +217,9 @@
 #define TFRDV_H
 
 #define TFRDV_VERSION_MAJOR 0
-#define TFRDV_VERSION_MINOR 2
+#define TFRDV_VERSION_MINOR 3
 #define TFRDV_VERSION_PATCH 0
-#define TFRDV_VERSION_STRING "0.2.0"
+#define TFRDV_VERSION_STRING "0.3.0"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -716,6 +719,14 @@ typedef struct tfrdv_transport {
        copied config) may serve any number of managers. NULL: the one manager given it owns it,
        and destroy runs once, when that manager goes. */
     void (*ref)(void* user);
+    /* Optional. A thread blocked in tfrdv_recv for the call lends itself: drive the call's I/O
+       on this thread (read its socket, finish it here: one thread wake fewer per fetch) and
+       return by timeout_ns (-1: no limit) or as soon as the call was finished or cancel_call was
+       called for it; returning earlier is always allowed. Return 0 when this thread cannot help
+       (the call is not on the wire, another thread drives its connection): tfrdv_recv then waits
+       for the finish without calling wait again. The call stays valid (not recycled) until wait
+       returns. Other calls finished meanwhile run their callbacks on this thread. */
+    int (*wait)(void* user, tfrdv_call* call, int64_t timeout_ns);
 } tfrdv_transport;
 
 TFRDV_API int64_t tfrdv_call_step_id(const tfrdv_call* call);
@@ -3681,6 +3692,7 @@ typedef struct tfrdv__sync_recv {
     tfrdv_cancel_node user_node;
     int cb;           /* the user-cancel callback: 0 not run, 1 running, 2 finished */
     int abandoned;    /* tfrdv_recv is leaving: that callback must not cancel, only finish */
+    tfrdv_call* call; /* the remote call it waits for (held busy), when its transport has wait */
 } tfrdv__sync_recv;
 enum { TFRDV__WHY_NONE = 0, TFRDV__WHY_TIMEOUT = 1, TFRDV__WHY_USER = 2 };
 /* Signals happen under x->mu: tfrdv_recv frees x only after it saw the flag under x->mu. */
@@ -3723,22 +3735,32 @@ TFRDV__PRIVATE void tfrdv__sync_timeout(tfrdv__sync_recv* x) {
     tfrdv__unlock(&x->mu);
     tfrdv_cancel_start(x->timer_cm); /* completes the receive now, or it already did */
 }
-/* waits for the completion; on timeout cancels the receive and waits for that completion */
+TFRDV__PRIVATE void tfrdv__call_unbusy(tfrdv_call* call);
+TFRDV__PRIVATE int tfrdv__call_wait(tfrdv_call* call, int64_t timeout_ns);
+/* waits for the completion (lending the thread to the call's transport while it can use it); on
+   timeout cancels the receive and waits for that completion */
 TFRDV__PRIVATE void tfrdv__sync_wait(tfrdv__sync_recv* x, int64_t timeout_ns) {
     int64_t end = timeout_ns > 0 ? tfrdv__sat_add(tfrdv_now_ns(), timeout_ns) : 0;
-    int fired = timeout_ns <= 0;
+    int fired = timeout_ns <= 0, timed = timeout_ns > 0, drive = x->call != 0;
     tfrdv__lock(&x->mu);
     while (!x->completed) {
+        int64_t left = timed ? end - tfrdv_now_ns() : -1;
         tfrdv__unlock(&x->mu);
-        if (fired) {
+        if (drive && (!timed || (!fired && left > 0))) {
+            drive = tfrdv__call_wait(x->call, left);
+        } else if (fired) {
             tfrdv__event_wait(&x->ev, -1);
-        } else {
-            int64_t left = end - tfrdv_now_ns();
-            if (left <= 0 || !tfrdv__event_wait(&x->ev, left)) {
-                fired = 1;
-                tfrdv__sync_timeout(x);
-            }
+        } else if (left <= 0 || !tfrdv__event_wait(&x->ev, left)) {
+            fired = 1;
+            tfrdv__sync_timeout(x);
         }
+        tfrdv__lock(&x->mu);
+    }
+    if (x->call) { /* completed: the call may be recycled now */
+        tfrdv_call* c = x->call;
+        x->call = 0;
+        tfrdv__unlock(&x->mu);
+        tfrdv__call_unbusy(c);
         tfrdv__lock(&x->mu);
     }
     /* the user's manager: never touch it again once we leave; its callback may be running */
@@ -4136,7 +4158,8 @@ struct tfrdv_call {
     int cancel_pending;
     int linked;
     int attempt;
-    int route;         /* the router's choice for this attempt (tfrdv_router_create) */
+    volatile long route; /* the router's choice for this attempt (tfrdv_router_create); atomic:
+                            a waiting thread reads it while a retry starts */
     int cm_registered; /* cnode is registered with recv_args.cancel */
     int cm_orphan;     /* its cancellation callback was running when we took over: it unbusies */
     int64_t step_id, request_id, deadline, retry_at;
@@ -5484,6 +5507,13 @@ TFRDV__PRIVATE tfrdv_call* tfrdv__call_prepare(tfrdv_rendezvous* r, const tfrdv_
     tfrdv_ref(r);
     return call;
 }
+#ifndef TFRDV_NO_THREADS
+/* tfrdv_recv lends its thread to the call's transport; 0: it cannot use it */
+TFRDV__PRIVATE int tfrdv__call_wait(tfrdv_call* call, int64_t timeout_ns) {
+    const tfrdv_transport* t = &call->mgr->cfg.transport;
+    return t->wait(t->user, call, timeout_ns);
+}
+#endif
 /* link the call into its step and start it (or complete it at once: aborted, cancelled) */
 TFRDV__PRIVATE void tfrdv__call_launch(tfrdv_call* call) {
     tfrdv_rendezvous* r = call->r;
@@ -5499,6 +5529,12 @@ TFRDV__PRIVATE void tfrdv__call_launch(tfrdv_call* call) {
     }
     call->state = TFRDV__CALL_STARTED; /* starter: IDLE -> STARTED */
     call->busy = 1;
+#ifndef TFRDV_NO_THREADS
+    if (call->done == tfrdv__sync_done && call->mgr->cfg.transport.wait) { /* tfrdv_recv will lend its thread */
+        call->busy++;
+        ((tfrdv__sync_recv*)call->user)->call = call;
+    }
+#endif
     call->starting = 1;
     call->linked = 1;
     call->prev = 0;
@@ -6325,14 +6361,20 @@ TFRDV__PRIVATE void tfrdv__router_start(void* user, tfrdv_call* call) {
     tfrdv__router* rt = (tfrdv__router*)user;
     tfrdv_status st;
     int k = tfrdv__router_pick(rt, call, &st);
-    call->route = k;
+    tfrdv__atomic_store(&call->route, k);
     if (k < 0) tfrdv_call_finish_status(call, &st, 0, 0);
     else rt->r[k].t.start_call(rt->r[k].t.user, call);
 }
 TFRDV__PRIVATE void tfrdv__router_cancel(void* user, tfrdv_call* call) {
     tfrdv__router* rt = (tfrdv__router*)user;
-    int k = call->route; /* set by the start this cancellation follows */
+    long k = tfrdv__atomic_load(&call->route); /* set by the start this cancellation follows */
     if (k >= 0 && (size_t)k < rt->n) rt->r[k].t.cancel_call(rt->r[k].t.user, call);
+}
+TFRDV__PRIVATE int tfrdv__router_wait(void* user, tfrdv_call* call, int64_t timeout_ns) {
+    tfrdv__router* rt = (tfrdv__router*)user;
+    long k = tfrdv__atomic_load(&call->route); /* a call in back-off keeps its last start's route */
+    if (k < 0 || (size_t)k >= rt->n || !rt->r[k].t.wait) return 0;
+    return rt->r[k].t.wait(rt->r[k].t.user, call, timeout_ns);
 }
 /* route i's transport is the first route with it (one transport may serve several routes) */
 TFRDV__PRIVATE int tfrdv__route_distinct(const tfrdv__router* rt, size_t i) {
@@ -6407,6 +6449,8 @@ TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_t
     out->start_call = tfrdv__router_start;
     out->cancel_call = tfrdv__router_cancel;
     out->destroy = tfrdv__router_destroy;
+    for (i = 0; i < rt->n; i++) /* lend waiting threads only when some route can use them */
+        if (rt->r[i].t.wait) out->wait = tfrdv__router_wait;
     return TFRDV_OK;
 }
 

@@ -198,7 +198,13 @@ static void qt_ref(void* p) {
 }
 /* TRANSPORTS 2: each manager created with the vtable holds t (ref) until it goes (destroy) */
 static tfrdv_transport qt_transport(qt* t) {
-    tfrdv_transport v = {t, qt_start, qt_cancel, qt_unref, qt_ref};
+    tfrdv_transport v;
+    memset(&v, 0, sizeof v); /* fields may be added in later versions: zero what you do not set */
+    v.user = t;
+    v.start_call = qt_start;
+    v.cancel_call = qt_cancel;
+    v.destroy = qt_unref;
+    v.ref = qt_ref;
     return v;
 }
 /* TRANSPORTS 5: before or after the managers. Fetches fail UNAVAILABLE from now on, every request
