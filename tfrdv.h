@@ -154,7 +154,7 @@
      Several transports at once: tfrdv_router_create picks one per source worker. A provider's
      contract (start_call, cancel_call, exactly one finish) is at tfrdv_transport below, and
      examples/custom_transport.c implements one, with cancellation, deadlines and give-back, in
-     about 220 lines.
+     about 340 lines.
 
    THREADS
      Thread-safe (any thread, concurrently, on the same object): tfrdv_send, tfrdv_recv_async,

@@ -67,9 +67,11 @@
    HEAD-OF-LINE
      A response larger than frame_bytes (256 KiB) is sent as a RESPONSE frame and DATA frames of
      at most frame_bytes, one frame per active response in turn (round robin), with requests,
-     cancels and small responses in between. On TCP the socket's TCP_NOTSENT_LOWAT (128 KiB) keeps
+     cancels and small responses in between. On TCP the socket's TCP_NOTSENT_LOWAT (512 KiB) keeps
      the kernel's unsent queue short, so the next frame's choice is made here and not megabytes
-     earlier: a 4 KiB response waits for at most about one frame of each large response in flight.
+     earlier: a 4 KiB response waits for at most that queue and about one frame of each large
+     response in flight (about 0.2 ms on loopback, 0.6 ms at 10 Gb/s; a smaller notsent_lowat
+     shortens it and costs bulk throughput: 128 KiB cost a third of it on loopback).
      Each sendmsg gathers frame headers and value bytes (iovec, no copy in user space), up to
      4 MiB per call. A server connection whose peer stops reading while more than 8 MiB of
      answers wait for it is closed.
@@ -110,9 +112,15 @@
      the connection's send queue is empty, so the small path costs one sendmsg per message and no
      hand-off; the rest is written by the I/O loop. Per small fetch: the client writes one
      sendmsg and its loop one epoll_wait + one recv; the server one epoll_wait + one recv + one
-     sendmsg (answered inline when the value is there). With a companion thread the fetch
-     completes on that thread (one hand-off to a thread blocked in tfrdv_recv); host-driven, the
-     thread that polls completes it inline, without a hand-off. Receive callbacks of fetches and serve
+     sendmsg (answered inline when the value is there). A thread blocked in tfrdv_recv lends
+     itself (tfrdv_transport.wait): it takes its call's connection out of the event loop, checks
+     it without sleeping for up to spin_ns (50 us), then sleeps on the socket, and reads and
+     completes the response itself: no hand-off, in either progress mode (stats.waits_lent). A
+     connection another thread is reading, or one still connecting, is left to the loop
+     (stats.waits_declined); responses to other calls that it reads meanwhile complete on the
+     lent thread. A tfrdv_recv_async callback runs on the thread that read its response: the I/O
+     thread, a lent thread, or the caller of tfrdv_tcp_poll; a thread that then wakes another
+     pays one hand-off (on a VM with idle CPUs, ~50 us). Receive callbacks of fetches and serve
      completions never run under a lock of this companion. Every function is thread-safe; do not
      call tfrdv_tcp_destroy from a callback.
 
@@ -137,13 +145,13 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_tcp.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 2
-#error "tfrdv_tcp.h 0.1 needs tfrdv.h 0.2 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 3
+#error "tfrdv_tcp.h 0.2 needs tfrdv.h 0.3 or a later 0.x"
 #endif
 
 #define TFRDV_TCP_VERSION_MAJOR 0
-#define TFRDV_TCP_VERSION_MINOR 1
-#define TFRDV_TCP_VERSION_STRING "0.1.0"
+#define TFRDV_TCP_VERSION_MINOR 2
+#define TFRDV_TCP_VERSION_STRING "0.2.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -244,7 +252,7 @@ typedef struct tfrdv_tcp_config {
                                       either cap a request gets RESOURCE_EXHAUSTED */
     /* Sockets. */
     uint32_t frame_bytes;          /* largest value bytes per frame (0: 256 KiB; 4 KiB..16 MiB) */
-    int notsent_lowat;             /* TCP_NOTSENT_LOWAT bytes (0: 128 KiB; < 0: not set) */
+    int notsent_lowat;             /* TCP_NOTSENT_LOWAT bytes (0: 512 KiB; < 0: not set) */
     int send_buffer;               /* SO_SNDBUF bytes (0: 4 MiB on Unix sockets, the kernel's
                                       autotuning on TCP; < 0: never set) */
     int64_t connect_timeout_ns;    /* connect + hello (0: 5 s) */
@@ -256,6 +264,12 @@ typedef struct tfrdv_tcp_config {
     int64_t user_timeout_ns;       /* TCP_USER_TIMEOUT: unacknowledged data fails the connection
                                       after (0: 30 s; < 0: off) */
     int64_t expire_interval_ns;    /* timers and tfrdv_mgr_expire period (0: 20 ms) */
+    int64_t spin_ns;               /* a thread blocked in tfrdv_recv checks its connection without
+                                      sleeping for up to this long after each request, then sleeps
+                                      (0: 50 us when the creating thread may run on more than
+                                      one CPU, else none;
+                                      < 0 (TFRDV_OFF): never). A sleeping thread costs a wake-up
+                                      when its response comes: on a VM with idle CPUs ~20-50 us. */
     int unix_mode;                 /* permission bits of a Unix socket file (0: 0600) */
 } tfrdv_tcp_config;
 TFRDV_API tfrdv_tcp_config tfrdv_tcp_config_init(void);
@@ -299,6 +313,9 @@ typedef struct tfrdv_tcp_stats {
     uint64_t calls_started, calls_ok, calls_failed, calls_cancelled, calls_expired;
     uint64_t bytes_received;       /* value bytes fetched */
     uint64_t connects, connect_failures, backoff_rejects; /* calls failed at once in backoff */
+    uint64_t waits_lent;           /* threads blocked in tfrdv_recv that read their connection */
+    uint64_t waits_declined;       /* ... that could not (another thread was reading it, or the
+                                      connection was not open yet) and waited for the loop */
     /* server */
     uint64_t served, serve_ok, serve_failed, serve_cancelled, serve_expired;
     uint64_t bytes_sent;           /* value bytes served */
@@ -349,6 +366,10 @@ TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #define TFRDV_TCP__EPOLL 1
+#endif
+#if defined(__linux__) && defined(_GNU_SOURCE)
+#include <sched.h>
+#define TFRDV_TCP__AFFINITY 1
 #endif
 #endif
 
@@ -619,6 +640,8 @@ enum { TFRDV_TCP__E_WAIT = 0, TFRDV_TCP__E_ALLOC = 1, TFRDV_TCP__E_RECV = 2 };
 enum { TFRDV_TCP__R_SERVING = 0, TFRDV_TCP__R_QUEUED = 1 };
 enum { TFRDV_TCP__C_CONNECTING = 0, TFRDV_TCP__C_OPEN = 1, TFRDV_TCP__C_DEAD = 2 };
 enum { TFRDV_TCP__RX_HDR = 0, TFRDV_TCP__RX_DATA = 1, TFRDV_TCP__RX_SKIP = 2 };
+/* who reads a connection: nobody, the event loop (for one event), a thread lent by tfrdv_recv */
+enum { TFRDV_TCP__BY_NONE = 0, TFRDV_TCP__BY_LOOP = 1, TFRDV_TCP__BY_WAITER = 2 };
 
 typedef struct tfrdv_tcp__conn tfrdv_tcp__conn;
 typedef struct tfrdv_tcp__peer tfrdv_tcp__peer;
@@ -683,6 +706,9 @@ struct tfrdv_tcp__conn {
     struct tfrdv_tcp* t;
     int fd, state, server, hello_ok, wblocked, is_unix, in_epoll;
     unsigned armed;                            /* the epoll interest set registered now */
+    int claimed;                               /* who reads it now: TFRDV_TCP__BY_* (under t->mu) */
+    int cwake[2];                              /* wakes the thread lent by tfrdv_recv (made at its
+                                                  first claim; an eventfd or a pipe), or -1 */
     uint64_t serial;
     tfrdv_tcp__peer* peer;                     /* client side */
     int64_t deadline;                          /* connect / handshake deadline */
@@ -752,6 +778,7 @@ struct tfrdv_tcp {
     pthread_mutex_t mu, poll_mu;
     pthread_cond_t cv;
     int refs, closing, stop, has_thread, destroyed;
+    int nclaims;                               /* connections a lent thread reads now */
     pthread_t thread;
     tfrdv_mgr* mgr;
     int efd;                                   /* epoll fd, or -1 */
@@ -1097,16 +1124,39 @@ TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__parse(const char* s, int listen, tfrdv_
 }
 
 /* >>event loop plumbing ---------------------------------------------------------------------- */
-TFRDV_TCP__PRIVATE void tfrdv_tcp__wake(tfrdv_tcp* t) {
-    uint64_t one = 1;
+/* a wake-up descriptor: an eventfd (w[0] == w[1]) or a pipe, non-blocking; 0 when none was made */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__wake_open(int w[2]) {
+#ifdef TFRDV_TCP__EPOLL
+    w[0] = w[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+#else
+    if (pipe(w) == 0) { tfrdv_tcp__cloexec_nonblock(w[0]); tfrdv_tcp__cloexec_nonblock(w[1]); }
+    else w[0] = w[1] = -1;
+#endif
+    return w[0] >= 0;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__wake_close(int w[2]) {
+    if (w[1] >= 0 && w[1] != w[0]) close(w[1]);
+    if (w[0] >= 0) close(w[0]);
+    w[0] = w[1] = -1;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__wake_fd(const int w[2]) {
+    uint64_t one = 1; /* 8 bytes: an eventfd takes nothing less */
     ssize_t n;
-    do n = write(t->wake[1], &one, sizeof one);
+    if (w[1] < 0) return;
+    do n = write(w[1], &one, sizeof one);
     while (n < 0 && errno == EINTR);
 }
-/* interest in readability (always) and writability (connecting or blocked) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__wake_drain(const int w[2]) {
+    uint8_t buf[64];
+    while (read(w[0], buf, sizeof buf) > 0) {}
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__wake(tfrdv_tcp* t) { tfrdv_tcp__wake_fd(t->wake); }
+/* interest in readability (always) and writability (connecting or blocked); a connection a lent
+   thread reads is out of the loop's set: that thread is told to look again instead */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__arm(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
 #ifdef TFRDV_TCP__EPOLL
     struct epoll_event ev;
+    if (c->claimed == TFRDV_TCP__BY_WAITER) { tfrdv_tcp__wake_fd(c->cwake); return; }
     memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN | EPOLLRDHUP | ((c->wblocked || c->state == TFRDV_TCP__C_CONNECTING) ? EPOLLOUT : 0u);
     ev.data.ptr = c;
@@ -1116,8 +1166,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__arm(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
         c->armed = ev.events;
     }
 #else
-    (void)c;
-    tfrdv_tcp__wake(t);
+    if (c->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_fd(c->cwake);
+    else tfrdv_tcp__wake(t);
 #endif
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__listen_arm(tfrdv_tcp* t, int on) {
@@ -1431,6 +1481,7 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__conn_new(tfrdv_tcp* t, int fd, in
     if (!c->rbuf) { tfrdv_tcp__free(t, c, sizeof *c); return 0; }
     c->t = t;
     c->fd = fd;
+    c->cwake[0] = c->cwake[1] = -1;
     c->server = server;
     c->is_unix = is_unix;
     c->serial = ++t->next_serial;
@@ -2039,6 +2090,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__cancel_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c
 /* finish e's call now with (code, msg) while its bytes may still arrive (e stays, call-less) */
 TFRDV_TCP__PRIVATE int tfrdv_tcp__detach_call(tfrdv_tcp* t, tfrdv_tcp__ent* e, tfrdv_code code, const char* msg, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent* x;
+    if (e->conn && e->conn->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_fd(e->conn->cwake); /* it may wait for e */
     if (e->state == TFRDV_TCP__E_WAIT) {
         tfrdv_tcp__ent_remove(t, e);
         tfrdv_tcp__todo_fin(td, e, code, msg);
@@ -2123,20 +2175,23 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
 
 /* >>the loop --------------------------------------------------------------------------------- */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__free_dead(tfrdv_tcp* t) { /* under t->mu */
-    while (t->dead) {
-        tfrdv_tcp__conn* c = t->dead;
+    tfrdv_tcp__conn *keep = 0, *c;
+    while ((c = t->dead) != 0) {
         t->dead = c->dnext;
+        if (c->claimed) { /* a lent thread still holds it: its release is before the next pass */
+            c->dnext = keep;
+            keep = c;
+            continue;
+        }
+        tfrdv_tcp__wake_close(c->cwake);
         tfrdv_tcp__free(t, c->obuf, c->ocap);
         tfrdv_tcp__free(t, c->rbuf, c->rcap);
         tfrdv_tcp__free(t, c, sizeof *c);
     }
+    t->dead = keep;
 }
-TFRDV_TCP__PRIVATE void tfrdv_tcp__drain_wake(tfrdv_tcp* t) {
-    uint8_t buf[64];
-    while (read(t->wake[0], buf, sizeof buf) > 0) {}
-}
-/* one socket event of connection c (the polling thread) */
-TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_event(tfrdv_tcp* t, tfrdv_tcp__conn* c, int rd, int wr, int err) {
+/* one socket event of connection c, handled by the thread that reads it now */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_io(tfrdv_tcp* t, tfrdv_tcp__conn* c, int rd, int wr, int err) {
     tfrdv_tcp__todo td;
     tfrdv_tcp__todo_init(&td);
     if (c->state == TFRDV_TCP__C_DEAD) return;
@@ -2173,6 +2228,18 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_event(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     if (rd || err) tfrdv_tcp__read(t, c, &td);
     tfrdv_tcp__todo_run(t, &td);
 }
+/* the event loop's: skipped while a lent thread reads the connection (an event that was on its
+   way when that thread took it) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_event(tfrdv_tcp* t, tfrdv_tcp__conn* c, int rd, int wr, int err) {
+    pthread_mutex_lock(&t->mu);
+    if (c->claimed) { pthread_mutex_unlock(&t->mu); return; }
+    c->claimed = TFRDV_TCP__BY_LOOP;
+    pthread_mutex_unlock(&t->mu);
+    tfrdv_tcp__conn_io(t, c, rd, wr, err);
+    pthread_mutex_lock(&t->mu);
+    c->claimed = TFRDV_TCP__BY_NONE;
+    pthread_mutex_unlock(&t->mu);
+}
 TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
     int n, i, handled = 0;
     int64_t now, wait_ns;
@@ -2193,7 +2260,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
         for (i = 0; i < n; i++) {
             void* p = evs[i].data.ptr;
             uint32_t ev = evs[i].events;
-            if (p == (void*)t->wake) { tfrdv_tcp__drain_wake(t); continue; }
+            if (p == (void*)t->wake) { tfrdv_tcp__wake_drain(t->wake); continue; }
             handled++;
             if (p == (void*)&t->lfd) {
                 tfrdv_tcp__todo td;
@@ -2233,7 +2300,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
         pf[np].fd = t->wake[0]; pf[np].events = POLLIN; pc[np++] = 0;
         if (t->listening) { lis = np; pf[np].fd = t->lfd; pf[np].events = POLLIN; pc[np++] = 0; }
         for (c = t->conns.next; c != &t->conns && (size_t)np < t->npoll; c = c->next) {
-            if (c->fd < 0) continue;
+            if (c->fd < 0 || c->claimed) continue;
             pf[np].fd = c->fd;
             pf[np].events = (short)(POLLIN | ((c->wblocked || c->state == TFRDV_TCP__C_CONNECTING) ? POLLOUT : 0));
             pc[np++] = c;
@@ -2243,7 +2310,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
         for (i = 0; n > 0 && i < np; i++) {
             short re = pf[i].revents;
             if (!re) continue;
-            if (i == 0) { tfrdv_tcp__drain_wake(t); continue; }
+            if (i == 0) { tfrdv_tcp__wake_drain(t->wake); continue; }
             handled++;
             if (i == lis) {
                 tfrdv_tcp__todo td;
@@ -2295,6 +2362,18 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__peer* tfrdv_tcp__peer_get(tfrdv_tcp* t, const char
     p->next = t->peers;
     t->peers = p;
     return p;
+}
+/* CPUs this thread may run on (spinning while the peer needs the only one would delay it) */
+TFRDV_TCP__PRIVATE long tfrdv_tcp__cpus(void) {
+#ifdef TFRDV_TCP__AFFINITY
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+#endif
+#ifdef _SC_NPROCESSORS_ONLN
+    return sysconf(_SC_NPROCESSORS_ONLN);
+#else
+    return 2;
+#endif
 }
 /* a new connection to p (under t->mu); NULL with msg set on failure */
 TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__dial(tfrdv_tcp* t, tfrdv_tcp__peer* p, char* msg, size_t cap, tfrdv_code* code,
@@ -2352,19 +2431,21 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     tfrdv_code code = TFRDV_UNAVAILABLE;
     uint64_t zero = 0;
     tfrdv_tcp__todo_init(&td);
-    memcpy(tfrdv_call_scratch(call), &zero, sizeof zero);
+    if (dl != INT64_MAX) left = dl - tfrdv_mgr_now(tfrdv_call_mgr(call)); /* the clock hook: no lock held */
+    pthread_mutex_lock(&t->mu);
+    memcpy(tfrdv_call_scratch(call), &zero, sizeof zero); /* a lent thread reads it under t->mu */
     if (dl != INT64_MAX) {
-        left = dl - tfrdv_mgr_now(tfrdv_call_mgr(call));
         if (left <= 0) {
+            pthread_mutex_unlock(&t->mu);
             tfrdv_call_finish(call, TFRDV_DEADLINE_EXCEEDED, "tfrdv_tcp: RecvTensor deadline exceeded before it was sent", 0, 0);
             return;
         }
     }
     if (key.len > t->lim.max_key_len) {
+        pthread_mutex_unlock(&t->mu);
         tfrdv_call_finish(call, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: key longer than max_key_len", 0, 0);
         return;
     }
-    pthread_mutex_lock(&t->mu);
     if (t->closing) {
         pthread_mutex_unlock(&t->mu);
         tfrdv_call_finish(call, TFRDV_UNAVAILABLE, "tfrdv_tcp: the transport was destroyed", 0, 0);
@@ -2467,6 +2548,69 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__cancel_call(void* user, tfrdv_call* call) {
     }
     pthread_mutex_unlock(&t->mu);
     tfrdv_tcp__todo_run(t, &td);
+}
+
+/* A thread blocked in tfrdv_recv (tfrdv_transport.wait): it takes the call's connection out of
+   the event loop and reads it itself until the call is finished, the time is up, the call is
+   cancelled or the transport closes; the response wakes this thread directly instead of the loop
+   and then it. Only an open client connection nobody else reads; 0 otherwise. */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t timeout_ns) {
+    tfrdv_tcp* t = (tfrdv_tcp*)user;
+    tfrdv_tcp__ent* e;
+    tfrdv_tcp__conn* c;
+    uint64_t id;
+    int64_t now = tfrdv_tcp__now(), end = timeout_ns >= 0 ? now + timeout_ns : INT64_MAX;
+    int64_t spin_until = t->cfg.spin_ns > 0 ? now + t->cfg.spin_ns : 0;
+    pthread_mutex_lock(&t->mu);
+    memcpy(&id, tfrdv_call_scratch(call), sizeof id);
+    e = id ? tfrdv_tcp__ent_find(t, id) : 0;
+    c = e && e->call == call ? e->conn : 0;
+    if (!c || c->server || c->state != TFRDV_TCP__C_OPEN || !c->hello_ok || c->claimed || t->closing ||
+        (c->cwake[0] < 0 && !tfrdv_tcp__wake_open(c->cwake))) {
+        if (e && e->call == call) t->stats.waits_declined++;
+        pthread_mutex_unlock(&t->mu);
+        return 0;
+    }
+    t->stats.waits_lent++;
+    c->claimed = TFRDV_TCP__BY_WAITER;
+    t->nclaims++;
+#ifdef TFRDV_TCP__EPOLL
+    if (c->in_epoll) (void)epoll_ctl(t->efd, EPOLL_CTL_DEL, c->fd, 0);
+    c->in_epoll = 0;
+#endif
+    for (;;) {
+        struct pollfd pf[2];
+        int64_t left = end - tfrdv_tcp__now();
+        int n;
+        e = tfrdv_tcp__ent_find(t, id);
+        if (!e || e->call != call || c->state != TFRDV_TCP__C_OPEN || t->closing || left <= 0) break;
+        pf[0].fd = c->fd;
+        pf[0].events = (short)(POLLIN | (c->wblocked ? POLLOUT : 0));
+        pf[1].fd = c->cwake[0];
+        pf[1].events = POLLIN;
+        pf[0].revents = pf[1].revents = 0;
+        pthread_mutex_unlock(&t->mu);
+        n = 0;
+        if (spin_until) { /* the response is often a few microseconds away: do not sleep yet */
+            do n = poll(pf, 2, 0);
+            while (n == 0 && tfrdv_tcp__now() < spin_until && tfrdv_tcp__now() < end);
+            spin_until = 0;
+        }
+        if (n == 0)
+            n = poll(pf, 2, left == INT64_MAX ? -1 : left > 3600000000000LL ? 3600000 : (int)((left + 999999) / 1000000));
+        if (n > 0 && pf[1].revents) tfrdv_tcp__wake_drain(c->cwake);
+        if (n > 0 && pf[0].revents)
+            tfrdv_tcp__conn_io(t, c, (pf[0].revents & POLLIN) != 0, (pf[0].revents & POLLOUT) != 0,
+                               (pf[0].revents & (POLLERR | POLLHUP)) != 0);
+        pthread_mutex_lock(&t->mu);
+    }
+    c->claimed = TFRDV_TCP__BY_NONE;
+    t->nclaims--;
+    if (c->state == TFRDV_TCP__C_OPEN) tfrdv_tcp__arm(t, c); /* back to the loop (level-triggered:
+                                                              what is left wakes it) */
+    if (t->closing && t->nclaims == 0) pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    return 1;
 }
 
 /* >>object ----------------------------------------------------------------------------------- */
@@ -2645,7 +2789,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
         c.handshake_timeout_ns < 0 || c.expire_interval_ns < 0 || c.backoff_max_ns < 0)
         return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: negative limit or timeout");
     if (!c.frame_bytes) c.frame_bytes = 256u << 10;
-    if (!c.notsent_lowat) c.notsent_lowat = 128 << 10;
+    if (!c.notsent_lowat) c.notsent_lowat = 512 << 10;
     if (!c.max_connections) c.max_connections = 1024;
     if (!c.max_requests) c.max_requests = 65536;
     if (!c.max_requests_per_connection) c.max_requests_per_connection = 4096;
@@ -2656,6 +2800,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     if (!c.keepalive_ns) c.keepalive_ns = 10000000000LL;
     if (!c.user_timeout_ns) c.user_timeout_ns = 30000000000LL;
     if (!c.expire_interval_ns) c.expire_interval_ns = 20000000LL;
+    if (!c.spin_ns) c.spin_ns = tfrdv_tcp__cpus() > 1 ? 50000 : -1;
     {
         tfrdv_tcp tmp;
         memset(&tmp, 0, sizeof tmp.cfg);
@@ -2701,9 +2846,9 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: workers[%zu] has no name or address", i);
         }
     }
+    (void)tfrdv_tcp__wake_open(t->wake);
 #ifdef TFRDV_TCP__EPOLL
     t->efd = epoll_create1(EPOLL_CLOEXEC);
-    t->wake[0] = t->wake[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (t->efd >= 0 && t->wake[0] >= 0) {
         struct epoll_event ev;
         memset(&ev, 0, sizeof ev);
@@ -2712,14 +2857,11 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
         (void)epoll_ctl(t->efd, EPOLL_CTL_ADD, t->wake[0], &ev);
     }
 #else
-    if (pipe(t->wake) == 0) { tfrdv_tcp__cloexec_nonblock(t->wake[0]); tfrdv_tcp__cloexec_nonblock(t->wake[1]); }
-    else t->wake[0] = t->wake[1] = -1;
     t->efd = t->wake[0];
 #endif
     if (t->efd < 0 || t->wake[0] < 0) {
         int e = errno;
-        if (t->wake[0] >= 0) close(t->wake[0]);
-        if (t->wake[1] >= 0 && t->wake[1] != t->wake[0]) close(t->wake[1]);
+        tfrdv_tcp__wake_close(t->wake);
 #ifdef TFRDV_TCP__EPOLL
         if (t->efd >= 0) close(t->efd);
 #endif
@@ -2729,8 +2871,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     t->cfg.listen_address = cfg->listen_address; /* borrowed during create only */
     if (cfg->listen_address && tfrdv_tcp__listen(t, st) != TFRDV_OK) {
         tfrdv_code rc = st ? st->code : TFRDV_UNAVAILABLE;
-        if (t->wake[1] != t->wake[0]) close(t->wake[1]);
-        close(t->wake[0]);
+        tfrdv_tcp__wake_close(t->wake);
 #ifdef TFRDV_TCP__EPOLL
         close(t->efd);
 #endif
@@ -2762,6 +2903,7 @@ TFRDV_API tfrdv_transport tfrdv_tcp_transport(tfrdv_tcp* t) {
     tr.cancel_call = tfrdv_tcp__cancel_call;
     tr.destroy = tfrdv_tcp__transport_destroy;
     tr.ref = tfrdv_tcp__transport_ref; /* each manager created with it holds t (ref .. destroy) */
+    tr.wait = tfrdv_tcp__wait;
     return tr;
 }
 TFRDV_API tfrdv_code tfrdv_tcp_attach(tfrdv_tcp* t, tfrdv_mgr* mgr, tfrdv_status* st) {
@@ -2800,6 +2942,12 @@ TFRDV_API void tfrdv_tcp_destroy(tfrdv_tcp* t) {
     tfrdv_tcp__todo_init(&td);
     pthread_mutex_lock(&t->poll_mu);
     pthread_mutex_lock(&t->mu);
+    if (t->nclaims) { /* threads lent by tfrdv_recv: each sees closing and lets go */
+        tfrdv_tcp__conn* c;
+        for (c = t->conns.next; c != &t->conns; c = c->next)
+            if (c->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_fd(c->cwake);
+        while (t->nclaims) pthread_cond_wait(&t->cv, &t->mu);
+    }
     tfrdv_tcp__listen_arm(t, 0);
     if (t->lfd >= 0) {
         struct stat now_st;
@@ -2822,9 +2970,8 @@ TFRDV_API void tfrdv_tcp_destroy(tfrdv_tcp* t) {
 #ifdef TFRDV_TCP__EPOLL
     if (t->efd >= 0) close(t->efd);
 #endif
-    if (t->wake[1] >= 0 && t->wake[1] != t->wake[0]) close(t->wake[1]);
-    if (t->wake[0] >= 0) close(t->wake[0]);
-    t->efd = t->wake[0] = t->wake[1] = -1;
+    tfrdv_tcp__wake_close(t->wake);
+    t->efd = -1;
     tfrdv_tcp__unref(t);
     if (mgr) tfrdv_mgr_unref(mgr);
 }

@@ -10,7 +10,8 @@
        both ends; on Unix sockets SO_SNDBUF 4 MiB on both ends, as tfrdv_tcp sets by default.
    The client receives every payload into one warm preallocated buffer: the raw client with one
    blocking recvmsg(MSG_WAITALL) into header + buffer, tfrdv through the receiver's alloc hook
-   (tfrdv_args.alloc_fn), waiting for each completion on a condition variable. Every payload is
+   (tfrdv_args.alloc_fn) in tfrdv_recv (the async variants: tfrdv_recv_async, then waiting for the
+   callback on a condition variable). Every payload is
    checked byte for byte (large ones after their timed block). Rounds interleave the variants
    (raw TCP, tfrdv_tcp TCP, raw Unix, tfrdv_tcp Unix, tfrdv_grpc, then again), so a change of
    machine load hits subject and baseline alike; ratio = subject's median / baseline's median.
@@ -54,11 +55,12 @@
 #define WAIT_NS 60000000000LL /* any wait longer than this is a wrong answer */
 
 enum { K_TCP, K_UNIX, K_GRPC, NK };
-/* variants; the polled ones (latency only) drive the client with tfrdv_tcp_poll on the fetching
-   thread (num_threads -1: no I/O thread, no hand-off) */
-enum { V_RAW_TCP, V_TCP, V_RAW_UNIX, V_UNIX, V_GRPC, V_TCP_POLL, V_UNIX_POLL, NV };
-static const char* vname[NV] = {"raw TCP",        "tfrdv_tcp TCP",        "raw Unix",           "tfrdv_tcp Unix",
-                                "tfrdv_grpc TCP", "tfrdv_tcp TCP polled", "tfrdv_tcp Unix polled"};
+/* variants: tfrdv ones wait in tfrdv_recv (which lends the thread to tfrdv_tcp: it reads the
+   response itself); the async ones (latency only, no target) post tfrdv_recv_async and wait for
+   the callback, which the client's I/O thread runs: one thread hand-off more per fetch */
+enum { V_RAW_TCP, V_TCP, V_RAW_UNIX, V_UNIX, V_GRPC, V_TCP_ASYNC, V_UNIX_ASYNC, NV };
+static const char* vname[NV] = {"raw TCP",        "tfrdv_tcp TCP",       "raw Unix",           "tfrdv_tcp Unix",
+                                "tfrdv_grpc TCP", "tfrdv_tcp TCP async", "tfrdv_tcp Unix async"};
 static const int vkind[NV] = {-1, K_TCP, -1, K_UNIX, K_GRPC, K_TCP, K_UNIX}; /* the server's worker */
 #ifdef TFRDV_BENCH_GRPC
 #define HAVE_GRPC 1
@@ -293,7 +295,7 @@ static int serve_main(int in, int out) {
    ============================================================================================ */
 static int to_srv, from_srv;
 static int have(int v) { return v != V_GRPC || HAVE_GRPC; }
-static int polled(int v) { return v >= V_TCP_POLL; }
+static int async(int v) { return v >= V_TCP_ASYNC; }
 static long srv(int op, int kind, int64_t step, int64_t n, uint64_t size) {
     bcmd c;
     long r = -1;
@@ -362,13 +364,12 @@ static void wait_mu(const long* n, long want, slot* const* avail) {
 }
 
 static side cs[NK];        /* the client's workers, one per transport */
-static side csp[2];        /* and with tfrdv_tcp_poll instead of an I/O thread (TCP, Unix) */
-static side* side_of(int v) { return polled(v) ? &csp[vkind[v]] : &cs[vkind[v]]; }
+static side* side_of(int v) { return &cs[vkind[v]]; }
 static int raw_fd[2] = {-1, -1};
 static int64_t next_step = 1;
 static struct { char buf[160]; tfrdv_parsed_key pk; } keys[MAXK];
 
-static int client_side(side* s, int kind, const char* addr, const tfrdv_hooks* hooks, int poll) {
+static int client_side(side* s, int kind, const char* addr, const tfrdv_hooks* hooks) {
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
     tfrdv_status st;
     memset(s, 0, sizeof *s);
@@ -393,7 +394,6 @@ static int client_side(side* s, int kind, const char* addr, const tfrdv_hooks* h
         w.address = addr;
         tc.workers = &w;
         tc.num_workers = 1;
-        tc.num_threads = poll ? -1 : 0;
         if (hooks) tc.hooks = *hooks;
         if (tfrdv_tcp_create(&tc, &s->t, &st) != TFRDV_OK) return fprintf(stderr, "client: %s\n", st.msg), 0;
         mc.transport = tfrdv_tcp_transport(s->t);
@@ -479,15 +479,14 @@ static double blk_fetch(blk* b, int i) {
         pthread_mutex_lock(&mu);
         done_n = 0;
         pthread_mutex_unlock(&mu);
-        if (tfrdv_recv_async(b->r, &keys[i].pk, &a, on_recv, &b->s, 0) != TFRDV_OK) bu_die("recv_async");
-        while (polled(b->v)) { /* this thread runs the transport: the callback comes from poll */
-            long d;
-            pthread_mutex_lock(&mu);
-            d = done_n;
-            pthread_mutex_unlock(&mu);
-            if (d) break;
-            if (bu_now() - t0 > WAIT_NS) bu_die("no answer within 60 s");
-            tfrdv_tcp_poll(side_of(b->v)->t, 1000000);
+        if (async(b->v)) {
+            if (tfrdv_recv_async(b->r, &keys[i].pk, &a, on_recv, &b->s, 0) != TFRDV_OK) bu_die("recv_async");
+        } else {
+            tfrdv_value* v = 0;
+            int dead = 0;
+            tfrdv_status st;
+            (void)tfrdv_recv(b->r, &keys[i].pk, &a, WAIT_NS, &v, &dead, &st);
+            on_recv(&b->s, &st, 0, 0, v, dead); /* the same checks; counts the completion */
         }
         pthread_mutex_lock(&mu);
         wait_mu(&done_n, 1, 0);
@@ -508,12 +507,12 @@ static void blk_end(blk* b) {
     srv(C_CLEAN, k, b->step, 0, 0);
 }
 /* One round: n fetches of every variant; t[v][i] = ns of variant v's fetch i. by_fetch (the
-   throughput rounds, no polled variants): the variants take turns fetch by fetch (the order
+   throughput rounds, no async variants): the variants take turns fetch by fetch (the order
    rotating); else each makes its n fetches back to back (a ping-pong in its own steady rhythm),
    the first variant rotating from round to round. */
 static void run_round(uint64_t size, int n, double* t[NV], int by_fetch, int round) {
     blk b[NV];
-    int i, j, v, nv = by_fetch ? V_TCP_POLL : NV;
+    int i, j, v, nv = by_fetch ? V_TCP_ASYNC : NV;
     for (v = 0; v < nv; v++)
         if (have(v)) blk_begin(&b[v], v, size, n);
     for (j = 0; j < nv; j++)
@@ -634,7 +633,7 @@ static void latency(uint64_t size) {
         snprintf(val, sizeof val, "%.1f us", med[v]);
         if (b < 0) {
             snprintf(val, sizeof val, "%.1f us (p99 %.1f)", med[v], p99[v]);
-            b = polled(v) ? (vkind[v] == K_TCP ? V_RAW_TCP : V_RAW_UNIX) : -1;
+            b = async(v) ? (vkind[v] == K_TCP ? V_RAW_TCP : V_RAW_UNIX) : -1;
             if (b >= 0) snprintf(base, sizeof base, "%.1f us", med[b]);
             bu_row(name, val, b >= 0 ? base : 0, b >= 0 ? med[v] / med[b] : 0, 0, -1);
             continue;
@@ -669,17 +668,17 @@ static void throughput(uint64_t size, int n, int rounds, double goal) {
     run_round(size, 1, t, 1, 0); /* warm-up */
     for (r = 0; r < rounds; r++) {
         run_round(size, n, t, 1, r);
-        for (v = 0; v < V_TCP_POLL; v++) {
+        for (v = 0; v < V_TCP_ASYNC; v++) {
             double sum = 0;
             if (!have(v)) continue;
             for (i = 0; i < n; i++) sum += t[v][i];
             gbs[v][r] = (double)size * n / sum; /* bytes per ns = GB/s */
         }
     }
-    for (v = 0; v < V_TCP_POLL; v++)
+    for (v = 0; v < V_TCP_ASYNC; v++)
         if (have(v)) med[v] = bu_median(gbs[v], rounds);
     snprintf(tg, sizeof tg, ">= %.1fx", goal);
-    for (v = 0; v < V_TCP_POLL; v++) {
+    for (v = 0; v < V_TCP_ASYNC; v++) {
         int b = v == V_TCP || v == V_GRPC ? V_RAW_TCP : v == V_UNIX ? V_RAW_UNIX : -1;
         if (!have(v)) continue;
         snprintf(name, sizeof name, "%llu MiB x %d, %s", (unsigned long long)(size >> 20), n, vname[v]);
@@ -741,7 +740,7 @@ static void memory(int tcp_port) {
     h.allocator.free_fn = lc_free;
     h.allocator.user = &lc;
     snprintf(addr, sizeof addr, "127.0.0.1:%d", tcp_port);
-    if (!client_side(&s, K_TCP, addr, &h, 0)) bu_die("memory: client");
+    if (!client_side(&s, K_TCP, addr, &h)) bu_die("memory: client");
     { /* one fetch first: the connection is open and the manager warm */
         side keep = cs[K_TCP];
         blk b;
@@ -848,15 +847,15 @@ int main(int argc, char** argv) {
     if (!io_buf(from_srv, &h, sizeof h, 0, 0) || !h.ok) bu_die("the server did not start");
     for (i = 0; i < MAXK; i++) make_key(i, keys[i].buf, sizeof keys[i].buf, &keys[i].pk);
     snprintf(addr, sizeof addr, "127.0.0.1:%d", h.tcp_port);
-    if (!client_side(&cs[K_TCP], K_TCP, addr, 0, 0) || !client_side(&csp[K_TCP], K_TCP, addr, 0, 1)) bu_die("client tcp");
+    if (!client_side(&cs[K_TCP], K_TCP, addr, 0)) bu_die("client tcp");
     snprintf(addr, sizeof addr, "unix:%s", unix_tfrdv);
-    if (!client_side(&cs[K_UNIX], K_UNIX, addr, 0, 0) || !client_side(&csp[K_UNIX], K_UNIX, addr, 0, 1)) bu_die("client unix");
+    if (!client_side(&cs[K_UNIX], K_UNIX, addr, 0)) bu_die("client unix");
     snprintf(addr, sizeof addr, "127.0.0.1:%d", h.grpc_port);
-    if (HAVE_GRPC && !client_side(&cs[K_GRPC], K_GRPC, addr, 0, 0)) bu_die("client grpc");
+    if (HAVE_GRPC && !client_side(&cs[K_GRPC], K_GRPC, addr, 0)) bu_die("client grpc");
     if ((raw_fd[0] = raw_connect(0, h.raw_port)) < 0 || (raw_fd[1] = raw_connect(1, 0)) < 0) bu_die("raw connect");
 
     printf("tfrdv_tcp benchmark: two processes, %ld CPUs, allowed: %s (taskset -c N: all threads on CPU N), load %.2f.\n"
-           "Sequential fetches wait on a condition variable; raw = blocking ping-pong (64 B request, 32 B header + payload\n"
+           "Sequential fetches wait in tfrdv_recv (async: for the callback); raw = blocking ping-pong (64 B request, 32 B header + payload\n"
            "in one sendmsg) on the same socket kind; ratio = subject median / baseline median over the same rounds\n"
            "(%d x %d fetches per latency row).\n",
            sysconf(_SC_NPROCESSORS_ONLN), cpus_allowed(), l0, LAT_ROUNDS, LAT_BLOCK);
@@ -866,6 +865,15 @@ int main(int argc, char** argv) {
     bu_section("fetch latency (one call in flight)");
     latency(1);
     latency(4096);
+    {
+        tfrdv_tcp_stats a, b;
+        char val[64];
+        tfrdv_tcp_get_stats(cs[K_TCP].t, &a);
+        tfrdv_tcp_get_stats(cs[K_UNIX].t, &b);
+        snprintf(val, sizeof val, "%llu lent, %llu declined", (unsigned long long)(a.waits_lent + b.waits_lent),
+                 (unsigned long long)(a.waits_declined + b.waits_declined));
+        bu_row("tfrdv_recv threads reading their response", val, 0, 0, 0, -1);
+    }
     bu_section("throughput (sequential, into a warm buffer: the alloc hook on the tfrdv side)");
     throughput((uint64_t)1 << 20, 32, 15, 0.8);
     throughput((uint64_t)64 << 20, 2, 7, 0.9);
@@ -876,8 +884,6 @@ int main(int argc, char** argv) {
     memory(h.tcp_port);
 
     for (i = 0; i < NK; i++) side_destroy(&cs[i]);
-    side_destroy(&csp[K_TCP]);
-    side_destroy(&csp[K_UNIX]);
     close(raw_fd[0]);
     close(raw_fd[1]);
     {

@@ -12,6 +12,7 @@
 #include "tfrdv_tcp.h"
 #include "tt.h"
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -1652,6 +1653,244 @@ static void test_destroy_client_in_flight(void) {
     waiter_free(w);
 }
 
+/* A thread blocked in tfrdv_recv reads its own response (tfrdv_transport.wait): values of every
+   size arrive right, many such threads and async receives share one connection, and a lent
+   thread still completes at once when its receive is cancelled, times out, the transport is
+   destroyed or the peer dies. */
+typedef struct lent {
+    cli* c;
+    const char* edge;
+    int64_t timeout_ns;
+    tfrdv_cancel_mgr* cm;
+    tfrdv_code code;
+    tfrdv_value* v;
+    char msg[TFRDV_STATUS_MSG_MAX];
+} lent;
+static void* lent_recv(void* p) {
+    lent* l = (lent*)p;
+    tfrdv_rendezvous* r;
+    tfrdv_key k;
+    tfrdv_args a;
+    tfrdv_status st;
+    int dead;
+    memset(&a, 0, sizeof a);
+    a.cancel = l->cm;
+    (void)tfrdv_mgr_start_step(l->c->m, 1, &r, &st);
+    key_for(&k, l->edge, PS_INC);
+    l->code = tfrdv_recv(r, &k.parsed, &a, l->timeout_ns, &l->v, &dead, &st);
+    snprintf(l->msg, sizeof l->msg, "%s", st.msg);
+    tfrdv_unref(r);
+    return 0;
+}
+/* starts lent_recv on a thread and returns once its thread is lent (the request is at the
+   server: served counts it; the client counts the lent wait) */
+static void lent_start(pthread_t* th, lent* l, srv* s, uint64_t served_before) {
+    tfrdv_tcp_stats ts;
+    rep rp;
+    int i;
+    uint64_t lent0;
+    tfrdv_tcp_get_stats(l->c->t, &ts);
+    lent0 = ts.waits_lent;
+    pthread_create(th, 0, lent_recv, l);
+    SRV_UNTIL(s, rp, rp.ts.served > served_before);
+    for (i = 0; i < 1000; i++) { tfrdv_tcp_get_stats(l->c->t, &ts); if (ts.waits_lent > lent0) break; sleep_ms(5); }
+    TT_CHECK(ts.waits_lent > lent0);
+}
+typedef struct many { cli* c; int base, n, ok; } many;
+static void* many_recv(void* p) {
+    many* m = (many*)p;
+    int i;
+    for (i = 0; i < m->n; i++) {
+        char e[32];
+        tfrdv_value* v;
+        tfrdv_status st;
+        int dead;
+        snprintf(e, sizeof e, "par_%d", m->base + i);
+        if (fetch(m->c, 2, e, PS_INC, 30 * SEC, &v, &dead, &st) == TFRDV_OK && v && v->size == 4096 &&
+            check((uint8_t*)v->data, 4096, 40u + (unsigned)(m->base + i)))
+            m->ok++;
+        tfrdv_value_release(v);
+    }
+    return 0;
+}
+static void test_recv_reads_its_own_response(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_value* v;
+    tfrdv_tcp_stats t0, t1;
+    tfrdv_rendezvous* r;
+    waiter* w = waiter_new();
+    pthread_t th[8];
+    many m[8];
+    cmd cm;
+    static const uint64_t sizes[] = {1, 4096, (3u << 20) + 5};
+    int i, dead, ok = 0;
+    alarm(120);
+    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "warm", 1, 0, 0, 4, 1).code, 0);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "warm", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK); /* connects */
+    tfrdv_value_release(v);
+    tfrdv_tcp_get_stats(c.t, &t0);
+    for (i = 0; i < 3; i++) {
+        char e[16];
+        int64_t d[1];
+        d[0] = (int64_t)sizes[i];
+        snprintf(e, sizeof e, "size_%d", i);
+        TT_CHECK_EQ_INT(srv_send(&s, 1, e, 4, 1, d, sizes[i], 10u + (unsigned)i).code, 0);
+        TT_CHECK_EQ_INT(fetch(&c, 1, e, PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+        TT_CHECK(v && v->size == sizes[i] && check((uint8_t*)v->data, sizes[i], 10u + (unsigned)i));
+        tfrdv_value_release(v);
+    }
+    tfrdv_tcp_get_stats(c.t, &t1);
+    TT_CHECK(t1.waits_lent >= t0.waits_lent + 3); /* each read by the thread that waited */
+    TT_CHECK_EQ_INT(t1.connects, 1);
+    /* 8 threads x 50 receives and 50 async receives on the one connection, values sent later */
+    (void)tfrdv_mgr_start_step(c.m, 2, &r, &st);
+    post_recvs(r, "par_async_", 50, w);
+    for (i = 0; i < 8; i++) {
+        m[i].c = &c;
+        m[i].base = i * 50;
+        m[i].n = 50;
+        m[i].ok = 0;
+        pthread_create(&th[i], 0, many_recv, &m[i]);
+    }
+    memset(&cm, 0, sizeof cm);
+    cm.op = OP_SEND;
+    cm.step = 2;
+    cm.count = 400;
+    cm.dtype = 3;
+    cm.rank = 1;
+    cm.dims[0] = 1024;
+    cm.size = 4096;
+    cm.seed = 40;
+    snprintf(cm.edge, sizeof cm.edge, "par");
+    TT_CHECK_EQ_INT(srv_cmd(&s, &cm).code, 0);
+    cm.count = 50;
+    snprintf(cm.edge, sizeof cm.edge, "par_async");
+    TT_CHECK_EQ_INT(srv_cmd(&s, &cm).code, 0);
+    for (i = 0; i < 8; i++) {
+        pthread_join(th[i], 0);
+        ok += m[i].ok;
+    }
+    TT_CHECK_EQ_INT(ok, 400);
+    TT_CHECK(waiter_wait(w, 50, 30 * SEC));
+    for (i = 0, ok = 0; i < 50; i++) ok += w->code[i] == TFRDV_OK && w->v[i] && w->v[i]->size == 4096;
+    TT_CHECK_EQ_INT(ok, 50);
+    tfrdv_tcp_get_stats(c.t, &t0);
+    TT_CHECK(t0.waits_lent > t1.waits_lent);
+    TT_CHECK_EQ_INT(t0.client_calls_live, 0);
+    TT_CHECK_EQ_INT(t0.calls_ok, t0.calls_started);
+    tfrdv_unref(r);
+    cli_close(&c);
+    srv_stop(&s);
+    waiter_free(w);
+}
+static void test_lent_thread_cancel_timeout_destroy_kill(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_value* v;
+    pthread_t th;
+    lent l;
+    rep rp;
+    int dead;
+    alarm(120);
+    if (!srv_start(&s, upath("lent.sock"), PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "warm", 1, 0, 0, 4, 1).code, 0);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "warm", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+    tfrdv_value_release(v);
+    /* cancelled: CANCELLED, the server withdraws, the value sent later is there */
+    memset(&l, 0, sizeof l);
+    l.c = &c;
+    l.edge = "lc";
+    (void)tfrdv_cancel_mgr_create(0, &l.cm, &st);
+    lent_start(&th, &l, &s, 1);
+    tfrdv_cancel_start(l.cm);
+    pthread_join(th, 0);
+    TT_CHECK_EQ_INT(l.code, TFRDV_CANCELLED);
+    SRV_UNTIL(&s, rp, rp.ts.serve_cancelled >= 1);
+    TT_CHECK_EQ_INT(rp.ts.serve_cancelled, 1);
+    tfrdv_cancel_mgr_destroy(l.cm);
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "lc", 1, 0, 0, 4, 2).code, 0);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "lc", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+    TT_CHECK(v && check((uint8_t*)v->data, 4, 2));
+    tfrdv_value_release(v);
+    /* timed out: DEADLINE_EXCEEDED, then the value is there for the next receive */
+    memset(&l, 0, sizeof l);
+    l.c = &c;
+    l.edge = "lt";
+    l.timeout_ns = SEC / 5;
+    lent_recv(&l);
+    TT_CHECK_EQ_INT(l.code, TFRDV_DEADLINE_EXCEEDED);
+    SRV_UNTIL(&s, rp, rp.ts.serve_cancelled >= 2); /* a value sent before the CANCEL arrives
+                                                      would go to the withdrawn request */
+    TT_CHECK_EQ_INT(rp.ts.serve_cancelled, 2);
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "lt", 1, 0, 0, 4, 3).code, 0);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "lt", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+    TT_CHECK(v && check((uint8_t*)v->data, 4, 3));
+    tfrdv_value_release(v);
+    /* the transport destroyed under a lent thread (no timeout): CANCELLED, the thread lets go */
+    memset(&l, 0, sizeof l);
+    l.c = &c;
+    l.edge = "ld";
+    rp = srv_stats(&s);
+    lent_start(&th, &l, &s, rp.ts.served);
+    tfrdv_tcp_destroy(c.t);
+    pthread_join(th, 0);
+    TT_CHECK_EQ_INT(l.code, TFRDV_CANCELLED);
+    TT_CHECK_CONTAINS(l.msg, "destroyed");
+    tfrdv_mgr_destroy(c.m);
+    /* the peer killed under a lent thread: UNAVAILABLE */
+    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "warm2", 1, 0, 0, 4, 1).code, 0);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "warm2", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+    tfrdv_value_release(v);
+    memset(&l, 0, sizeof l);
+    l.c = &c;
+    l.edge = "lk";
+    rp = srv_stats(&s);
+    lent_start(&th, &l, &s, rp.ts.served);
+    srv_kill(&s);
+    pthread_join(th, 0);
+    TT_CHECK_EQ_INT(l.code, TFRDV_UNAVAILABLE);
+    cli_close(&c);
+}
+/* host-driven (no I/O thread) and nobody polling: a tfrdv_recv on an open connection completes
+   by itself */
+static void test_host_driven_recv_needs_no_poller(void) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_value* v = 0;
+    tfrdv_rendezvous* r;
+    tfrdv_key k;
+    waiter* w = waiter_new();
+    int i, dead;
+    alarm(60);
+    tc.num_threads = -1;
+    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 0, &tc)) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "hd1", 1, 0, 0, 8, 1).code, 0);
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    key_for(&k, "hd1", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w, 0), TFRDV_OK);
+    for (i = 0; i < 10000 && w->n == 0; i++) (void)tfrdv_tcp_poll(c.t, 1000000); /* connects */
+    TT_CHECK(w->n == 1 && w->code[0] == TFRDV_OK);
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "hd2", 1, 0, 0, 4096, 2).code, 0);
+    key_for(&k, "hd2", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv(r, &k.parsed, 0, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+    TT_CHECK(v && check((uint8_t*)v->data, 4096, 2));
+    tfrdv_value_release(v);
+    tfrdv_unref(r);
+    cli_close(&c);
+    srv_stop(&s);
+    waiter_free(w);
+}
+
 /* host-driven progress: no threads, both sides polled by the caller */
 static void test_host_driven(void) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
@@ -1904,6 +2143,9 @@ int main(int argc, char** argv) {
     TT_RUN(test_destroy_in_flight);
     TT_RUN(test_destroy_client_in_flight);
     TT_RUN(test_host_driven);
+    TT_RUN(test_recv_reads_its_own_response);
+    TT_RUN(test_lent_thread_cancel_timeout_destroy_kill);
+    TT_RUN(test_host_driven_recv_needs_no_poller);
     TT_RUN(test_allocator_hook);
     TT_RUN(test_resolve_and_set_worker);
     TT_RUN(test_one_vtable_two_managers);
