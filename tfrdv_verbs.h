@@ -152,12 +152,12 @@
 #error "Please include tfrdv.h before tfrdv_verbs.h"
 #endif
 #if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 2
-#error "tfrdv_verbs.h 0.2 needs tfrdv.h 0.2 or a later 0.x"
+#error "tfrdv_verbs.h 0.3 needs tfrdv.h 0.2 or a later 0.x"
 #endif
 
 #define TFRDV_VERBS_VERSION_MAJOR 0
-#define TFRDV_VERBS_VERSION_MINOR 2
-#define TFRDV_VERBS_VERSION_STRING "0.2.0"
+#define TFRDV_VERBS_VERSION_MINOR 3
+#define TFRDV_VERBS_VERSION_STRING "0.3.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -232,8 +232,6 @@ typedef struct tfrdv_verbs_config {
                                          doubling per failure in a row (0: 100 ms; TFRDV_OFF:
                                          never reconnect; see LIFE CYCLE OF A PEER) */
     int64_t reconnect_backoff_max_ns; /* the window's cap (0: 10 s) */
-    /* tests only: corrupt the rkey of every advertised receive buffer (proves the error path) */
-    int test_corrupt_rkey;
 } tfrdv_verbs_config;
 TFRDV_API tfrdv_verbs_config tfrdv_verbs_config_init(void);
 
@@ -1765,7 +1763,6 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__launch(tfrdv_verbs* v, tfrdv_verbs__req* 
             msg.flags = TFRDV_VERBS__F_BUFFER | TFRDV_VERBS__F_META;
             msg.addr = m.size ? (uint64_t)(uintptr_t)val->data : 0;
             msg.rkey = mr ? mr->rkey : 0;
-            if (v->cfg.test_corrupt_rkey && mr) msg.rkey ^= 0x5a5a00u;
             msg.cap = m.size;
             msg.meta = m;
             msg.meta.is_dead = 0;

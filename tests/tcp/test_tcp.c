@@ -411,8 +411,10 @@ static rep srv_cmd(srv* s, const cmd* c) {
     if (!wr_full(s->cfd, c, sizeof *c) || !rd_full(s->rfd, &r, sizeof r)) r.code = -1;
     return r;
 }
-static rep srv_send(srv* s, int64_t step, const char* edge, int32_t dtype, int32_t rank, const int64_t* dims,
-                    uint64_t size, unsigned seed) {
+static const int64_t d1024[1] = {1024}; /* 4 KiB of DT_INT32 */
+/* count values (edges "<edge>_<i>" when count > 1; seeds seed + i) */
+static rep srv_send_n(srv* s, int64_t step, const char* edge, int32_t dtype, int32_t rank, const int64_t* dims,
+                      uint64_t size, unsigned seed, int count) {
     cmd c;
     memset(&c, 0, sizeof c);
     c.op = OP_SEND;
@@ -423,8 +425,12 @@ static rep srv_send(srv* s, int64_t step, const char* edge, int32_t dtype, int32
     if (rank) memcpy(c.dims, dims, (size_t)rank * sizeof *dims);
     c.size = size;
     c.seed = seed;
-    c.count = 1;
+    c.count = count;
     return srv_cmd(s, &c);
+}
+static rep srv_send(srv* s, int64_t step, const char* edge, int32_t dtype, int32_t rank, const int64_t* dims,
+                    uint64_t size, unsigned seed) {
+    return srv_send_n(s, step, edge, dtype, rank, dims, size, seed, 1);
 }
 static rep srv_stats(srv* s) {
     cmd c;
@@ -850,7 +856,6 @@ static void test_1000_concurrent(void) {
     tfrdv_status st;
     tfrdv_rendezvous* r;
     waiter* w = waiter_new();
-    cmd cm;
     int i, ok = 0;
     tfrdv_tcp_stats ts;
     alarm(120);
@@ -858,16 +863,7 @@ static void test_1000_concurrent(void) {
     if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
     (void)tfrdv_mgr_start_step(c.m, 3, &r, &st);
     post_recvs(r, "many_", 1000, w);
-    memset(&cm, 0, sizeof cm);
-    cm.op = OP_SEND;
-    cm.step = 3;
-    cm.count = 1000;
-    cm.dtype = 3;
-    cm.rank = 1;
-    cm.dims[0] = 1024;
-    cm.size = 4096;
-    snprintf(cm.edge, sizeof cm.edge, "many");
-    TT_CHECK_EQ_INT(srv_cmd(&s, &cm).code, 0);
+    TT_CHECK_EQ_INT(srv_send_n(&s, 3, "many", 3, 1, d1024, 4096, 0, 1000).code, 0);
     TT_CHECK(waiter_wait(w, 1000, 60 * SEC));
     for (i = 0; i < w->n && i < 1000; i++) ok += w->code[i] == TFRDV_OK && w->v[i] && w->v[i]->size == 4096;
     TT_CHECK_EQ_INT(ok, 1000);
@@ -1682,6 +1678,11 @@ static void* lent_recv(void* p) {
     tfrdv_unref(r);
     return 0;
 }
+static void lent_init(lent* l, cli* c, const char* edge) {
+    memset(l, 0, sizeof *l);
+    l->c = c;
+    l->edge = edge;
+}
 /* starts lent_recv on a thread and returns once its thread is lent (the request is at the
    server: served counts it; the client counts the lent wait) */
 static void lent_start(pthread_t* th, lent* l, srv* s, uint64_t served_before) {
@@ -1695,6 +1696,15 @@ static void lent_start(pthread_t* th, lent* l, srv* s, uint64_t served_before) {
     SRV_UNTIL(s, rp, rp.ts.served > served_before);
     for (i = 0; i < 1000; i++) { tfrdv_tcp_get_stats(l->c->t, &ts); if (ts.waits_lent > lent0) break; sleep_ms(5); }
     TT_CHECK(ts.waits_lent > lent0);
+}
+/* the server sends edge (4 bytes), the client fetches it: the connection is open and greeted */
+static void warm(srv* s, cli* c, const char* edge) {
+    tfrdv_value* v;
+    tfrdv_status st;
+    int dead;
+    TT_CHECK_EQ_INT(srv_send(s, 1, edge, 1, 0, 0, 4, 1).code, 0);
+    TT_CHECK_EQ_INT(fetch(c, 1, edge, PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+    tfrdv_value_release(v);
 }
 typedef struct many { cli* c; int base, n, ok; } many;
 static void* many_recv(void* p) {
@@ -1723,15 +1733,12 @@ static void test_recv_reads_its_own_response(void) {
     waiter* w = waiter_new();
     pthread_t th[8];
     many m[8];
-    cmd cm;
     static const uint64_t sizes[] = {1, 4096, (3u << 20) + 5};
     int i, dead, ok = 0;
     alarm(120);
     if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
-    TT_CHECK_EQ_INT(srv_send(&s, 1, "warm", 1, 0, 0, 4, 1).code, 0);
-    TT_CHECK_EQ_INT(fetch(&c, 1, "warm", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK); /* connects */
-    tfrdv_value_release(v);
+    warm(&s, &c, "warm"); /* connects */
     tfrdv_tcp_get_stats(c.t, &t0);
     for (i = 0; i < 3; i++) {
         char e[16];
@@ -1756,20 +1763,8 @@ static void test_recv_reads_its_own_response(void) {
         m[i].ok = 0;
         pthread_create(&th[i], 0, many_recv, &m[i]);
     }
-    memset(&cm, 0, sizeof cm);
-    cm.op = OP_SEND;
-    cm.step = 2;
-    cm.count = 400;
-    cm.dtype = 3;
-    cm.rank = 1;
-    cm.dims[0] = 1024;
-    cm.size = 4096;
-    cm.seed = 40;
-    snprintf(cm.edge, sizeof cm.edge, "par");
-    TT_CHECK_EQ_INT(srv_cmd(&s, &cm).code, 0);
-    cm.count = 50;
-    snprintf(cm.edge, sizeof cm.edge, "par_async");
-    TT_CHECK_EQ_INT(srv_cmd(&s, &cm).code, 0);
+    TT_CHECK_EQ_INT(srv_send_n(&s, 2, "par", 3, 1, d1024, 4096, 40, 400).code, 0);
+    TT_CHECK_EQ_INT(srv_send_n(&s, 2, "par_async", 3, 1, d1024, 4096, 40, 50).code, 0);
     for (i = 0; i < 8; i++) {
         pthread_join(th[i], 0);
         ok += m[i].ok;
@@ -1799,13 +1794,9 @@ static void test_lent_thread_cancel_timeout_destroy_kill(void) {
     alarm(120);
     if (!srv_start(&s, upath("lent.sock"), PS_INC, 0, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
-    TT_CHECK_EQ_INT(srv_send(&s, 1, "warm", 1, 0, 0, 4, 1).code, 0);
-    TT_CHECK_EQ_INT(fetch(&c, 1, "warm", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
-    tfrdv_value_release(v);
+    warm(&s, &c, "warm");
     /* cancelled: CANCELLED, the server withdraws, the value sent later is there */
-    memset(&l, 0, sizeof l);
-    l.c = &c;
-    l.edge = "lc";
+    lent_init(&l, &c, "lc");
     (void)tfrdv_cancel_mgr_create(0, &l.cm, &st);
     lent_start(&th, &l, &s, 1);
     tfrdv_cancel_start(l.cm);
@@ -1819,9 +1810,7 @@ static void test_lent_thread_cancel_timeout_destroy_kill(void) {
     TT_CHECK(v && check((uint8_t*)v->data, 4, 2));
     tfrdv_value_release(v);
     /* timed out: DEADLINE_EXCEEDED, then the value is there for the next receive */
-    memset(&l, 0, sizeof l);
-    l.c = &c;
-    l.edge = "lt";
+    lent_init(&l, &c, "lt");
     l.timeout_ns = SEC / 5;
     lent_recv(&l);
     TT_CHECK_EQ_INT(l.code, TFRDV_DEADLINE_EXCEEDED);
@@ -1833,9 +1822,7 @@ static void test_lent_thread_cancel_timeout_destroy_kill(void) {
     TT_CHECK(v && check((uint8_t*)v->data, 4, 3));
     tfrdv_value_release(v);
     /* the transport destroyed under a lent thread (no timeout): CANCELLED, the thread lets go */
-    memset(&l, 0, sizeof l);
-    l.c = &c;
-    l.edge = "ld";
+    lent_init(&l, &c, "ld");
     rp = srv_stats(&s);
     lent_start(&th, &l, &s, rp.ts.served);
     tfrdv_tcp_destroy(c.t);
@@ -1845,12 +1832,8 @@ static void test_lent_thread_cancel_timeout_destroy_kill(void) {
     tfrdv_mgr_destroy(c.m);
     /* the peer killed under a lent thread: UNAVAILABLE */
     if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
-    TT_CHECK_EQ_INT(srv_send(&s, 1, "warm2", 1, 0, 0, 4, 1).code, 0);
-    TT_CHECK_EQ_INT(fetch(&c, 1, "warm2", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
-    tfrdv_value_release(v);
-    memset(&l, 0, sizeof l);
-    l.c = &c;
-    l.edge = "lk";
+    warm(&s, &c, "warm2");
+    lent_init(&l, &c, "lk");
     rp = srv_stats(&s);
     lent_start(&th, &l, &s, rp.ts.served);
     srv_kill(&s);

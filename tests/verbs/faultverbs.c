@@ -8,6 +8,9 @@
      TFRDV_FAULT_WC=N          the next successful send-side completion gets status N
                                (12 = IBV_WC_RETRY_EXC_ERR: a dead peer on real hardware)
      TFRDV_FAULT_POST_SEND=1   the next ibv_post_send fails with ENOMEM
+     TFRDV_FAULT_BAD_RKEY=1    while set, every registration reports a wrong rkey (the NIC keeps
+                               the right one): writes to what its owner advertises fail with a
+                               remote access error, as for a corrupt rkey
    Build: cc -shared -fPIC -o libfaultverbs.so faultverbs.c -ldl */
 #define _GNU_SOURCE
 #include <infiniband/verbs.h>
@@ -69,12 +72,16 @@ FWD(const char*, ibv_wc_status_str, (enum ibv_wc_status s), (s))
 struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t len, int access);
 struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t len, int access) {
     static struct ibv_mr* (*f)(struct ibv_pd*, void*, size_t, int);
+    const char* bad = getenv("TFRDV_FAULT_BAD_RKEY");
+    struct ibv_mr* mr;
     if (!f) *(void**)&f = sym("ibv_reg_mr");
     if (take("TFRDV_FAULT_REG_MR")) {
         errno = ENOMEM;
         return 0;
     }
-    return f(pd, addr, len, access);
+    mr = f(pd, addr, len, access);
+    if (mr && bad && *bad == '1') mr->rkey ^= 0x5a5a00u; /* deregistration goes by handle */
+    return mr;
 }
 #undef ibv_query_port
 int ibv_query_port(struct ibv_context* c, uint8_t port, struct _compat_ibv_port_attr* a);

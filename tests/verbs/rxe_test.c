@@ -672,19 +672,27 @@ static void test_deadline(void) {
     fetch_fini(&f);
 }
 
-/* a receiver advertising a bad rkey: the sender's write fails with a remote access error; the
-   receiver's call fails UNAVAILABLE naming it, well within the deadline; other peers unaffected */
+/* a receiver advertising bad rkeys (every registration of a3 reports a wrong one, its control
+   ring's too): the sender's first write fails with a remote access error; the receiver's call
+   fails UNAVAILABLE naming it, well within the deadline; other peers unaffected */
 static void test_bad_rkey(void) {
     worker a3;
     tfrdv_status st;
     wopts o;
     fetch f, g;
     double secs;
+    const char* lib = getenv("RXE_FAULTVERBS") ? getenv("RXE_FAULTVERBS") : "/bin/libfaultverbs.so";
     memset(&o, 0, sizeof o);
-    o.corrupt = 1;
+    o.library = lib; /* every registration of a3 reports a wrong rkey while the variable is set */
     o.call_timeout_ns = (int64_t)20 * 1000000000;
+    if (access(lib, R_OK) != 0) {
+        printf("    %s is missing\n", lib);
+        TT_CHECK(0);
+        return;
+    }
     fetch_init(&f);
     fetch_init(&g);
+    setenv("TFRDV_FAULT_BAD_RKEY", "1", 1);
     TT_CHECK(mk_worker(&a3, 3, &o, &st));
     TT_CHECK(tfrdv_verbs_connect(a3.v, WORKER(1), "127.0.0.1", b_port, &st) == TFRDV_OK);
     TT_CHECK(cmd("send 800 3 badkey 4 5 0 1 65536\n"));
@@ -714,6 +722,7 @@ static void test_bad_rkey(void) {
     send_and_fetch(&A, 0, &g, 802, "stillok", 100000, 9);
     fetch_fini(&g);
     rm_worker(&a3);
+    unsetenv("TFRDV_FAULT_BAD_RKEY");
     TT_CHECK_EQ_INT(f.calls, 1);
     fetch_fini(&f);
     tfrdv_mgr_cleanup(A.m, 802);

@@ -9,7 +9,10 @@
    its posted receives complete with IBV_WC_WR_FLUSH_ERR); an error moves the QP to ERR and
    later posts complete with IBV_WC_WR_FLUSH_ERR. The completion channel is an eventfd, so
    tfrdv_verbs_fd/epoll work unchanged. Introspection for tests: standin_live_mrs() and
-   standin_live_qps() count registrations and queue pairs not yet destroyed.
+   standin_live_qps() count registrations and queue pairs not yet destroyed. Fault for tests:
+   after standin_bad_rkeys(1), devices opened give every registration a wrong rkey (the one the
+   fabric checks stays right), so writes to what their owner advertises fail with
+   IBV_WC_REM_ACCESS_ERR, as a NIC does for a corrupt rkey.
    Loaded with tfrdv_verbs_config.library = "<dir>/libstandinverbs.so".
    Build: cc -shared -fPIC -o libstandinverbs.so standinverbs.c -lpthread */
 #define _GNU_SOURCE
@@ -41,7 +44,12 @@ typedef struct smr {
     struct ibv_mr mr; /* first */
     struct smr* next;
     int access;
+    uint32_t key;     /* the rkey the fabric accepts (mr.rkey differs on a bad-rkey device) */
 } smr;
+typedef struct sctx {
+    struct ibv_context c; /* first */
+    int bad_rkeys;
+} sctx;
 typedef struct sev {
     struct sev* next;
     struct ibv_cq* cq;
@@ -57,7 +65,14 @@ static sqp* qps;
 static smr* mrs;
 static uint32_t next_qpn = 0x100, next_key = 0x1000;
 static long live_mrs, live_qps;
+static int bad_rkeys; /* devices opened now advertise wrong rkeys */
 static struct ibv_device dev0;
+
+void standin_bad_rkeys(int on) {
+    pthread_mutex_lock(&g);
+    bad_rkeys = on;
+    pthread_mutex_unlock(&g);
+}
 
 long standin_live_mrs(void) {
     long n;
@@ -139,7 +154,7 @@ static sqp* find_qp(uint32_t qpn) {
 static smr* find_rkey(uint32_t rkey) {
     smr* m;
     for (m = mrs; m; m = m->next)
-        if (m->mr.rkey == rkey) return m;
+        if (m->key == rkey) return m;
     return 0;
 }
 static int post_recv(struct ibv_qp* qp, struct ibv_recv_wr* wr, struct ibv_recv_wr** bad) {
@@ -223,8 +238,12 @@ static int post_send(struct ibv_qp* qp, struct ibv_send_wr* wr, struct ibv_send_
 }
 
 struct ibv_context* ibv_open_device(struct ibv_device* d) {
-    struct ibv_context* c = (struct ibv_context*)calloc(1, sizeof *c);
+    sctx* x = (sctx*)calloc(1, sizeof *x);
+    struct ibv_context* c = x ? &x->c : 0;
     if (!c) return 0;
+    pthread_mutex_lock(&g);
+    x->bad_rkeys = bad_rkeys;
+    pthread_mutex_unlock(&g);
     c->device = d;
     c->ops.poll_cq = poll_cq;
     c->ops.req_notify_cq = notify_cq;
@@ -290,7 +309,8 @@ struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t len, int access)
     m->mr.length = len;
     m->access = access;
     pthread_mutex_lock(&g);
-    m->mr.lkey = m->mr.rkey = next_key++;
+    m->key = m->mr.lkey = m->mr.rkey = next_key++;
+    if (((sctx*)pd->context)->bad_rkeys) m->mr.rkey ^= 0x5a5a00u;
     m->next = mrs;
     mrs = m;
     live_mrs++;

@@ -487,6 +487,7 @@ static void test_unavailable(void) {
 #endif
 static char standin[1024];
 static long (*standin_live_mrs)(void);
+static void (*standin_bad_rkeys)(int on); /* devices opened meanwhile advertise wrong rkeys */
 
 static void sleep_ms(long ms) {
     struct timespec ts;
@@ -499,14 +500,15 @@ static int standin_ok(void) {
     if (!standin_live_mrs) {
         h = dlopen(standin, RTLD_NOW | RTLD_LOCAL);
         if (h) *(void**)&standin_live_mrs = dlsym(h, "standin_live_mrs");
+        if (h) *(void**)&standin_bad_rkeys = dlsym(h, "standin_bad_rkeys");
     }
-    if (!standin_live_mrs) printf("    the stand-in libibverbs %s cannot be loaded: %s\n", standin, dlerror());
-    TT_CHECK(standin_live_mrs != 0);
-    return standin_live_mrs != 0;
+    if (!standin_live_mrs || !standin_bad_rkeys) printf("    the stand-in libibverbs %s cannot be loaded: %s\n", standin, dlerror());
+    TT_CHECK(standin_live_mrs != 0 && standin_bad_rkeys != 0);
+    return standin_live_mrs != 0 && standin_bad_rkeys != 0;
 }
 
 #include "verbs_test.h"
-static int si_corrupt;        /* the next siw_make advertises bad rkeys (test_corrupt_rkey) */
+static int si_corrupt;        /* the next siw_make advertises bad rkeys (standin_bad_rkeys) */
 static tfrdv_allocator si_alloc, si_mgr_alloc; /* and allocates through these */
 static int64_t si_call_timeout_ns;              /* and times calls out after this (0: 20 s) */
 static int64_t si_backoff_ns; /* and uses this reconnect_backoff_ns */
@@ -514,22 +516,25 @@ static int64_t si_backoff_ns; /* and uses this reconnect_backoff_ns */
 static int siw_make(worker* w, int task, int thread, int port, int64_t connect_timeout_ns) {
     wopts o;
     tfrdv_status st;
+    int ok;
     memset(&o, 0, sizeof o);
     o.library = standin;
     o.listen_port = port;
     o.no_thread = !thread;
     o.connect_timeout_ns = connect_timeout_ns;
     o.reconnect_backoff_ns = si_backoff_ns;
-    o.corrupt = si_corrupt;
     o.call_timeout_ns = si_call_timeout_ns ? si_call_timeout_ns : (int64_t)20 * 1000000000;
     o.alloc = si_alloc;
     o.mgr_alloc = si_mgr_alloc;
-    si_corrupt = 0;
     si_backoff_ns = 0;
     si_call_timeout_ns = 0;
     memset(&si_alloc, 0, sizeof si_alloc);
     memset(&si_mgr_alloc, 0, sizeof si_mgr_alloc);
-    if (!mk_worker(w, task, &o, &st)) {
+    if (si_corrupt && standin_bad_rkeys) standin_bad_rkeys(1); /* the device this worker opens */
+    si_corrupt = 0;
+    ok = mk_worker(w, task, &o, &st);
+    if (standin_bad_rkeys) standin_bad_rkeys(0);
+    if (!ok) {
         printf("    worker: %s\n", st.msg);
         if (w->m) tfrdv_mgr_destroy(w->m);
         if (w->v) tfrdv_verbs_destroy(w->v);

@@ -14,7 +14,7 @@ typedef struct worker {
 } worker;
 typedef struct wopts { /* zero: the defaults */
     int64_t call_timeout_ns, peer_timeout_ns, connect_timeout_ns, reconnect_backoff_ns;
-    int corrupt, ctrl_slots, max_requests, listen_port;
+    int ctrl_slots, max_requests, listen_port;
     int no_thread;       /* the test drives tfrdv_verbs_progress itself */
     const char* library; /* e.g. the stand-in libibverbs */
     tfrdv_allocator alloc, mgr_alloc; /* the transport's and the manager's hooks.allocator */
@@ -32,7 +32,6 @@ static int mk_worker(worker* w, int task, const wopts* o, tfrdv_status* st) {
     vc.listen_port = o ? o->listen_port : 0;
     vc.connect_timeout_ns = o ? o->connect_timeout_ns : 0;
     vc.reconnect_backoff_ns = o ? o->reconnect_backoff_ns : 0;
-    vc.test_corrupt_rkey = o ? o->corrupt : 0;
     vc.ctrl_slots = o ? o->ctrl_slots : 0;
     vc.max_requests = o ? o->max_requests : 0;
     vc.peer_timeout_ns = o && o->peer_timeout_ns ? o->peer_timeout_ns : 0;
