@@ -110,9 +110,10 @@
      between calls, waking at least every expire_interval_ns. Requests and small responses are
      written by the thread that produced them (the caller of the fetch, the serve completion) when
      the connection's send queue is empty, so the small path costs one sendmsg per message and no
-     hand-off; the rest is written by the I/O loop. Per small fetch: the client writes one
-     sendmsg and its loop one epoll_wait + one recv; the server one epoll_wait + one recv + one
-     sendmsg (answered inline when the value is there). A thread blocked in tfrdv_recv lends
+     hand-off; the rest is written by the I/O loop. Per small fetch: the server makes one
+     epoll_wait + one recv + one sendmsg (answered inline when the value is there); the client one
+     sendmsg, then either its loop one epoll_wait + one recv, or (below) the waiting thread two
+     epoll_ctl + poll + one recv. A thread blocked in tfrdv_recv lends
      itself (tfrdv_transport.wait): it takes its call's connection out of the event loop, checks
      it without sleeping for up to spin_ns (50 us), then sleeps on the socket, and reads and
      completes the response itself: no hand-off, in either progress mode (stats.waits_lent). A
