@@ -117,7 +117,8 @@
      itself (tfrdv_transport.wait): it takes its call's connection out of the event loop, checks
      it without sleeping for up to spin_ns (50 us), then sleeps on the socket, and reads and
      completes the response itself: no hand-off, in either progress mode (stats.waits_lent). A
-     connection another thread is reading, or one still connecting, is left to the loop
+     connection the loop is reading is taken over as soon as the loop lets go of it; one that
+     another lent thread reads, or one still connecting, is left to that reader
      (stats.waits_declined); responses to other calls that it reads meanwhile complete on the
      lent thread. A tfrdv_recv_async callback runs on the thread that read its response: the I/O
      thread, a lent thread, or the caller of tfrdv_tcp_poll; a thread that then wakes another
@@ -362,6 +363,7 @@ TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(__linux__) && !defined(TFRDV_TCP_NO_EPOLL)
 #include <sys/epoll.h>
@@ -780,6 +782,8 @@ struct tfrdv_tcp {
     pthread_cond_t cv;
     int refs, closing, stop, has_thread, destroyed;
     int nclaims;                               /* connections a lent thread reads now */
+    int loop_waiters;                          /* lent threads waiting for the loop to let go of
+                                                  their connection (cv) */
     pthread_t thread;
     tfrdv_mgr* mgr;
     int efd;                                   /* epoll fd, or -1 */
@@ -2239,6 +2243,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_event(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     tfrdv_tcp__conn_io(t, c, rd, wr, err);
     pthread_mutex_lock(&t->mu);
     c->claimed = TFRDV_TCP__BY_NONE;
+    if (t->loop_waiters) pthread_cond_broadcast(&t->cv); /* a lent thread takes it over */
     pthread_mutex_unlock(&t->mu);
 }
 TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
@@ -2564,8 +2569,26 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     int64_t spin_until = t->cfg.spin_ns > 0 ? now + t->cfg.spin_ns : 0;
     pthread_mutex_lock(&t->mu);
     memcpy(&id, tfrdv_call_scratch(call), sizeof id);
-    e = id ? tfrdv_tcp__ent_find(t, id) : 0;
-    c = e && e->call == call ? e->conn : 0;
+    for (;;) { /* the loop reads the connection for one event (it may be finishing the previous
+                  fetch): wait for it to let go rather than leave this fetch to the loop */
+        struct timespec ts;
+        int64_t left;
+        e = id ? tfrdv_tcp__ent_find(t, id) : 0;
+        c = e && e->call == call ? e->conn : 0;
+        if (!c || c->claimed != TFRDV_TCP__BY_LOOP || t->closing) break;
+        if ((left = end - tfrdv_tcp__now()) <= 0) {
+            pthread_mutex_unlock(&t->mu);
+            return 1; /* the time is up: tfrdv_recv acts on it */
+        }
+        if (left > 10000000) left = 10000000; /* then look again */
+        clock_gettime(CLOCK_REALTIME, &ts); /* the condition variable's clock */
+        left += ts.tv_nsec;
+        ts.tv_sec += (time_t)(left / 1000000000);
+        ts.tv_nsec = (long)(left % 1000000000);
+        t->loop_waiters++;
+        (void)pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+        t->loop_waiters--;
+    }
     if (!c || c->server || c->state != TFRDV_TCP__C_OPEN || !c->hello_ok || c->claimed || t->closing ||
         (c->cwake[0] < 0 && !tfrdv_tcp__wake_open(c->cwake))) {
         if (e && e->call == call) t->stats.waits_declined++;
