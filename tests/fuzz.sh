@@ -4,13 +4,8 @@
 # The seed corpus is generated here into build/fuzz/corpus (never committed).
 set -eu
 cd "$(dirname "$0")/.."
-FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-CLANG=${CLANG:-clang}
-out=build/fuzz
-mkdir -p "$out/corpus"
-
-"$CLANG" -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -I. -Itests -o "$out/fuzz_keys" tests/fuzz_keys.c -lpthread
+. tests/fuzzlib.sh
+fuzz_build fuzz fuzz_keys tests/fuzz_keys.c -Itests -lpthread
 
 S=/job:a/replica:0/task:0/device:CPU:0
 D=/job:b/replica:0/task:0/device:CPU:0
@@ -29,6 +24,4 @@ for s in "${seeds[@]}"; do printf '%s' "$s" > "$out/corpus/seed_$i"; i=$((i + 1)
 printf '"/job:"\n"/replica:"\n"/task:"\n"/device:"\n"/cpu:"\n"/gpu:"\n"/CPU:"\n"/GPU:"\n";"\n":"\n"*"\n"-"\n' \
   > "$out/keys.dict"
 
-echo "fuzz_keys: ${FUZZ_SECONDS}s"
-"$out/fuzz_keys" -max_total_time="$FUZZ_SECONDS" -max_len=4096 -dict="$out/keys.dict" \
-  -artifact_prefix="$out/" -print_final_stats=1 "$out/corpus"
+fuzz_run fuzz_keys -dict="$out/keys.dict"

@@ -4,13 +4,8 @@
 # build/fuzz_grpc/). The seed corpus (TensorFlow's byte layouts) is generated here.
 set -eu
 cd "$(dirname "$0")/../.."
-FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-CLANG=${CLANG:-clang}
-out=build/fuzz_grpc
-mkdir -p "$out/corpus"
-"$CLANG" -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -I. -o "$out/fuzz_grpc" tests/grpc/fuzz_grpc.c
-seed() { printf "$2" > "$out/corpus/$1"; }
+. tests/fuzzlib.sh
+fuzz_build fuzz_grpc fuzz_grpc tests/grpc/fuzz_grpc.c
 # mode byte (0 response, 1 request, 2 GetStatus), split byte, message
 seed f32 '\x00\x55\x18\x80\x88\x91\x87\x89\x87\x91\x03\x0a\x26\x08\x01\x12\x08\x12\x02\x08\x02\x12\x02\x08\x03\x22\x18AAAABBBBCCCCDDDDEEEEFFFF'
 seed scalar '\x00\x01\x18\x01\x0a\x08\x08\x01\x22\x04\x00\x00\x28\x42'
@@ -21,5 +16,4 @@ seed strval '\x00\x05\x0a\x11\x08\x07\x12\x04\x12\x02\x08\x03\x42\x02hi\x42\x00\
 seed i64 '\x00\x06\x0a\x0d\x08\x09\x12\x04\x12\x02\x08\x02\x52\x03\x80\x01\x02'
 seed req '\x01\x07\x08\x05\x12\x05a;b;c\x38\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01'
 seed status '\x02\x08\x0a\x1b\x0a\x05/a:b0\x12\x03CPU\x2a\x00\x31\x01\x02\x03\x04\x05\x06\x07\x08\x40\x01'
-echo "fuzz_grpc: ${FUZZ_SECONDS}s"
-"$out/fuzz_grpc" -max_total_time="$FUZZ_SECONDS" -max_len=4096 -artifact_prefix="$out/" -print_final_stats=1 "$out/corpus"
+fuzz_run fuzz_grpc

@@ -482,6 +482,13 @@ static void cli_close(cli* c) {
     tfrdv_tcp_destroy(c->t);
     tfrdv_mgr_destroy(c->m);
 }
+/* a serving child on addr and a client of it in this process; 0 (a failed check, nothing left
+   running) if either does not start */
+static int pair_open(srv* s, cli* c, const char* addr, int64_t call_timeout_ns, const tfrdv_tcp_config* base) {
+    if (!srv_start(s, addr, PS_INC, 0, 0)) { TT_CHECK(0); return 0; }
+    if (!cli_open(c, s->addr, call_timeout_ns, base)) { TT_CHECK(0); srv_stop(s); return 0; }
+    return 1;
+}
 static tfrdv_code fetch(cli* c, int64_t step, const char* edge, uint64_t inc, int64_t timeout_ns, tfrdv_value** v,
                         int* dead, tfrdv_status* st) {
     tfrdv_rendezvous* r = 0;
@@ -508,8 +515,7 @@ static void shapes_over(const char* addr) {
     int n = 0;
     char edge[48];
     alarm(240);
-    if (!srv_start(&s, addr, PS_INC, 0, 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, 60 * SEC, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!pair_open(&s, &c, addr, 60 * SEC, 0)) return;
     /* every dtype, rank 1 */
     for (i = 0; i < sizeof dts / sizeof *dts; i++) {
         int64_t d[1] = {3};
@@ -603,8 +609,7 @@ static void test_above_2gib(void) {
     if (under_valgrind()) TT_SKIP("under valgrind (make valgrind): 2 GiB would take minutes");
     alarm(240);
     d[0] = (int64_t)size;
-    if (!srv_start(&s, upath("big.sock"), PS_INC, 0, 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!pair_open(&s, &c, upath("big.sock"), 0, 0)) return;
     TT_CHECK_EQ_INT(srv_send(&s, 1, "big", 4, 1, d, size, 9).code, 0);
     TT_CHECK_EQ_INT(fetch(&c, 1, "big", PS_INC, 200 * SEC, &v, &dead, &st), TFRDV_OK);
     if (v) {
@@ -625,8 +630,7 @@ static void test_restart_detail(void) {
     tfrdv_value* v;
     int dead;
     alarm(60);
-    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!pair_open(&s, &c, "127.0.0.1:0", 0, 0)) return;
     TT_CHECK_EQ_INT(fetch(&c, 1, "x", PS_INC + 1, 30 * SEC, &v, &dead, &st), TFRDV_ABORTED);
     TT_CHECK_EQ_INT(st.detail, TFRDV_DETAIL_WORKER_RESTARTED);
     TT_CHECK_CONTAINS(st.msg, "incarnation");
@@ -713,8 +717,7 @@ static void test_cancel_keeps_value(void) {
     int dead;
     rep rp;
     alarm(60);
-    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!pair_open(&s, &c, "127.0.0.1:0", 0, 0)) return;
     (void)tfrdv_cancel_mgr_create(0, &cm, &st);
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
     key_for(&k, "late", PS_INC);
@@ -752,8 +755,7 @@ static void test_deadline_keeps_value(void) {
     int dead;
     rep rp;
     alarm(60);
-    if (!srv_start(&s, upath("dl.sock"), PS_INC, 0, 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, SEC / 5, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!pair_open(&s, &c, upath("dl.sock"), SEC / 5, 0)) return;
     TT_CHECK_EQ_INT(fetch(&c, 1, "slow", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_DEADLINE_EXCEEDED);
     SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 0 && rp.ts.served);
     TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0);
@@ -859,8 +861,7 @@ static void test_1000_concurrent(void) {
     int i, ok = 0;
     tfrdv_tcp_stats ts;
     alarm(120);
-    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!pair_open(&s, &c, "127.0.0.1:0", 0, 0)) return;
     (void)tfrdv_mgr_start_step(c.m, 3, &r, &st);
     post_recvs(r, "many_", 1000, w);
     TT_CHECK_EQ_INT(srv_send_n(&s, 3, "many", 3, 1, d1024, 4096, 0, 1000).code, 0);
@@ -887,8 +888,7 @@ static void hol_over(const char* addr) {
     waiter* w = waiter_new();
     int64_t db[1] = {256 << 20}, ds[1] = {4096};
     alarm(60);
-    if (!srv_start(&s, addr, PS_INC, 0, 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!pair_open(&s, &c, addr, 0, 0)) return;
     TT_CHECK_EQ_INT(srv_send(&s, 1, "hol_big", 4, 1, db, (uint64_t)db[0], 1).code, 0);
     TT_CHECK_EQ_INT(srv_send(&s, 1, "hol_small", 4, 1, ds, (uint64_t)ds[0], 2).code, 0);
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
@@ -926,8 +926,7 @@ static void test_server_killed_mid_transfer(void) {
     int64_t d[1] = {256 << 20};
     int dead, status;
     alarm(60);
-    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!pair_open(&s, &c, "127.0.0.1:0", 0, 0)) return;
     TT_CHECK_EQ_INT(srv_send(&s, 1, "huge", 4, 1, d, (uint64_t)d[0], 1).code, 0);
     kill_on_alloc = s.pid;
     memset(&a, 0, sizeof a);
@@ -1020,8 +1019,7 @@ static void test_reconnect_after_restart(void) {
     alarm(60);
     tc.backoff_ns = SEC / 50;
     tc.backoff_max_ns = SEC / 10;
-    if (!srv_start(&s, a, PS_INC, 0, 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, 0, &tc)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!pair_open(&s, &c, a, 0, &tc)) return;
     TT_CHECK_EQ_INT(srv_send(&s, 1, "r1", 1, 0, 0, 4, 1).code, 0);
     TT_CHECK_EQ_INT(fetch(&c, 1, "r1", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
     tfrdv_value_release(v);
@@ -1626,8 +1624,7 @@ static void test_destroy_client_in_flight(void) {
     int i;
     rep rp;
     alarm(60);
-    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!pair_open(&s, &c, "127.0.0.1:0", 0, 0)) return;
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
     post_recvs(r, "never", 10, w);
     SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 10);
@@ -1736,8 +1733,7 @@ static void test_recv_reads_its_own_response(void) {
     static const uint64_t sizes[] = {1, 4096, (3u << 20) + 5};
     int i, dead, ok = 0;
     alarm(120);
-    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!pair_open(&s, &c, "127.0.0.1:0", 0, 0)) return;
     warm(&s, &c, "warm"); /* connects */
     tfrdv_tcp_get_stats(c.t, &t0);
     for (i = 0; i < 3; i++) {
@@ -1792,8 +1788,7 @@ static void test_lent_thread_cancel_timeout_destroy_kill(void) {
     rep rp;
     int dead;
     alarm(120);
-    if (!srv_start(&s, upath("lent.sock"), PS_INC, 0, 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!pair_open(&s, &c, upath("lent.sock"), 0, 0)) return;
     warm(&s, &c, "warm");
     /* cancelled: CANCELLED, the server withdraws, the value sent later is there */
     lent_init(&l, &c, "lc");
@@ -1855,8 +1850,7 @@ static void test_host_driven_recv_needs_no_poller(void) {
     int i, dead;
     alarm(60);
     tc.num_threads = -1;
-    if (!srv_start(&s, "127.0.0.1:0", PS_INC, 0, 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, 0, &tc)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!pair_open(&s, &c, "127.0.0.1:0", 0, &tc)) return;
     TT_CHECK_EQ_INT(srv_send(&s, 1, "hd1", 1, 0, 0, 8, 1).code, 0);
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
     key_for(&k, "hd1", PS_INC);
