@@ -20,12 +20,13 @@ TESTS    := $(patsubst tests/%.c,$(B)/%,$(TEST_SRCS)) $(B)/test_locks_fenced
 EXAMPLES := $(patsubst examples/%.c,$(B)/ex_%,$(EXAMPLE_SRCS))
 HEADERS  := tfrdv.h $(wildcard tfrdv_*.h) tests/tt.h $(wildcard tests/*.h)
 
-.PHONY: all test asan tsan valgrind bench bench-tcp fuzz demo clean check examples help
+.PHONY: all test asan tsan valgrind bench bench-tcp fuzz demo demo-tcp clean check examples help
 all: $(TESTS) $(EXAMPLES)
 examples: $(EXAMPLES)
 
 help:
-	@echo "make demo       the demo: a ps and a worker process over tfrdv_tcp.h (see README.md)"
+	@echo "make demo       the demo: a ps and a worker in one process (loopback transport)"
+	@echo "make demo-tcp   the same as two processes over tfrdv_tcp.h"
 	@echo "make test       every suite, example and build-matrix cell; last line 'N passed, N failed'"
 	@echo "make check      the same as make test"
 	@echo "make examples   build the examples into $(B)/ex_*"
@@ -76,8 +77,10 @@ valgrind:
 	@B=$(B) VALGRIND=1 RUN_MATRIX=0 TFRDV_STRESS_OPS=100000 bash tests/run.sh
 
 # the ps and the worker as two processes over tfrdv_tcp.h (a Unix socket); the in-process loopback
-# demo is ex_two_workers (`ex_two_workers --trace out.json` writes a timeline for ui.perfetto.dev)
-demo: $(B)/ex_tcp_workers
+# `ex_two_workers --trace out.json` writes a timeline for ui.perfetto.dev
+demo: $(B)/ex_two_workers
+	@$(B)/ex_two_workers
+demo-tcp: $(B)/ex_tcp_workers
 	@$(B)/ex_tcp_workers
 
 fuzz:

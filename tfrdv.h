@@ -154,7 +154,7 @@
      Several transports at once: tfrdv_router_create picks one per source worker. A provider's
      contract (start_call, cancel_call, exactly one finish) is at tfrdv_transport below, and
      examples/custom_transport.c implements one, with cancellation, deadlines and give-back, in
-     about 340 lines.
+     150 lines.
 
    THREADS
      Thread-safe (any thread, concurrently, on the same object): tfrdv_send, tfrdv_recv_async,
@@ -217,9 +217,9 @@
 #define TFRDV_H
 
 #define TFRDV_VERSION_MAJOR 0
-#define TFRDV_VERSION_MINOR 3
+#define TFRDV_VERSION_MINOR 4
 #define TFRDV_VERSION_PATCH 0
-#define TFRDV_VERSION_STRING "0.3.0"
+#define TFRDV_VERSION_STRING "0.4.0"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -493,22 +493,20 @@ typedef enum tfrdv_dtype {
     TFRDV_DT_UINT64 = 23
 } tfrdv_dtype;
 
-/* A value with its own storage: ONE allocation holds the tfrdv_value, a copy of the rank dims and
-   size bytes of data, copied from data (or zeroed when data is NULL). The reference returned is
-   yours (send it, or tfrdv_value_release it); the release of the last reference frees the block.
-   ->data is aligned like malloc's; ->user is yours. NULL on out of memory, rank < 0, rank > 0
-   with dims NULL, or a size that cannot be allocated. The library does not check size against
-   dtype and dims. Under TFRDV_NO_MALLOC use tfrdv_value_new_with (tfrdv_value_new returns NULL).
+/* A value with its own storage: ONE allocation from allocator (NULL: malloc/free; otherwise
+   alloc_fn and free_fn both set, and the block goes back to free_fn with its size) holds the
+   tfrdv_value, a copy of the rank dims and size bytes of data, copied from data (or zeroed when
+   data is NULL). The reference returned is yours (send it, or tfrdv_value_release it); the release
+   of the last reference frees the block. ->data is aligned like malloc's; ->user is yours. NULL on
+   out of memory, rank < 0, rank > 0 with dims NULL, or a size that cannot be allocated. The
+   library does not check size against dtype and dims. Under TFRDV_NO_MALLOC pass an allocator
+   (NULL returns NULL).
        int64_t dims[2] = {2, 3};
-       tfrdv_value* v = tfrdv_value_new(TFRDV_DT_FLOAT, 2, dims, NULL, 6 * sizeof(float));
+       tfrdv_value* v = tfrdv_value_new(NULL, TFRDV_DT_FLOAT, 2, dims, NULL, 6 * sizeof(float));
        if (v) ((float*)v->data)[0] = 1.0f;  */
-TFRDV_API tfrdv_value* tfrdv_value_new(int32_t dtype, int32_t rank, const int64_t* dims,
-                                       const void* data, uint64_t size);
-/* The same from an allocator (alloc_fn and free_fn both set, or both NULL for malloc/free);
-   the block is returned with a sized free to the same allocator. */
-TFRDV_API tfrdv_value* tfrdv_value_new_with(const tfrdv_allocator* allocator, int32_t dtype,
-                                            int32_t rank, const int64_t* dims, const void* data,
-                                            uint64_t size);
+TFRDV_API tfrdv_value* tfrdv_value_new(const tfrdv_allocator* allocator, int32_t dtype,
+                                       int32_t rank, const int64_t* dims, const void* data,
+                                       uint64_t size);
 /* A tfrdv_value by value, for embedding in your own tensor object without designated
    initializers (C++): extra_refs is 0. dims and data are not copied: they must stay valid until
    release runs (release may be NULL for static storage). */
@@ -519,10 +517,11 @@ TFRDV_API tfrdv_value tfrdv_value_make(int32_t dtype, int32_t rank, const int64_
 /* A key that owns its bytes: the text in buf (NUL-terminated) and its parsed view, whose pointers
    point into buf. Pass &k.parsed to tfrdv_send / tfrdv_recv_async / tfrdv_recv. A tfrdv_key can
    live on the stack (about 1.3 KiB) and needs no cleanup. Do NOT copy it with = or memcpy: the
-   copy's views would still point into the original; use tfrdv_key_copy. Keys longer than
-   TFRDV_KEY_MAX - 1 bytes fail with RESOURCE_EXHAUSTED (TensorFlow keys are far shorter; build
-   longer ones with tfrdv_key_create into your own buffer). After a failed call k holds an
-   empty key (len 0, "" in buf): check the code, do not send or receive on it. */
+   copy's views would still point into the original; copy with tfrdv_key_from(&dst, src.buf,
+   src.len, &st). Keys longer than TFRDV_KEY_MAX - 1 bytes fail with RESOURCE_EXHAUSTED
+   (TensorFlow keys are far shorter; build longer ones with tfrdv_key_create into your own
+   buffer). After a failed call k holds an empty key (len 0, "" in buf): check the code, do not
+   send or receive on it. */
 #define TFRDV_KEY_MAX 1024
 typedef struct tfrdv_key {
     tfrdv_parsed_key parsed; /* views into buf */
@@ -534,16 +533,14 @@ TFRDV_API tfrdv_code tfrdv_key_make(tfrdv_key* k, const char* src_device,
                                     uint64_t src_incarnation, const char* dst_device,
                                     const char* edge_name, tfrdv_frame_iter frame_iter,
                                     tfrdv_status* st);
-/* Copies len bytes of key text (e.g. a tfrdv_str from a trace event or a transport) and parses
-   it with tfrdv_key_parse. */
+/* Copies len bytes of key text (e.g. a tfrdv_str from a trace event or a transport, or another
+   tfrdv_key's buf; text may be k->buf itself) and parses it with tfrdv_key_parse. */
 TFRDV_API tfrdv_code tfrdv_key_from(tfrdv_key* k, const char* text, size_t len, tfrdv_status* st);
 /* The key of one loop iteration: base with its frame:iter part replaced by frame_iter (TensorFlow
    builds the prefix once per Send/Recv kernel and adds ";frame_id:iter" per execution). k may be
    base itself (changed in place). */
 TFRDV_API tfrdv_code tfrdv_key_make_frame(tfrdv_key* k, const tfrdv_key* base,
                                           tfrdv_frame_iter frame_iter, tfrdv_status* st);
-/* dst = an independent copy of src (dst may be src). */
-TFRDV_API tfrdv_code tfrdv_key_copy(tfrdv_key* dst, const tfrdv_key* src, tfrdv_status* st);
 
 /* A worker on a loopback transport in one call: tfrdv_mgr_create with cfg (NULL: defaults), its
    worker_name and transport replaced by worker_name and lb's, then tfrdv_loopback_register.
@@ -757,16 +754,14 @@ TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* 
                                  tfrdv_value* value, int is_dead);
 /* The same with a whole status (NULL: OK), so its detail reaches the receiver: a transport that
    learns the serving worker was restarted (TensorFlow's WorkerPossiblyRestarted) says so with
-   detail TFRDV_DETAIL_WORKER_RESTARTED. */
-TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* status,
-                                        tfrdv_value* value, int is_dead);
-/* tfrdv_call_finish_status for a provider that can give a value back to where it came from (an
-   in-process transport: tfrdv_mgr_serve_return on the serving manager). Returns 1 when status is
-   OK but the receiver already had its answer (it was cancelled, aborted or timed out while this
-   one was on its way): then value (and is_dead) stay the caller's, to give back or release.
-   Returns 0 otherwise: the value was taken, as by tfrdv_call_finish_status. */
-TFRDV_API int tfrdv_call_finish_keep(tfrdv_call* call, const tfrdv_status* status,
-                                     tfrdv_value* value, int is_dead);
+   detail TFRDV_DETAIL_WORKER_RESTARTED. give_back is for a provider that can return a value to
+   where it came from (an in-process transport: tfrdv_mgr_serve_return on the serving manager):
+   nonzero, an OK answer whose receiver already had its answer (it was cancelled, aborted or timed
+   out while this one was on its way) is not taken: the function returns 1 and value (and is_dead)
+   stay yours, to give back or release. Otherwise it returns 0 and the value was taken (released
+   when nobody wants it), as by tfrdv_call_finish. */
+TFRDV_API int tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* status,
+                                       tfrdv_value* value, int is_dead, int give_back);
 
 /* ---------------------------------------------------------------------------------------------
    Step manager: one rendezvous per step id, created on demand, plus the serving side.
@@ -5610,12 +5605,6 @@ TFRDV__PRIVATE int64_t tfrdv__backoff(const tfrdv_mgr* mgr, int attempt) {
     return b >= 9.2e18 ? INT64_MAX : (int64_t)b; /* (double)INT64_MAX does not convert back */
 }
 
-TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
-                                 tfrdv_value* value, int is_dead) {
-    tfrdv_status st;
-    tfrdv_status_set(&st, code, msg);
-    tfrdv_call_finish_status(call, &st, value, is_dead);
-}
 /* tfrdv_call_finish_status; with keep non-NULL, an OK answer whose receiver already has its answer
    (cancelled, aborted, timed out meanwhile) is not released: *keep receives it, for the provider
    to give back to the serving table (the loopback does; a network provider cannot) */
@@ -5688,15 +5677,17 @@ TFRDV__PRIVATE void tfrdv__call_finish(tfrdv_call* call, const tfrdv_status* sta
     }
 }
 
-TFRDV_API void tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* status,
-                                        tfrdv_value* value, int is_dead) {
-    tfrdv__call_finish(call, status, value, is_dead, 0, 0);
+TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
+                                 tfrdv_value* value, int is_dead) {
+    tfrdv_status st;
+    tfrdv_status_set(&st, code, msg);
+    tfrdv__call_finish(call, &st, value, is_dead, 0, 0);
 }
-TFRDV_API int tfrdv_call_finish_keep(tfrdv_call* call, const tfrdv_status* status,
-                                     tfrdv_value* value, int is_dead) {
+TFRDV_API int tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* status,
+                                       tfrdv_value* value, int is_dead, int give_back) {
     tfrdv_value* kept = 0;
     int kept_dead = 0;
-    tfrdv__call_finish(call, status, value, is_dead, &kept, &kept_dead);
+    tfrdv__call_finish(call, status, value, is_dead, give_back ? &kept : 0, &kept_dead);
     return kept || kept_dead;
 }
 
@@ -6196,7 +6187,7 @@ TFRDV__PRIVATE void tfrdv__lb_served(void* u, const tfrdv_status* st, const tfrd
     tfrdv__unlock(&lb->mu);
     if (st->code != TFRDV_OK) {
         tfrdv_value_release(v);
-        if (call) tfrdv_call_finish_status(call, st, 0, 0);
+        if (call) tfrdv_call_finish_status(call, st, 0, 0, 0);
     } else if (!call) { /* cancelled while the answer was on its way */
         back = v;
         back_dead = dead;
@@ -6210,7 +6201,7 @@ TFRDV__PRIVATE void tfrdv__lb_served(void* u, const tfrdv_status* st, const tfrd
             back_dead = dead;
         } else {
             if (v->size) memcpy(copy->data, v->data, (size_t)v->size);
-            if (tfrdv_call_finish_keep(call, st, copy, dead)) { /* the receiver gave up meanwhile */
+            if (tfrdv_call_finish_status(call, st, copy, dead, 1)) { /* the receiver gave up meanwhile */
                 tfrdv_value_release(copy);
                 back = v; /* the original goes back */
                 back_dead = dead;
@@ -6218,7 +6209,7 @@ TFRDV__PRIVATE void tfrdv__lb_served(void* u, const tfrdv_status* st, const tfrd
                 tfrdv_value_release(v);
             }
         }
-    } else if (tfrdv_call_finish_keep(call, st, v, dead)) {
+    } else if (tfrdv_call_finish_status(call, st, v, dead, 1)) {
         back = v;
         back_dead = dead;
     }
@@ -6362,7 +6353,7 @@ TFRDV__PRIVATE void tfrdv__router_start(void* user, tfrdv_call* call) {
     tfrdv_status st;
     int k = tfrdv__router_pick(rt, call, &st);
     tfrdv__atomic_store(&call->route, k);
-    if (k < 0) tfrdv_call_finish_status(call, &st, 0, 0);
+    if (k < 0) tfrdv_call_finish_status(call, &st, 0, 0, 0);
     else rt->r[k].t.start_call(rt->r[k].t.user, call);
 }
 TFRDV__PRIVATE void tfrdv__router_cancel(void* user, tfrdv_call* call) {
@@ -6455,9 +6446,9 @@ TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_t
 }
 
 /* >>helpers  values with their own storage, keys that own their bytes, one-call workers and steps */
-TFRDV_API tfrdv_value* tfrdv_value_new_with(const tfrdv_allocator* allocator, int32_t dtype,
-                                            int32_t rank, const int64_t* dims, const void* data,
-                                            uint64_t size) {
+TFRDV_API tfrdv_value* tfrdv_value_new(const tfrdv_allocator* allocator, int32_t dtype,
+                                       int32_t rank, const int64_t* dims, const void* data,
+                                       uint64_t size) {
     tfrdv_value* v;
     tfrdv_allocator a;
     if (!tfrdv__allocator_ok(allocator)) return 0;
@@ -6469,10 +6460,6 @@ TFRDV_API tfrdv_value* tfrdv_value_new_with(const tfrdv_allocator* allocator, in
         else memset(v->data, 0, (size_t)size);
     }
     return v;
-}
-TFRDV_API tfrdv_value* tfrdv_value_new(int32_t dtype, int32_t rank, const int64_t* dims,
-                                       const void* data, uint64_t size) {
-    return tfrdv_value_new_with(0, dtype, rank, dims, data, size);
 }
 TFRDV_API tfrdv_value tfrdv_value_make(int32_t dtype, int32_t rank, const int64_t* dims,
                                        void* data, uint64_t size,
@@ -6542,10 +6529,6 @@ TFRDV_API tfrdv_code tfrdv_key_make_frame(tfrdv_key* k, const tfrdv_key* base,
     if (k != base) memcpy(k->buf, base->buf, plen);
     rc = tfrdv_key_with_frame(k->buf, plen, frame_iter, k->buf, sizeof k->buf, &len, st);
     return tfrdv__key_finish(k, rc, len, st);
-}
-TFRDV_API tfrdv_code tfrdv_key_copy(tfrdv_key* dst, const tfrdv_key* src, tfrdv_status* st) {
-    if (!dst || !src) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_key_copy: NULL key");
-    return tfrdv_key_from(dst, src->buf, src->len, st);
 }
 
 TFRDV_API tfrdv_code tfrdv_loopback_add_worker(tfrdv_loopback* lb, const char* worker_name,

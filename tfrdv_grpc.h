@@ -140,13 +140,13 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_grpc.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 2
-#error "tfrdv_grpc.h 0.2 needs tfrdv.h 0.2 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 4
+#error "tfrdv_grpc.h 0.3 needs tfrdv.h 0.4 or a later 0.x"
 #endif
 
 #define TFRDV_GRPC_VERSION_MAJOR 0
-#define TFRDV_GRPC_VERSION_MINOR 2
-#define TFRDV_GRPC_VERSION_STRING "0.2.0"
+#define TFRDV_GRPC_VERSION_MINOR 3
+#define TFRDV_GRPC_VERSION_STRING "0.3.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -1769,7 +1769,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* t
     } else {
         TFRDV_GRPC__ADD(g, calls_failed, 1);
     }
-    if (call) tfrdv_call_finish_status(call, &st, value, info.is_dead);
+    if (call) tfrdv_call_finish_status(call, &st, value, info.is_dead, 0);
     else tfrdv_value_release(value);
     tfrdv_grpc__ccall_free(g, c);
 }

@@ -147,13 +147,13 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_tcp.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 3
-#error "tfrdv_tcp.h 0.2 needs tfrdv.h 0.3 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 4
+#error "tfrdv_tcp.h 0.3 needs tfrdv.h 0.4 or a later 0.x"
 #endif
 
 #define TFRDV_TCP_VERSION_MAJOR 0
-#define TFRDV_TCP_VERSION_MINOR 2
-#define TFRDV_TCP_VERSION_STRING "0.2.0"
+#define TFRDV_TCP_VERSION_MINOR 3
+#define TFRDV_TCP_VERSION_STRING "0.3.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -1442,7 +1442,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__todo_run(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
         if (e->value) { tfrdv_value_release(e->value); e->value = 0; }
         if (e->call) {
             if (e->fmsg) tfrdv_call_finish(e->call, e->fcode, e->fmsg, 0, 0);
-            else tfrdv_call_finish_status(e->call, &td->st, 0, 0);
+            else tfrdv_call_finish_status(e->call, &td->st, 0, 0, 0);
             e->call = 0;
         }
     }
@@ -1841,7 +1841,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_error(tfrdv_tcp* t, tfrdv_tcp__conn* c, co
     n = f->message.len < sizeof st.msg - 1 ? f->message.len : sizeof st.msg - 1;
     if (n) memcpy(st.msg, f->message.ptr, n);
     st.msg[n] = 0;
-    tfrdv_call_finish_status(call, &st, 0, 0);
+    tfrdv_call_finish_status(call, &st, 0, 0, 0);
 }
 
 TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {

@@ -151,13 +151,13 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_verbs.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 2
-#error "tfrdv_verbs.h 0.3 needs tfrdv.h 0.2 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 4
+#error "tfrdv_verbs.h 0.4 needs tfrdv.h 0.4 or a later 0.x"
 #endif
 
 #define TFRDV_VERBS_VERSION_MAJOR 0
-#define TFRDV_VERBS_VERSION_MINOR 3
-#define TFRDV_VERBS_VERSION_STRING "0.3.0"
+#define TFRDV_VERBS_VERSION_MINOR 4
+#define TFRDV_VERBS_VERSION_STRING "0.4.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -1379,7 +1379,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__todo_run(tfrdv_verbs* v, tfrdv_verbs__tod
             tfrdv_status st;
             tfrdv_status_set(&st, t->code, t->msg);
             st.detail = t->detail;
-            tfrdv_call_finish_status(t->call, &st, t->val, t->dead);
+            tfrdv_call_finish_status(t->call, &st, t->val, t->dead, 0);
         } else if (t->kind == 2) {
             tfrdv_verbs__srv* s = t->srv;
             tfrdv_str key;

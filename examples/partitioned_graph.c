@@ -75,7 +75,7 @@ static tfrdv_code edge_key(int e, int iter, tfrdv_key* k, tfrdv_status* st) {
 static void send_edge(ctx* c, int e, int iter, const t4* t) {
     tfrdv_key k;
     tfrdv_status st;
-    tfrdv_value* v = t->dead ? NULL : tfrdv_value_new(TFRDV_DT_FLOAT, 2, dims2x2, t->v, sizeof t->v);
+    tfrdv_value* v = t->dead ? NULL : tfrdv_value_new(NULL, TFRDV_DT_FLOAT, 2, dims2x2, t->v, sizeof t->v);
     if (edge_key(e, iter, &k, &st) != TFRDV_OK || tfrdv_send(c->rdv, &k.parsed, NULL, v, t->dead, &st) != TFRDV_OK) {
         fprintf(stderr, "%s: send %s: %s\n", device[c->dev], k.buf, st.msg);
         tfrdv_value_release(v); /* a failed send leaves the value with us */

@@ -20,7 +20,7 @@ static void* producer(void* arg) {
         tfrdv_key k;
         tfrdv_status st;
         float data[4] = {(float)i, (float)i + 0.25f, (float)i + 0.5f, (float)i + 0.75f};
-        tfrdv_value* v = tfrdv_value_new(TFRDV_DT_FLOAT, 1, dims, data, sizeof data); /* copies data */
+        tfrdv_value* v = tfrdv_value_new(NULL, TFRDV_DT_FLOAT, 1, dims, data, sizeof data); /* copies data */
         if (tfrdv_key_make_frame(&k, &base, fi, &st) != TFRDV_OK || tfrdv_send(rdv, &k.parsed, NULL, v, 0, &st) != TFRDV_OK) {
             fprintf(stderr, "send %d: %s %s\n", (int)i, tfrdv_code_str(st.code), st.msg);
             tfrdv_value_release(v); /* a failed send leaves the value with us */

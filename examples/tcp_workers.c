@@ -1,4 +1,4 @@
-/* tcp_workers.c - the demo: a "ps" and a "worker" in two processes; the worker fetches tensors
+/* tcp_workers.c - the two-process demo: a "ps" and a "worker" in two processes; the worker fetches tensors
    from the ps over tfrdv_tcp.h (a Unix socket or TCP) for 5 steps and checks every byte.
      ./tcp_workers                  forks the ps (Unix socket in /tmp), runs the worker, exits 0
                                     if both sides checked out
@@ -70,7 +70,7 @@ static int ps_step(tfrdv_mgr* m, int64_t step) { /* start the step, send its ten
     if (tfrdv_mgr_start_step(m, step, &r, &st) != TFRDV_OK) bad = fail("ps", "start step", &st);
     for (t = 0; !bad && t < NT; t++) {
         uint64_t i, n = elems(t);
-        tfrdv_value* v = tfrdv_value_new(TFRDV_DT_FLOAT, spec[t].rank, spec[t].dims, NULL, n * sizeof(float));
+        tfrdv_value* v = tfrdv_value_new(NULL, TFRDV_DT_FLOAT, spec[t].rank, spec[t].dims, NULL, n * sizeof(float));
         for (i = 0; v && i < n; i++) ((float*)v->data)[i] = expect(step, t, i);
         if (!v || key_for(&k, t, &st) != TFRDV_OK || tfrdv_send(r, &k.parsed, NULL, v, 0, &st) != TFRDV_OK) {
             tfrdv_value_release(v); /* a failed send leaves the value with us */

@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
         for (t = 0; t < NT; t++) {
             xfer* x = &xfers[step - 1][t];
             uint64_t i, n = (uint64_t)(spec[t].dims[0] * spec[t].dims[1]);
-            tfrdv_value* v = tfrdv_value_new(TFRDV_DT_FLOAT, spec[t].rank, spec[t].dims, NULL, n * sizeof(float));
+            tfrdv_value* v = tfrdv_value_new(NULL, TFRDV_DT_FLOAT, spec[t].rank, spec[t].dims, NULL, n * sizeof(float));
             for (i = 0; v && i < n; i++) ((float*)v->data)[i] = expect(step, t, i);
             x->step = step;
             x->t = t;

@@ -82,7 +82,7 @@ static int ps_send_all(node* ps) {
         if (tfrdv_mgr_find(ps->m, step, &r, &st) != TFRDV_OK || tfrdv_mgr_initialize(r, 0, &st) != TFRDV_OK) return 0;
         for (t = 0; t < NT; t++) {
             uint64_t i, n = (uint64_t)(spec[t].dims[0] * spec[t].dims[1]);
-            tfrdv_value* v = tfrdv_value_new(TFRDV_DT_FLOAT, spec[t].rank, spec[t].dims, NULL, n * 4);
+            tfrdv_value* v = tfrdv_value_new(NULL, TFRDV_DT_FLOAT, spec[t].rank, spec[t].dims, NULL, n * 4);
             tfrdv_parsed_key k;
             char kb[256];
             for (i = 0; v && i < n; i++) ((float*)v->data)[i] = expect(step, t, i);

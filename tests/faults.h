@@ -171,10 +171,10 @@ FX_FN void faults_finish(faults* f, tfrdv_call* call, faults_kind kind, const tf
     pthread_mutex_unlock(&f->mu);
     if (kind == FAULT_DUP_FINISH) {
         tfrdv_value_retain(v); /* the second finish hands over its own reference */
-        tfrdv_call_finish_status(call, st, v, dead);
-        tfrdv_call_finish_status(call, st, v, dead); /* contract violation: counted, ignored */
+        tfrdv_call_finish_status(call, st, v, dead, 0);
+        tfrdv_call_finish_status(call, st, v, dead, 0); /* contract violation: counted, ignored */
     } else {
-        tfrdv_call_finish_status(call, st, v, dead);
+        tfrdv_call_finish_status(call, st, v, dead, 0);
     }
 }
 

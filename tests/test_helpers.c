@@ -1,6 +1,6 @@
 /* test_helpers.c - the convenience helpers of tfrdv.h (>>helpers): values with their own storage
-   (tfrdv_value_new, tfrdv_value_new_with), tfrdv_value_make, owned keys (tfrdv_key_make,
-   tfrdv_key_from, tfrdv_key_make_frame, tfrdv_key_copy), TFRDV_STR_FMT / TFRDV_STR_ARG, and the
+   (tfrdv_value_new, with and without an allocator), tfrdv_value_make, owned keys (tfrdv_key_make,
+   tfrdv_key_from, tfrdv_key_make_frame), TFRDV_STR_FMT / TFRDV_STR_ARG, and the
    two-worker shortcuts (tfrdv_loopback_add_worker, tfrdv_mgr_start_step), the trace event as
    Chrome/Perfetto JSON (tfrdv_trace_json). Every allocation goes
    through the counting allocator of fixtures.h, which must be empty afterwards; out of memory is
@@ -47,7 +47,7 @@ static void test_value_new_copies_dims_and_data(void) {
     tfrdv_allocator al = counting_allocator(&a);
     int64_t dims[2] = {2, 3};
     float data[6] = {1, 2, 3, 4, 5, 6};
-    tfrdv_value* v = tfrdv_value_new_with(&al, TFRDV_DT_FLOAT, 2, dims, data, sizeof data);
+    tfrdv_value* v = tfrdv_value_new(&al, TFRDV_DT_FLOAT, 2, dims, data, sizeof data);
     TT_CHECK(v != NULL);
     if (!v) return;
     dims[0] = 99; /* copies, not views */
@@ -72,9 +72,9 @@ static void test_value_new_copies_dims_and_data(void) {
 static void test_value_new_zeroes_without_data(void) {
     int64_t dims[1] = {1000};
     size_t i, nonzero = 0;
-    tfrdv_value* v = tfrdv_value_new(TFRDV_DT_UINT8, 1, dims, NULL, 1000);
-    tfrdv_value* s = tfrdv_value_new(TFRDV_DT_INT64, 0, NULL, NULL, 8); /* a scalar: rank 0 */
-    tfrdv_value* e = tfrdv_value_new(TFRDV_DT_FLOAT, 1, dims, NULL, 0); /* no bytes at all */
+    tfrdv_value* v = tfrdv_value_new(NULL, TFRDV_DT_UINT8, 1, dims, NULL, 1000);
+    tfrdv_value* s = tfrdv_value_new(NULL, TFRDV_DT_INT64, 0, NULL, NULL, 8); /* a scalar: rank 0 */
+    tfrdv_value* e = tfrdv_value_new(NULL, TFRDV_DT_FLOAT, 1, dims, NULL, 0); /* no bytes at all */
     TT_CHECK(v != NULL && s != NULL && e != NULL);
     if (!v || !s || !e) return;
     for (i = 0; i < 1000; i++) nonzero += ((unsigned char*)v->data)[i] != 0;
@@ -94,10 +94,10 @@ static void test_value_new_rejects(void) {
     tfrdv_allocator half = counting_allocator(&a);
     int64_t dims[1] = {4};
     half.free_fn = NULL; /* alloc without free: not an allocator */
-    TT_CHECK(tfrdv_value_new(TFRDV_DT_FLOAT, -1, dims, NULL, 16) == NULL);
-    TT_CHECK(tfrdv_value_new(TFRDV_DT_FLOAT, 1, NULL, NULL, 16) == NULL);
-    TT_CHECK(tfrdv_value_new(TFRDV_DT_FLOAT, 1, dims, NULL, UINT64_MAX) == NULL);
-    TT_CHECK(tfrdv_value_new_with(&half, TFRDV_DT_FLOAT, 1, dims, NULL, 16) == NULL);
+    TT_CHECK(tfrdv_value_new(NULL, TFRDV_DT_FLOAT, -1, dims, NULL, 16) == NULL);
+    TT_CHECK(tfrdv_value_new(NULL, TFRDV_DT_FLOAT, 1, NULL, NULL, 16) == NULL);
+    TT_CHECK(tfrdv_value_new(NULL, TFRDV_DT_FLOAT, 1, dims, NULL, UINT64_MAX) == NULL);
+    TT_CHECK(tfrdv_value_new(&half, TFRDV_DT_FLOAT, 1, dims, NULL, 16) == NULL);
     FX_CHECK_EMPTY(&a);
     TT_CHECK_EQ_INT(a.allocs, 0);
 }
@@ -106,7 +106,7 @@ static void test_value_new_out_of_memory(void) {
     fail_alloc f;
     tfrdv_allocator al = fail_allocator(&f, 1);
     int64_t dims[1] = {4};
-    TT_CHECK(tfrdv_value_new_with(&al, TFRDV_DT_FLOAT, 1, dims, NULL, 16) == NULL);
+    TT_CHECK(tfrdv_value_new(&al, TFRDV_DT_FLOAT, 1, dims, NULL, 16) == NULL);
     TT_CHECK_EQ_INT(f.calls, 1);
     FX_CHECK_EMPTY(&f.counted);
 }
@@ -126,7 +126,7 @@ static void test_value_new_through_a_rendezvous(void) {
     TT_CHECK_EQ_INT(tfrdv_key_make(&k, SRC, 1, DST, "edge_1_x", top, &st), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_create(NULL, &r, &st), TFRDV_OK);
     if (!r) return;
-    TT_CHECK_EQ_INT(tfrdv_send(r, &k.parsed, NULL, tfrdv_value_new_with(&al, TFRDV_DT_INT32, 1, dims, data, 8), 0, &st),
+    TT_CHECK_EQ_INT(tfrdv_send(r, &k.parsed, NULL, tfrdv_value_new(&al, TFRDV_DT_INT32, 1, dims, data, 8), 0, &st),
                     TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_recv(r, &k.parsed, NULL, 0, &got, &dead, &st), TFRDV_OK);
     TT_CHECK(got != NULL && !dead);
@@ -134,7 +134,7 @@ static void test_value_new_through_a_rendezvous(void) {
     TT_CHECK_EQ_INT(fx_live(&a), 1);
     tfrdv_value_release(got);
     TT_CHECK_EQ_INT(fx_live(&a), 0);
-    TT_CHECK_EQ_INT(tfrdv_send(r, &k.parsed, NULL, tfrdv_value_new_with(&al, TFRDV_DT_INT32, 1, dims, data, 8), 0, &st),
+    TT_CHECK_EQ_INT(tfrdv_send(r, &k.parsed, NULL, tfrdv_value_new(&al, TFRDV_DT_INT32, 1, dims, data, 8), 0, &st),
                     TFRDV_OK);
     tfrdv_destroy(r); /* releases the buffered value */
     FX_CHECK_EMPTY(&a);
@@ -329,18 +329,19 @@ static void test_key_make_frame_rejects(void) {
     TT_CHECK_EQ_INT(tfrdv_key_make_frame(&k, &empty, top, &st), TFRDV_INVALID_ARGUMENT);
 }
 
+/* a copy of a tfrdv_key is tfrdv_key_from on its text (= would share the original's views) */
 static void test_key_copy(void) {
     tfrdv_key a, b;
     tfrdv_rendezvous* r = NULL;
-    tfrdv_value* v = tfrdv_value_new(TFRDV_DT_FLOAT, 0, NULL, NULL, 4);
+    tfrdv_value* v = tfrdv_value_new(NULL, TFRDV_DT_FLOAT, 0, NULL, NULL, 4);
     tfrdv_value* got = NULL;
     int dead = 0;
     tfrdv_status st;
     TT_CHECK_EQ_INT(tfrdv_key_make(&a, SRC, 5, DST, "edge_3_c", top, &st), TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_key_copy(&b, &a, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_key_from(&b, a.buf, a.len, &st), TFRDV_OK);
     TT_CHECK(views_inside(&b));
     TT_CHECK_STR(b.buf, a.buf);
-    TT_CHECK_EQ_INT(tfrdv_key_copy(&b, &b, &st), TFRDV_OK); /* itself */
+    TT_CHECK_EQ_INT(tfrdv_key_from(&b, b.buf, b.len, &st), TFRDV_OK); /* itself */
     TT_CHECK_STR(b.buf, a.buf);
     TT_CHECK_EQ_INT(tfrdv_create(NULL, &r, &st), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_send(r, &a.parsed, NULL, v, 0, &st), TFRDV_OK);
@@ -349,7 +350,7 @@ static void test_key_copy(void) {
     TT_CHECK(got == v);
     tfrdv_value_release(got);
     tfrdv_destroy(r);
-    TT_CHECK_EQ_INT(tfrdv_key_copy(NULL, &b, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_key_from(NULL, b.buf, b.len, &st), TFRDV_INVALID_ARGUMENT);
 }
 
 /* ---- two workers on the loopback ---- */
@@ -397,7 +398,7 @@ static void test_loopback_add_worker_moves_a_tensor(void) {
     TT_CHECK_EQ_INT(tfrdv_mgr_start_step(wk, 1, &wr, &st), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_key_make(&k, PS "/device:CPU:0", tfrdv_mgr_incarnation(ps), WK "/device:CPU:0", "edge_1_w", top, &st),
                     TFRDV_OK);
-    TT_CHECK_EQ_INT(tfrdv_send(pr, &k.parsed, NULL, tfrdv_value_new(TFRDV_DT_FLOAT, 1, dims, data, sizeof data), 0, &st),
+    TT_CHECK_EQ_INT(tfrdv_send(pr, &k.parsed, NULL, tfrdv_value_new(NULL, TFRDV_DT_FLOAT, 1, dims, data, sizeof data), 0, &st),
                     TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_recv_async(wr, &k.parsed, NULL, on_fetched, &f, 0), TFRDV_OK); /* a remote call */
     TT_CHECK_EQ_INT(f.calls, 1); /* the loopback completes inline */
@@ -477,7 +478,7 @@ static void test_mgr_start_step(void) {
     TT_CHECK_EQ_INT(tfrdv_key_make(&k, WK "/device:CPU:0", 1, WK "/device:CPU:1", "e", top, &st), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_mgr_start_step(m, 5, &r, &st), TFRDV_OK);
     /* initialised: a send is accepted (on a step that is only found it is FAILED_PRECONDITION) */
-    TT_CHECK_EQ_INT(tfrdv_send(r, &k.parsed, NULL, tfrdv_value_new(TFRDV_DT_FLOAT, 0, NULL, NULL, 4), 0, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_send(r, &k.parsed, NULL, tfrdv_value_new(NULL, TFRDV_DT_FLOAT, 0, NULL, NULL, 4), 0, &st), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_mgr_start_step(m, 5, &again, &st), TFRDV_OK); /* the same step again */
     TT_CHECK(again == r);
     TT_CHECK_EQ_INT(tfrdv_mgr_start_step(NULL, 5, &none, &st), TFRDV_INVALID_ARGUMENT);
@@ -522,8 +523,8 @@ static int mapping_has_hg(const void* p) {
    receive then faults in 2 MiB pages); a small one leaves its mapping alone */
 static void test_large_values_ask_for_huge_pages(void) {
     int64_t big[1] = {16 << 20}, small[1] = {64};
-    tfrdv_value* v = tfrdv_value_new(TFRDV_DT_UINT8, 1, big, NULL, (uint64_t)16 << 20);
-    tfrdv_value* w = tfrdv_value_new(TFRDV_DT_UINT8, 1, small, NULL, 64);
+    tfrdv_value* v = tfrdv_value_new(NULL, TFRDV_DT_UINT8, 1, big, NULL, (uint64_t)16 << 20);
+    tfrdv_value* w = tfrdv_value_new(NULL, TFRDV_DT_UINT8, 1, small, NULL, 64);
     TT_CHECK(v != NULL && w != NULL);
     if (v) TT_CHECK_EQ_INT(mapping_has_hg((const char*)v->data + (8 << 20)), 1); /* inside the 2 MiB-aligned interior */
     if (w) TT_CHECK_EQ_INT(mapping_has_hg(w->data), 0);

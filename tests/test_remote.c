@@ -1272,9 +1272,10 @@ static void sc_world(world* w, uint64_t seed, script* sc, tfrdv_mgr_config* ca) 
     ca->transport.cancel_call = sc_cancel;
 }
 
-/* tfrdv_call_finish_keep: an OK answer for a receiver that already gave up stays the provider's
-   (returns 1, nothing released); otherwise it behaves as tfrdv_call_finish_status */
-static void test_finish_keep_leaves_an_unwanted_value_with_the_provider(void) {
+/* tfrdv_call_finish_status with give_back: an OK answer for a receiver that already gave up stays
+   the provider's (returns 1, nothing released); a wanted one is taken (0). Without give_back the
+   unwanted value is released (the next test). */
+static void test_give_back_leaves_an_unwanted_value_with_the_provider(void) {
     world w;
     script sc;
     tfrdv_mgr_config ca;
@@ -1297,12 +1298,12 @@ static void test_finish_keep_leaves_an_unwanted_value_with_the_provider(void) {
     tfrdv_cancel_start(cm); /* the receiver gives up: CANCELLED, the provider still owes a finish */
     TT_CHECK(r1.calls == 1 && r1.st.code == TFRDV_CANCELLED);
     fx_value_init(&v, 9);
-    TT_CHECK_EQ_INT(tfrdv_call_finish_keep(held, 0, &v.v, 0), 1);
+    TT_CHECK_EQ_INT(tfrdv_call_finish_status(held, 0, &v.v, 0, 1), 1);
     TT_CHECK_EQ_INT(fx_released(&v), 0); /* still ours */
     TT_CHECK_EQ_INT(r1.calls, 1);
     /* a wanted answer is delivered (0): the receiver owns it */
     recv(w.ra, &k, 0, &r2);
-    TT_CHECK_EQ_INT(tfrdv_call_finish_keep(sc.held, 0, &v.v, 0), 0);
+    TT_CHECK_EQ_INT(tfrdv_call_finish_status(sc.held, 0, &v.v, 0, 1), 0);
     TT_CHECK(r2.calls == 1 && r2.st.code == TFRDV_OK && fx_recv_matches(&r2, 9));
     TT_CHECK_EQ_INT(fx_released(&v), 1);
     TT_CHECK_EQ_INT(stats(w.ma).double_finishes, 0);
@@ -1841,7 +1842,7 @@ int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_remote_recv_then_send_delivers_bytes_and_shape_zero_copy);
     TT_RUN(test_threads_cancel_racing_the_answer_never_loses_the_value);
-    TT_RUN(test_finish_keep_leaves_an_unwanted_value_with_the_provider);
+    TT_RUN(test_give_back_leaves_an_unwanted_value_with_the_provider);
     TT_RUN(test_remote_send_then_recv_delivers_at_once);
     TT_RUN(test_remote_recv_into_receiver_memory_with_alloc_fn);
     TT_RUN(test_remote_dead_values_arrive_dead);

@@ -74,7 +74,7 @@ static void on_y(void* user, const tfrdv_status* st, const tfrdv_args* sa, const
     else fprintf(stderr, "y is not x * 10\n");
     fflush(stdout);
     tfrdv_value_release(y);
-    send_to_tf(r, "done_from_c", tfrdv_value_new(TFRDV_DT_INT32, 0, NULL, &ok, sizeof ok));
+    send_to_tf(r, "done_from_c", tfrdv_value_new(NULL, TFRDV_DT_INT32, 0, NULL, &ok, sizeof ok));
     tfrdv_unref(r);
 }
 
@@ -95,7 +95,7 @@ static void on_step_requested(void* user, tfrdv_mgr* m, int64_t step_id, tfrdv_s
     }
     printf("step %lld: sending x = [1 2 3; 4 5 6]\n", (long long)step_id);
     fflush(stdout);
-    if (send_to_tf(r, "x_from_c", tfrdv_value_new(TFRDV_DT_FLOAT, 2, dims, x, sizeof x))) {
+    if (send_to_tf(r, "x_from_c", tfrdv_value_new(NULL, TFRDV_DT_FLOAT, 2, dims, x, sizeof x))) {
         /* fetch y: the key names TensorFlow's CPU with ITS incarnation */
         if (tfrdv_key_make(&y_key, TF_CPU, tf_incarnation, ME_CPU, "y_from_tf", top, &st) != TFRDV_OK) {
             tfrdv_abort(r, st.code, st.msg);

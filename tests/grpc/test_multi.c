@@ -54,7 +54,7 @@ static tfrdv_value* mkval(fx_alloc* a, uint64_t n, unsigned s) {
     tfrdv_value* v;
     uint64_t i;
     d[0] = (int64_t)n;
-    v = tfrdv_value_new_with(&al, 4 /* DT_UINT8 */, 1, d, 0, n);
+    v = tfrdv_value_new(&al, 4 /* DT_UINT8 */, 1, d, 0, n);
     if (v)
         for (i = 0; i < n; i++) ((uint8_t*)v->data)[i] = vbyte(i, s);
     return v;

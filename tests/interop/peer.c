@@ -163,7 +163,7 @@ static tfrdv_value* make_value(const spec* s) {
     } else {
         size = (uint64_t)s->n * (uint64_t)elem_size(s->dtype);
     }
-    v = tfrdv_value_new(s->dtype, s->rank, s->dims, NULL, size);
+    v = tfrdv_value_new(NULL, s->dtype, s->rank, s->dims, NULL, size);
     if (!v) return NULL;
     if (s->dtype == TFRDV_DT_STRING) {
         unsigned char* p = (unsigned char*)v->data;
@@ -217,7 +217,7 @@ static void check_value(const spec* s, const tfrdv_value* v, char* why, size_t c
 }
 
 /* ---- acting on TensorFlow's requests ---- */
-static tfrdv_value* int32_scalar(int32_t x) { return tfrdv_value_new(TFRDV_DT_INT32, 0, NULL, &x, 4); }
+static tfrdv_value* int32_scalar(int32_t x) { return tfrdv_value_new(NULL, TFRDV_DT_INT32, 0, NULL, &x, 4); }
 /* abort the step: every request of it, TensorFlow's included, fails with this status */
 static void fail_step(tfrdv_rendezvous* r, tfrdv_code code, const char* fmt, ...)
 #if defined(__GNUC__)

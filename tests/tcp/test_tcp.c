@@ -913,7 +913,7 @@ static pid_t kill_on_alloc;
 static tfrdv_value* killing_alloc(void* u, int32_t dtype, int32_t rank, const int64_t* dims, uint64_t size) {
     (void)u;
     if (kill_on_alloc > 0) kill(kill_on_alloc, SIGKILL);
-    return tfrdv_value_new(dtype, rank, dims, 0, size);
+    return tfrdv_value_new(NULL, dtype, rank, dims, 0, size);
 }
 static void test_server_killed_mid_transfer(void) {
     srv s;
