@@ -1,4 +1,4 @@
-/* tfrdv.h - v0.2.0 - TensorFlow-compatible rendezvous for C - MIT or public domain (see end of file)
+/* tfrdv.h - v0.4.0 - TensorFlow-compatible rendezvous for C - MIT or public domain (see end of file)
 
    USAGE
      In exactly ONE .c or .cpp file:
@@ -16,7 +16,7 @@
      receive                tfrdv_recv_async (a callback), or tfrdv_recv (blocking, with timeout)
      done with a tensor     tfrdv_value_release (the receiver owns one reference)
      done with the step     tfrdv_unref (your reference), tfrdv_mgr_cleanup (the step, at its end)
-     shut down              tfrdv_mgr_destroy (then the transport: see TRANSPORTS)
+     shut down              tfrdv_mgr_destroy, and the transport's destroy (either order)
      Deadlines are acted on by tfrdv_mgr_expire: a companion's thread calls it; on the loopback
      alone, call it from a timer if you use timeouts.
 
@@ -106,8 +106,8 @@
                 functions (tfrdv_send, tfrdv_recv_async, tfrdv_abort, ...) work on both.
      Transport  a vtable (tfrdv_transport) through which a step manager fetches tensors from other
                 workers. The core ships an in-process loopback transport (several workers in one
-                process); the companion headers tfrdv_grpc.h and tfrdv_verbs.h are where network
-                transports live.
+                process); the companion headers tfrdv_tcp.h, tfrdv_grpc.h and tfrdv_verbs.h are
+                where network transports live.
      State      No global mutable state except one thread-local pointer: the stack of callback
                 frames running on the thread (how destroy-from-inside-a-callback is detected), and,
                 with the Linux futex locks, one int caching whether membarrier(2) is registered, one

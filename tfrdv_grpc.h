@@ -1,4 +1,4 @@
-/* tfrdv_grpc.h - v0.2.0 - gRPC transport for tfrdv speaking TensorFlow's WorkerService - MIT or
+/* tfrdv_grpc.h - v0.3.0 - gRPC transport for tfrdv speaking TensorFlow's WorkerService - MIT or
    public domain (see the end of tfrdv.h)
 
    USAGE

@@ -1,4 +1,4 @@
-/* tfrdv_tcp.h - v0.1.0 - socket transport for tfrdv (TCP and Unix-domain sockets), no
+/* tfrdv_tcp.h - v0.3.0 - socket transport for tfrdv (TCP and Unix-domain sockets), no
    dependencies - MIT or public domain (see the end of tfrdv.h)
 
    USAGE

@@ -1,4 +1,4 @@
-/* tfrdv_verbs.h - v0.2.0 - RDMA verbs transport for tfrdv - MIT or public domain (see tfrdv.h)
+/* tfrdv_verbs.h - v0.4.0 - RDMA verbs transport for tfrdv - MIT or public domain (see tfrdv.h)
 
    USAGE
      Include tfrdv.h first. In exactly ONE .c or .cpp file:

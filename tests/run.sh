@@ -69,6 +69,20 @@ elif grep -q '^void snippet_1' "$log/snippets.c" && $CC -std=c99 -Wall -Wextra -
   ok "README snippets ($(grep -c '^void snippet_[0-9]*(void) {' "$log/snippets.c"))"
 else bad "README snippets"; head -20 "$log/snippets.out" | sed 's/^/  /'; fi
 
+# 3c. every header's first line names the version its macros define, and CHANGELOG.md has a
+#     section for the core's version (a release that forgot one of the three fails here)
+vbad=""
+for h in tfrdv.h tfrdv_tcp.h tfrdv_grpc.h tfrdv_verbs.h; do
+  banner=$(head -n 1 "$h" | sed -n 's/^[/][*] [a-z_.]* - v\([0-9]*[.][0-9]*[.][0-9]*\) - .*/\1/p')
+  str=$(sed -n 's/^#define TFRDV[A-Z_]*_VERSION_STRING "\(.*\)"$/\1/p' "$h")
+  mm=$(sed -n 's/^#define TFRDV[A-Z_]*_VERSION_MAJOR \([0-9]*\)$/\1/p; s/^#define TFRDV[A-Z_]*_VERSION_MINOR \([0-9]*\)$/\1/p' "$h" | paste -sd.)
+  [ -n "$banner" ] && [ "$banner" = "$str" ] && [ "${str%.*}" = "$mm" ] || vbad="$vbad $h (line 1: ${banner:-none}, macros: ${str:-none} / ${mm:-none})"
+done
+core=$(sed -n 's/^#define TFRDV_VERSION_STRING "\(.*\)"$/\1/p' tfrdv.h)
+grep -q "^## $core\$" CHANGELOG.md || vbad="$vbad CHANGELOG.md (no '## $core' section)"
+if [ -z "$vbad" ]; then ok "versions: header first lines, macros and CHANGELOG agree"
+else bad "versions disagree:$vbad"; fi
+
 # 4. the build matrix (portability contracts); skipped under sanitizers (RUN_MATRIX=0)
 if [ "$RUN_MATRIX" = 1 ]; then
   V=${V:-0} bash tests/matrix.sh > "$log/matrix.out" 2>&1
