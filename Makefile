@@ -76,8 +76,8 @@ valgrind:
 	@$(MAKE) --no-print-directory $(PAR) all
 	@B=$(B) VALGRIND=1 RUN_MATRIX=0 TFRDV_STRESS_OPS=100000 bash tests/run.sh
 
-# the ps and the worker as two processes over tfrdv_tcp.h (a Unix socket); the in-process loopback
-# `ex_two_workers --trace out.json` writes a timeline for ui.perfetto.dev
+# a ps and a worker in one process (the loopback transport), and as two processes over
+# tfrdv_tcp.h; `ex_two_workers --trace out.json` writes a timeline for ui.perfetto.dev
 demo: $(B)/ex_two_workers
 	@$(B)/ex_two_workers
 demo-tcp: $(B)/ex_tcp_workers

@@ -123,8 +123,10 @@
      lent thread. A tfrdv_recv_async callback runs on the thread that read its response: the I/O
      thread, a lent thread, or the caller of tfrdv_tcp_poll; a thread that then wakes another
      pays one hand-off (on a VM with idle CPUs, ~50 us). Receive callbacks of fetches and serve
-     completions never run under a lock of this companion. Every function is thread-safe; do not
-     call tfrdv_tcp_destroy from a callback.
+     completions never run under a lock of this companion. Every function is thread-safe.
+     tfrdv_tcp_destroy from a receive callback returns at once: the last of those threads to leave
+     the transport (the I/O thread as it exits, tfrdv_tcp_poll before it returns, tfrdv_recv
+     before it returns) finishes the shutdown, and the other calls in flight complete then.
 
    LIFE CYCLE
        tfrdv_tcp_config tc = tfrdv_tcp_config_init();  tc.listen_address = "127.0.0.1:0"; ...
@@ -298,7 +300,7 @@ TFRDV_API const char* tfrdv_tcp_address(const tfrdv_tcp* t);
    calls in flight stay on their connection. */
 TFRDV_API tfrdv_code tfrdv_tcp_set_worker(tfrdv_tcp* t, const char* worker, const char* address,
                                           tfrdv_status* st);
-/* Shut down (see LIFE CYCLE). Not from a callback. */
+/* Shut down (see LIFE CYCLE); from a receive callback too (see PROGRESS AND THREADS). */
 TFRDV_API void tfrdv_tcp_destroy(tfrdv_tcp* t);
 /* Host-driven progress (num_threads -1; also harmless beside the thread): waits up to timeout_ns
    (< 0: until something happens, 0: no wait) for socket events, handles them and whatever else
@@ -710,6 +712,7 @@ struct tfrdv_tcp__conn {
     int fd, state, server, hello_ok, wblocked, is_unix, in_epoll;
     unsigned armed;                            /* the epoll interest set registered now */
     int claimed;                               /* who reads it now: TFRDV_TCP__BY_* (under t->mu) */
+    pthread_t claimer;                         /* the lent thread, while BY_WAITER */
     int cwake[2];                              /* wakes the thread lent by tfrdv_recv (made at its
                                                   first claim; an eventfd or a pipe), or -1 */
     uint64_t serial;
@@ -782,6 +785,12 @@ struct tfrdv_tcp {
     pthread_cond_t cv;
     int refs, closing, stop, has_thread, destroyed;
     int nclaims;                               /* connections a lent thread reads now */
+    int io_running, polling;                   /* the I/O thread has not exited; a thread is in
+                                                  tfrdv_tcp__poll_once (poller) */
+    int deferred, finishing;                   /* tfrdv_tcp_destroy came from a callback running
+                                                  inside the transport: the last thread to leave
+                                                  it shuts it down (finishing: that one is) */
+    pthread_t poller;
     int loop_waiters;                          /* lent threads waiting for the loop to let go of
                                                   their connection (cv) */
     pthread_t thread;
@@ -2246,8 +2255,24 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_event(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     if (t->loop_waiters) pthread_cond_broadcast(&t->cv); /* a lent thread takes it over */
     pthread_mutex_unlock(&t->mu);
 }
+/* t->mu held: tfrdv_tcp_destroy was called from a callback and no thread is inside the transport
+   any more (its I/O thread exited, nobody polls, no lent thread reads): the caller, the last one
+   out, shuts it down (once). */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__last_out(tfrdv_tcp* t) {
+    if (!t->deferred || t->finishing || t->io_running || t->polling || t->nclaims) return 0;
+    t->finishing = 1;
+    return 1;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__shutdown(tfrdv_tcp* t);
+TFRDV_TCP__PRIVATE void tfrdv_tcp__release(tfrdv_tcp* t);
+TFRDV_TCP__PRIVATE void tfrdv_tcp__leave(tfrdv_tcp* t) {
+    pthread_mutex_lock(&t->poll_mu);
+    tfrdv_tcp__shutdown(t);
+    pthread_mutex_unlock(&t->poll_mu);
+    tfrdv_tcp__release(t);
+}
 TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
-    int n, i, handled = 0;
+    int n, i, handled = 0, last;
     int64_t now, wait_ns;
     int ms;
     pthread_mutex_lock(&t->poll_mu);
@@ -2255,6 +2280,8 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
     now = tfrdv_tcp__now();
     pthread_mutex_lock(&t->mu);
     wait_ns = t->next_tick - now;
+    t->polling = 1;
+    t->poller = pthread_self();
     pthread_mutex_unlock(&t->mu);
     if (wait_ns < 0) wait_ns = 0;
     if (timeout_ns >= 0 && timeout_ns < wait_ns) wait_ns = timeout_ns;
@@ -2332,12 +2359,17 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
     if (tfrdv_tcp__now() >= t->next_tick) tfrdv_tcp__tick(t);
     pthread_mutex_lock(&t->mu);
     tfrdv_tcp__free_dead(t);
+    t->polling = 0;
+    last = tfrdv_tcp__last_out(t);
     pthread_mutex_unlock(&t->mu);
+    if (last) tfrdv_tcp__shutdown(t); /* a callback of this poll destroyed the transport */
     pthread_mutex_unlock(&t->poll_mu);
+    if (last) tfrdv_tcp__release(t);
     return handled;
 }
 TFRDV_TCP__PRIVATE void* tfrdv_tcp__thread(void* p) {
     tfrdv_tcp* t = (tfrdv_tcp*)p;
+    int deferred, last;
     for (;;) {
         int stop;
         pthread_mutex_lock(&t->mu);
@@ -2346,6 +2378,13 @@ TFRDV_TCP__PRIVATE void* tfrdv_tcp__thread(void* p) {
         if (stop) break;
         (void)tfrdv_tcp__poll_once(t, -1);
     }
+    pthread_mutex_lock(&t->mu);
+    t->io_running = 0;
+    deferred = t->deferred;
+    last = tfrdv_tcp__last_out(t);
+    pthread_mutex_unlock(&t->mu);
+    if (deferred) pthread_detach(pthread_self()); /* destroyed from a callback: nobody joins it */
+    if (last) tfrdv_tcp__leave(t);
     return 0;
 }
 
@@ -2567,6 +2606,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     uint64_t id;
     int64_t now = tfrdv_tcp__now(), end = timeout_ns >= 0 ? now + timeout_ns : INT64_MAX;
     int64_t spin_until = t->cfg.spin_ns > 0 ? now + t->cfg.spin_ns : 0;
+    int last;
     pthread_mutex_lock(&t->mu);
     memcpy(&id, tfrdv_call_scratch(call), sizeof id);
     for (;;) { /* the loop reads the connection for one event (it may be finishing the previous
@@ -2597,6 +2637,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     }
     t->stats.waits_lent++;
     c->claimed = TFRDV_TCP__BY_WAITER;
+    c->claimer = pthread_self();
     t->nclaims++;
 #ifdef TFRDV_TCP__EPOLL
     if (c->in_epoll) (void)epoll_ctl(t->efd, EPOLL_CTL_DEL, c->fd, 0);
@@ -2633,7 +2674,9 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     if (c->state == TFRDV_TCP__C_OPEN) tfrdv_tcp__arm(t, c); /* back to the loop (level-triggered:
                                                               what is left wakes it) */
     if (t->closing && t->nclaims == 0) pthread_cond_broadcast(&t->cv);
+    last = tfrdv_tcp__last_out(t);
     pthread_mutex_unlock(&t->mu);
+    if (last) tfrdv_tcp__leave(t); /* a callback on this thread destroyed the transport */
     return 1;
 }
 
@@ -2904,8 +2947,9 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     }
     t->cfg.listen_address = 0;
     if (c.num_threads >= 0) {
+        t->io_running = 1;
         if (pthread_create(&t->thread, 0, tfrdv_tcp__thread, t) != 0) {
-            t->has_thread = 0;
+            t->has_thread = t->io_running = 0;
             tfrdv_tcp_destroy(t); /* drops the only reference */
             return tfrdv_tcp__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp_create: cannot start the I/O thread");
         }
@@ -2949,22 +2993,21 @@ TFRDV_API const char* tfrdv_tcp_address(const tfrdv_tcp* t) { return t ? t->ladd
 TFRDV_API int tfrdv_tcp_fd(const tfrdv_tcp* t) { return t && !t->destroyed ? t->efd : -1; }
 TFRDV_API int tfrdv_tcp_poll(tfrdv_tcp* t, int64_t timeout_ns) { return t ? tfrdv_tcp__poll_once(t, timeout_ns) : 0; }
 
-TFRDV_API void tfrdv_tcp_destroy(tfrdv_tcp* t) {
+/* t->mu held: is this thread inside the transport (in a callback of its I/O thread, of
+   tfrdv_tcp_poll, or of a tfrdv_recv lent to it), where destroy cannot wait for itself? */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__inside(tfrdv_tcp* t) {
+    pthread_t self = pthread_self();
+    tfrdv_tcp__conn* c;
+    if (t->polling && pthread_equal(t->poller, self)) return 1;
+    for (c = t->conns.next; t->nclaims && c != &t->conns; c = c->next)
+        if (c->claimed == TFRDV_TCP__BY_WAITER && pthread_equal(c->claimer, self)) return 1;
+    return 0;
+}
+/* poll_mu held, the I/O thread gone: fail every connection and call, wait for the lent threads
+   and the serve completions; then tfrdv_tcp__release, once poll_mu is let go */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__shutdown(tfrdv_tcp* t) {
     tfrdv_tcp__todo td;
-    tfrdv_mgr* mgr;
-    if (!t) return;
-    pthread_mutex_lock(&t->mu);
-    if (t->closing) { pthread_mutex_unlock(&t->mu); return; }
-    t->closing = 1;
-    t->stop = 1;
-    pthread_mutex_unlock(&t->mu);
-    if (t->has_thread) {
-        tfrdv_tcp__wake(t);
-        pthread_join(t->thread, 0);
-        t->has_thread = 0;
-    }
     tfrdv_tcp__todo_init(&td);
-    pthread_mutex_lock(&t->poll_mu);
     pthread_mutex_lock(&t->mu);
     if (t->nclaims) { /* threads lent by tfrdv_recv: each sees closing and lets go */
         tfrdv_tcp__conn* c;
@@ -2987,10 +3030,14 @@ TFRDV_API void tfrdv_tcp_destroy(tfrdv_tcp* t) {
     while (t->serving_count) pthread_cond_wait(&t->cv, &t->mu);
     tfrdv_tcp__free_dead(t);
     t->destroyed = 1;
+    pthread_mutex_unlock(&t->mu);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__release(tfrdv_tcp* t) { /* drops the owner's reference */
+    tfrdv_mgr* mgr;
+    pthread_mutex_lock(&t->mu);
     mgr = t->mgr;
     t->mgr = 0;
     pthread_mutex_unlock(&t->mu);
-    pthread_mutex_unlock(&t->poll_mu);
 #ifdef TFRDV_TCP__EPOLL
     if (t->efd >= 0) close(t->efd);
 #endif
@@ -2998,6 +3045,30 @@ TFRDV_API void tfrdv_tcp_destroy(tfrdv_tcp* t) {
     t->efd = -1;
     tfrdv_tcp__unref(t);
     if (mgr) tfrdv_mgr_unref(mgr);
+}
+TFRDV_API void tfrdv_tcp_destroy(tfrdv_tcp* t) {
+    if (!t) return;
+    pthread_mutex_lock(&t->mu);
+    if (t->closing) { pthread_mutex_unlock(&t->mu); return; }
+    t->closing = 1;
+    t->stop = 1;
+    if (tfrdv_tcp__inside(t)) { /* from a callback: the last thread out shuts down */
+        tfrdv_tcp__conn* c;
+        t->deferred = 1;
+        for (c = t->conns.next; c != &t->conns; c = c->next)
+            if (c->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_fd(c->cwake);
+        pthread_cond_broadcast(&t->cv); /* lent threads waiting for the loop */
+        pthread_mutex_unlock(&t->mu);
+        tfrdv_tcp__wake(t);
+        return;
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (t->has_thread) {
+        tfrdv_tcp__wake(t);
+        pthread_join(t->thread, 0);
+        t->has_thread = 0;
+    }
+    tfrdv_tcp__leave(t);
 }
 
 TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out) {

@@ -1724,30 +1724,38 @@ static void test_recv_reads_its_own_response(void) {
     srv s;
     cli c;
     tfrdv_status st;
-    tfrdv_value* v;
     tfrdv_tcp_stats t0, t1;
     tfrdv_rendezvous* r;
     waiter* w = waiter_new();
     pthread_t th[8];
     many m[8];
     static const uint64_t sizes[] = {1, 4096, (3u << 20) + 5};
-    int i, dead, ok = 0;
+    int i, ok = 0;
     alarm(120);
     if (!pair_open(&s, &c, "127.0.0.1:0", 0, 0)) return;
     warm(&s, &c, "warm"); /* connects */
     tfrdv_tcp_get_stats(c.t, &t0);
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < 3; i++) { /* the value is sent once the thread is lent: it reads the response
+                                 (sent earlier, the response can beat the thread to its wait and
+                                 be read by the I/O thread: a correct answer, one hand-off slower) */
         char e[16];
         int64_t d[1];
+        lent l;
+        pthread_t lt;
         d[0] = (int64_t)sizes[i];
         snprintf(e, sizeof e, "size_%d", i);
+        lent_init(&l, &c, e);
+        l.timeout_ns = 30 * SEC;
+        lent_start(&lt, &l, &s, srv_stats(&s).ts.served);
         TT_CHECK_EQ_INT(srv_send(&s, 1, e, 4, 1, d, sizes[i], 10u + (unsigned)i).code, 0);
-        TT_CHECK_EQ_INT(fetch(&c, 1, e, PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
-        TT_CHECK(v && v->size == sizes[i] && check((uint8_t*)v->data, sizes[i], 10u + (unsigned)i));
-        tfrdv_value_release(v);
+        pthread_join(lt, 0);
+        TT_CHECK_EQ_INT(l.code, TFRDV_OK);
+        TT_CHECK(l.v && l.v->size == sizes[i] && check((uint8_t*)l.v->data, sizes[i], 10u + (unsigned)i));
+        tfrdv_value_release(l.v);
     }
     tfrdv_tcp_get_stats(c.t, &t1);
-    TT_CHECK(t1.waits_lent >= t0.waits_lent + 3); /* each read by the thread that waited */
+    TT_CHECK_EQ_INT(t1.waits_lent, t0.waits_lent + 3); /* each read by the thread that waited */
+    TT_CHECK_EQ_INT(t1.waits_declined, t0.waits_declined);
     TT_CHECK_EQ_INT(t1.connects, 1);
     /* 8 threads x 50 receives and 50 async receives on the one connection, values sent later */
     (void)tfrdv_mgr_start_step(c.m, 2, &r, &st);
@@ -1867,6 +1875,92 @@ static void test_host_driven_recv_needs_no_poller(void) {
     srv_stop(&s);
     waiter_free(w);
 }
+
+/* tfrdv_tcp_destroy from a receive callback, on each kind of thread that runs them (the I/O
+   thread, a tfrdv_tcp_poll caller, a thread lent by tfrdv_recv): it returns at once, the last
+   thread to leave the transport shuts it down, every other call in flight completes CANCELLED
+   exactly once, the server sees them withdrawn, and a later fetch fails UNAVAILABLE. */
+typedef struct dcb {
+    tfrdv_tcp* t;
+    pthread_t who;
+    int done;
+    tfrdv_code code;
+} dcb;
+static void destroy_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    dcb* d = (dcb*)u;
+    (void)sa; (void)ra; (void)dead;
+    d->who = pthread_self();
+    d->code = st->code;
+    tfrdv_value_release(v);
+    tfrdv_tcp_destroy(d->t);
+    __atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
+}
+static int dcb_wait(dcb* d, cli* c) { /* drives a host-driven client meanwhile (c != NULL) */
+    int i;
+    for (i = 0; i < 5000 && !__atomic_load_n(&d->done, __ATOMIC_ACQUIRE); i++) {
+        if (c) (void)tfrdv_tcp_poll(c->t, 1000000);
+        else sleep_ms(1);
+    }
+    return __atomic_load_n(&d->done, __ATOMIC_ACQUIRE);
+}
+static void destroy_from_callback(int kind) { /* 0: the I/O thread, 1: tfrdv_tcp_poll, 2: a lent thread */
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    srv s;
+    cli c;
+    dcb d;
+    lent l;
+    pthread_t th;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    tfrdv_key k;
+    waiter* w = waiter_new();
+    rep rp;
+    int i;
+    alarm(60);
+    memset(&d, 0, sizeof d);
+    if (kind == 1) tc.num_threads = -1;
+    if (!pair_open(&s, &c, "127.0.0.1:0", 0, &tc)) { waiter_free(w); return; }
+    d.t = c.t;
+    if (kind == 2) warm(&s, &c, "cbd_warm"); /* a thread lends itself to an open connection only */
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    post_recvs(r, "cbd_never", 3, w);
+    key_for(&k, "cbd", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, destroy_cb, &d, &st), TFRDV_OK);
+    if (kind == 1)
+        for (i = 0; i < 5000; i++) { (void)tfrdv_tcp_poll(c.t, 1000000); rp = srv_stats(&s); if (rp.ts.server_requests_live == 4) break; }
+    SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 4);
+    TT_CHECK_EQ_INT(rp.ts.server_requests_live, 4);
+    if (kind == 2) {
+        lent_init(&l, &c, "cbd_lent");
+        lent_start(&th, &l, &s, rp.ts.served);
+    }
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "cbd", 1, 0, 0, 4, 7).code, 0);
+    TT_CHECK(dcb_wait(&d, kind == 1 ? &c : 0)); /* destroy returned inside the callback */
+    TT_CHECK_EQ_INT(d.code, TFRDV_OK);
+    if (kind == 2) {
+        pthread_join(th, 0);
+        TT_CHECK(pthread_equal(d.who, th)); /* the lent thread read the response and ran it */
+        TT_CHECK_EQ_INT(l.code, TFRDV_CANCELLED);
+    }
+    TT_CHECK(waiter_wait(w, 3, 10 * SEC));
+    for (i = 0; i < 3 && i < w->n; i++) TT_CHECK_EQ_INT(w->code[i], TFRDV_CANCELLED);
+    SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 0);
+    TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0); /* the server withdrew them */
+    if (kind == 1) TT_CHECK_EQ_INT(tfrdv_tcp_poll(c.t, 0), 0); /* destroyed: nothing more to do */
+    key_for(&k, "cbd_after", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w, 0), TFRDV_OK);
+    TT_CHECK(waiter_wait(w, 4, 10 * SEC));
+    TT_CHECK_EQ_INT(w->code[3], TFRDV_UNAVAILABLE);
+    tfrdv_unref(r);
+    tfrdv_mgr_destroy(c.m);
+    sleep_ms(20);
+    TT_CHECK_EQ_INT(w->n, 4); /* exactly once each */
+    srv_stop(&s);
+    waiter_free(w);
+}
+static void test_destroy_from_io_thread_callback(void) { destroy_from_callback(0); }
+static void test_destroy_from_poll_callback(void) { destroy_from_callback(1); }
+static void test_destroy_from_lent_thread_callback(void) { destroy_from_callback(2); }
 
 /* host-driven progress: no threads, both sides polled by the caller */
 static void test_host_driven(void) {
@@ -2119,6 +2213,9 @@ int main(int argc, char** argv) {
     TT_RUN(test_connection_flood);
     TT_RUN(test_destroy_in_flight);
     TT_RUN(test_destroy_client_in_flight);
+    TT_RUN(test_destroy_from_io_thread_callback);
+    TT_RUN(test_destroy_from_poll_callback);
+    TT_RUN(test_destroy_from_lent_thread_callback);
     TT_RUN(test_host_driven);
     TT_RUN(test_recv_reads_its_own_response);
     TT_RUN(test_lent_thread_cancel_timeout_destroy_kill);
