@@ -130,9 +130,13 @@
    THREADS AND CALLBACKS
      Every function is thread-safe. Receive callbacks of remote fetches and serve completions run
      on the completion-queue threads (or inside tfrdv_grpc_poll), never under a companion lock.
-     Do not call tfrdv_grpc_destroy or tfrdv_grpc_get_status from such a callback. In host-driven
-     mode stop calling tfrdv_grpc_poll before tfrdv_grpc_destroy (which polls by itself until
-     every call has completed); tfrdv_grpc_get_status also polls by itself there.
+     tfrdv_grpc_destroy from such a callback returns at once; the shutdown then runs on a thread
+     of its own (completion-queue threads) or when the tfrdv_grpc_poll that ran the callback
+     returns (host-driven). tfrdv_grpc_get_status from a completion-queue thread's callback is
+     refused (FAILED_PRECONDITION: its answer needs that thread). In host-driven mode stop
+     calling tfrdv_grpc_poll from other threads before tfrdv_grpc_destroy (which polls by itself
+     until every call has completed); tfrdv_grpc_get_status also polls by itself there. State:
+     one thread-local pointer, the transport whose completion the thread is handling.
 */
 #ifndef TFRDV_GRPC_H
 #define TFRDV_GRPC_H
@@ -294,7 +298,7 @@ TFRDV_API int tfrdv_grpc_port(const tfrdv_grpc* g);
 /* Adds or replaces a worker's address (address NULL removes it). New calls use the new address. */
 TFRDV_API tfrdv_code tfrdv_grpc_set_worker(tfrdv_grpc* g, const char* worker, const char* address,
                                            tfrdv_status* st);
-/* Shut down (see LIFE CYCLE). Not from a completion callback. */
+/* Shut down (see LIFE CYCLE); from a receive callback too (see THREADS AND CALLBACKS). */
 TFRDV_API void tfrdv_grpc_destroy(tfrdv_grpc* g);
 /* Host-driven mode (num_threads -1): waits up to timeout_ns (<0: forever, 0: no wait) for one
    completion, handles it and whatever else is ready, runs the manager's expiry when due.
@@ -1272,6 +1276,8 @@ struct tfrdv_grpc {
     pthread_cond_t cv;
     long refs;
     int shut, closed, srv_shutting, shutdown_done, expiring;
+    int deferred;                 /* destroyed from a callback in host-driven mode: the
+                                     tfrdv_grpc_poll that ran it finishes the shutdown */
     int64_t next_expire_ns;
     grpc_completion_queue* cq;
     pthread_t* threads;
@@ -1421,13 +1427,20 @@ TFRDV_GRPC__PRIVATE gpr_timespec tfrdv_grpc__in(int64_t ns) {
     if (ns < 0) return gpr_inf_future(GPR_CLOCK_MONOTONIC);
     return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos(ns, GPR_TIMESPAN));
 }
+/* The transport whose completion this thread is handling (its callbacks run inside): the one
+   piece of global state of this companion, a thread-local pointer. */
+static __thread tfrdv_grpc* tfrdv_grpc__handling;
 /* 1 handled an event, 0 timeout, -1 queue shut down */
 TFRDV_GRPC__PRIVATE int tfrdv_grpc__next(tfrdv_grpc* g, gpr_timespec deadline) {
     grpc_event ev = grpc_completion_queue_next(g->cq, deadline, NULL);
+    tfrdv_grpc* outer;
     if (ev.type == GRPC_QUEUE_SHUTDOWN) return -1;
     if (ev.type != GRPC_OP_COMPLETE) return 0;
     (void)__atomic_load_n(&((tfrdv_grpc__tag*)ev.tag)->armed, __ATOMIC_ACQUIRE);
+    outer = tfrdv_grpc__handling;
+    tfrdv_grpc__handling = g;
     ((tfrdv_grpc__tag*)ev.tag)->fn(g, (tfrdv_grpc__tag*)ev.tag, ev.success);
+    tfrdv_grpc__handling = outer;
     return 1;
 }
 TFRDV_GRPC__PRIVATE void* tfrdv_grpc__thread(void* arg) {
@@ -1438,8 +1451,9 @@ TFRDV_GRPC__PRIVATE void* tfrdv_grpc__thread(void* arg) {
     }
     return 0;
 }
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__shutdown(tfrdv_grpc* g);
 TFRDV_API int tfrdv_grpc_poll(tfrdv_grpc* g, int64_t timeout_ns) {
-    int n = 0, rc;
+    int n = 0, rc, deferred;
     if (!g || !g->cq || g->closed) return 0;
     rc = tfrdv_grpc__next(g, timeout_ns < 0 ? gpr_inf_future(GPR_CLOCK_MONOTONIC) : tfrdv_grpc__in(timeout_ns));
     while (rc > 0) {
@@ -1447,6 +1461,11 @@ TFRDV_API int tfrdv_grpc_poll(tfrdv_grpc* g, int64_t timeout_ns) {
         rc = tfrdv_grpc__next(g, gpr_inf_past(GPR_CLOCK_MONOTONIC));
     }
     tfrdv_grpc__maybe_expire(g);
+    pthread_mutex_lock(&g->mu);
+    deferred = g->deferred && !tfrdv_grpc__handling; /* not from a callback's own poll */
+    if (deferred) g->deferred = 0;
+    pthread_mutex_unlock(&g->mu);
+    if (deferred) tfrdv_grpc__shutdown(g); /* a callback of this poll called tfrdv_grpc_destroy */
     return n;
 }
 /* Waits (g->mu held) until *cond is true: on the condition variable when threads poll, else by
@@ -1894,6 +1913,8 @@ TFRDV_API tfrdv_code tfrdv_grpc_get_status(tfrdv_grpc* g, const char* target, in
     } else {
         return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_get_status: address too long");
     }
+    if (tfrdv_grpc__handling == g && g->nthreads > 0) /* its answer needs this very thread */
+        return tfrdv_grpc__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_grpc_get_status: called from a callback of this transport's completion-queue threads (call it from another thread)");
     memset(&w, 0, sizeof w);
     w.out = out;
     w.cap = cap;
@@ -2538,16 +2559,42 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__zc_done(tfrdv_grpc* g, void* arg) {
     (void)arg;
     return g->zc_live == 0;
 }
+TFRDV_GRPC__PRIVATE void* tfrdv_grpc__reaper(void* arg) {
+    tfrdv_grpc__shutdown((tfrdv_grpc*)arg);
+    return 0;
+}
 TFRDV_API void tfrdv_grpc_destroy(tfrdv_grpc* g) {
+    if (!g) return;
+    pthread_mutex_lock(&g->mu);
+    if (g->shut) { pthread_mutex_unlock(&g->mu); return; }
+    g->shut = 1; /* fetches fail UNAVAILABLE from here on */
+    if (tfrdv_grpc__handling == g && g->nthreads == 0) g->deferred = 1;
+    pthread_mutex_unlock(&g->mu);
+    if (tfrdv_grpc__handling != g) {
+        tfrdv_grpc__shutdown(g);
+    } else if (g->nthreads > 0) { /* from a callback on a completion-queue thread, which the
+                                     shutdown joins: a thread of its own does it */
+        pthread_attr_t at;
+        pthread_t th;
+        int rc = pthread_attr_init(&at);
+        if (rc == 0) {
+            (void)pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+            rc = pthread_create(&th, &at, tfrdv_grpc__reaper, g);
+            pthread_attr_destroy(&at);
+        }
+        if (rc != 0)
+            tfrdv_grpc__log(g, 3, "tfrdv_grpc_destroy from a callback: no thread for the shutdown (%s): the transport stays up, refusing fetches",
+                            strerror(rc));
+    }
+}
+/* tfrdv_grpc_destroy's work, on a thread that handles no completion of g */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__shutdown(tfrdv_grpc* g) {
     grpc_server* srv;
     tfrdv_grpc__ccall* c;
     tfrdv_mgr* mgr;
     size_t i;
     int n;
-    if (!g) return;
     pthread_mutex_lock(&g->mu);
-    if (g->shut) { pthread_mutex_unlock(&g->mu); return; }
-    g->shut = 1;
     g->srv_shutting = 1;
     srv = g->server;
     pthread_mutex_unlock(&g->mu);

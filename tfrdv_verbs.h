@@ -129,13 +129,17 @@
      registrations are freed, the device is closed and the attached manager's reference dropped;
      nothing of v touches a value afterwards. A fetch through v after that fails UNAVAILABLE
      "verbs transport destroyed" at once, and cancel_call does nothing. The little that is left
-     (the struct and its lock) goes with the last reference. Do not call tfrdv_verbs_destroy
-     from a done callback or an alloc hook.
+     (the struct and its lock) goes with the last reference. Called from a done callback or an
+     alloc hook, tfrdv_verbs_destroy returns at once (fetches fail from then on) and the last
+     thread to leave the transport (the progress thread as it exits, tfrdv_verbs_progress or the
+     fetch whose start ran the callback as it returns) does the rest.
 
    THREADS
      Every function is thread-safe except create/destroy. No user callback (done callbacks, alloc
      hooks, tfrdv_mgr_serve, the logger) runs under a lock of this transport; the functions of
-     hooks.allocator may (CALLBACK RULES in tfrdv.h: they must not call into tfrdv).
+     hooks.allocator may (CALLBACK RULES in tfrdv.h: they must not call into tfrdv). State: one
+     thread-local pointer, the transport whose code the thread runs (how destroy from a callback
+     is recognised).
 
    MEMORY
      Every allocation of the transport goes through tfrdv_verbs_config.hooks.allocator with its
@@ -1055,6 +1059,10 @@ struct tfrdv_verbs {
     int stop, destroying;          /* under mu; destroying: tfrdv_verbs_destroy began */
     long refs;                     /* under mu: the owner's and one per manager using v */
     long entered;                  /* under mu: start_call/cancel_call running (destroy waits) */
+    int thr_running, progressing;  /* under mu: the progress thread has not exited; a thread is in
+                                      tfrdv_verbs_progress */
+    int deferred, finishing;       /* under mu: destroyed from a callback inside the transport:
+                                      the last thread to leave it tears it down (finishing) */
     int64_t next_timer;
     tfrdv_verbs__pend* pends;      /* bootstrap exchanges under way (changed by progress only) */
     int want_reconnect;            /* some record's want_reconnect was set */
@@ -1818,17 +1826,33 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__wake(tfrdv_verbs* v) {
     ssize_t k = write(v->wfd, &one, sizeof one);
     (void)k;
 }
+/* The transport whose code runs on this thread (progress, start_call, cancel_call: where
+   callbacks run): the one piece of global state of this companion, a thread-local pointer. */
+static __thread tfrdv_verbs* tfrdv_verbs__inside;
+/* v->mu held: destroyed from a callback and nobody is inside v any more (the progress thread
+   exited, nobody progresses, no start_call or cancel_call runs): the caller tears it down */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__last_out(tfrdv_verbs* v) {
+    if (!v->deferred || v->finishing || v->thr_running || v->progressing || v->entered) return 0;
+    v->finishing = 1;
+    return 1;
+}
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__teardown(tfrdv_verbs* v);
 /* a transport entry point (start_call, cancel_call) returns: the last one wakes destroy */
-TFRDV_VERBS__PRIVATE void tfrdv_verbs__leave(tfrdv_verbs* v) {
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__leave(tfrdv_verbs* v, tfrdv_verbs* outer) {
+    int last;
+    tfrdv_verbs__inside = outer;
     pthread_mutex_lock(&v->mu);
     if (--v->entered == 0 && v->destroying) pthread_cond_broadcast(&v->cv);
+    last = tfrdv_verbs__last_out(v);
     pthread_mutex_unlock(&v->mu);
+    if (last) tfrdv_verbs__teardown(v); /* a callback run here destroyed v */
 }
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) {
     tfrdv_verbs* v = (tfrdv_verbs*)user;
     tfrdv_str w = tfrdv_call_src_worker(call);
     tfrdv_verbs__peer* p;
     tfrdv_verbs__req* r = 0;
+    tfrdv_verbs* outer = tfrdv_verbs__inside;
     tfrdv_status st;
     int launch = 0, reconnect = 0;
     st.code = TFRDV_OK;
@@ -1842,6 +1866,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
         return;
     }
     v->entered++; /* tfrdv_verbs_destroy waits until this call has left */
+    tfrdv_verbs__inside = v;
     p = tfrdv_verbs__find_peer(v, w.ptr, w.len);
     if (!p) tfrdv_verbs__err(&st, TFRDV_UNAVAILABLE, "verbs: no connection to worker %.*s (tfrdv_verbs_connect it first)", (int)w.len, w.ptr);
     else if (p->state != TFRDV_VERBS__PEER_UP && !tfrdv_verbs__can_reconnect(v, p)) st = p->broken;
@@ -1863,7 +1888,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
         v->stats.calls_failed++;
         pthread_mutex_unlock(&v->mu);
         tfrdv_call_finish(call, st.code, st.msg, 0, 0);
-        tfrdv_verbs__leave(v);
+        tfrdv_verbs__leave(v, outer);
         return;
     }
     memset(r, 0, sizeof *r);
@@ -1879,24 +1904,26 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
     pthread_mutex_unlock(&v->mu);
     if (reconnect) tfrdv_verbs__wake(v);
     if (launch) tfrdv_verbs__launch(v, r, 0);
-    tfrdv_verbs__leave(v);
+    tfrdv_verbs__leave(v, outer);
 }
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__cancel_call(void* user, tfrdv_call* call) {
     tfrdv_verbs* v = (tfrdv_verbs*)user;
     tfrdv_verbs__req* r;
     tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
+    tfrdv_verbs* outer = tfrdv_verbs__inside;
     pthread_mutex_lock(&v->mu);
     if (v->destroying) { /* every call already finished */
         pthread_mutex_unlock(&v->mu);
         return;
     }
     v->entered++;
+    tfrdv_verbs__inside = v;
     r = *(tfrdv_verbs__req**)tfrdv_call_scratch(call);
     if (r && r->call == call) tfrdv_verbs__req_abandon(v, r->p, r, TFRDV_CANCELLED, "verbs: call cancelled", &todo);
     pthread_mutex_unlock(&v->mu);
     tfrdv_verbs__todo_run(v, &todo);
     tfrdv_verbs__todos_free(&todo);
-    tfrdv_verbs__leave(v);
+    tfrdv_verbs__leave(v, outer);
 }
 
 /* ---- the serving side ---- */
@@ -3229,10 +3256,19 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
     struct epoll_event ev[16];
     tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
     int64_t now, soonest;
-    int want;
+    int want, last;
+    tfrdv_verbs* outer;
     if (!v) return 0;
     if (pthread_mutex_trylock(&v->progress_mu) != 0) return 0;
     pthread_mutex_lock(&v->mu);
+    if (v->finishing) { /* torn down (from a callback): nothing to do */
+        pthread_mutex_unlock(&v->mu);
+        pthread_mutex_unlock(&v->progress_mu);
+        return 0;
+    }
+    v->progressing++;
+    outer = tfrdv_verbs__inside;
+    tfrdv_verbs__inside = v;
     for (i = 0; i < v->npeers; i++) {
         tfrdv_verbs__peer* p = v->peers[i];
         while (p->state == TFRDV_VERBS__PEER_UP && (k = ibv_poll_cq(p->cq, 16, wc)) > 0) {
@@ -3313,23 +3349,37 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
             n++;
         }
     }
-    pthread_mutex_unlock(&v->progress_mu);
     tfrdv_verbs__todos_free(&todo);
+    tfrdv_verbs__inside = outer;
+    pthread_mutex_lock(&v->mu);
+    v->progressing--;
+    last = tfrdv_verbs__last_out(v);
+    pthread_mutex_unlock(&v->mu);
+    pthread_mutex_unlock(&v->progress_mu);
+    if (last) tfrdv_verbs__teardown(v); /* a callback of this call destroyed v */
     return n;
 }
 TFRDV_VERBS__PRIVATE void* tfrdv_verbs__thread(void* arg) {
     tfrdv_verbs* v = (tfrdv_verbs*)arg;
-    int64_t last = tfrdv_now_ns();
+    int64_t t = tfrdv_now_ns();
+    int deferred, last;
     for (;;) {
         int stop;
         pthread_mutex_lock(&v->mu);
         stop = v->stop;
         pthread_mutex_unlock(&v->mu);
         if (stop) break;
-        if (tfrdv_verbs_progress(v, 0) > 0) last = tfrdv_now_ns();
-        else if (tfrdv_now_ns() - last > v->cfg.spin_ns) tfrdv_verbs_progress(v, 100000000);
+        if (tfrdv_verbs_progress(v, 0) > 0) t = tfrdv_now_ns();
+        else if (tfrdv_now_ns() - t > v->cfg.spin_ns) tfrdv_verbs_progress(v, 100000000);
         else sched_yield(); /* spinning: let the kernel's RDMA work (Soft-RoCE tasklets) run */
     }
+    pthread_mutex_lock(&v->mu);
+    v->thr_running = 0;
+    deferred = v->deferred;
+    last = tfrdv_verbs__last_out(v);
+    pthread_mutex_unlock(&v->mu);
+    if (deferred) pthread_detach(pthread_self()); /* destroyed from a callback: nobody joins it */
+    if (last) tfrdv_verbs__teardown(v);
     return 0;
 }
 
@@ -3454,7 +3504,9 @@ TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_ver
         epoll_ctl(v->efd, EPOLL_CTL_ADD, v->lfd, &ev);
     }
     if (v->cfg.progress_thread) {
+        v->thr_running = 1;
         if (pthread_create(&v->thr, 0, tfrdv_verbs__thread, v) != 0) {
+            v->thr_running = 0;
             rc = tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "verbs: cannot start the progress thread");
             goto fail;
         }
@@ -3467,9 +3519,6 @@ fail:
     return rc;
 }
 TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v) {
-    int i;
-    tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
-    tfrdv_mgr* mgr;
     if (!v) return;
     pthread_mutex_lock(&v->mu);
     if (v->destroying) { /* a second destroy: nothing left to stop */
@@ -3478,6 +3527,12 @@ TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v) {
     }
     v->destroying = 1; /* start_call fails from now on, cancel_call does nothing */
     v->stop = 1;
+    if (tfrdv_verbs__inside == v) { /* from a callback: the last thread out tears v down */
+        v->deferred = 1;
+        pthread_mutex_unlock(&v->mu);
+        tfrdv_verbs__wake(v);
+        return;
+    }
     while (v->entered > 0) pthread_cond_wait(&v->cv, &v->mu); /* calls being started leave */
     pthread_mutex_unlock(&v->mu);
     if (v->has_thr) {
@@ -3485,6 +3540,14 @@ TFRDV_API void tfrdv_verbs_destroy(tfrdv_verbs* v) {
         pthread_join(v->thr, 0);
         v->has_thr = 0;
     }
+    tfrdv_verbs__teardown(v);
+}
+/* tfrdv_verbs_destroy's work once nothing runs inside v: fail every call, withdraw every served
+   request, close the device, drop the manager's and the owner's reference */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__teardown(tfrdv_verbs* v) {
+    int i;
+    tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
+    tfrdv_mgr* mgr;
     pthread_mutex_lock(&v->mu);
     for (i = 0; i < v->npeers; i++) {
         tfrdv_verbs__peer* p = v->peers[i];

@@ -1761,6 +1761,78 @@ static void test_restart(void) {
     srv_simple(&S, C_CLEANUP, step);
 }
 /* shutdown with calls in flight: both sides return at once, every call completes once */
+/* tfrdv_grpc_destroy from a receive callback, on a completion-queue thread and inside
+   tfrdv_grpc_poll: it returns at once, the shutdown completes (on a thread of its own, or when
+   that poll returns), the other call in flight fails exactly once, a later fetch fails
+   UNAVAILABLE; tfrdv_grpc_get_status from such a callback is refused with a clear status
+   (its answer would need the very thread it runs on) */
+typedef struct gdcb {
+    tfrdv_grpc* g;
+    int done;
+    tfrdv_code code, status_code;
+    char status_msg[TFRDV_STATUS_MSG_MAX];
+} gdcb;
+static void destroy_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    gdcb* d = (gdcb*)u;
+    tfrdv_grpc_device dev;
+    size_t n;
+    tfrdv_status gs;
+    (void)sa; (void)ra; (void)dead;
+    tfrdv_value_release(v);
+    d->code = st->code;
+    d->status_code = tfrdv_grpc_get_status(d->g, PS, 1000000000, &dev, 1, &n, &gs);
+    snprintf(d->status_msg, sizeof d->status_msg, "%s", gs.msg);
+    tfrdv_grpc_destroy(d->g);
+    __atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
+}
+static void destroy_from_callback(int threads) {
+    client c2;
+    gdcb d;
+    fres other, after;
+    int64_t step = next_step++, d1[1] = {3}, t0;
+    alarm(60); /* a destroy that waits for its own thread hangs: fail instead */
+    memset(&d, 0, sizeof d);
+    TT_CHECK(client_up(&c2, &S, 0, threads));
+    d.g = c2.g;
+    srv_simple(&S, C_INIT, step);
+    TT_CHECK(fetch(&c2, step, S.inc, "never", 0, &other));
+    {
+        tfrdv_rendezvous* rz;
+        tfrdv_parsed_key pk;
+        char kb[256];
+        TT_CHECK(make_key(S.inc, "cbd", kb, sizeof kb, &pk));
+        TT_CHECK_EQ_INT(tfrdv_mgr_find(c2.m, step, &rz, 0), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(rz, &pk, 0, destroy_cb, &d, 0), TFRDV_OK);
+        tfrdv_unref(rz);
+    }
+    TT_CHECK_EQ_INT(srv_send(&S, step, "cbd", 1, 1, d1, 0, 4), TFRDV_OK);
+    t0 = now_ms();
+    while (!__atomic_load_n(&d.done, __ATOMIC_ACQUIRE) && now_ms() - t0 < 10000) {
+        if (threads < 0) tfrdv_grpc_poll(c2.g, 10000000);
+        else sleep_ms(2);
+    }
+    TT_CHECK(__atomic_load_n(&d.done, __ATOMIC_ACQUIRE)); /* destroy returned inside the callback */
+    TT_CHECK_EQ_INT(d.code, TFRDV_OK);
+    if (threads > 0) {
+        TT_CHECK_EQ_INT(d.status_code, TFRDV_FAILED_PRECONDITION);
+        TT_CHECK_CONTAINS(d.status_msg, "from a callback");
+    } else {
+        TT_CHECK_EQ_INT(d.status_code, TFRDV_OK); /* host-driven: it polls by itself */
+    }
+    TT_CHECK(fwait(&other, 10000) && other.done == 1 && other.st.code != TFRDV_OK);
+    TT_CHECK(fetch(&c2, step, S.inc, "after", 0, &after));
+    TT_CHECK(fwait(&after, 5000) && after.st.code == TFRDV_UNAVAILABLE);
+    if (threads < 0) TT_CHECK_EQ_INT(tfrdv_grpc_poll(c2.g, 0), 0); /* shut down: nothing more */
+    tfrdv_mgr_destroy(c2.m);
+    sleep_ms(20);
+    TT_CHECK(other.done == 1 && after.done == 1); /* exactly once */
+    fres_clear(&other);
+    fres_clear(&after);
+    srv_simple(&S, C_CLEANUP, step);
+    alarm(0);
+}
+static void test_destroy_from_cq_thread_callback(void) { destroy_from_callback(1); }
+static void test_destroy_from_poll_callback(void) { destroy_from_callback(-1); }
 static void test_shutdown_in_flight(void) {
     client c2;
     server s2;
@@ -2123,6 +2195,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_thousand);
     TT_RUN(test_restart);
     TT_RUN(test_shutdown_in_flight);
+    TT_RUN(test_destroy_from_cq_thread_callback);
+    TT_RUN(test_destroy_from_poll_callback);
     TT_RUN(test_ack_and_poll);
     TT_RUN(test_size_limit);
     TT_RUN(test_tls);

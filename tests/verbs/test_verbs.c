@@ -1133,6 +1133,68 @@ static void test_destroy_while_fetching(void) {
     TT_CHECK_EQ_INT(standin_live_mrs(), 0);
 }
 
+/* tfrdv_verbs_destroy from a receive callback, wherever callbacks run: the progress thread, a
+   host's tfrdv_verbs_progress, and start_call failing inline (no connection to the worker): it
+   returns at once, the last thread to leave the transport shuts it down, the other fetch in
+   flight fails UNAVAILABLE exactly once and a later fetch fails at once */
+typedef struct vdcb {
+    tfrdv_verbs* v;
+    int done;
+    tfrdv_code code;
+} vdcb;
+static void vd_done(void* user, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    vdcb* d = (vdcb*)user;
+    (void)sa; (void)ra; (void)dead;
+    tfrdv_value_release(v);
+    d->code = st->code;
+    tfrdv_verbs_destroy(d->v);
+    __atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
+}
+static void destroy_from_callback(int kind) { /* 0: progress thread, 1: tfrdv_verbs_progress, 2: inline */
+    worker a, b;
+    vdcb d;
+    si_fetch other, after;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_parsed_key k;
+    char kb[256];
+    tfrdv_status st;
+    int i;
+    if (!standin_ok()) return;
+    alarm(60); /* a destroy that waits for its own thread hangs: fail instead */
+    memset(&d, 0, sizeof d);
+    TT_CHECK(siw_make(&a, 0, kind != 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+    d.v = a.v;
+    if (kind != 2) TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(si_fetch_start(&a, 1, 1, "vd_never", &other)); /* kind 2: fails at once, no connection */
+    mk_key(&k, kb, sizeof kb, kind == 2 ? 5 : 1, 0, "vd");
+    TT_CHECK(tfrdv_mgr_find(a.m, 1, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k, 0, vd_done, &d, &st), TFRDV_OK);
+    if (kind != 2) TT_CHECK(si_send(&b, 0, 1, "vd", 64, 3));
+    for (i = 0; i < 20000 && !__atomic_load_n(&d.done, __ATOMIC_ACQUIRE); i++) {
+        if (kind == 1) tfrdv_verbs_progress(a.v, 1000000);
+        else sleep_ms(1);
+    }
+    TT_CHECK(__atomic_load_n(&d.done, __ATOMIC_ACQUIRE)); /* destroy returned inside the callback */
+    TT_CHECK_EQ_INT(d.code, kind == 2 ? TFRDV_UNAVAILABLE : TFRDV_OK);
+    TT_CHECK_EQ_INT(si_fetch_end(&other), TFRDV_UNAVAILABLE);
+    if (kind == 1) TT_CHECK_EQ_INT(tfrdv_verbs_progress(a.v, 0), 0); /* shut down: nothing more */
+    TT_CHECK(si_fetch_start(&a, 1, 1, "vd_after", &after));
+    TT_CHECK_EQ_INT(si_fetch_end(&after), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(after.st.msg, "destroyed");
+    tfrdv_unref(r);
+    tfrdv_mgr_destroy(a.m);
+    sleep_ms(20);
+    TT_CHECK(other.calls == 1 && after.calls == 1); /* exactly once */
+    si_fetch_fini(&other);
+    si_fetch_fini(&after);
+    rm_worker(&b);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+    alarm(0);
+}
+static void test_destroy_from_progress_thread_callback(void) { destroy_from_callback(0); }
+static void test_destroy_from_progress_callback(void) { destroy_from_callback(1); }
+static void test_destroy_from_start_call_callback(void) { destroy_from_callback(2); }
+
 /* TRANSPORTS in tfrdv.h: each manager given the vtable holds the transport until it goes; the
    memory goes with the last of them (a counting allocator shows when). */
 static void test_two_managers_one_transport(void) {
@@ -1333,6 +1395,9 @@ int main(int argc, char** argv) {
     TT_RUN(test_reconnect);
     TT_RUN(test_destroy_transport_first);
     TT_RUN(test_destroy_while_fetching);
+    TT_RUN(test_destroy_from_progress_thread_callback);
+    TT_RUN(test_destroy_from_progress_callback);
+    TT_RUN(test_destroy_from_start_call_callback);
     TT_RUN(test_two_managers_one_transport);
     TT_RUN(test_allocator_counts);
     TT_RUN(test_allocator_failures);
