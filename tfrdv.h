@@ -174,7 +174,8 @@
      that caller's thread, and inside tfrdv_recv when the transport uses the waiting thread
      (tfrdv_transport.wait: tfrdv_tcp.h completes the other fetches whose responses that thread
      reads). Never hold your own lock across those calls if the callback takes it, and do not
-     block in a callback waiting for a fetch over the same connection.
+     block in a callback waiting for a fetch over the same connection (the companions refuse
+     such a tfrdv_recv at once, FAILED_PRECONDITION, instead of waiting forever).
      Under TFRDV_NO_THREADS everything runs on the caller's thread, in these same places.
 
    MEMORY

@@ -133,7 +133,8 @@
      tfrdv_grpc_destroy from such a callback returns at once; the shutdown then runs on a thread
      of its own (completion-queue threads) or when the tfrdv_grpc_poll that ran the callback
      returns (host-driven). tfrdv_grpc_get_status from a completion-queue thread's callback is
-     refused (FAILED_PRECONDITION: its answer needs that thread). In host-driven mode stop
+     refused (FAILED_PRECONDITION: its answer needs that thread), and so is a tfrdv_recv there
+     when num_threads is 1 (or in tfrdv_grpc_poll's callbacks). In host-driven mode stop
      calling tfrdv_grpc_poll from other threads before tfrdv_grpc_destroy (which polls by itself
      until every call has completed); tfrdv_grpc_get_status also polls by itself there. State:
      one thread-local pointer, the transport whose completion the thread is handling.
@@ -1846,6 +1847,29 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_cancel(void* user, tfrdv_call* call) {
     if (c && c->call == call && c->gc) grpc_call_cancel(c->gc, NULL); /* completes through the queue */
     pthread_mutex_unlock(&g->mu);
 }
+/* tfrdv_recv blocking in a callback of the only thread that handles g's completions (or of
+   tfrdv_grpc_poll): its answer could never be handled, so it fails now instead of waiting forever */
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__t_wait(void* user, tfrdv_call* call, int64_t timeout_ns) {
+    tfrdv_grpc* g = (tfrdv_grpc*)user;
+    tfrdv_grpc__ccall* c;
+    tfrdv_call* mine = 0;
+    (void)timeout_ns;
+    if (tfrdv_grpc__handling != g || g->nthreads > 1) return 0; /* another thread completes it */
+    pthread_mutex_lock(&g->mu);
+    c = *(tfrdv_grpc__ccall**)tfrdv_call_scratch(call);
+    if (c && c->call == call) {
+        mine = call;
+        c->call = 0; /* its completion finds no call */
+        *(tfrdv_grpc__ccall**)tfrdv_call_scratch(call) = 0;
+        if (c->gc) grpc_call_cancel(c->gc, NULL);
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (mine)
+        tfrdv_call_finish(mine, TFRDV_FAILED_PRECONDITION, "tfrdv_grpc: a blocking receive inside a callback of the only "
+                          "thread that handles this transport's completions would wait forever (use tfrdv_recv_async, "
+                          "or num_threads > 1)", 0, 0);
+    return mine != 0;
+}
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_destroy(void* user) { tfrdv_grpc__unref((tfrdv_grpc*)user); }
 
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_ref(void* user) {
@@ -1861,6 +1885,7 @@ TFRDV_API tfrdv_transport tfrdv_grpc_transport(tfrdv_grpc* g) {
     t.user = g;
     t.start_call = tfrdv_grpc__t_start;
     t.cancel_call = tfrdv_grpc__t_cancel;
+    t.wait = tfrdv_grpc__t_wait;
     t.destroy = tfrdv_grpc__t_destroy;
     t.ref = tfrdv_grpc__t_ref; /* each manager holds g until it goes (TRANSPORTS in tfrdv.h) */
     return t;

@@ -126,7 +126,9 @@
      completions never run under a lock of this companion. Every function is thread-safe.
      tfrdv_tcp_destroy from a receive callback returns at once: the last of those threads to leave
      the transport (the I/O thread as it exits, tfrdv_tcp_poll before it returns, tfrdv_recv
-     before it returns) finishes the shutdown, and the other calls in flight complete then.
+     before it returns) finishes the shutdown, and the other calls in flight complete then. A
+     tfrdv_recv in a callback of the thread that reads its connection fails FAILED_PRECONDITION
+     at once (nobody else could read its response); use tfrdv_recv_async there.
 
    LIFE CYCLE
        tfrdv_tcp_config tc = tfrdv_tcp_config_init();  tc.listen_address = "127.0.0.1:0"; ...
@@ -2595,6 +2597,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__cancel_call(void* user, tfrdv_call* call) {
     tfrdv_tcp__todo_run(t, &td);
 }
 
+/* t->mu held: this thread reads c now (it is the poller inside c's event, or c's lent thread) */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__reads_it(tfrdv_tcp* t, const tfrdv_tcp__conn* c) {
+    if (c->claimed == TFRDV_TCP__BY_LOOP) return t->polling && pthread_equal(t->poller, pthread_self());
+    return c->claimed == TFRDV_TCP__BY_WAITER && pthread_equal(c->claimer, pthread_self());
+}
 /* A thread blocked in tfrdv_recv (tfrdv_transport.wait): it takes the call's connection out of
    the event loop and reads it itself until the call is finished, the time is up, the call is
    cancelled or the transport closes; the response wakes this thread directly instead of the loop
@@ -2615,6 +2622,18 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
         int64_t left;
         e = id ? tfrdv_tcp__ent_find(t, id) : 0;
         c = e && e->call == call ? e->conn : 0;
+        if (c && tfrdv_tcp__reads_it(t, c)) { /* in a callback of the thread that reads c */
+            tfrdv_tcp__todo td;
+            int failed;
+            tfrdv_tcp__todo_init(&td);
+            if ((failed = tfrdv_tcp__detach_call(t, e, TFRDV_FAILED_PRECONDITION, "tfrdv_tcp: a blocking receive "
+                                                 "inside a callback of the thread that reads its connection would wait "
+                                                 "forever (use tfrdv_recv_async)", &td)) != 0)
+                tfrdv_tcp__cancel_frame(t, c, id, &td);
+            pthread_mutex_unlock(&t->mu);
+            tfrdv_tcp__todo_run(t, &td);
+            return failed;
+        }
         if (!c || c->claimed != TFRDV_TCP__BY_LOOP || t->closing) break;
         if ((left = end - tfrdv_tcp__now()) <= 0) {
             pthread_mutex_unlock(&t->mu);

@@ -139,7 +139,8 @@
      hooks, tfrdv_mgr_serve, the logger) runs under a lock of this transport; the functions of
      hooks.allocator may (CALLBACK RULES in tfrdv.h: they must not call into tfrdv). State: one
      thread-local pointer, the transport whose code the thread runs (how destroy from a callback
-     is recognised).
+     is recognised). A tfrdv_recv in a callback of the progress fails FAILED_PRECONDITION at once
+     (the progress that would complete it is that thread's); use tfrdv_recv_async there.
 
    MEMORY
      Every allocation of the transport goes through tfrdv_verbs_config.hooks.allocator with its
@@ -1060,7 +1061,8 @@ struct tfrdv_verbs {
     long refs;                     /* under mu: the owner's and one per manager using v */
     long entered;                  /* under mu: start_call/cancel_call running (destroy waits) */
     int thr_running, progressing;  /* under mu: the progress thread has not exited; a thread is in
-                                      tfrdv_verbs_progress */
+                                      tfrdv_verbs_progress (prog_self) */
+    pthread_t prog_self;
     int deferred, finishing;       /* under mu: destroyed from a callback inside the transport:
                                       the last thread to leave it tears it down (finishing) */
     int64_t next_timer;
@@ -3267,6 +3269,7 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
         return 0;
     }
     v->progressing++;
+    v->prog_self = pthread_self();
     outer = tfrdv_verbs__inside;
     tfrdv_verbs__inside = v;
     for (i = 0; i < v->npeers; i++) {
@@ -3596,6 +3599,28 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__teardown(tfrdv_verbs* v) {
     v->scratch = v->rxcopy = 0;
     tfrdv_verbs__unref(v); /* the owner's reference; a manager's vtable may hold more */
 }
+/* tfrdv_recv blocking in a callback of this transport's progress (its thread, or a host's
+   tfrdv_verbs_progress): the progress that would complete it is this very thread's, so it fails
+   now instead of waiting forever */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__t_wait(void* user, tfrdv_call* call, int64_t timeout_ns) {
+    tfrdv_verbs* v = (tfrdv_verbs*)user;
+    tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
+    tfrdv_verbs__req* r;
+    int failed = 0;
+    (void)timeout_ns;
+    if (tfrdv_verbs__inside != v) return 0;
+    pthread_mutex_lock(&v->mu);
+    r = *(tfrdv_verbs__req**)tfrdv_call_scratch(call);
+    if (v->progressing && pthread_equal(v->prog_self, pthread_self()) && r && r->call == call) {
+        tfrdv_verbs__req_abandon(v, r->p, r, TFRDV_FAILED_PRECONDITION, "verbs: a blocking receive inside a callback of "
+                                 "this transport's progress would wait forever (use tfrdv_recv_async)", &todo);
+        failed = 1;
+    }
+    pthread_mutex_unlock(&v->mu);
+    tfrdv_verbs__todo_run(v, &todo);
+    tfrdv_verbs__todos_free(&todo);
+    return failed;
+}
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__t_destroy(void* user) { tfrdv_verbs__unref((tfrdv_verbs*)user); }
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__t_ref(void* user) {
     tfrdv_verbs* v = (tfrdv_verbs*)user;
@@ -3610,6 +3635,7 @@ TFRDV_API tfrdv_transport tfrdv_verbs_transport(tfrdv_verbs* v) {
     t.user = v;
     t.start_call = tfrdv_verbs__start_call;
     t.cancel_call = tfrdv_verbs__cancel_call;
+    t.wait = tfrdv_verbs__t_wait;
     t.destroy = tfrdv_verbs__t_destroy;
     t.ref = tfrdv_verbs__t_ref; /* each manager holds v until it goes (TRANSPORTS in tfrdv.h) */
     return t;

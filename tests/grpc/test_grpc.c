@@ -1833,6 +1833,85 @@ static void destroy_from_callback(int threads) {
 }
 static void test_destroy_from_cq_thread_callback(void) { destroy_from_callback(1); }
 static void test_destroy_from_poll_callback(void) { destroy_from_callback(-1); }
+/* a blocking tfrdv_recv inside a receive callback of the only completion-queue thread (or of
+   tfrdv_grpc_poll) could never be answered: it fails FAILED_PRECONDITION at once */
+typedef struct gnest {
+    client* c;
+    int64_t step;
+    int done;
+    tfrdv_code code;
+    char msg[TFRDV_STATUS_MSG_MAX];
+} gnest;
+static void gnest_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    gnest* n = (gnest*)u;
+    tfrdv_rendezvous* rz;
+    tfrdv_parsed_key pk;
+    char kb[256];
+    tfrdv_value* v2 = 0;
+    tfrdv_status s2;
+    int d2;
+    (void)st; (void)sa; (void)ra; (void)dead;
+    tfrdv_value_release(v);
+    memset(&s2, 0, sizeof s2);
+    n->code = TFRDV_INTERNAL;
+    if (make_key(S.inc, "gnest_inner", kb, sizeof kb, &pk) && tfrdv_mgr_find(n->c->m, n->step, &rz, 0) == TFRDV_OK) {
+        n->code = tfrdv_recv(rz, &pk, 0, 0, &v2, &d2, &s2); /* no timeout */
+        tfrdv_unref(rz);
+    }
+    snprintf(n->msg, sizeof n->msg, "%s", s2.msg);
+    tfrdv_value_release(v2);
+    __atomic_store_n(&n->done, 1, __ATOMIC_RELEASE);
+}
+static void blocking_recv_in_callback(int threads) {
+    client c2;
+    gnest n;
+    fres r;
+    int64_t step = next_step++, d1[1] = {3}, t0;
+    alarm(60);
+    memset(&n, 0, sizeof n);
+    TT_CHECK(client_up(&c2, &S, 0, threads));
+    n.c = &c2;
+    n.step = step;
+    TT_CHECK_EQ_INT(srv_send(&S, step, "gnest_outer", 1, 1, d1, 0, 5), TFRDV_OK);
+    {
+        tfrdv_rendezvous* rz;
+        tfrdv_parsed_key pk;
+        char kb[256];
+        TT_CHECK(make_key(S.inc, "gnest_outer", kb, sizeof kb, &pk));
+        TT_CHECK_EQ_INT(tfrdv_mgr_find(c2.m, step, &rz, 0), TFRDV_OK);
+        tfrdv_mgr_initialize(rz, 0, 0);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(rz, &pk, 0, gnest_cb, &n, 0), TFRDV_OK);
+        tfrdv_unref(rz);
+    }
+    t0 = now_ms();
+    while (!__atomic_load_n(&n.done, __ATOMIC_ACQUIRE) && now_ms() - t0 < 10000) {
+        if (threads < 0) tfrdv_grpc_poll(c2.g, 10000000);
+        else sleep_ms(2);
+    }
+    TT_CHECK(__atomic_load_n(&n.done, __ATOMIC_ACQUIRE));
+    TT_CHECK_EQ_INT(n.code, TFRDV_FAILED_PRECONDITION);
+    TT_CHECK_CONTAINS(n.msg, "tfrdv_recv_async");
+    /* the client and the transport still work: the inner value reaches a later receiver */
+    t0 = now_ms();
+    while (srv_simple(&S, C_PENDING, step).v[1] != 0 && now_ms() - t0 < 5000) { /* the cancelled request was withdrawn */
+        if (threads < 0) tfrdv_grpc_poll(c2.g, 10000000);
+        else sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(srv_send(&S, step, "gnest_inner", 1, 1, d1, 0, 6), TFRDV_OK);
+    TT_CHECK(fetch(&c2, step, S.inc, "gnest_inner", 0, &r));
+    t0 = now_ms();
+    while (!r.done && now_ms() - t0 < 10000) {
+        if (threads < 0) tfrdv_grpc_poll(c2.g, 10000000);
+        else sleep_ms(2);
+    }
+    TT_CHECK(r.done == 1 && r.st.code == TFRDV_OK);
+    fres_clear(&r);
+    client_down(&c2);
+    srv_simple(&S, C_CLEANUP, step);
+    alarm(0);
+}
+static void test_blocking_recv_in_cq_thread_callback(void) { blocking_recv_in_callback(1); }
+static void test_blocking_recv_in_poll_callback(void) { blocking_recv_in_callback(-1); }
 static void test_shutdown_in_flight(void) {
     client c2;
     server s2;
@@ -2197,6 +2276,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_shutdown_in_flight);
     TT_RUN(test_destroy_from_cq_thread_callback);
     TT_RUN(test_destroy_from_poll_callback);
+    TT_RUN(test_blocking_recv_in_cq_thread_callback);
+    TT_RUN(test_blocking_recv_in_poll_callback);
     TT_RUN(test_ack_and_poll);
     TT_RUN(test_size_limit);
     TT_RUN(test_tls);

@@ -1962,6 +1962,72 @@ static void test_destroy_from_io_thread_callback(void) { destroy_from_callback(0
 static void test_destroy_from_poll_callback(void) { destroy_from_callback(1); }
 static void test_destroy_from_lent_thread_callback(void) { destroy_from_callback(2); }
 
+/* a blocking tfrdv_recv inside a receive callback, on the thread that reads the connection its
+   fetch would use (the I/O thread, a tfrdv_tcp_poll caller): its response could never be read,
+   so it fails FAILED_PRECONDITION at once instead of waiting forever; its request is withdrawn
+   at the server, so a value sent afterwards goes to the next receiver */
+typedef struct nested {
+    tfrdv_rendezvous* r;
+    int done;
+    tfrdv_code code;
+    char msg[TFRDV_STATUS_MSG_MAX];
+} nested;
+static void nested_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    nested* n = (nested*)u;
+    tfrdv_key k;
+    tfrdv_value* v2 = 0;
+    tfrdv_status s2;
+    int d2;
+    (void)st; (void)sa; (void)ra; (void)dead;
+    tfrdv_value_release(v);
+    key_for(&k, "nested_inner", PS_INC);
+    n->code = tfrdv_recv(n->r, &k.parsed, 0, 0, &v2, &d2, &s2); /* no timeout */
+    snprintf(n->msg, sizeof n->msg, "%s", s2.msg);
+    tfrdv_value_release(v2);
+    __atomic_store_n(&n->done, 1, __ATOMIC_RELEASE);
+}
+static void nested_recv(int host) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    srv s;
+    cli c;
+    nested n;
+    tfrdv_status st;
+    tfrdv_key k;
+    tfrdv_value* v = 0;
+    int i, dead;
+    alarm(60);
+    memset(&n, 0, sizeof n);
+    if (host) tc.num_threads = -1;
+    if (!pair_open(&s, &c, "127.0.0.1:0", 0, &tc)) return;
+    (void)tfrdv_mgr_start_step(c.m, 1, &n.r, &st);
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "nested_outer", 1, 0, 0, 4, 1).code, 0);
+    key_for(&k, "nested_outer", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(n.r, &k.parsed, 0, nested_cb, &n, 0), TFRDV_OK);
+    for (i = 0; i < 10000 && !__atomic_load_n(&n.done, __ATOMIC_ACQUIRE); i++) {
+        if (host) (void)tfrdv_tcp_poll(c.t, 1000000);
+        else sleep_ms(1);
+    }
+    TT_CHECK(__atomic_load_n(&n.done, __ATOMIC_ACQUIRE));
+    TT_CHECK_EQ_INT(n.code, TFRDV_FAILED_PRECONDITION);
+    TT_CHECK_CONTAINS(n.msg, "tfrdv_recv_async");
+    for (i = 0; i < 1000; i++) { /* (a host-driven client writes the CANCEL when polled) */
+        if (host) (void)tfrdv_tcp_poll(c.t, 1000000);
+        if (srv_stats(&s).ts.server_requests_live == 0) break;
+        sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(srv_stats(&s).ts.server_requests_live, 0); /* withdrawn */
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "nested_inner", 1, 0, 0, 4, 2).code, 0);
+    key_for(&k, "nested_inner", PS_INC); /* the next receiver gets it */
+    TT_CHECK_EQ_INT(tfrdv_recv(n.r, &k.parsed, 0, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+    TT_CHECK(v && v->size == 4 && check((uint8_t*)v->data, 4, 2));
+    tfrdv_value_release(v);
+    tfrdv_unref(n.r);
+    cli_close(&c);
+    srv_stop(&s);
+}
+static void test_blocking_recv_in_io_thread_callback(void) { nested_recv(0); }
+static void test_blocking_recv_in_poll_callback(void) { nested_recv(1); }
+
 /* host-driven progress: no threads, both sides polled by the caller */
 static void test_host_driven(void) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
@@ -2216,6 +2282,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_destroy_from_io_thread_callback);
     TT_RUN(test_destroy_from_poll_callback);
     TT_RUN(test_destroy_from_lent_thread_callback);
+    TT_RUN(test_blocking_recv_in_io_thread_callback);
+    TT_RUN(test_blocking_recv_in_poll_callback);
     TT_RUN(test_host_driven);
     TT_RUN(test_recv_reads_its_own_response);
     TT_RUN(test_lent_thread_cancel_timeout_destroy_kill);

@@ -1195,6 +1195,84 @@ static void test_destroy_from_progress_thread_callback(void) { destroy_from_call
 static void test_destroy_from_progress_callback(void) { destroy_from_callback(1); }
 static void test_destroy_from_start_call_callback(void) { destroy_from_callback(2); }
 
+/* a blocking tfrdv_recv inside a receive callback of the progress (its thread, a host's
+   tfrdv_verbs_progress) could never complete: it fails FAILED_PRECONDITION at once, and the
+   transport goes on working */
+typedef struct vnest {
+    worker* w;
+    int done;
+    tfrdv_code code;
+    char msg[TFRDV_STATUS_MSG_MAX];
+} vnest;
+static void vnest_done(void* user, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    vnest* n = (vnest*)user;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_parsed_key k;
+    char kb[256];
+    tfrdv_value* v2 = 0;
+    tfrdv_status s2;
+    int d2;
+    (void)st; (void)sa; (void)ra; (void)dead;
+    tfrdv_value_release(v);
+    memset(&s2, 0, sizeof s2);
+    mk_key(&k, kb, sizeof kb, 1, 0, "vn_inner");
+    n->code = TFRDV_INTERNAL;
+    if (tfrdv_mgr_find(n->w->m, 1, &r, 0) == TFRDV_OK) {
+        n->code = tfrdv_recv(r, &k, 0, 0, &v2, &d2, &s2); /* no timeout */
+        tfrdv_unref(r);
+    }
+    snprintf(n->msg, sizeof n->msg, "%s", s2.msg);
+    tfrdv_value_release(v2);
+    __atomic_store_n(&n->done, 1, __ATOMIC_RELEASE);
+}
+static void blocking_recv_in_callback(int host) {
+    worker a, b;
+    vnest n;
+    si_fetch f;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_parsed_key k;
+    char kb[256];
+    tfrdv_status st;
+    int i;
+    if (!standin_ok()) return;
+    alarm(60);
+    memset(&n, 0, sizeof n);
+    TT_CHECK(siw_make(&a, 0, !host, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+    n.w = &a;
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    mk_key(&k, kb, sizeof kb, 1, 0, "vn_outer");
+    TT_CHECK(tfrdv_mgr_find(a.m, 1, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k, 0, vnest_done, &n, &st), TFRDV_OK);
+    tfrdv_unref(r);
+    TT_CHECK(si_send(&b, 0, 1, "vn_outer", 64, 4));
+    for (i = 0; i < 20000 && !__atomic_load_n(&n.done, __ATOMIC_ACQUIRE); i++) {
+        if (host) tfrdv_verbs_progress(a.v, 1000000);
+        else sleep_ms(1);
+    }
+    TT_CHECK(__atomic_load_n(&n.done, __ATOMIC_ACQUIRE));
+    TT_CHECK_EQ_INT(n.code, TFRDV_FAILED_PRECONDITION);
+    TT_CHECK_CONTAINS(n.msg, "tfrdv_recv_async");
+    TT_CHECK(si_send(&b, 0, 1, "vn_next", 64, 5)); /* the transport still works */
+    TT_CHECK(si_fetch_start(&a, 1, 1, "vn_next", &f));
+    for (i = 0; host && i < 20000; i++) { /* a host-driven worker progresses its fetch */
+        int calls;
+        pthread_mutex_lock(&f.mu);
+        calls = f.calls;
+        pthread_mutex_unlock(&f.mu);
+        if (calls) break;
+        tfrdv_verbs_progress(a.v, 1000000);
+    }
+    TT_CHECK_EQ_INT(si_fetch_end(&f), TFRDV_OK);
+    TT_CHECK(si_bytes_ok(f.val, 64, 5));
+    si_fetch_fini(&f);
+    rm_worker(&a);
+    rm_worker(&b);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+    alarm(0);
+}
+static void test_blocking_recv_in_progress_thread_callback(void) { blocking_recv_in_callback(0); }
+static void test_blocking_recv_in_progress_callback(void) { blocking_recv_in_callback(1); }
+
 /* TRANSPORTS in tfrdv.h: each manager given the vtable holds the transport until it goes; the
    memory goes with the last of them (a counting allocator shows when). */
 static void test_two_managers_one_transport(void) {
@@ -1398,6 +1476,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_destroy_from_progress_thread_callback);
     TT_RUN(test_destroy_from_progress_callback);
     TT_RUN(test_destroy_from_start_call_callback);
+    TT_RUN(test_blocking_recv_in_progress_thread_callback);
+    TT_RUN(test_blocking_recv_in_progress_callback);
     TT_RUN(test_two_managers_one_transport);
     TT_RUN(test_allocator_counts);
     TT_RUN(test_allocator_failures);
