@@ -1900,11 +1900,8 @@ static void blocking_recv_in_callback(int threads) {
     TT_CHECK_EQ_INT(srv_send(&S, step, "gnest_inner", 1, 1, d1, 0, 6), TFRDV_OK);
     TT_CHECK(fetch(&c2, step, S.inc, "gnest_inner", 0, &r));
     t0 = now_ms();
-    while (!r.done && now_ms() - t0 < 10000) {
-        if (threads < 0) tfrdv_grpc_poll(c2.g, 10000000);
-        else sleep_ms(2);
-    }
-    TT_CHECK(r.done == 1 && r.st.code == TFRDV_OK);
+    while (threads < 0 && !fwait(&r, 0) && now_ms() - t0 < 10000) tfrdv_grpc_poll(c2.g, 10000000);
+    TT_CHECK(fwait(&r, 10000) && r.done == 1 && r.st.code == TFRDV_OK);
     fres_clear(&r);
     client_down(&c2);
     srv_simple(&S, C_CLEANUP, step);
