@@ -1968,6 +1968,7 @@ static void test_destroy_from_lent_thread_callback(void) { destroy_from_callback
    at the server, so a value sent afterwards goes to the next receiver */
 typedef struct nested {
     tfrdv_rendezvous* r;
+    pthread_t who;
     int done;
     tfrdv_code code;
     char msg[TFRDV_STATUS_MSG_MAX];
@@ -1980,29 +1981,41 @@ static void nested_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, con
     int d2;
     (void)st; (void)sa; (void)ra; (void)dead;
     tfrdv_value_release(v);
+    n->who = pthread_self();
     key_for(&k, "nested_inner", PS_INC);
     n->code = tfrdv_recv(n->r, &k.parsed, 0, 0, &v2, &d2, &s2); /* no timeout */
     snprintf(n->msg, sizeof n->msg, "%s", s2.msg);
     tfrdv_value_release(v2);
     __atomic_store_n(&n->done, 1, __ATOMIC_RELEASE);
 }
-static void nested_recv(int host) {
+static void nested_recv(int kind) { /* 0: the I/O thread, 1: tfrdv_tcp_poll, 2: a lent thread */
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     srv s;
     cli c;
     nested n;
+    lent l;
+    pthread_t th;
     tfrdv_status st;
     tfrdv_key k;
     tfrdv_value* v = 0;
-    int i, dead;
+    rep rp;
+    int i, dead, host = kind == 1;
     alarm(60);
     memset(&n, 0, sizeof n);
     if (host) tc.num_threads = -1;
     if (!pair_open(&s, &c, "127.0.0.1:0", 0, &tc)) return;
+    if (kind == 2) warm(&s, &c, "nested_warm");
     (void)tfrdv_mgr_start_step(c.m, 1, &n.r, &st);
-    TT_CHECK_EQ_INT(srv_send(&s, 1, "nested_outer", 1, 0, 0, 4, 1).code, 0);
+    if (kind != 2) TT_CHECK_EQ_INT(srv_send(&s, 1, "nested_outer", 1, 0, 0, 4, 1).code, 0);
     key_for(&k, "nested_outer", PS_INC);
     TT_CHECK_EQ_INT(tfrdv_recv_async(n.r, &k.parsed, 0, nested_cb, &n, 0), TFRDV_OK);
+    if (kind == 2) { /* a thread lent to the connection reads the outer response */
+        SRV_UNTIL(&s, rp, rp.ts.server_requests_live == 1);
+        lent_init(&l, &c, "nested_lent");
+        l.timeout_ns = 30 * SEC;
+        lent_start(&th, &l, &s, rp.ts.served);
+        TT_CHECK_EQ_INT(srv_send(&s, 1, "nested_outer", 1, 0, 0, 4, 1).code, 0);
+    }
     for (i = 0; i < 10000 && !__atomic_load_n(&n.done, __ATOMIC_ACQUIRE); i++) {
         if (host) (void)tfrdv_tcp_poll(c.t, 1000000);
         else sleep_ms(1);
@@ -2010,6 +2023,14 @@ static void nested_recv(int host) {
     TT_CHECK(__atomic_load_n(&n.done, __ATOMIC_ACQUIRE));
     TT_CHECK_EQ_INT(n.code, TFRDV_FAILED_PRECONDITION);
     TT_CHECK_CONTAINS(n.msg, "tfrdv_recv_async");
+    if (kind == 2) { /* and the lent thread goes on to its own fetch */
+        TT_CHECK_EQ_INT(srv_send(&s, 1, "nested_lent", 1, 0, 0, 4, 3).code, 0);
+        pthread_join(th, 0);
+        TT_CHECK(pthread_equal(n.who, th)); /* the lent thread ran the callback */
+        TT_CHECK_EQ_INT(l.code, TFRDV_OK);
+        TT_CHECK(l.v && check((uint8_t*)l.v->data, 4, 3));
+        tfrdv_value_release(l.v);
+    }
     for (i = 0; i < 1000; i++) { /* (a host-driven client writes the CANCEL when polled) */
         if (host) (void)tfrdv_tcp_poll(c.t, 1000000);
         if (srv_stats(&s).ts.server_requests_live == 0) break;
@@ -2027,6 +2048,7 @@ static void nested_recv(int host) {
 }
 static void test_blocking_recv_in_io_thread_callback(void) { nested_recv(0); }
 static void test_blocking_recv_in_poll_callback(void) { nested_recv(1); }
+static void test_blocking_recv_in_lent_thread_callback(void) { nested_recv(2); }
 
 /* host-driven progress: no threads, both sides polled by the caller */
 static void test_host_driven(void) {
@@ -2284,6 +2306,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_destroy_from_lent_thread_callback);
     TT_RUN(test_blocking_recv_in_io_thread_callback);
     TT_RUN(test_blocking_recv_in_poll_callback);
+    TT_RUN(test_blocking_recv_in_lent_thread_callback);
     TT_RUN(test_host_driven);
     TT_RUN(test_recv_reads_its_own_response);
     TT_RUN(test_lent_thread_cancel_timeout_destroy_kill);
