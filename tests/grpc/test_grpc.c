@@ -1766,6 +1766,15 @@ static void test_restart(void) {
    that poll returns), the other call in flight fails exactly once, a later fetch fails
    UNAVAILABLE; tfrdv_grpc_get_status from such a callback is refused with a clear status
    (its answer would need the very thread it runs on) */
+/* 1 once a callback set *flag (at most 10 s), polling a host-driven client meanwhile (host) */
+static int flag_wait(int* flag, client* host) {
+    int64_t t0 = now_ms();
+    while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE) && now_ms() - t0 < 10000) {
+        if (host) tfrdv_grpc_poll(host->g, 10000000);
+        else sleep_ms(2);
+    }
+    return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+}
 typedef struct gdcb {
     tfrdv_grpc* g;
     int done;
@@ -1789,7 +1798,7 @@ static void destroy_from_callback(int threads) {
     client c2;
     gdcb d;
     fres other, after;
-    int64_t step = next_step++, d1[1] = {3}, t0;
+    int64_t step = next_step++, d1[1] = {3};
     alarm(60); /* a destroy that waits for its own thread hangs: fail instead */
     memset(&d, 0, sizeof d);
     TT_CHECK(client_up(&c2, &S, 0, threads));
@@ -1806,12 +1815,7 @@ static void destroy_from_callback(int threads) {
         tfrdv_unref(rz);
     }
     TT_CHECK_EQ_INT(srv_send(&S, step, "cbd", 1, 1, d1, 0, 4), TFRDV_OK);
-    t0 = now_ms();
-    while (!__atomic_load_n(&d.done, __ATOMIC_ACQUIRE) && now_ms() - t0 < 10000) {
-        if (threads < 0) tfrdv_grpc_poll(c2.g, 10000000);
-        else sleep_ms(2);
-    }
-    TT_CHECK(__atomic_load_n(&d.done, __ATOMIC_ACQUIRE)); /* destroy returned inside the callback */
+    TT_CHECK(flag_wait(&d.done, threads < 0 ? &c2 : 0)); /* destroy returned inside the callback */
     TT_CHECK_EQ_INT(d.code, TFRDV_OK);
     if (threads > 0) {
         TT_CHECK_EQ_INT(d.status_code, TFRDV_FAILED_PRECONDITION);
@@ -1883,12 +1887,7 @@ static void blocking_recv_in_callback(int threads) {
         TT_CHECK_EQ_INT(tfrdv_recv_async(rz, &pk, 0, gnest_cb, &n, 0), TFRDV_OK);
         tfrdv_unref(rz);
     }
-    t0 = now_ms();
-    while (!__atomic_load_n(&n.done, __ATOMIC_ACQUIRE) && now_ms() - t0 < 10000) {
-        if (threads < 0) tfrdv_grpc_poll(c2.g, 10000000);
-        else sleep_ms(2);
-    }
-    TT_CHECK(__atomic_load_n(&n.done, __ATOMIC_ACQUIRE));
+    TT_CHECK(flag_wait(&n.done, threads < 0 ? &c2 : 0));
     TT_CHECK_EQ_INT(n.code, TFRDV_FAILED_PRECONDITION);
     TT_CHECK_CONTAINS(n.msg, "tfrdv_recv_async");
     /* the client and the transport still work: the inner value reaches a later receiver */

@@ -1895,13 +1895,14 @@ static void destroy_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, co
     tfrdv_tcp_destroy(d->t);
     __atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
 }
-static int dcb_wait(dcb* d, cli* c) { /* drives a host-driven client meanwhile (c != NULL) */
+/* 1 once a callback set *flag (at most ~10 s), polling a host-driven client meanwhile (host) */
+static int flag_wait(int* flag, cli* host) {
     int i;
-    for (i = 0; i < 5000 && !__atomic_load_n(&d->done, __ATOMIC_ACQUIRE); i++) {
-        if (c) (void)tfrdv_tcp_poll(c->t, 1000000);
+    for (i = 0; i < 10000 && !__atomic_load_n(flag, __ATOMIC_ACQUIRE); i++) {
+        if (host) (void)tfrdv_tcp_poll(host->t, 1000000);
         else sleep_ms(1);
     }
-    return __atomic_load_n(&d->done, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
 }
 static void destroy_from_callback(int kind) { /* 0: the I/O thread, 1: tfrdv_tcp_poll, 2: a lent thread */
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
@@ -1935,7 +1936,7 @@ static void destroy_from_callback(int kind) { /* 0: the I/O thread, 1: tfrdv_tcp
         lent_start(&th, &l, &s, rp.ts.served);
     }
     TT_CHECK_EQ_INT(srv_send(&s, 1, "cbd", 1, 0, 0, 4, 7).code, 0);
-    TT_CHECK(dcb_wait(&d, kind == 1 ? &c : 0)); /* destroy returned inside the callback */
+    TT_CHECK(flag_wait(&d.done, kind == 1 ? &c : 0)); /* destroy returned inside the callback */
     TT_CHECK_EQ_INT(d.code, TFRDV_OK);
     if (kind == 2) {
         pthread_join(th, 0);
@@ -2016,11 +2017,7 @@ static void nested_recv(int kind) { /* 0: the I/O thread, 1: tfrdv_tcp_poll, 2: 
         lent_start(&th, &l, &s, rp.ts.served);
         TT_CHECK_EQ_INT(srv_send(&s, 1, "nested_outer", 1, 0, 0, 4, 1).code, 0);
     }
-    for (i = 0; i < 10000 && !__atomic_load_n(&n.done, __ATOMIC_ACQUIRE); i++) {
-        if (host) (void)tfrdv_tcp_poll(c.t, 1000000);
-        else sleep_ms(1);
-    }
-    TT_CHECK(__atomic_load_n(&n.done, __ATOMIC_ACQUIRE));
+    TT_CHECK(flag_wait(&n.done, host ? &c : 0));
     TT_CHECK_EQ_INT(n.code, TFRDV_FAILED_PRECONDITION);
     TT_CHECK_CONTAINS(n.msg, "tfrdv_recv_async");
     if (kind == 2) { /* and the lent thread goes on to its own fetch */

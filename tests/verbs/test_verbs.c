@@ -1137,6 +1137,15 @@ static void test_destroy_while_fetching(void) {
    host's tfrdv_verbs_progress, and start_call failing inline (no connection to the worker): it
    returns at once, the last thread to leave the transport shuts it down, the other fetch in
    flight fails UNAVAILABLE exactly once and a later fetch fails at once */
+/* 1 once a callback set *flag (at most ~20 s), progressing a host-driven worker meanwhile (host) */
+static int flag_wait(int* flag, worker* host) {
+    int i;
+    for (i = 0; i < 20000 && !__atomic_load_n(flag, __ATOMIC_ACQUIRE); i++) {
+        if (host) tfrdv_verbs_progress(host->v, 1000000);
+        else sleep_ms(1);
+    }
+    return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+}
 typedef struct vdcb {
     tfrdv_verbs* v;
     int done;
@@ -1158,7 +1167,6 @@ static void destroy_from_callback(int kind) { /* 0: progress thread, 1: tfrdv_ve
     tfrdv_parsed_key k;
     char kb[256];
     tfrdv_status st;
-    int i;
     if (!standin_ok()) return;
     alarm(60); /* a destroy that waits for its own thread hangs: fail instead */
     memset(&d, 0, sizeof d);
@@ -1170,11 +1178,7 @@ static void destroy_from_callback(int kind) { /* 0: progress thread, 1: tfrdv_ve
     TT_CHECK(tfrdv_mgr_find(a.m, 1, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k, 0, vd_done, &d, &st), TFRDV_OK);
     if (kind != 2) TT_CHECK(si_send(&b, 0, 1, "vd", 64, 3));
-    for (i = 0; i < 20000 && !__atomic_load_n(&d.done, __ATOMIC_ACQUIRE); i++) {
-        if (kind == 1) tfrdv_verbs_progress(a.v, 1000000);
-        else sleep_ms(1);
-    }
-    TT_CHECK(__atomic_load_n(&d.done, __ATOMIC_ACQUIRE)); /* destroy returned inside the callback */
+    TT_CHECK(flag_wait(&d.done, kind == 1 ? &a : 0)); /* destroy returned inside the callback */
     TT_CHECK_EQ_INT(d.code, kind == 2 ? TFRDV_UNAVAILABLE : TFRDV_OK);
     TT_CHECK_EQ_INT(si_fetch_end(&other), TFRDV_UNAVAILABLE);
     if (kind == 1) TT_CHECK_EQ_INT(tfrdv_verbs_progress(a.v, 0), 0); /* shut down: nothing more */
@@ -1245,11 +1249,7 @@ static void blocking_recv_in_callback(int host) {
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k, 0, vnest_done, &n, &st), TFRDV_OK);
     tfrdv_unref(r);
     TT_CHECK(si_send(&b, 0, 1, "vn_outer", 64, 4));
-    for (i = 0; i < 20000 && !__atomic_load_n(&n.done, __ATOMIC_ACQUIRE); i++) {
-        if (host) tfrdv_verbs_progress(a.v, 1000000);
-        else sleep_ms(1);
-    }
-    TT_CHECK(__atomic_load_n(&n.done, __ATOMIC_ACQUIRE));
+    TT_CHECK(flag_wait(&n.done, host ? &a : 0));
     TT_CHECK_EQ_INT(n.code, TFRDV_FAILED_PRECONDITION);
     TT_CHECK_CONTAINS(n.msg, "tfrdv_recv_async");
     TT_CHECK(si_send(&b, 0, 1, "vn_next", 64, 5)); /* the transport still works */
