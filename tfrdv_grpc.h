@@ -132,9 +132,9 @@
      on the completion-queue threads (or inside tfrdv_grpc_poll), never under a companion lock.
      tfrdv_grpc_destroy from such a callback returns at once; the shutdown then runs on a thread
      of its own (completion-queue threads) or when the tfrdv_grpc_poll that ran the callback
-     returns (host-driven). tfrdv_grpc_get_status from a completion-queue thread's callback is
-     refused (FAILED_PRECONDITION: its answer needs that thread), and so is a tfrdv_recv there
-     when num_threads is 1 (or in tfrdv_grpc_poll's callbacks). In host-driven mode stop
+     returns (host-driven). With num_threads 1, tfrdv_grpc_get_status and tfrdv_recv in such a
+     callback are refused (FAILED_PRECONDITION: their answer needs that very thread), and so is
+     tfrdv_recv in tfrdv_grpc_poll's callbacks. In host-driven mode stop
      calling tfrdv_grpc_poll from other threads before tfrdv_grpc_destroy (which polls by itself
      until every call has completed); tfrdv_grpc_get_status also polls by itself there. State:
      one thread-local pointer, the transport whose completion the thread is handling.
@@ -1938,8 +1938,8 @@ TFRDV_API tfrdv_code tfrdv_grpc_get_status(tfrdv_grpc* g, const char* target, in
     } else {
         return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_get_status: address too long");
     }
-    if (tfrdv_grpc__handling == g && g->nthreads > 0) /* its answer needs this very thread */
-        return tfrdv_grpc__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_grpc_get_status: called from a callback of this transport's completion-queue threads (call it from another thread)");
+    if (tfrdv_grpc__handling == g && g->nthreads == 1) /* its answer needs this very thread */
+        return tfrdv_grpc__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_grpc_get_status: called from a callback of this transport's only completion-queue thread (call it from another thread, or use num_threads > 1)");
     memset(&w, 0, sizeof w);
     w.out = out;
     w.cap = cap;

@@ -3364,7 +3364,7 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
 }
 TFRDV_VERBS__PRIVATE void* tfrdv_verbs__thread(void* arg) {
     tfrdv_verbs* v = (tfrdv_verbs*)arg;
-    int64_t t = tfrdv_now_ns();
+    int64_t busy_at = tfrdv_now_ns(); /* when progress last found work */
     int deferred, last;
     for (;;) {
         int stop;
@@ -3372,8 +3372,8 @@ TFRDV_VERBS__PRIVATE void* tfrdv_verbs__thread(void* arg) {
         stop = v->stop;
         pthread_mutex_unlock(&v->mu);
         if (stop) break;
-        if (tfrdv_verbs_progress(v, 0) > 0) t = tfrdv_now_ns();
-        else if (tfrdv_now_ns() - t > v->cfg.spin_ns) tfrdv_verbs_progress(v, 100000000);
+        if (tfrdv_verbs_progress(v, 0) > 0) busy_at = tfrdv_now_ns();
+        else if (tfrdv_now_ns() - busy_at > v->cfg.spin_ns) tfrdv_verbs_progress(v, 100000000);
         else sched_yield(); /* spinning: let the kernel's RDMA work (Soft-RoCE tasklets) run */
     }
     pthread_mutex_lock(&v->mu);
