@@ -1,4 +1,4 @@
-/* tfrdv.h - v0.4.0 - TensorFlow-compatible rendezvous for C - MIT or public domain (see end of file)
+/* tfrdv.h - v0.5.0 - TensorFlow-compatible rendezvous for C - MIT or public domain (see end of file)
 
    USAGE
      In exactly ONE .c or .cpp file:
@@ -218,9 +218,9 @@
 #define TFRDV_H
 
 #define TFRDV_VERSION_MAJOR 0
-#define TFRDV_VERSION_MINOR 4
+#define TFRDV_VERSION_MINOR 5
 #define TFRDV_VERSION_PATCH 0
-#define TFRDV_VERSION_STRING "0.4.0"
+#define TFRDV_VERSION_STRING "0.5.0"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -279,6 +279,12 @@ typedef struct tfrdv_status {
 TFRDV_API const char* tfrdv_code_str(tfrdv_code code);
 /* Sets st (if non-NULL) to code + message (truncated to fit) and returns code. */
 TFRDV_API tfrdv_code tfrdv_status_set(tfrdv_status* st, tfrdv_code code, const char* msg);
+/* Copies src[0..len) into dst as printable ASCII, for putting bytes a peer chose (worker names,
+   keys, messages) into statuses and logs: a byte outside 0x20..0x7e becomes \xNN and a backslash
+   becomes \\, so a peer cannot forge log lines or reach a terminal with escape sequences. Writes
+   at most cap bytes, NUL-terminated when cap > 0; returns the full length (like snprintf). The
+   core's own messages escape keys and names the same way. */
+TFRDV_API size_t tfrdv_escape(char* dst, size_t cap, const char* src, size_t len);
 
 /* ---------------------------------------------------------------------------------------------
    Hooks. Every member is optional; a zeroed struct means "built-in" (except the allocator under
@@ -1648,6 +1654,32 @@ TFRDV__PRIVATE void tfrdv__sb_put(tfrdv__sb* b, const char* s, size_t n) {
     b->len += n;
 }
 TFRDV__PRIVATE void tfrdv__sb_cstr(tfrdv__sb* b, const char* s) { tfrdv__sb_put(b, s, s ? strlen(s) : 0); }
+/* src[0..n) with every byte outside 0x20..0x7e as \xNN and a backslash as \\ (tfrdv_escape).
+   count_all 0: stops reading src once the buffer is full (a status quotes the start of a key whose
+   length may be far larger than the memory behind it); 1: counts the full length (b->len). */
+TFRDV__PRIVATE void tfrdv__sb_esc(tfrdv__sb* b, const char* src, size_t n, int count_all) {
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char* p = (const unsigned char*)src;
+    size_t i, run = 0;
+    for (i = 0; i < n; i++) {
+        char e[4];
+        if (!count_all && b->len + (i - run) >= b->cap) break; /* full: nothing more is kept */
+        if (p[i] >= 0x20 && p[i] <= 0x7e && p[i] != '\\') continue;
+        tfrdv__sb_put(b, src + run, i - run); /* the printable run before this byte */
+        run = i + 1;
+        e[0] = '\\';
+        if (p[i] == '\\') {
+            tfrdv__sb_put(b, e, 1);
+            tfrdv__sb_put(b, e, 1);
+            continue;
+        }
+        e[1] = 'x';
+        e[2] = hex[p[i] >> 4];
+        e[3] = hex[p[i] & 15u];
+        tfrdv__sb_put(b, e, 4);
+    }
+    tfrdv__sb_put(b, src + run, i - run);
+}
 /* the decimal digits of v, written backwards ending just before e (at most 20); returns the first.
    Two digits per division: half the dependent divide-by-constant steps. */
 static const char tfrdv__dig2[201] =
@@ -1691,7 +1723,7 @@ TFRDV__PRIVATE void tfrdv__sb_hex16(tfrdv__sb* b, uint64_t v) {
     }
     tfrdv__sb_put(b, t, 16);
 }
-/* Status message from a mini format: %s (C string), %S (tfrdv_str*), %d (int), %I (int64_t),
+/* Status message from a mini format: %s (C string), %S (tfrdv_str*, escaped: tfrdv_escape), %d (int), %I (int64_t),
    %U (uint64_t), %X (uint64_t as 16 hex digits, as in keys), %% */
 TFRDV__PRIVATE tfrdv_code tfrdv__err(tfrdv_status* st, tfrdv_code code, const char* fmt, ...) {
     va_list ap;
@@ -1711,7 +1743,7 @@ TFRDV__PRIVATE tfrdv_code tfrdv__err(tfrdv_status* st, tfrdv_code code, const ch
         case 's': tfrdv__sb_cstr(&b, va_arg(ap, const char*)); break;
         case 'S': {
             const tfrdv_str* s = va_arg(ap, const tfrdv_str*);
-            tfrdv__sb_put(&b, s->ptr, s->len);
+            tfrdv__sb_esc(&b, s->ptr, s->len, 0); /* keys and names may come from a peer */
             break;
         }
         case 'd': tfrdv__sb_i64(&b, (int64_t)va_arg(ap, int)); break;
@@ -1731,6 +1763,12 @@ TFRDV__PRIVATE tfrdv_code tfrdv__log_status(const tfrdv_hooks* h, const tfrdv_st
 }
 TFRDV_API tfrdv_code tfrdv_status_set(tfrdv_status* st, tfrdv_code code, const char* msg) {
     return tfrdv__err(st, code, "%s", msg ? msg : "");
+}
+TFRDV_API size_t tfrdv_escape(char* dst, size_t cap, const char* src, size_t len) {
+    tfrdv__sb b;
+    tfrdv__sb_init(&b, cap ? dst : NULL, cap);
+    if (src) tfrdv__sb_esc(&b, src, len, 1);
+    return b.len;
 }
 TFRDV__PRIVATE void tfrdv__status_copy(tfrdv_status* dst, const tfrdv_status* src) {
     if (dst && src && dst != src) {

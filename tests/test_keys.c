@@ -799,6 +799,26 @@ static void test_status_set(void) {
     TT_CHECK_EQ_INT(tfrdv_status_set(NULL, TFRDV_UNAVAILABLE, "x"), TFRDV_UNAVAILABLE);
 }
 
+/* bytes a peer chose reach statuses and logs escaped: no forged lines, no terminal sequences */
+static void test_escape(void) {
+    char out[64];
+    tfrdv_status st;
+    tfrdv_key k;
+    static const char evil[] = "/job:a\n[ERROR] x\x1b[2J\\\x00\xff";
+    size_t n = tfrdv_escape(out, sizeof out, evil, sizeof evil - 1);
+    TT_CHECK_STR(out, "/job:a\\x0a[ERROR] x\\x1b[2J\\\\\\x00\\xff");
+    TT_CHECK_EQ_INT(n, strlen(out));
+    TT_CHECK_EQ_INT(tfrdv_escape(out, 5, "ab\ncd", 5), 8); /* full length, like snprintf */
+    TT_CHECK_STR(out, "ab\\x");
+    TT_CHECK_EQ_INT(tfrdv_escape(NULL, 0, "a\tb", 3), 6);
+    TT_CHECK_EQ_INT(tfrdv_escape(out, sizeof out, NULL, 0), 0);
+    TT_CHECK_STR(out, "");
+    /* a key with a line break in its edge name: the refusal names it escaped */
+    TT_CHECK_EQ_INT(tfrdv_key_from(&k, "a\nb", 3, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK(strchr(st.msg, '\n') == NULL);
+    TT_CHECK(strstr(st.msg, "a\\x0ab") != NULL);
+}
+
 /* none of the argument errors above may reach a debug tripwire: they are reported, not asserted */
 static void test_no_assert_tripped(void) { TT_CHECK_EQ_INT(tt_asserts, 0); }
 
@@ -826,6 +846,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_device_parse_local);
     TT_RUN(test_device_split);
     TT_RUN(test_hash);
+    TT_RUN(test_escape);
     TT_RUN(test_no_assert_tripped);
     return TT_MAIN_END();
 }
