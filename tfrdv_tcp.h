@@ -1,4 +1,4 @@
-/* tfrdv_tcp.h - v0.3.0 - socket transport for tfrdv (TCP and Unix-domain sockets), no
+/* tfrdv_tcp.h - v0.4.0 - socket transport for tfrdv (TCP and Unix-domain sockets), no
    dependencies - MIT or public domain (see the end of tfrdv.h)
 
    USAGE
@@ -38,14 +38,15 @@
                socket (a regular file, a directory, a link: never removed). The file gets mode unix_mode
                (default 0600) and is removed by tfrdv_tcp_destroy.
 
-   WIRE FORMAT (little-endian, version 1)
+   WIRE FORMAT (little-endian, version 2)
      Every frame starts with a 16-byte header:
          u8 type, u8 flags (0), u16 zero, u32 body length, u64 id
      id is the call's wire id: chosen by the client, unique per connection (not the tfrdv request
      id, which travels in the body: two calls may carry the same request id). Bodies:
-       1 HELLO     u32 magic 0x56445254 ("TRDV"), u16 version (1), u16 zero, u64 incarnation,
-                   u32 name length (<= 255), worker name. id 0. Each side sends one first; the
-                   client may pipeline its requests behind it. Another version or magic: CLOSE.
+       1 HELLO     u32 magic 0x56445254 ("TRDV"), u16 version (2), u16 zero, u64 incarnation,
+                   u32 name length (<= 255), worker name. id 0. The client sends one first and
+                   may pipeline its requests behind it; the server answers with its own, carrying
+                   the lower of the two versions, which both then speak. Bad magic, version 0: CLOSE.
        2 REQUEST   i64 step id, i64 request id, i64 deadline (ns left when sent; 0 none),
                    u32 key length (<= max_key_len), key bytes
        3 RESPONSE  i32 dtype, u32 rank (<= 254), u32 flags (1 dead, 2 no value: a dead value
@@ -54,9 +55,22 @@
        4 DATA      more value bytes of response id, in order (body = the bytes)
        5 ERROR     u32 code (1..16), u32 status detail (TFRDV_DETAIL_*), u32 message length
                    (<= max_message_len), message bytes: the call fails with that status
-       6 CANCEL    no body: the client gave up on id; the server withdraws or stops sending
+       6 CANCEL    no body: the client gave up on id and will not deliver its answer; the server
+                   withdraws the request, stops sending, or takes back a value already written
        7 CLOSE     u32 code, u32 message length, message: the sender closes the connection after
                    it (why: bad magic, version, malformed frame, shutdown)
+       8 ACK       n x u64 wire ids (1..512), id 0 (version 2): the client delivered the values
+                   of these responses; the server releases them
+     Delivery (version 2). A server keeps the value of each response it has written until the
+     client acknowledges it (ACK: the receive got it) or refuses it (CANCEL: the receive had given
+     up: cancelled, timed out, its rendezvous aborted, while the answer was on the wire); a refused
+     value, or one still unacknowledged when its connection ends, goes back to the front of its
+     key's queue (tfrdv_mgr_serve_return) for the next receiver. The client gathers its ACKs and
+     sends them with its next frame (a REQUEST, usually: no system call of their own), at the end
+     of an I/O loop pass, or at the next tick (expire_interval_ns). A version 1 peer (tfrdv_tcp.h
+     0.3 and older) is served as before: values released once written, no ACK; a version 2
+     client that dials a version 1 server is refused by it (CLOSE "protocol version 2 not
+     supported"): update servers first.
      Every length, rank, dimension and key is checked against the receiver's limits before
      anything is allocated; a malformed frame closes the connection (logged, counted in
      stats.protocol_errors, the peer told why by a CLOSE) and fails its calls UNAVAILABLE.
@@ -73,8 +87,10 @@
      response in flight (about 0.2 ms on loopback, 0.6 ms at 10 Gb/s; a smaller notsent_lowat
      shortens it and costs bulk throughput: 128 KiB cost a third of it on loopback).
      Each sendmsg gathers frame headers and value bytes (iovec, no copy in user space), up to
-     4 MiB per call. A server connection whose peer stops reading while more than 8 MiB of
-     answers wait for it is closed.
+     4 MiB per call. A server connection whose socket takes nothing for stall_timeout_ns (5 s)
+     while more than 8 MiB of answers wait for it, or whose oldest written answer stays
+     unacknowledged that long, is closed: its values go back to the table (a peer that asks and
+     never reads does not keep them).
 
    RECEIVING
      Frames are read through a 16 KiB buffer per connection; value bytes that arrive in the same
@@ -84,6 +100,12 @@
      that reuses warm memory for the best throughput.
 
    CONTRACTS
+     No value is lost: a value leaves the serving table for good only when its delivery is
+     acknowledged (WIRE FORMAT, Delivery); a receive that gives up while its answer is on the wire,
+     a client that dies, a connection that breaks: the value goes back for the next receiver. The
+     cost of that rule is at-least-once when a connection breaks while a client lives: a value it
+     delivered in the last moments before the break (its ACK still unsent: at most one tick,
+     expire_interval_ns) is given back too and may be received once more by another receive.
      Every started call finishes exactly once: OK, the serving side's status (code, detail and
      message cross the wire, so TFRDV_DETAIL_WORKER_RESTARTED reaches the receiver), CANCELLED
      (cancel_call: a CANCEL frame follows), DEADLINE_EXCEEDED (tfrdv_call_deadline passed, checked
@@ -156,8 +178,8 @@
 #endif
 
 #define TFRDV_TCP_VERSION_MAJOR 0
-#define TFRDV_TCP_VERSION_MINOR 3
-#define TFRDV_TCP_VERSION_STRING "0.3.0"
+#define TFRDV_TCP_VERSION_MINOR 4
+#define TFRDV_TCP_VERSION_STRING "0.4.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -167,17 +189,19 @@ extern "C" {
    Frame codec (pure functions, no sockets: used by the transport, exposed for tests, fuzzers and
    other implementations of the protocol)
    --------------------------------------------------------------------------------------------- */
-#define TFRDV_TCP_PROTOCOL_VERSION 1
+#define TFRDV_TCP_PROTOCOL_VERSION 2  /* what this side speaks (HELLO); version 1 peers are served */
+#define TFRDV_TCP_PROTOCOL_VERSION_MIN 1
 #define TFRDV_TCP_MAGIC 0x56445254u    /* "TRDV" little-endian */
 #define TFRDV_TCP_HEADER_LEN 16
 #define TFRDV_TCP_MAX_RANK 254
 #define TFRDV_TCP_NAME_MAX 255         /* worker name bytes in a HELLO */
+#define TFRDV_TCP_ACK_MAX 512          /* wire ids in one ACK frame */
 /* Longest encoding of a frame's header + fixed body (RESPONSE meta with 254 dims). */
 #define TFRDV_TCP_META_MAX (TFRDV_TCP_HEADER_LEN + 24 + 8 * TFRDV_TCP_MAX_RANK)
 
 typedef enum tfrdv_tcp_frame_type {
     TFRDV_TCP_HELLO = 1, TFRDV_TCP_REQUEST = 2, TFRDV_TCP_RESPONSE = 3, TFRDV_TCP_DATA = 4,
-    TFRDV_TCP_ERROR = 5, TFRDV_TCP_CANCEL = 6, TFRDV_TCP_CLOSE = 7
+    TFRDV_TCP_ERROR = 5, TFRDV_TCP_CANCEL = 6, TFRDV_TCP_CLOSE = 7, TFRDV_TCP_ACK = 8
 } tfrdv_tcp_frame_type;
 
 /* What the receiver accepts (every field 0: the defaults of tfrdv_tcp_config). */
@@ -211,6 +235,11 @@ typedef struct tfrdv_tcp_frame {
     /* ERROR, CLOSE */
     uint32_t code, detail;
     tfrdv_str message;
+    /* ACK: num_acks wire ids (1..TFRDV_TCP_ACK_MAX); encode reads ack_ids, decode points
+       ack_bytes at the ids as they are on the wire (little-endian u64, unaligned) */
+    uint32_t num_acks;
+    const uint64_t* ack_ids;
+    const uint8_t* ack_bytes;
 } tfrdv_tcp_frame;
 
 /* Decodes the frame at buf[0..len). Returns the bytes consumed (> 0: header + decoded body; for
@@ -277,6 +306,10 @@ typedef struct tfrdv_tcp_config {
                                       < 0 (TFRDV_OFF): never). A sleeping thread costs a wake-up
                                       when its response comes: on a VM with idle CPUs ~20-50 us. */
     int unix_mode;                 /* permission bits of a Unix socket file (0: 0600) */
+    int64_t stall_timeout_ns;      /* a server connection is closed (its values go back to the
+                                      table) when its socket took nothing for this long while
+                                      more than 8 MiB of answers waited, or a delivery stayed
+                                      unacknowledged this long (0: 5 s; < 0: never) */
 } tfrdv_tcp_config;
 TFRDV_API tfrdv_tcp_config tfrdv_tcp_config_init(void);
 
@@ -326,6 +359,7 @@ typedef struct tfrdv_tcp_stats {
     uint64_t served, serve_ok, serve_failed, serve_cancelled, serve_expired;
     uint64_t bytes_sent;           /* value bytes served */
     uint64_t values_returned;      /* served values given back to the table (undeliverable) */
+    uint64_t values_acked;         /* deliveries the client acknowledged (protocol version 2) */
     uint64_t accepted, connections_rejected, requests_rejected;
     /* both */
     uint64_t protocol_errors;      /* connections closed for a malformed or hostile frame */
@@ -334,6 +368,8 @@ typedef struct tfrdv_tcp_stats {
     size_t client_calls_live;      /* fetches in flight (and values still arriving for calls
                                       already cancelled) */
     size_t server_requests_live;   /* requests being served or whose response is being sent */
+    size_t values_unacked;         /* responses written, their values held until the client
+                                      acknowledges (or refuses) their delivery */
     size_t queued_bytes;           /* control bytes waiting in send queues */
 } tfrdv_tcp_stats;
 TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
@@ -456,6 +492,7 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
     case TFRDV_TCP_ERROR: body = 12 + (uint64_t)f->message.len; break;
     case TFRDV_TCP_CANCEL: body = 0; break;
     case TFRDV_TCP_CLOSE: body = 8 + (uint64_t)f->message.len; break;
+    case TFRDV_TCP_ACK: body = 8 * (uint64_t)f->num_acks; break;
     default: return 0;
     }
     tfrdv_tcp__put(&w, (uint64_t)f->type, 1);
@@ -497,6 +534,11 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
         tfrdv_tcp__put(&w, f->message.len, 4);
         tfrdv_tcp__putb(&w, f->message.ptr, f->message.len);
         break;
+    case TFRDV_TCP_ACK: {
+        uint32_t k;
+        for (k = 0; k < f->num_acks; k++) tfrdv_tcp__put(&w, f->ack_ids[k], 8);
+        break;
+    }
     default: break;
     }
     return w.len;
@@ -514,7 +556,7 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
     type = b[0];
     blen = tfrdv_tcp__ld32(b + 4);
     id = tfrdv_tcp__ld64(b + 8);
-    if (type < TFRDV_TCP_HELLO || type > TFRDV_TCP_CLOSE)
+    if (type < TFRDV_TCP_HELLO || type > TFRDV_TCP_ACK)
         return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: unknown frame type %u", type), -1;
     if (b[1] || b[2] || b[3])
         return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: reserved header bytes of a type %u frame are not zero", type), -1;
@@ -533,8 +575,8 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: bad magic 0x%08x in HELLO (not a tfrdv_tcp peer?)", tfrdv_tcp__ld32(p)), -1;
         if (len < TFRDV_TCP_HEADER_LEN + (size_t)blen) return 0;
         out->version = (uint16_t)(p[4] | p[5] << 8);
-        if (out->version != TFRDV_TCP_PROTOCOL_VERSION)
-            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: protocol version %u not supported (this side speaks %u)", out->version, TFRDV_TCP_PROTOCOL_VERSION), -1;
+        if (out->version < TFRDV_TCP_PROTOCOL_VERSION_MIN) /* later versions: both speak the lower */
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: protocol version %u not supported (this side speaks %u..%u)", out->version, TFRDV_TCP_PROTOCOL_VERSION_MIN, TFRDV_TCP_PROTOCOL_VERSION), -1;
         if (p[6] || p[7] || id)
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: HELLO with non-zero reserved fields"), -1;
         out->incarnation = tfrdv_tcp__ld64(p + 8);
@@ -617,6 +659,13 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
     case TFRDV_TCP_CANCEL:
         if (blen) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: CANCEL with a %u-byte body", blen), -1;
         return TFRDV_TCP_HEADER_LEN;
+    case TFRDV_TCP_ACK:
+        if (!blen || blen % 8 || blen / 8 > TFRDV_TCP_ACK_MAX || id)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: ACK body of %u bytes (8..%u, a multiple of 8) or id %llu (0 expected)", blen, (unsigned)(8 * TFRDV_TCP_ACK_MAX), (unsigned long long)id), -1;
+        if (len < TFRDV_TCP_HEADER_LEN + (size_t)blen) return 0;
+        out->num_acks = blen / 8;
+        out->ack_bytes = p;
+        return (long)(TFRDV_TCP_HEADER_LEN + blen);
     default: /* CLOSE */
         if (blen < 8 || blen - 8 > lim.max_message_len)
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: CLOSE body of %u bytes (message limit %u)", blen, lim.max_message_len), -1;
@@ -642,9 +691,14 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
 #define TFRDV_TCP__GATHER 4096u       /* frame headers gathered per sendmsg */
 #define TFRDV_TCP__FREE_MAX 256       /* recycled records kept */
 #define TFRDV_TCP__OBUF_KEEP 65536u   /* an empty send buffer larger than this is freed */
+#define TFRDV_TCP__ACKS 64            /* acknowledgements a client connection gathers before it
+                                         queues an ACK frame (sooner: with its next write) */
+#define TFRDV_TCP__STALL_BYTES ((uint64_t)8 << 20) /* answers waiting for a peer that reads none */
 
 enum { TFRDV_TCP__E_WAIT = 0, TFRDV_TCP__E_ALLOC = 1, TFRDV_TCP__E_RECV = 2 };
-enum { TFRDV_TCP__R_SERVING = 0, TFRDV_TCP__R_QUEUED = 1 };
+/* a served request: waiting for its serve, its response in the send ring, its response written
+   and its value held until the client acknowledges it (ACK) or refuses it (CANCEL) */
+enum { TFRDV_TCP__R_SERVING = 0, TFRDV_TCP__R_QUEUED = 1, TFRDV_TCP__R_HELD = 2 };
 enum { TFRDV_TCP__C_CONNECTING = 0, TFRDV_TCP__C_OPEN = 1, TFRDV_TCP__C_DEAD = 2 };
 enum { TFRDV_TCP__RX_HDR = 0, TFRDV_TCP__RX_DATA = 1, TFRDV_TCP__RX_SKIP = 2 };
 /* who reads a connection: nobody, the event loop (for one event), a thread lent by tfrdv_recv */
@@ -689,6 +743,7 @@ typedef struct tfrdv_tcp__req {
     tfrdv_tcp__conn* conn;                     /* NULL once the connection is gone */
     uint64_t id;
     int64_t step_id, request_id, deadline;
+    int64_t held_at;                           /* R_HELD since (the oldest is the list's head) */
     tfrdv_cancel_mgr* cm;
     int state, cancelled, expired, refs, started, in_list;
     tfrdv_value* value;
@@ -722,10 +777,16 @@ struct tfrdv_tcp__conn {
     int64_t deadline;                          /* connect / handshake deadline */
     char peer_name[TFRDV_TCP_NAME_MAX + 1];
     uint64_t peer_incarnation;
-    /* client: calls on this connection; server: requests being served, responses to send */
+    int peer_version;                          /* from its HELLO */
+    /* client: calls on this connection; server: requests being served, responses to send,
+       responses written whose delivery the client has not acknowledged yet */
     tfrdv_tcp__ent calls;                      /* list head (sentinel) */
-    tfrdv_tcp__req serving, ring;              /* list heads */
+    tfrdv_tcp__req serving, ring, held;        /* list heads */
     size_t nserving;
+    uint64_t ring_bytes;                       /* value bytes of the ring not written yet */
+    int64_t stalled_since;                     /* the socket took nothing while answers waited */
+    uint64_t acks[TFRDV_TCP__ACKS];            /* client: deliveries to acknowledge */
+    uint32_t nacks;
     /* send state (under t->mu) */
     uint8_t* obuf;                             /* whole control frames */
     size_t olen, ooff, ocap;
@@ -1232,6 +1293,21 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__queue(tfrdv_tcp* t, tfrdv_tcp__conn* c, const 
     t->stats.frames_sent++;
     return 1;
 }
+/* the acknowledgements gathered on c become one ACK frame, ahead of what is written next */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__ack_queue(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_ACK;
+    f.num_acks = c->nacks;
+    f.ack_ids = c->acks;
+    if (tfrdv_tcp__queue(t, c, &f)) c->nacks = 0; /* out of memory: kept for the next try */
+}
+/* a delivery to acknowledge: it rides on the connection's next write (a REQUEST, usually), or
+   the I/O loop's pass or tick sends it */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__ack(tfrdv_tcp* t, tfrdv_tcp__conn* c, uint64_t id) {
+    if (c->nacks == TFRDV_TCP__ACKS) tfrdv_tcp__ack_queue(t, c);
+    if (c->nacks < TFRDV_TCP__ACKS) c->acks[c->nacks++] = id;
+}
 TFRDV_TCP__PRIVATE void tfrdv_tcp__queue_error(tfrdv_tcp* t, tfrdv_tcp__conn* c, uint64_t id, tfrdv_code code,
                                                uint32_t detail, const char* msg) {
     tfrdv_tcp_frame f;
@@ -1247,6 +1323,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__queue_error(tfrdv_tcp* t, tfrdv_tcp__conn* c,
 }
 /* a response leaves the send ring: delivered (value released later) or given back */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__resp_leave(tfrdv_tcp* t, tfrdv_tcp__req* r, tfrdv_tcp__todo* td, int delivered) {
+    if (r->conn) r->conn->ring_bytes -= r->total - r->sent;
     tfrdv_tcp__req_unlink(t, r);
     t->nqueued--;
     if (delivered) {
@@ -1254,7 +1331,37 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__resp_leave(tfrdv_tcp* t, tfrdv_tcp__req* r, t
         r->tnext = td->done;
         td->done = r;
     } else {
-        t->stats.values_returned++;
+        r->tnext = td->back;
+        td->back = r;
+    }
+}
+/* the last byte of a response was written: a version 2 client acknowledges its delivery (ACK) or
+   refuses it (CANCEL: its call had finished); until then the value stays here, so a receive that
+   gave up while its answer was on the wire (or a client that dies) leaves the value in the table */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__resp_written(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r, tfrdv_tcp__todo* td) {
+    if (c->peer_version < 2 || r->cancelled) { /* version 1: no acknowledgements; a CANCEL
+                                                  arrived during the last frame: refused */
+        tfrdv_tcp__resp_leave(t, r, td, !r->cancelled);
+        return;
+    }
+    r->prev->next = r->next; /* out of the ring, into the held list (stays in the table) */
+    r->next->prev = r->prev;
+    tfrdv_tcp__list_add(&c->held, r);
+    r->state = TFRDV_TCP__R_HELD;
+    r->held_at = tfrdv_tcp__now();
+    t->nqueued--;
+    t->stats.serve_ok++;
+}
+/* a held response's fate: acknowledged (the value is released) or refused (it goes back) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__held_leave(tfrdv_tcp* t, tfrdv_tcp__req* r, tfrdv_tcp__todo* td, int acked) {
+    tfrdv_tcp__req_unlink(t, r);
+    if (acked) {
+        t->stats.values_acked++;
+        r->tnext = td->done;
+        td->done = r;
+    } else {
+        t->stats.serve_ok--; /* counted when written; it was not delivered */
+        t->stats.serve_cancelled++;
         r->tnext = td->back;
         td->back = r;
     }
@@ -1274,6 +1381,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
     tfrdv_tcp__plan plan[TFRDV_TCP__IOV];
     size_t budget = TFRDV_TCP__SEND_MAX; /* per call: the rest goes out from the loop, between reads */
     if (c->state != TFRDV_TCP__C_OPEN || c->fd < 0) return;
+    if (c->nacks) tfrdv_tcp__ack_queue(t, c);
     for (;;) {
         int ni = 0, np = 0, i;
         size_t total = 0, gused = 0, w;
@@ -1368,6 +1476,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                if (!c->stalled_since) c->stalled_since = tfrdv_tcp__now();
                 if (!c->wblocked) { c->wblocked = 1; tfrdv_tcp__arm(t, c); }
                 return;
             }
@@ -1376,6 +1485,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
         }
         /* account the bytes written against the plan */
         w = (size_t)n;
+        c->stalled_since = 0;
         for (i = 0; i < np; i++) {
             tfrdv_tcp__plan* p = &plan[i];
             size_t h = w < p->hlen ? w : p->hlen, b;
@@ -1390,6 +1500,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
             }
             r = p->r;
             r->sent += b;
+            c->ring_bytes -= b;
             t->stats.bytes_sent += b;
             if (c->wpart == 2 && r == c->cur && i == 0) {
                 c->choff += h;
@@ -1408,13 +1519,14 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
             if (c->wpart == 2 && r == c->cur && (c->choff < c->chlen || c->cbody)) break; /* mid-frame */
             if (c->wpart == 2 && r == c->cur) { c->wpart = 0; c->cur = 0; }
             /* a whole frame went out */
-            if (r->sent == r->total) tfrdv_tcp__resp_leave(t, r, td, 1);
+            if (r->sent == r->total) tfrdv_tcp__resp_written(t, c, r, td);
             else if (r->cancelled) { /* stopped between frames: tell the client, value goes back */
                 tfrdv_tcp__queue_error(t, c, r->id, TFRDV_CANCELLED, 0, "tfrdv_tcp: response cancelled by the client");
                 tfrdv_tcp__resp_leave(t, r, td, 0);
             }
         }
         if ((size_t)n < total || (size_t)n >= budget) { /* socket full, or our share used */
+            if ((size_t)n < total) c->stalled_since = tfrdv_tcp__now();
             if (!c->wblocked) { c->wblocked = 1; tfrdv_tcp__arm(t, c); }
             return;
         }
@@ -1443,6 +1555,9 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__give_back(tfrdv_tcp* t, tfrdv_tcp__req* r) {
         tfrdv_value_release(r->value);
     }
     r->value = 0;
+    pthread_mutex_lock(&t->mu); /* counted once it is back (a reader of the stats finds it there) */
+    t->stats.values_returned++;
+    pthread_mutex_unlock(&t->mu);
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__todo_run(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent *e, *enx;
@@ -1504,6 +1619,8 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__conn_new(tfrdv_tcp* t, int fd, in
     c->calls.prev = c->calls.next = &c->calls;
     c->serving.prev = c->serving.next = &c->serving;
     c->ring.prev = c->ring.next = &c->ring;
+    c->held.prev = c->held.next = &c->held;
+    c->peer_version = TFRDV_TCP_PROTOCOL_VERSION; /* until its HELLO says otherwise */
     c->prev = t->conns.prev;
     c->next = &t->conns;
     t->conns.prev->next = c;
@@ -1518,7 +1635,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__queue_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c)
     size_t n = strlen(name);
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_HELLO;
-    f.version = TFRDV_TCP_PROTOCOL_VERSION;
+    f.version = (uint16_t)(c->server ? c->peer_version : TFRDV_TCP_PROTOCOL_VERSION); /* a server
+                  answers the client's HELLO with the version both speak */
     f.incarnation = t->mgr ? tfrdv_mgr_incarnation(t->mgr) : 0;
     f.name.ptr = name;
     f.name.len = n > TFRDV_TCP_NAME_MAX ? TFRDV_TCP_NAME_MAX : n;
@@ -1556,6 +1674,12 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_fail(tfrdv_tcp* t, tfrdv_tcp__conn* c, t
         td->cancel = r;
     }
     while ((r = c->ring.next) != &c->ring) tfrdv_tcp__resp_leave(t, r, td, 0);
+    while ((r = c->held.next) != &c->held) { /* delivery never acknowledged: back to the table */
+        tfrdv_tcp__req_unlink(t, r);
+        t->stats.serve_ok--;
+        r->tnext = td->back;
+        td->back = r;
+    }
     c->cur = 0;
     c->wpart = 0;
     c->prev->next = c->next;
@@ -1656,12 +1780,12 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__serve_done(void* user, const tfrdv_status* st
                 if (!c->wblocked) tfrdv_tcp__write(t, c, &td);
             }
             if (r->cancelled) t->stats.serve_cancelled++;
-            t->stats.values_returned++;
             r->tnext = td.back;
             td.back = r;
         } else {
             r->state = TFRDV_TCP__R_QUEUED;
             t->nqueued++;
+            c->ring_bytes += r->total;
             tfrdv_tcp__req_insert(t, r);
             tfrdv_tcp__list_add(&c->ring, r);
             if (!c->wblocked) tfrdv_tcp__write(t, c, &td);
@@ -1736,11 +1860,26 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_cancel(tfrdv_tcp* t, tfrdv_tcp__conn* c, u
             r->refs++;
             r->cnext = td->cancel;
             td->cancel = r;
+        } else if (r->state == TFRDV_TCP__R_HELD) { /* written, and the client refuses it: its
+                                                       call had finished (the CANCEL crossed it) */
+            tfrdv_tcp__held_leave(t, r, td, 0);
         } else if (!(c->wpart == 2 && c->cur == r)) { /* queued, between frames: stop now */
             if (r->started) tfrdv_tcp__queue_error(t, c, r->id, TFRDV_CANCELLED, 0, "tfrdv_tcp: response cancelled by the client");
             t->stats.serve_cancelled++;
             tfrdv_tcp__resp_leave(t, r, td, 0);
         } /* else: the writer stops after the frame in progress */
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+/* the client acknowledges deliveries: their values are released. An id that is not held here (never
+   answered, already acknowledged or refused, still being sent) is ignored: it cannot free a value
+   before its response is whole on the wire. */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__on_ack(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
+    uint32_t i;
+    pthread_mutex_lock(&t->mu);
+    for (i = 0; i < f->num_acks; i++) {
+        tfrdv_tcp__req* r = tfrdv_tcp__req_find(t, c, tfrdv_tcp__ld64(f->ack_bytes + 8 * (size_t)i));
+        if (r && r->state == TFRDV_TCP__R_HELD) tfrdv_tcp__held_leave(t, r, td, 1);
     }
     pthread_mutex_unlock(&t->mu);
 }
@@ -1781,7 +1920,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_response(tfrdv_tcp* t, tfrdv_tcp__conn* c,
         else t->stats.calls_cancelled++;
         e->value = v;
         tfrdv_tcp__todo_fin(td, e, fail ? TFRDV_RESOURCE_EXHAUSTED : TFRDV_CANCELLED, fail ? fail : "tfrdv_tcp: call cancelled");
-        if (fail) { /* the serving side keeps sending: tell it to stop */
+        { /* not delivered: the serving side stops sending, or gives the value back */
             tfrdv_tcp_frame cf;
             memset(&cf, 0, sizeof cf);
             cf.type = TFRDV_TCP_CANCEL;
@@ -1805,11 +1944,15 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_response(tfrdv_tcp* t, tfrdv_tcp__conn* c,
     c->rent = e;
     c->rleft = f->data_len;
 }
-/* the last byte of a value arrived (or it had none) */
-TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_complete(tfrdv_tcp* t, tfrdv_tcp__ent* e) {
+TFRDV_TCP__PRIVATE void tfrdv_tcp__cancel_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, uint64_t id, tfrdv_tcp__todo* td);
+/* the last byte of a value arrived on c (or it had none): delivered, the server is told so (ACK,
+   with the next frame or tick); not delivered (its receive had given up meanwhile), it is
+   refused (CANCEL) and the server gives the value back to its table */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_complete(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__ent* e, tfrdv_tcp__todo* td) {
     tfrdv_call* call;
     tfrdv_value* v;
-    int dead;
+    uint64_t id = e->id;
+    int dead, refused = 1;
     pthread_mutex_lock(&t->mu);
     tfrdv_tcp__ent_remove(t, e);
     call = e->call;
@@ -1820,8 +1963,15 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_complete(tfrdv_tcp* t, tfrdv_tcp__ent* e)
     e->value = 0;
     tfrdv_tcp__ent_free(t, e);
     pthread_mutex_unlock(&t->mu);
-    if (call) tfrdv_call_finish(call, TFRDV_OK, 0, v, dead);
-    else tfrdv_value_release(v); /* cancelled or expired while the bytes came */
+    if (call) refused = tfrdv_call_finish_status(call, 0, v, dead, 1);
+    if (refused) tfrdv_value_release(v); /* given up while the bytes came */
+    pthread_mutex_lock(&t->mu);
+    if (c->state == TFRDV_TCP__C_OPEN && c->peer_version >= 2) {
+        if (refused && call) tfrdv_tcp__cancel_frame(t, c, id, td); /* (a call finished earlier
+                                                               sent its CANCEL then) */
+        else if (!refused) tfrdv_tcp__ack(t, c, id);
+    }
+    pthread_mutex_unlock(&t->mu);
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__on_error(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent* e;
@@ -1871,7 +2021,12 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         memcpy(c->peer_name, f->name.ptr, n);
         c->peer_name[n] = 0;
         c->peer_incarnation = f->incarnation;
+        c->peer_version = f->version < TFRDV_TCP_PROTOCOL_VERSION ? f->version : TFRDV_TCP_PROTOCOL_VERSION;
         c->hello_ok = 1;
+        if (c->server) { /* the answer: the version both speak */
+            tfrdv_tcp__queue_hello(t, c);
+            if (!c->wblocked) tfrdv_tcp__write(t, c, td);
+        }
         c->deadline = INT64_MAX;
         if (c->peer) { c->peer->backoff = 0; c->peer->retry_at = 0; }
         pthread_mutex_unlock(&t->mu);
@@ -1885,6 +2040,10 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
     case TFRDV_TCP_CANCEL:
         if (!c->server) break;
         tfrdv_tcp__on_cancel(t, c, f->id, td);
+        return;
+    case TFRDV_TCP_ACK:
+        if (!c->server || c->peer_version < 2) break;
+        tfrdv_tcp__on_ack(t, c, f, td);
         return;
     case TFRDV_TCP_RESPONSE:
         if (c->server) break;
@@ -2007,7 +2166,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 tfrdv_tcp__ent* e = c->rent;
                 c->rx = TFRDV_TCP__RX_HDR;
                 c->rent = 0;
-                if (e && e->got == e->total) tfrdv_tcp__ent_complete(t, e);
+                if (e && e->got == e->total) tfrdv_tcp__ent_complete(t, c, e, td);
             }
             continue;
         } else {
@@ -2086,9 +2245,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
         t->stats.accepted++;
         c->state = TFRDV_TCP__C_OPEN;
         c->deadline = tfrdv_tcp__now() + t->cfg.handshake_timeout_ns;
-        tfrdv_tcp__queue_hello(t, c);
-        tfrdv_tcp__arm(t, c);
-        tfrdv_tcp__write(t, c, td);
+        tfrdv_tcp__arm(t, c); /* its HELLO answers the client's (the version both speak) */
         pthread_mutex_unlock(&t->mu);
     }
 }
@@ -2143,6 +2300,20 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
         if (c->server) tfrdv_tcp__conn_gone(t, c, "no HELLO within handshake_timeout_ns", &td);
         else tfrdv_tcp__connect_failed(t, c, "timed out (connect_timeout_ns)", &td);
         break; /* one bulk status per todo; the rest on the next tick */
+    }
+    for (c = t->conns.next; c != &t->conns; c = cnx) {
+        cnx = c->next;
+        if (c->state != TFRDV_TCP__C_OPEN) continue;
+        if (!c->server) { /* acknowledgements nothing else carried */
+            if (c->nacks && !c->wblocked) tfrdv_tcp__write(t, c, &td);
+            continue;
+        }
+        if (t->cfg.stall_timeout_ns < 0) continue;
+        if (c->wblocked && c->stalled_since && now - c->stalled_since >= t->cfg.stall_timeout_ns &&
+            (uint64_t)(c->olen - c->ooff) + c->ring_bytes > TFRDV_TCP__STALL_BYTES)
+            tfrdv_tcp__conn_bad(t, c, "the peer reads none of its answers (more than 8 MiB waiting for stall_timeout_ns)", &td);
+        else if (c->held.next != &c->held && now - c->held.next->held_at >= t->cfg.stall_timeout_ns)
+            tfrdv_tcp__conn_bad(t, c, "the peer acknowledges no delivery (stall_timeout_ns)", &td);
     }
     if (t->ent_min_deadline <= now) {
         int64_t next = INT64_MAX;
@@ -2253,6 +2424,16 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_event(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     pthread_mutex_unlock(&t->mu);
     tfrdv_tcp__conn_io(t, c, rd, wr, err);
     pthread_mutex_lock(&t->mu);
+    if (c->nacks && c->state == TFRDV_TCP__C_OPEN && !c->wblocked) { /* the pass's deliveries,
+                                 after their callbacks ran (a thread lent by tfrdv_recv leaves its
+                                 acknowledgement to its next request or the tick) */
+        tfrdv_tcp__todo td;
+        tfrdv_tcp__todo_init(&td);
+        tfrdv_tcp__write(t, c, &td);
+        pthread_mutex_unlock(&t->mu);
+        tfrdv_tcp__todo_run(t, &td);
+        pthread_mutex_lock(&t->mu);
+    }
     c->claimed = TFRDV_TCP__BY_NONE;
     if (t->loop_waiters) pthread_cond_broadcast(&t->cv); /* a lent thread takes it over */
     pthread_mutex_unlock(&t->mu);
@@ -2886,6 +3067,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     if (!c.keepalive_ns) c.keepalive_ns = 10000000000LL;
     if (!c.user_timeout_ns) c.user_timeout_ns = 30000000000LL;
     if (!c.expire_interval_ns) c.expire_interval_ns = 20000000LL;
+    if (!c.stall_timeout_ns) c.stall_timeout_ns = 5000000000LL;
     if (!c.spin_ns) c.spin_ns = tfrdv_tcp__cpus() > 1 ? 50000 : -1;
     {
         tfrdv_tcp tmp;
@@ -3102,7 +3284,11 @@ TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out) {
     out->connections = t->nconns;
     out->client_calls_live = t->ents.count;
     out->server_requests_live = t->serving_count + t->nqueued;
-    for (c = t->conns.next; c != &t->conns; c = c->next) out->queued_bytes += c->olen - c->ooff;
+    for (c = t->conns.next; c != &t->conns; c = c->next) {
+        tfrdv_tcp__req* r;
+        out->queued_bytes += c->olen - c->ooff;
+        for (r = c->held.next; r != &c->held; r = r->next) out->values_unacked++;
+    }
     pthread_mutex_unlock(&t->mu);
 }
 

@@ -157,6 +157,19 @@ static void test_codec_roundtrip(void) {
     n = enc(&f, b, sizeof b);
     TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, &g, &st), 16);
     TT_CHECK(g.type == TFRDV_TCP_CANCEL && g.id == 4);
+    {
+        uint64_t ids[3] = {1, 0x0102030405060708ULL, UINT64_MAX};
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_ACK;
+        f.num_acks = 3;
+        f.ack_ids = ids;
+        n = enc(&f, b, sizeof b);
+        TT_CHECK_EQ_INT(n, 16 + 24);
+        for (i = 0; i < n; i++) TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, i, 0, &g, &st), 0);
+        TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, &g, &st), 40);
+        TT_CHECK(g.type == TFRDV_TCP_ACK && g.num_acks == 3 && g.ack_bytes == b + 16);
+        TT_CHECK(b[24] == 0x08 && b[31] == 0x01 && b[32] == 0xff && b[39] == 0xff); /* little-endian */
+    }
 }
 
 /* decode must fail (-1) with a message containing `want` */
@@ -179,9 +192,9 @@ static void test_codec_hostile(void) {
     n = enc(&f, b, sizeof b);
     b[16] = 'X';
     bad(b, 20, 0, "bad magic"); /* told as soon as the magic is there */
-    f.version = 2;
+    f.version = 0;
     n = enc(&f, b, sizeof b);
-    bad(b, n, 0, "version 2 not supported");
+    bad(b, n, 0, "version 0 not supported");
     b[0] = 9;
     bad(b, n, 0, "unknown frame type 9");
     b[0] = 0;
@@ -190,6 +203,27 @@ static void test_codec_hostile(void) {
     n = enc(&f, b, sizeof b);
     b[2] = 1;
     bad(b, n, 0, "reserved");
+    { /* ACK: 1..512 ids, id 0 */
+        uint64_t ids[513];
+        memset(ids, 0, sizeof ids);
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_ACK;
+        f.num_acks = 0;
+        f.ack_ids = ids;
+        n = enc(&f, b, sizeof b);
+        bad(b, n, 0, "ACK body of 0 bytes");
+        f.num_acks = 513;
+        n = enc(&f, b, sizeof b);
+        bad(b, n, 0, "ACK body of 4104 bytes");
+        f.num_acks = 1;
+        f.id = 3;
+        n = enc(&f, b, sizeof b);
+        bad(b, n, 0, "id 3 (0 expected)");
+        f.id = 0;
+        n = enc(&f, b, sizeof b);
+        b[4] = 12; /* not a multiple of 8 */
+        bad(b, 28, 0, "ACK body of 12 bytes");
+    }
     /* lengths over the limits are refused from the header alone */
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_REQUEST;
@@ -1263,9 +1297,16 @@ static void test_hostile_frames(void) {
         b[16] = 'Z';
         expect_close(s.addr, 0, b, n, "bad magic");
     }
-    /* bad version */
+    /* bad version (0); a later one (7) is answered with the version both speak */
+    f.version = 0;
+    expect_close(s.addr, 0, frame_bytes(&f, junk, sizeof junk), tfrdv_tcp_encode(&f, 0, 0), "version 0");
     f.version = 7;
-    expect_close(s.addr, 0, frame_bytes(&f, junk, sizeof junk), tfrdv_tcp_encode(&f, 0, 0), "version 7");
+    fd = raw_connect(s.addr);
+    raw_put(fd, &f);
+    rlen = 0;
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_HELLO, &f, 0, 0), 1);
+    TT_CHECK_EQ_INT(f.version, TFRDV_TCP_PROTOCOL_VERSION);
+    close(fd);
     /* oversized key (the header alone says so) */
     {
         uint8_t b[16] = {2, 0, 0, 0, 0xff, 0xff, 0, 0, 1};
@@ -1567,7 +1608,7 @@ static void test_connection_flood(void) {
     alarm(60);
     tc.max_connections = 8;
     if (!insrv_open(&s, upath("cflood.sock"), &tc)) { TT_CHECK(0); return; }
-    for (i = 0; i < 64; i++) fds[i] = raw_connect(s.addr);
+    for (i = 0; i < 64; i++) if ((fds[i] = raw_connect(s.addr)) >= 0) raw_hello(fds[i]);
     for (i = 0; i < 1000; i++) {
         tfrdv_tcp_get_stats(s.t, &ts);
         if (ts.accepted + ts.connections_rejected >= 64) break;
@@ -2259,6 +2300,364 @@ static int die_fetching(const char* addr) {
     return 3;
 }
 
+
+/* ---- delivery acknowledgements (protocol version 2) --------------------------------------- */
+static void raw_hello_v(int fd, int version) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = (uint16_t)version;
+    raw_put(fd, &f);
+}
+static void raw_request(int fd, uint64_t id, const tfrdv_key* k) {
+    static int64_t request_id = 5000; /* unique: the serving manager drops repeated ids */
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_REQUEST;
+    f.id = id;
+    f.step_id = 1;
+    f.request_id = ++request_id;
+    f.key.ptr = k->buf;
+    f.key.len = k->len;
+    raw_put(fd, &f);
+}
+static void raw_ids(int fd, int type, uint64_t id) { /* ACK of one id, or CANCEL */
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = type;
+    if (type == TFRDV_TCP_ACK) { f.num_acks = 1; f.ack_ids = &id; }
+    else f.id = id;
+    raw_put(fd, &f);
+}
+static size_t insrv_pending(insrv* s) {
+    size_t n = 0;
+    (void)tfrdv_mgr_pending(s->m, count_sends, &n);
+    return n;
+}
+static void insrv_send(insrv* s, const char* edge, uint64_t size) {
+    tfrdv_rendezvous* r;
+    tfrdv_status st;
+    tfrdv_key k;
+    int64_t d[1];
+    d[0] = (int64_t)size;
+    key_for(&k, edge, PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(s->m, 1, &r, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_send(r, &k.parsed, 0, mkval(1, 1, d, size, 3), 0, &st), TFRDV_OK);
+    tfrdv_unref(r);
+}
+/* polls the server's stats (up to 10 s) until cond holds */
+#define TS_UNTIL(t, ts, cond) \
+    do { int u_; for (u_ = 0; u_ < 2000; u_++) { tfrdv_tcp_get_stats((t), &(ts)); if (cond) break; sleep_ms(5); } } while (0)
+static void test_delivery_acknowledged(void) {
+    insrv s;
+    tfrdv_tcp_frame f;
+    tfrdv_tcp_stats ts;
+    tfrdv_key ka, kb;
+    int fd;
+    alarm(60);
+    if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
+    key_for(&ka, "ack_a", PS_INC);
+    key_for(&kb, "ack_b", PS_INC);
+    insrv_send(&s, "ack_a", 4);
+    insrv_send(&s, "ack_b", 4);
+    fd = raw_connect(s.addr);
+    raw_hello_v(fd, 2);
+    rlen = 0;
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_HELLO, &f, 0, 0), 1);
+    TT_CHECK_EQ_INT(f.version, 2);
+    /* answered: the value is held until the client says it was delivered */
+    raw_request(fd, 1, &ka);
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_RESPONSE, &f, 0, 0), 1);
+    TS_UNTIL(s.t, ts, ts.values_unacked == 1);
+    TT_CHECK_EQ_INT(ts.values_unacked, 1);
+    TT_CHECK_EQ_INT(ts.serve_ok, 1);
+    raw_ids(fd, TFRDV_TCP_ACK, 77); /* never requested: ignored */
+    raw_ids(fd, TFRDV_TCP_ACK, 1);
+    TS_UNTIL(s.t, ts, ts.values_acked == 1);
+    TT_CHECK_EQ_INT(ts.values_acked, 1);
+    TT_CHECK_EQ_INT(ts.values_unacked, 0);
+    TT_CHECK_EQ_INT(insrv_pending(&s), 1); /* ack_b only */
+    /* refused after it was written (the client's call had finished): back to the table */
+    raw_request(fd, 2, &kb);
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_RESPONSE, &f, 0, 0), 1);
+    raw_ids(fd, TFRDV_TCP_CANCEL, 2);
+    TS_UNTIL(s.t, ts, ts.values_returned == 1);
+    TT_CHECK_EQ_INT(ts.values_returned, 1);
+    TT_CHECK_EQ_INT(ts.values_unacked, 0);
+    TT_CHECK_EQ_INT(ts.serve_ok, 1);
+    TT_CHECK_EQ_INT(insrv_pending(&s), 1);
+    /* answered, and the client goes away before acknowledging: back to the table */
+    raw_request(fd, 3, &kb);
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_RESPONSE, &f, 0, 0), 1);
+    TS_UNTIL(s.t, ts, ts.values_unacked == 1);
+    TT_CHECK_EQ_INT(insrv_pending(&s), 0);
+    close(fd);
+    TS_UNTIL(s.t, ts, ts.values_returned == 2 && ts.connections == 0);
+    TT_CHECK_EQ_INT(ts.values_returned, 2);
+    TT_CHECK_EQ_INT(insrv_pending(&s), 1);
+    /* a version 1 client acknowledges nothing: answered as before, the value released when written */
+    fd = raw_connect(s.addr);
+    raw_hello_v(fd, 1);
+    rlen = 0;
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_HELLO, &f, 0, 0), 1);
+    TT_CHECK_EQ_INT(f.version, 1);
+    raw_request(fd, 1, &kb);
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_RESPONSE, &f, 0, 0), 1);
+    TS_UNTIL(s.t, ts, ts.serve_ok == 2);
+    TT_CHECK_EQ_INT(ts.serve_ok, 2);
+    TT_CHECK_EQ_INT(ts.values_unacked, 0);
+    TT_CHECK_EQ_INT(insrv_pending(&s), 0);
+    close(fd);
+    wait_stats(s.t, &ts, 0);
+    TT_CHECK_EQ_INT(ts.values_returned, 2);
+    TT_CHECK_EQ_INT(ts.protocol_errors, 0);
+    insrv_close(&s);
+}
+/* a peer that asks and then reads nothing, or reads and acknowledges nothing, does not keep the
+   values: after stall_timeout_ns its connection is closed and they go back to the table */
+static void test_peer_that_reads_nothing(void) {
+    insrv s;
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_tcp_stats ts;
+    tfrdv_tcp_frame f;
+    int fd, i, small = 4096;
+    char msg[256];
+    alarm(60);
+    tc.stall_timeout_ns = SEC / 2;
+    if (!insrv_open(&s, "127.0.0.1:0", &tc)) { TT_CHECK(0); return; }
+    for (i = 0; i < 4; i++) {
+        char e[16];
+        snprintf(e, sizeof e, "stall_%d", i);
+        insrv_send(&s, e, 4u << 20);
+    }
+    fd = raw_connect(s.addr);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    raw_hello_v(fd, 2);
+    for (i = 0; i < 4; i++) {
+        tfrdv_key k;
+        char e[16];
+        snprintf(e, sizeof e, "stall_%d", i);
+        key_for(&k, e, PS_INC);
+        raw_request(fd, (uint64_t)i + 1, &k);
+    }
+    TS_UNTIL(s.t, ts, ts.connections == 0);
+    TT_CHECK_EQ_INT(ts.connections, 0);
+    TT_CHECK_EQ_INT(ts.protocol_errors, 1);
+    TT_CHECK_EQ_INT(ts.values_returned, 4);
+    TT_CHECK_EQ_INT(insrv_pending(&s), 4);
+    close(fd);
+    /* reads its answer, never acknowledges it */
+    insrv_send(&s, "held", 4);
+    fd = raw_connect(s.addr);
+    raw_hello_v(fd, 2);
+    {
+        tfrdv_key k;
+        key_for(&k, "held", PS_INC);
+        raw_request(fd, 1, &k);
+    }
+    rlen = 0;
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_RESPONSE, &f, 0, 0), 1);
+    msg[0] = 0;
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_CLOSE, &f, msg, sizeof msg), 1);
+    TT_CHECK_CONTAINS(msg, "acknowledges no delivery");
+    TS_UNTIL(s.t, ts, ts.connections == 0 && ts.values_returned == 5);
+    TT_CHECK_EQ_INT(ts.values_returned, 5);
+    TT_CHECK_EQ_INT(insrv_pending(&s), 5);
+    close(fd);
+    insrv_close(&s);
+}
+
+/* ---- exactly once while receives give up with their answers on the wire --------------------
+   8 threads x 400 fetches; 20 % give up after a short timeout, 20 % are cancelled a moment after
+   they start, while the serving child sends the values. Every value sent must be received once:
+   during the race, or afterwards from the server's table (a cancelled or timed-out receive leaves
+   its value for the next receiver, also when the cancel crossed the response on the wire). */
+#define RACE_T 8
+#define RACE_N 400
+typedef struct racer {
+    cli* c;
+    int id;
+    unsigned rnd;
+    unsigned char got[RACE_N];
+    int dups, bad, gave_up;
+    char msg[TFRDV_STATUS_MSG_MAX];
+} racer;
+static unsigned race_rand(unsigned* s) { *s = *s * 1103515245u + 12345u; return (*s >> 8) & 0xffffffu; }
+static unsigned race_seed(int t, int i) { return 1000u * (unsigned)t + (unsigned)i + 7u; }
+typedef struct race_slot { pthread_mutex_t mu; int done; tfrdv_code code; tfrdv_value* v; } race_slot;
+static void race_done(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    race_slot* sl = (race_slot*)u;
+    (void)sa; (void)ra; (void)dead;
+    pthread_mutex_lock(&sl->mu);
+    sl->code = st->code;
+    sl->v = v;
+    sl->done = 1;
+    pthread_mutex_unlock(&sl->mu);
+}
+static void race_spin(unsigned us) {
+    int64_t end = tfrdv_now_ns() + (int64_t)us * 1000;
+    while (tfrdv_now_ns() < end) { }
+}
+static void race_take(racer* r, int i, tfrdv_code code, tfrdv_value* v) {
+    if (code == TFRDV_OK) {
+        if (!v || v->size != 4096 || !check((uint8_t*)v->data, 4096, race_seed(r->id, i))) r->bad++;
+        else if (r->got[i]++) r->dups++;
+    } else if (code == TFRDV_DEADLINE_EXCEEDED || code == TFRDV_CANCELLED) {
+        r->gave_up++;
+    } else {
+        r->bad++;
+    }
+    tfrdv_value_release(v);
+}
+static void* race_consumer(void* p) {
+    racer* r = (racer*)p;
+    tfrdv_rendezvous* rz;
+    tfrdv_status st;
+    int i;
+    if (tfrdv_mgr_start_step(r->c->m, 1, &rz, &st) != TFRDV_OK) { r->bad = RACE_N; return 0; }
+    for (i = 0; i < RACE_N; i++) {
+        tfrdv_key k;
+        char e[32];
+        unsigned mode = race_rand(&r->rnd) % 10, wait_us = race_rand(&r->rnd) % 300;
+        tfrdv_value* v = 0;
+        int dead;
+        snprintf(e, sizeof e, "race_%d_%d", r->id, i);
+        key_for(&k, e, PS_INC);
+        if (mode < 2) { /* gives up after 20-320 us */
+            tfrdv_code code = tfrdv_recv(rz, &k.parsed, 0, (int64_t)(20 + wait_us) * 1000, &v, &dead, &st);
+            race_take(r, i, code, v);
+        } else if (mode < 4) { /* cancelled 0-300 us after it started */
+            tfrdv_cancel_mgr* cm;
+            tfrdv_args a;
+            race_slot sl;
+            int spins = 0;
+            memset(&sl, 0, sizeof sl);
+            pthread_mutex_init(&sl.mu, 0);
+            (void)tfrdv_cancel_mgr_create(0, &cm, &st);
+            memset(&a, 0, sizeof a);
+            a.cancel = cm;
+            if (tfrdv_recv_async(rz, &k.parsed, &a, race_done, &sl, &st) != TFRDV_OK) { r->bad++; continue; }
+            race_spin(wait_us);
+            tfrdv_cancel_start(cm);
+            for (;;) {
+                int d;
+                pthread_mutex_lock(&sl.mu);
+                d = sl.done;
+                pthread_mutex_unlock(&sl.mu);
+                if (d || ++spins > 20000) break;
+                sleep_ms(1);
+            }
+            if (!sl.done) { snprintf(r->msg, sizeof r->msg, "a cancelled receive never completed"); r->bad++; }
+            else race_take(r, i, sl.code, sl.v);
+            tfrdv_cancel_mgr_destroy(cm);
+            pthread_mutex_destroy(&sl.mu);
+        } else {
+            tfrdv_code code = tfrdv_recv(rz, &k.parsed, 0, 60 * SEC, &v, &dead, &st);
+            if (code != TFRDV_OK) snprintf(r->msg, sizeof r->msg, "%s", st.msg);
+            race_take(r, i, code, v);
+        }
+    }
+    tfrdv_unref(rz);
+    return 0;
+}
+typedef struct race_prod { srv* s; int bad; } race_prod;
+static void* race_producer(void* p) {
+    race_prod* pr = (race_prod*)p;
+    int i, t;
+    for (i = 0; i < RACE_N; i++)
+        for (t = 0; t < RACE_T; t++) {
+            char e[32];
+            snprintf(e, sizeof e, "race_%d_%d", t, i);
+            if (srv_send(pr->s, 1, e, 3, 1, d1024, 4096, race_seed(t, i)).code != 0) pr->bad++;
+        }
+    return 0;
+}
+static void race_over(const char* addr) {
+    srv s;
+    cli c;
+    static racer rs[RACE_T];
+    static race_slot drain[RACE_T][RACE_N];
+    pthread_t th[RACE_T], pt;
+    race_prod pr;
+    tfrdv_rendezvous* rz;
+    tfrdv_status st;
+    int t, i, raced = 0, buffered = 0, lost = 0, dups = 0, bad = 0, gave_up = 0, waiting = 0;
+    rep rp;
+    alarm(240);
+    if (!pair_open(&s, &c, addr, 0, 0)) return;
+    memset(rs, 0, sizeof rs);
+    memset(&pr, 0, sizeof pr);
+    pr.s = &s;
+    for (t = 0; t < RACE_T; t++) {
+        rs[t].c = &c;
+        rs[t].id = t;
+        rs[t].rnd = 0x9e3779b9u * (unsigned)(t + 1);
+        pthread_create(&th[t], 0, race_consumer, &rs[t]);
+    }
+    pthread_create(&pt, 0, race_producer, &pr);
+    pthread_join(pt, 0);
+    for (t = 0; t < RACE_T; t++) pthread_join(th[t], 0);
+    TT_CHECK_EQ_INT(pr.bad, 0);
+    /* what was not received during the race must still be in the server's table */
+    (void)tfrdv_mgr_start_step(c.m, 1, &rz, &st);
+    for (t = 0; t < RACE_T; t++)
+        for (i = 0; i < RACE_N; i++) {
+            race_slot* sl = &drain[t][i];
+            memset(sl, 0, sizeof *sl);
+            pthread_mutex_init(&sl->mu, 0);
+            if (rs[t].got[i]) { sl->done = 2; raced++; continue; }
+            {
+                tfrdv_key k;
+                char e[32];
+                snprintf(e, sizeof e, "race_%d_%d", t, i);
+                key_for(&k, e, PS_INC);
+                if (tfrdv_recv_async(rz, &k.parsed, 0, race_done, sl, &st) != TFRDV_OK) sl->done = 3;
+            }
+        }
+    for (i = 0; i < 1000; i++) { /* up to 5 s */
+        waiting = 0;
+        for (t = 0; t < RACE_T * RACE_N; t++) {
+            race_slot* sl = &drain[t / RACE_N][t % RACE_N];
+            pthread_mutex_lock(&sl->mu);
+            waiting += !sl->done;
+            pthread_mutex_unlock(&sl->mu);
+        }
+        if (!waiting) break;
+        sleep_ms(5);
+    }
+    tfrdv_unref(rz);
+    cli_close(&c); /* receives still waiting complete CANCELLED: their values are lost */
+    for (t = 0; t < RACE_T; t++) {
+        dups += rs[t].dups;
+        bad += rs[t].bad;
+        gave_up += rs[t].gave_up;
+        if (rs[t].msg[0]) printf("      thread %d: %s\n", t, rs[t].msg);
+        for (i = 0; i < RACE_N; i++) {
+            race_slot* sl = &drain[t][i];
+            if (sl->done == 1 && sl->code == TFRDV_OK && sl->v && sl->v->size == 4096 &&
+                check((uint8_t*)sl->v->data, 4096, race_seed(t, i)))
+                buffered++;
+            else if (sl->done != 2)
+                lost++;
+            tfrdv_value_release(sl->v);
+            pthread_mutex_destroy(&sl->mu);
+        }
+    }
+    rp = srv_stats(&s);
+    printf("      %d values sent: %d received while %d receives gave up, %d still buffered, %d lost, %d duplicated;"
+           " server: %llu returned to the table\n",
+           RACE_T * RACE_N, raced, gave_up, buffered, lost, dups, (unsigned long long)rp.ts.values_returned);
+    TT_CHECK_EQ_INT(lost, 0);
+    TT_CHECK_EQ_INT(raced + buffered, RACE_T * RACE_N);
+    TT_CHECK_EQ_INT(dups, 0);
+    TT_CHECK_EQ_INT(bad, 0);
+    TT_CHECK(gave_up > 0);
+    TT_CHECK_EQ_INT(rp.pending_sends, 0); /* nothing left over: no value went back twice */
+    srv_stop(&s);
+}
+static void test_exactly_once_under_give_up_races_tcp(void) { race_over("127.0.0.1:0"); }
+static void test_exactly_once_under_give_up_races_unix(void) { race_over(upath("race.sock")); }
+
 int main(int argc, char** argv) {
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (n <= 0) snprintf(self_exe, sizeof self_exe, "%s", argv[0]);
@@ -2311,6 +2710,10 @@ int main(int argc, char** argv) {
     TT_RUN(test_allocator_hook);
     TT_RUN(test_resolve_and_set_worker);
     TT_RUN(test_one_vtable_two_managers);
+    TT_RUN(test_delivery_acknowledged);
+    TT_RUN(test_peer_that_reads_nothing);
+    TT_RUN(test_exactly_once_under_give_up_races_tcp);
+    TT_RUN(test_exactly_once_under_give_up_races_unix);
     alarm(0);
     {
         char cmdline[128];
