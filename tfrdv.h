@@ -144,6 +144,8 @@
    TRANSPORTS (one life cycle for all of them: the loopback here, tfrdv_tcp.h, tfrdv_grpc.h,
    tfrdv_verbs.h, and yours)
      1. X_create(&config, &x, &st)      config.hooks.allocator is where all its memory comes from
+                                        (the loopback takes the hooks themselves:
+                                        tfrdv_loopback_create(&hooks or NULL, &lb, &st))
      2. mc.transport = X_transport(x)   each manager created with this vtable holds x until it
                                         goes (tfrdv_transport.ref): copy configs freely
      3. X_attach(x, mgr, &st)           servers only: start serving mgr's tables
@@ -654,7 +656,9 @@ TFRDV_API tfrdv_code tfrdv_recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_ke
    (nothing is delivered later; a value sent afterwards stays buffered for the next receiver).
    On OK *value is an owned reference. A value already buffered in a local table is taken at
    once; otherwise a timed receive creates a private cancellation manager for its duration (one
-   allocation): use tfrdv_recv_async on hot paths. */
+   allocation). Over a transport that lends the waiting thread (tfrdv_transport.wait: tfrdv_tcp.h)
+   this is the fastest remote receive: the thread reads its own response, no hand-off; a
+   tfrdv_recv_async callback runs on the transport's thread instead. */
 TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                 const tfrdv_args* args, int64_t timeout_ns, tfrdv_value** value,
                                 int* is_dead, tfrdv_status* st);
@@ -1106,6 +1110,9 @@ int madvise(void* addr, size_t len, int advice);
 #else
 #include <time.h>
 #endif
+#endif
+#if !defined(TFRDV_NO_CLOCK) && !defined(_WIN32) && !defined(CLOCK_MONOTONIC)
+#error "tfrdv.h: CLOCK_MONOTONIC is not declared: a system header came before tfrdv.h under a strict -std=c99. Include tfrdv.h first in the file that defines TFRDV_IMPLEMENTATION, or compile that file with -D_POSIX_C_SOURCE=200809L (or -D_GNU_SOURCE), or define TFRDV_NO_CLOCK and pass a clock hook"
 #endif
 #ifndef TFRDV_NO_MALLOC
 #include <stdlib.h>
