@@ -91,8 +91,10 @@
      Key        "src_device;incarnation(16 lowercase hex);dst_device;edge_name;frame:iter", exactly as
                 TensorFlow's Rendezvous::CreateKey. The incarnation is the SOURCE device's: the
                 serving worker refuses a key whose incarnation is not its own (ABORTED: it was
-                restarted), so a receiver learns it from the sender (tfrdv_mgr_incarnation, or a
-                transport's status call) and the sender uses its own. tfrdv_key_parse() applies TensorFlow's acceptance
+                restarted), so a receiver asks for it (tfrdv_mgr_peer_incarnation(mgr, "/job:ps/
+                replica:0/task:0", timeout_ns, &inc, &st): through its transport, waiting while the
+                peer is not up yet) and the sender uses its own (tfrdv_mgr_incarnation).
+                tfrdv_key_parse() applies TensorFlow's acceptance
                 rules and fills a tfrdv_parsed_key whose views point into YOUR key memory (keep it alive
                 while the parsed key is used). Matching always compares the full key bytes; the 64-bit
                 hash only places a key in the table.
@@ -162,7 +164,8 @@
      Thread-safe (any thread, concurrently, on the same object): tfrdv_send, tfrdv_recv_async,
      tfrdv_recv, tfrdv_abort, tfrdv_get_status, tfrdv_ref/unref, the batch calls, tfrdv_pending;
      the cancellation manager's functions; tfrdv_mgr_find, _initialize, _cleanup, _cleanup_all,
-     _expire, _serve, _ack, _pending, _steps, _get_stats, _new_request_id, tfrdv_mgr_ref/unref;
+     _expire, _serve, _ack, _pending, _steps, _get_stats, _new_request_id, _peer_incarnation,
+     tfrdv_mgr_ref/unref;
      tfrdv_call_finish and every tfrdv_call_* accessor (from start_call until the finish);
      tfrdv_loopback_register. tfrdv_value_retain/release are atomic.
      Not concurrently with other use of the same object: the *_create functions (nothing else
@@ -735,6 +738,19 @@ typedef struct tfrdv_transport {
        for the finish without calling wait again. The call stays valid (not recycled) until wait
        returns. Other calls finished meanwhile run their callbacks on this thread. */
     int (*wait)(void* user, tfrdv_call* call, int64_t timeout_ns);
+    /* Optional. Each manager created with this vtable is announced: bind(user, mgr, 1) once its
+       create succeeded, bind(user, mgr, 0) as tfrdv_mgr_destroy begins. A transport with a
+       thread of its own uses it to drive tfrdv_mgr_expire (deadlines, retries in back-off) for
+       every manager that fetches through it, served or not. After bind(..., 0) returns it must
+       not call in for mgr; a call racing with it is safe while it holds a tfrdv_mgr_ref. */
+    void (*bind)(void* user, tfrdv_mgr* mgr, int bound);
+    /* Optional. The incarnation of serving worker `worker` ("/job:J/replica:R/task:T") as this
+       transport learns it (tfrdv_tcp.h: the peer's HELLO; tfrdv_grpc.h: GetStatus; tfrdv_verbs.h:
+       the bootstrap), waiting up to timeout_ns (< 0: no limit) for the worker to answer. OK and
+       *incarnation, or NOT_FOUND (no address for it), UNAVAILABLE (it does not answer),
+       DEADLINE_EXCEEDED, with st naming the worker. Blocking; tfrdv_mgr_peer_incarnation calls it. */
+    tfrdv_code (*peer_incarnation)(void* user, tfrdv_mgr* mgr, tfrdv_str worker, int64_t timeout_ns,
+                                   uint64_t* incarnation, tfrdv_status* st);
 } tfrdv_transport;
 
 TFRDV_API int64_t tfrdv_call_step_id(const tfrdv_call* call);
@@ -899,6 +915,15 @@ TFRDV_API void tfrdv_mgr_unref(tfrdv_mgr* mgr);
 TFRDV_API int64_t tfrdv_mgr_now(const tfrdv_mgr* mgr);
 TFRDV_API const char* tfrdv_mgr_worker_name(const tfrdv_mgr* mgr);
 TFRDV_API uint64_t tfrdv_mgr_incarnation(const tfrdv_mgr* mgr);
+/* The incarnation of another worker ("/job:ps/replica:0/task:0"), for the keys of the tensors it
+   sends: asked through the manager's transport (the router's route for that worker), waiting up
+   to timeout_ns (< 0: no limit) while the worker is not up yet. The manager's own name gives its
+   own incarnation. INVALID_ARGUMENT (not a worker name), NOT_FOUND (the transport knows no address
+   for it), UNAVAILABLE, DEADLINE_EXCEEDED, UNIMPLEMENTED (a transport without
+   tfrdv_transport.peer_incarnation); st names the worker. Blocking: not from a callback that runs
+   on the transport's thread. */
+TFRDV_API tfrdv_code tfrdv_mgr_peer_incarnation(tfrdv_mgr* mgr, const char* worker, int64_t timeout_ns,
+                                                uint64_t* incarnation, tfrdv_status* st);
 
 /* Find-or-create the step's rendezvous; *out is a new reference (tfrdv_unref it). A created one is
    not initialised: remote requests for it are deferred until tfrdv_mgr_initialize. */
@@ -4310,6 +4335,26 @@ TFRDV_API tfrdv_mgr_config tfrdv_mgr_config_init(void) {
 }
 TFRDV_API const char* tfrdv_mgr_worker_name(const tfrdv_mgr* mgr) { return mgr ? mgr->worker : ""; }
 TFRDV_API uint64_t tfrdv_mgr_incarnation(const tfrdv_mgr* mgr) { return mgr ? mgr->incarnation : 0; }
+TFRDV_API tfrdv_code tfrdv_mgr_peer_incarnation(tfrdv_mgr* mgr, const char* worker, int64_t timeout_ns,
+                                                uint64_t* incarnation, tfrdv_status* st) {
+    tfrdv_device_name dn;
+    tfrdv_str w;
+    if (incarnation) *incarnation = 0;
+    if (!mgr || !worker || !incarnation)
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_peer_incarnation: NULL manager, worker or incarnation");
+    w.ptr = worker;
+    w.len = strlen(worker);
+    if (tfrdv_device_parse(w.ptr, w.len, &dn, 0) != TFRDV_OK || !dn.has_job || !dn.has_replica || !dn.has_task ||
+        dn.has_type)
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_peer_incarnation: '%S' is not a worker name (/job:J/replica:R/task:T)", &w);
+    if (strcmp(worker, mgr->worker) == 0) {
+        *incarnation = mgr->incarnation;
+        return tfrdv__err(st, TFRDV_OK, "");
+    }
+    if (!mgr->cfg.transport.peer_incarnation)
+        return tfrdv__err(st, TFRDV_UNIMPLEMENTED, "tfrdv_mgr_peer_incarnation: the manager's transport cannot tell %S's incarnation", &w);
+    return mgr->cfg.transport.peer_incarnation(mgr->cfg.transport.user, mgr, w, timeout_ns, incarnation, st);
+}
 
 /* a bijection of a counter: unique per manager, random-looking, never 0 (needs mgr->mu) */
 TFRDV__PRIVATE int64_t tfrdv__rid_locked(tfrdv_mgr* mgr) {
@@ -4395,6 +4440,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_create(const tfrdv_mgr_config* cfg, tfrdv_mgr** o
     mgr->incarnation = c.incarnation;
     while (mgr->incarnation == 0) mgr->incarnation = (uint64_t)tfrdv__rid_locked(mgr);
     if (c.transport.ref) c.transport.ref(c.transport.user); /* ours from here: destroy drops it */
+    if (c.transport.bind) c.transport.bind(c.transport.user, mgr, 1);
     *out = mgr;
     return TFRDV_OK;
 }
@@ -4607,6 +4653,7 @@ TFRDV_API void tfrdv_mgr_cleanup_all(tfrdv_mgr* mgr) {
 }
 TFRDV_API void tfrdv_mgr_destroy(tfrdv_mgr* mgr) {
     if (!mgr) return;
+    if (mgr->cfg.transport.bind) mgr->cfg.transport.bind(mgr->cfg.transport.user, mgr, 0);
     tfrdv__lock(&mgr->mu);
     mgr->destroyed = 1;
     tfrdv__unlock(&mgr->mu);
@@ -6340,8 +6387,28 @@ TFRDV__PRIVATE void tfrdv__lb_cancel(void* user, tfrdv_call* call) {
     if (c) tfrdv_call_finish(c, TFRDV_CANCELLED, "loopback: call cancelled", 0, 0);
 }
 TFRDV__PRIVATE void tfrdv__lb_ref(void* p) { tfrdv__atomic_add(&((tfrdv_loopback*)p)->refs, 1); }
+/* a registered worker's incarnation (in-process: registered or not, nothing to wait for) */
+TFRDV__PRIVATE tfrdv_code tfrdv__lb_peer_inc(void* user, tfrdv_mgr* mgr, tfrdv_str w, int64_t timeout_ns, uint64_t* inc,
+                                             tfrdv_status* st) {
+    tfrdv_loopback* lb = (tfrdv_loopback*)user;
+    size_t i;
+    (void)mgr;
+    (void)timeout_ns;
+    tfrdv__lock(&lb->mu);
+    for (i = 0; i < lb->n; i++) {
+        if (lb->w[i].len == w.len && memcmp(lb->w[i].name, w.ptr, w.len) == 0) {
+            *inc = tfrdv_mgr_incarnation(lb->w[i].mgr);
+            tfrdv__unlock(&lb->mu);
+            return tfrdv__err(st, TFRDV_OK, "");
+        }
+    }
+    tfrdv__unlock(&lb->mu);
+    return tfrdv__err(st, TFRDV_NOT_FOUND, "loopback: no worker registered as %S", &w);
+}
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
     tfrdv_transport t;
+    memset(&t, 0, sizeof t);
+    t.peer_incarnation = lb ? tfrdv__lb_peer_inc : 0;
     t.user = lb;
     t.start_call = tfrdv__lb_start;
     t.cancel_call = tfrdv__lb_cancel;
@@ -6375,9 +6442,8 @@ TFRDV__PRIVATE int tfrdv__route_matches(const tfrdv__route* rt, const tfrdv_devi
     if (rt->dn.has_task && (!w->has_task || rt->dn.task != w->task)) return 0;
     return 1;
 }
-/* the route of the call's source worker, or -1 (st says why) */
-TFRDV__PRIVATE int tfrdv__router_pick(tfrdv__router* rt, tfrdv_call* call, tfrdv_status* st) {
-    tfrdv_str w = tfrdv_call_src_worker(call);
+/* the route of worker w, or -1 (st says why) */
+TFRDV__PRIVATE int tfrdv__router_pick(tfrdv__router* rt, tfrdv_str w, tfrdv_status* st) {
     tfrdv_device_name dn;
     size_t i;
     if (rt->pick) {
@@ -6397,7 +6463,7 @@ TFRDV__PRIVATE int tfrdv__router_pick(tfrdv__router* rt, tfrdv_call* call, tfrdv
 TFRDV__PRIVATE void tfrdv__router_start(void* user, tfrdv_call* call) {
     tfrdv__router* rt = (tfrdv__router*)user;
     tfrdv_status st;
-    int k = tfrdv__router_pick(rt, call, &st);
+    int k = tfrdv__router_pick(rt, tfrdv_call_src_worker(call), &st);
     tfrdv__atomic_store(&call->route, k);
     if (k < 0) tfrdv_call_finish_status(call, &st, 0, 0, 0);
     else rt->r[k].t.start_call(rt->r[k].t.user, call);
@@ -6419,6 +6485,22 @@ TFRDV__PRIVATE int tfrdv__route_distinct(const tfrdv__router* rt, size_t i) {
     for (j = 0; j < i; j++)
         if (rt->r[j].t.user == rt->r[i].t.user && rt->r[j].t.destroy == rt->r[i].t.destroy) return 0;
     return 1;
+}
+TFRDV__PRIVATE void tfrdv__router_bind(void* user, tfrdv_mgr* mgr, int bound) {
+    tfrdv__router* rt = (tfrdv__router*)user;
+    size_t i;
+    for (i = 0; i < rt->n; i++)
+        if (rt->r[i].t.bind && tfrdv__route_distinct(rt, i)) rt->r[i].t.bind(rt->r[i].t.user, mgr, bound);
+}
+TFRDV__PRIVATE tfrdv_code tfrdv__router_peer_inc(void* user, tfrdv_mgr* mgr, tfrdv_str w, int64_t timeout_ns,
+                                                 uint64_t* inc, tfrdv_status* st) {
+    tfrdv__router* rt = (tfrdv__router*)user;
+    tfrdv_status ps;
+    int k = tfrdv__router_pick(rt, w, &ps);
+    if (k < 0) return tfrdv__err(st, TFRDV_NOT_FOUND, "%s", ps.msg);
+    if (!rt->r[k].t.peer_incarnation)
+        return tfrdv__err(st, TFRDV_UNIMPLEMENTED, "tfrdv router: the transport of route %d cannot tell %S's incarnation", k, &w);
+    return rt->r[k].t.peer_incarnation(rt->r[k].t.user, mgr, w, timeout_ns, inc, st);
 }
 TFRDV__PRIVATE void tfrdv__router_destroy(void* user) {
     tfrdv__router* rt = (tfrdv__router*)user;
@@ -6486,8 +6568,11 @@ TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_t
     out->start_call = tfrdv__router_start;
     out->cancel_call = tfrdv__router_cancel;
     out->destroy = tfrdv__router_destroy;
-    for (i = 0; i < rt->n; i++) /* lend waiting threads only when some route can use them */
+    for (i = 0; i < rt->n; i++) { /* lend waiting threads only when some route can use them */
         if (rt->r[i].t.wait) out->wait = tfrdv__router_wait;
+        if (rt->r[i].t.bind) out->bind = tfrdv__router_bind;
+        if (rt->r[i].t.peer_incarnation) out->peer_incarnation = tfrdv__router_peer_inc;
+    }
     return TFRDV_OK;
 }
 

@@ -299,6 +299,101 @@ static void test_router_create_out_of_memory_takes_nothing(void) {
     FX_CHECK_EMPTY(&f.a);
 }
 
+
+/* ---- the control entries: a worker's incarnation through the manager's transport (the router
+   asks the route of that worker), and every manager announced to each distinct transport ---- */
+typedef struct binder { int binds, unbinds; tfrdv_mgr* last; uint64_t inc; int asked; } binder;
+static void b_bind(void* u, tfrdv_mgr* m, int bound) {
+    binder* b = (binder*)u;
+    if (bound) b->binds++;
+    else b->unbinds++;
+    b->last = m;
+}
+static tfrdv_code b_peer(void* u, tfrdv_mgr* m, tfrdv_str w, int64_t timeout_ns, uint64_t* inc, tfrdv_status* st) {
+    binder* b = (binder*)u;
+    (void)m;
+    (void)timeout_ns;
+    b->asked++;
+    if (w.len == strlen(WD) && memcmp(w.ptr, WD, w.len) == 0) {
+        *inc = b->inc;
+        return tfrdv_status_set(st, TFRDV_OK, "");
+    }
+    return tfrdv_status_set(st, TFRDV_UNAVAILABLE, "binder: unreachable");
+}
+static void test_peer_incarnation_and_bind_go_through_the_routes(void) {
+    fx_alloc a = {0};
+    tfrdv_hooks hk = fx_hooks(&a);
+    tfrdv_loopback* lb = 0;
+    tfrdv_mgr *m, *mb = 0;
+    tfrdv_route routes[3];
+    holder h;
+    binder bd;
+    tfrdv_status st;
+    uint64_t inc = 1;
+    tfrdv_mgr_config cb = fx_mgr_config(WB, 0xb0b0u, &a);
+    TT_CHECK_EQ_INT(tfrdv_loopback_create(&hk, &lb, &st), TFRDV_OK);
+    cb.transport = tfrdv_loopback_transport(lb);
+    mb = mk(&cb);
+    TT_CHECK_EQ_INT(tfrdv_loopback_register(lb, WB, mb, &st), TFRDV_OK);
+    memset(&bd, 0, sizeof bd);
+    bd.inc = 0xd00du;
+    routes[0].workers = "/job:b";
+    routes[0].transport = tfrdv_loopback_transport(lb);
+    routes[1].workers = "/job:d";
+    routes[1].transport = holder_transport(&h);
+    routes[1].transport.user = &bd; /* a transport of control entries only (never started) */
+    routes[1].transport.bind = b_bind;
+    routes[1].transport.peer_incarnation = b_peer;
+    routes[1].transport.destroy = 0;
+    routes[2].workers = "/job:c";
+    routes[2].transport = routes[1].transport; /* the same transport: announced once */
+    m = mk_routed(&a, routes, 3);
+    TT_CHECK_EQ_INT(bd.binds, 1);
+    TT_CHECK(bd.last == m);
+    /* over the loopback: the registered worker's own incarnation */
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(m, WB, 0, &inc, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(inc, 0xb0b0u);
+    /* over the binder's route */
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(m, WD, 1000, &inc, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(inc, 0xd00du);
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(m, WC, 1000, &inc, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_EQ_INT(inc, 0);
+    TT_CHECK_EQ_INT(bd.asked, 2);
+    /* its own name: its own incarnation, asking nobody */
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(m, WA, 0, &inc, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(inc, 0xa1u);
+    /* no route, not registered, not a worker name */
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(m, "/job:zz/replica:0/task:0", 0, &inc, &st), TFRDV_NOT_FOUND);
+    TT_CHECK_CONTAINS(st.msg, "/job:zz/replica:0/task:0");
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(m, "/job:b/replica:0/task:9", 0, &inc, &st), TFRDV_NOT_FOUND);
+    TT_CHECK_CONTAINS(st.msg, "/job:b/replica:0/task:9");
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(m, WB "/device:CPU:0", 0, &inc, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "not a worker name");
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(m, "/job:b\n/replica:0/task:0", 0, &inc, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK(strchr(st.msg, '\n') == NULL);
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(m, 0, 0, &inc, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(bd.asked, 2);
+    /* a transport without the entry */
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(mb, WA, 0, &inc, &st), TFRDV_NOT_FOUND); /* the loopback: not registered */
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(mb, WB, 0, &inc, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(inc, 0xb0b0u);
+    {
+        holder h2;
+        tfrdv_mgr_config c2 = fx_mgr_config(WC, 0xc3u, &a);
+        tfrdv_mgr* m2;
+        c2.transport = holder_transport(&h2);
+        m2 = mk(&c2);
+        TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(m2, WA, 0, &inc, &st), TFRDV_UNIMPLEMENTED);
+        tfrdv_mgr_destroy(m2);
+    }
+    tfrdv_mgr_destroy(m);
+    TT_CHECK_EQ_INT(bd.unbinds, 1);
+    TT_CHECK(bd.last == m);
+    tfrdv_loopback_destroy(lb);
+    tfrdv_mgr_destroy(mb);
+    FX_CHECK_EMPTY(&a);
+}
+
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_each_call_goes_to_the_route_its_source_worker_matches);
@@ -306,6 +401,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_pick_hook_chooses_first_and_its_bad_answers_fail_the_call);
     TT_RUN(test_bad_routes_are_refused_naming_the_route);
     TT_RUN(test_router_create_out_of_memory_takes_nothing);
+    TT_RUN(test_peer_incarnation_and_bind_go_through_the_routes);
     TT_CHECK_EQ_INT(tt_asserts, 0);
     return TT_MAIN_END();
 }
