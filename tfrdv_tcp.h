@@ -88,9 +88,10 @@
      shortens it and costs bulk throughput: 128 KiB cost a third of it on loopback).
      Each sendmsg gathers frame headers and value bytes (iovec, no copy in user space), up to
      4 MiB per call. A server connection whose socket takes nothing for stall_timeout_ns (5 s)
-     while more than 8 MiB of answers wait for it, or whose oldest written answer stays
-     unacknowledged that long, is closed: its values go back to the table (a peer that asks and
-     never reads does not keep them).
+     while answers wait for it, or whose oldest written answer stays unacknowledged that long, is
+     closed: its values go back to the table (a peer that asks and never reads does not keep
+     them). A client's I/O thread that a receive callback keeps busy that long stalls its
+     connections too: keep long work out of callbacks (or hand it to another thread).
 
    RECEIVING
      Frames are read through a 16 KiB buffer per connection; value bytes that arrive in the same
@@ -308,8 +309,8 @@ typedef struct tfrdv_tcp_config {
     int unix_mode;                 /* permission bits of a Unix socket file (0: 0600) */
     int64_t stall_timeout_ns;      /* a server connection is closed (its values go back to the
                                       table) when its socket took nothing for this long while
-                                      more than 8 MiB of answers waited, or a delivery stayed
-                                      unacknowledged this long (0: 5 s; < 0: never) */
+                                      answers waited, or a delivery stayed unacknowledged this
+                                      long (0: 5 s; < 0: never) */
 } tfrdv_tcp_config;
 TFRDV_API tfrdv_tcp_config tfrdv_tcp_config_init(void);
 
@@ -693,7 +694,6 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
 #define TFRDV_TCP__OBUF_KEEP 65536u   /* an empty send buffer larger than this is freed */
 #define TFRDV_TCP__ACKS 64            /* acknowledgements a client connection gathers before it
                                          queues an ACK frame (sooner: with its next write) */
-#define TFRDV_TCP__STALL_BYTES ((uint64_t)8 << 20) /* answers waiting for a peer that reads none */
 
 enum { TFRDV_TCP__E_WAIT = 0, TFRDV_TCP__E_ALLOC = 1, TFRDV_TCP__E_RECV = 2 };
 /* a served request: waiting for its serve, its response in the send ring, its response written
@@ -858,6 +858,10 @@ struct tfrdv_tcp {
                                                   their connection (cv) */
     pthread_t thread;
     tfrdv_mgr* mgr;
+    tfrdv_mgr** bound;                         /* managers fetching through t (tfrdv_transport.bind):
+                                                  the tick drives their tfrdv_mgr_expire */
+    size_t nbound, capbound;
+    int hello_waiters;                         /* threads in peer_incarnation (cv) */
     int efd;                                   /* epoll fd, or -1 */
     int wake[2];                               /* eventfd (wake[0] == wake[1]) or a pipe */
     int lfd, listening, lunix, lfile;          /* listener */
@@ -2023,6 +2027,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         c->peer_incarnation = f->incarnation;
         c->peer_version = f->version < TFRDV_TCP_PROTOCOL_VERSION ? f->version : TFRDV_TCP_PROTOCOL_VERSION;
         c->hello_ok = 1;
+        if (t->hello_waiters) pthread_cond_broadcast(&t->cv); /* tfrdv_tcp__peer_inc */
         if (c->server) { /* the answer: the version both speak */
             tfrdv_tcp__queue_hello(t, c);
             if (!c->wblocked) tfrdv_tcp__write(t, c, td);
@@ -2286,6 +2291,18 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
     mgr = t->mgr;
     pthread_mutex_unlock(&t->mu);
     if (mgr) (void)tfrdv_mgr_expire(mgr, tfrdv_mgr_now(mgr));
+    for (i = 0;; i++) { /* the managers that fetch through t, served or not: deadlines, retries */
+        tfrdv_mgr* b = 0;
+        pthread_mutex_lock(&t->mu);
+        if (i < t->nbound && t->bound[i] != mgr) tfrdv_mgr_ref(b = t->bound[i]); /* its unbind may come meanwhile */
+        now = i < t->nbound;
+        pthread_mutex_unlock(&t->mu);
+        if (!now) break;
+        if (b) {
+            (void)tfrdv_mgr_expire(b, tfrdv_mgr_now(b));
+            tfrdv_mgr_unref(b);
+        }
+    }
     tfrdv_tcp__todo_init(&td);
     now = tfrdv_tcp__now();
     pthread_mutex_lock(&t->mu);
@@ -2309,9 +2326,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
             continue;
         }
         if (t->cfg.stall_timeout_ns < 0) continue;
-        if (c->wblocked && c->stalled_since && now - c->stalled_since >= t->cfg.stall_timeout_ns &&
-            (uint64_t)(c->olen - c->ooff) + c->ring_bytes > TFRDV_TCP__STALL_BYTES)
-            tfrdv_tcp__conn_bad(t, c, "the peer reads none of its answers (more than 8 MiB waiting for stall_timeout_ns)", &td);
+        if (c->wblocked && c->stalled_since && now - c->stalled_since >= t->cfg.stall_timeout_ns)
+            tfrdv_tcp__conn_bad(t, c, "the peer reads none of its answers (stall_timeout_ns)", &td);
         else if (c->held.next != &c->held && now - c->held.next->held_at >= t->cfg.stall_timeout_ns)
             tfrdv_tcp__conn_bad(t, c, "the peer acknowledges no delivery (stall_timeout_ns)", &td);
     }
@@ -2880,6 +2896,116 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     return 1;
 }
 
+/* >>control ---------------------------------------------------------------------------------- */
+/* a manager created with (or destroyed holding) this transport's vtable */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__bind(void* user, tfrdv_mgr* mgr, int bound) {
+    tfrdv_tcp* t = (tfrdv_tcp*)user;
+    size_t i;
+    pthread_mutex_lock(&t->mu);
+    for (i = 0; i < t->nbound && t->bound[i] != mgr; i++) {}
+    if (!bound && i < t->nbound) t->bound[i] = t->bound[--t->nbound];
+    if (bound && i == t->nbound) {
+        if (t->nbound == t->capbound) {
+            size_t ncap = t->capbound ? 2 * t->capbound : 4;
+            tfrdv_mgr** nb = (tfrdv_mgr**)tfrdv_tcp__alloc(t, ncap * sizeof *nb);
+            if (!nb) { /* its deadlines then need an attach or its own tfrdv_mgr_expire */
+                pthread_mutex_unlock(&t->mu);
+                tfrdv_tcp__log(t, 1, "tfrdv_tcp: out of memory: manager %s's deadlines are not driven", tfrdv_mgr_worker_name(mgr));
+                return;
+            }
+            if (t->nbound) memcpy(nb, t->bound, t->nbound * sizeof *nb);
+            tfrdv_tcp__free(t, t->bound, t->capbound * sizeof *t->bound);
+            t->bound = nb;
+            t->capbound = ncap;
+        }
+        t->bound[t->nbound++] = mgr;
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+TFRDV_TCP__PRIVATE int tfrdv_tcp__inside(tfrdv_tcp* t);
+/* the worker's incarnation from its HELLO: an open connection answers at once; otherwise this
+   thread connects (and again after each back-off) until the peer greets or the time is up */
+TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__peer_inc(void* user, tfrdv_mgr* mgr, tfrdv_str w, int64_t timeout_ns,
+                                                  uint64_t* inc, tfrdv_status* st) {
+    tfrdv_tcp* t = (tfrdv_tcp*)user;
+    char addr[512], wn[160], msg[TFRDV_STATUS_MSG_MAX];
+    const char* a;
+    int64_t now = tfrdv_tcp__now(), end = timeout_ns < 0 || timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
+    int64_t next_try = 0;
+    tfrdv_code code = TFRDV_UNAVAILABLE;
+    (void)mgr;
+    (void)tfrdv_escape(wn, sizeof wn, w.ptr, w.len);
+    pthread_mutex_lock(&t->mu);
+    if (tfrdv_tcp__inside(t)) {
+        pthread_mutex_unlock(&t->mu);
+        return tfrdv_tcp__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_tcp: asking %s's incarnation on the thread that reads "
+                              "the transport's sockets would wait forever", wn);
+    }
+    a = tfrdv_tcp__lookup(t, w);
+    if (a) snprintf(addr, sizeof addr, "%s", a);
+    pthread_mutex_unlock(&t->mu);
+    if (!a && (!t->cfg.resolve || !t->cfg.resolve(t->cfg.resolve_user, w.ptr, w.len, addr, sizeof addr) || !addr[0]))
+        return tfrdv_tcp__err(st, TFRDV_NOT_FOUND, "tfrdv_tcp: no address for worker %s", wn);
+    addr[sizeof addr - 1] = 0;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        tfrdv_tcp__peer* p;
+        tfrdv_tcp__conn* c;
+        tfrdv_tcp__todo td;
+        int64_t until;
+        if (t->closing) { code = TFRDV_UNAVAILABLE; snprintf(msg, sizeof msg, "the transport was destroyed"); break; }
+        if (!(p = tfrdv_tcp__peer_get(t, addr))) { code = TFRDV_RESOURCE_EXHAUSTED; snprintf(msg, sizeof msg, "out of memory"); break; }
+        c = p->conn;
+        if (c && c->hello_ok && c->state == TFRDV_TCP__C_OPEN) {
+            *inc = c->peer_incarnation;
+            pthread_mutex_unlock(&t->mu);
+            return tfrdv_tcp__ok(st), TFRDV_OK;
+        }
+        now = tfrdv_tcp__now();
+        if (now >= end) {
+            code = timeout_ns == 0 ? TFRDV_UNAVAILABLE : TFRDV_DEADLINE_EXCEEDED;
+            snprintf(msg, sizeof msg, "%.100s did not answer%s%.120s", addr, p->err[0] ? ": " : "", p->err);
+            break;
+        }
+        if (!c && p->retry_at <= now && now >= next_try) {
+            char why[TFRDV_STATUS_MSG_MAX];
+            tfrdv_tcp__conn* nc;
+            tfrdv_tcp__todo_init(&td);
+            nc = tfrdv_tcp__dial(t, p, why, sizeof why, &code, &td);
+            if (nc && nc->state == TFRDV_TCP__C_OPEN) tfrdv_tcp__write(t, nc, &td); /* the HELLO (a
+                                                     connecting socket sends it once writable) */
+            pthread_mutex_unlock(&t->mu);
+            tfrdv_tcp__todo_run(t, &td);
+            pthread_mutex_lock(&t->mu);
+            if (!nc && code != TFRDV_UNAVAILABLE) { snprintf(msg, sizeof msg, "%s", why); break; } /* a bad
+                                                     address, out of memory: no use trying again */
+            next_try = tfrdv_tcp__now() + 1000000; /* at most one attempt a millisecond (backoff_ns < 0) */
+            continue;
+        }
+        until = end;
+        if (!c && (p->retry_at > next_try ? p->retry_at : next_try) < until)
+            until = p->retry_at > next_try ? p->retry_at : next_try; /* the next attempt */
+        if (until - now > 10000000) until = now + 10000000;
+        if (t->has_thread) { /* the I/O thread reads the HELLO */
+            struct timespec ts;
+            int64_t left = until - now;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            left += ts.tv_nsec;
+            ts.tv_sec += (time_t)(left / 1000000000);
+            ts.tv_nsec = (long)(left % 1000000000);
+            t->hello_waiters++;
+            (void)pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+            t->hello_waiters--;
+        } else { /* host-driven: this thread polls meanwhile (callers of tfrdv_tcp_poll take turns) */
+            pthread_mutex_unlock(&t->mu);
+            (void)tfrdv_tcp_poll(t, until - now);
+            pthread_mutex_lock(&t->mu);
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return tfrdv_tcp__err(st, code, "tfrdv_tcp: worker %s: %s", wn, msg);
+}
+
 /* >>object ----------------------------------------------------------------------------------- */
 TFRDV_API tfrdv_tcp_config tfrdv_tcp_config_init(void) {
     tfrdv_tcp_config c;
@@ -2897,6 +3023,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__free_all(tfrdv_tcp* t) {
     tfrdv_tcp__free(t, t->reqs.tab, t->reqs.cap * sizeof *t->reqs.tab);
     for (i = 0; i < t->nworkers; i++) { tfrdv_tcp__strfree(t, t->workers[i].name); tfrdv_tcp__strfree(t, t->workers[i].addr); }
     tfrdv_tcp__free(t, t->workers, t->capworkers * sizeof *t->workers);
+    tfrdv_tcp__free(t, t->bound, t->capbound * sizeof *t->bound);
     while ((p = t->peers) != 0) { t->peers = p->next; tfrdv_tcp__free(t, p, sizeof *p + strlen(p->addr)); }
     tfrdv_tcp__free_dead(t);
 #ifndef TFRDV_TCP__EPOLL
@@ -3173,6 +3300,8 @@ TFRDV_API tfrdv_transport tfrdv_tcp_transport(tfrdv_tcp* t) {
     tr.destroy = tfrdv_tcp__transport_destroy;
     tr.ref = tfrdv_tcp__transport_ref; /* each manager created with it holds t (ref .. destroy) */
     tr.wait = tfrdv_tcp__wait;
+    tr.bind = tfrdv_tcp__bind;
+    tr.peer_incarnation = tfrdv_tcp__peer_inc;
     return tr;
 }
 TFRDV_API tfrdv_code tfrdv_tcp_attach(tfrdv_tcp* t, tfrdv_mgr* mgr, tfrdv_status* st) {
