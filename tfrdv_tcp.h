@@ -325,7 +325,9 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
 TFRDV_API tfrdv_transport tfrdv_tcp_transport(tfrdv_tcp* t);
 /* Binds the manager (one per tfrdv_tcp; a reference is held until destroy): requests are served
    from its tables, its worker name and incarnation go in the HELLO, its tfrdv_mgr_expire is
-   driven. A client-only object (no listen_address) may skip attach: deadlines still hold. */
+   driven. A client-only object (no listen_address) may skip attach: the I/O thread (or
+   tfrdv_tcp_poll) expires every manager created with the vtable (tfrdv_transport.bind), so its
+   deadlines and retries hold. */
 TFRDV_API tfrdv_code tfrdv_tcp_attach(tfrdv_tcp* t, tfrdv_mgr* mgr, tfrdv_status* st);
 /* The bound TCP port (0 without a listener or for a Unix socket). */
 TFRDV_API int tfrdv_tcp_port(const tfrdv_tcp* t);
