@@ -32,7 +32,7 @@ help:
 	@echo "make examples   build the examples into $(B)/ex_*"
 	@echo "make asan/tsan  make test under ASan+UBSan / TSan (clang); make valgrind"
 	@echo "make bench      the local-rendezvous benchmark (ratios to same-run baselines)"
-	@echo "make fuzz       libFuzzer on the key and device-name parsers (FUZZ_SECONDS)"
+	@echo "make fuzz       libFuzzer on the key, device-name and TF_CONFIG parsers (FUZZ_SECONDS)"
 	@echo "companions: make bench-tcp (tfrdv_tcp.h vs raw sockets and gRPC),"
 	@echo "  make bench-grpc demo-grpc grpc-asan grpc-tsan fuzz-grpc (tfrdv_grpc.h),"
 	@echo "  make test-rxe bench-rxe fuzz-verbs (tfrdv_verbs.h), make interop demo-tf tf-oracle bench-tf"

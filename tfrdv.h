@@ -45,7 +45,8 @@
    TABLE OF CONTENTS
      THE TEN CALLS, STEP BY STEP   above
      COMPILE-TIME OPTIONS   which macros exist and where to define them
-     CONCEPTS               keys, values, the local table, steps, remote calls, transports
+     CONCEPTS               keys, values, the local table, steps, remote calls, transports,
+                            the cluster (TF_CONFIG)
      CALLBACK RULES         the exactly-once contract every async function keeps
      TRANSPORTS             the life cycle every transport follows
      THREADS                what may be called from which thread, what may run inline
@@ -71,6 +72,8 @@
      TFRDV_ASSERT(x)         implementation TU   assert(x) debug tripwire; NDEBUG or ((void)0) turns it off
      TFRDV_NO_MALLOC         implementation TU   off       no reference to malloc/free; every create needs
                                                            a tfrdv_allocator or fails INVALID_ARGUMENT
+                                                           (and no getenv: tfrdv_cluster_from_env fails
+                                                           UNIMPLEMENTED)
      TFRDV_NO_CLOCK          implementation TU   off       no built-in monotonic clock; deadlines need a
                                                            tfrdv_clock hook (freestanding targets)
      TFRDV_NO_FUTEX          implementation TU   off       on Linux/glibc the built-in locks are inline
@@ -110,6 +113,25 @@
                 workers. The core ships an in-process loopback transport (several workers in one
                 process); the companion headers tfrdv_tcp.h, tfrdv_grpc.h and tfrdv_verbs.h are
                 where network transports live.
+     Cluster    tfrdv_cluster_parse reads TF_CONFIG ({"cluster": {"ps": ["h0:2222"], "worker":
+                ["h1:2222", "h2:2222"]}, "task": {"type": "worker", "index": 1}}; the environment
+                variable itself: tfrdv_cluster_from_env) into this task's name
+                "/job:worker/replica:0/task:1" and a table of tfrdv_worker {name, address} for every
+                task of every job, ordered as TensorFlow's ClusterSpec orders them (jobs by name,
+                bytewise; tasks by index), in a buffer you pass. As TFConfigClusterResolver: a job
+                is a list or an {"index": "address"} object (sparse tasks), "chief" and "evaluator"
+                are jobs like any other (a task whose job is not in the cluster, an evaluator's,
+                gets a name and no address), "task" and "cluster" may be absent, "index" may be a
+                digit string, "rpc_layer", "environment" and unknown keys are ignored. Deliberately
+                stricter than Python's json and ClusterSpec: RFC 8259 JSON only (no NaN, no BOM,
+                valid UTF-8, paired surrogates), nesting at most 32 levels; the keys the parser
+                reads ("cluster", "task", "type", "index"), job names and tasks may not repeat
+                (Python keeps the last); job names and the task type are written as
+                [A-Za-z][A-Za-z0-9_]* without escapes (TensorFlow's device-name rule); an address
+                is a non-empty string without control bytes (< 0x20, 0x7f; not host:port-checked, so
+                "unix:/path" works); "type" without "index" (or the reverse) and a task missing
+                from its job in the cluster are refused. Errors are INVALID_ARGUMENT
+                "TF_CONFIG: expected ':' at offset 17" (or naming the job or task).
      State      No global mutable state except one thread-local pointer: the stack of callback
                 frames running on the thread (how destroy-from-inside-a-callback is detected), and,
                 with the Linux futex locks, one int caching whether membarrier(2) is registered, one
@@ -433,6 +455,46 @@ TFRDV_API tfrdv_code tfrdv_key_parse(const char* key, size_t len, tfrdv_parsed_k
 TFRDV_API tfrdv_code tfrdv_frame_iter_parse(tfrdv_str s, tfrdv_frame_iter* out, tfrdv_status* st);
 /* The 64-bit hash tfrdv_key_parse stores in ->hash. */
 TFRDV_API uint64_t tfrdv_hash_bytes(const void* data, size_t len);
+
+/* ---------------------------------------------------------------------------------------------
+   Cluster: TF_CONFIG -> this task's name and the worker table (see CLUSTER in CONCEPTS).
+   Nothing here allocates: the result lives in a buffer you pass.
+   --------------------------------------------------------------------------------------------- */
+/* A worker name and its address: one entry of a cluster spec (the same layout as the companions'
+   tfrdv_tcp_worker and tfrdv_grpc_worker). */
+typedef struct tfrdv_worker {
+    const char* name;    /* "/job:worker/replica:0/task:1" */
+    const char* address; /* "h2:2222", as TF_CONFIG gives it (non-empty, no byte < 0x20 or 0x7f) */
+} tfrdv_worker;
+
+typedef struct tfrdv_cluster {
+    const tfrdv_worker* workers; /* every task of every job: jobs by name (bytewise), each job's
+                                    tasks by index, as TensorFlow's ClusterSpec orders them */
+    size_t num_workers;
+    const char* task_name;       /* "/job:worker/replica:0/task:1"; NULL when "task" is absent */
+    const char* task_type;       /* "worker"; NULL when "task" is absent */
+    int task_index;              /* 1; -1 when "task" is absent */
+    const char* task_address;    /* this task's address in workers; NULL when its job is not in
+                                    the cluster (an evaluator) or "task" is absent */
+    size_t needed;               /* bytes of buffer this result takes (0 for an empty one); set
+                                    with OK and with RESOURCE_EXHAUSTED */
+} tfrdv_cluster;
+
+/* Parses TF_CONFIG text (json[0..len), no NUL needed) into out; every string out points to is in
+   buf (cap bytes, any alignment), which must outlive out. A buffer too small (or NULL) fails
+   RESOURCE_EXHAUSTED with out->needed set: call again with that many bytes (the size depends only
+   on the text). Malformed text, a bad job name or address, a key the parser reads given twice, a
+   job or task named twice, or a "task" naming a missing task of a job in the cluster fail
+   INVALID_ARGUMENT "TF_CONFIG: <what> at offset <byte>" (or naming the job / task).
+       char buf[4096]; tfrdv_cluster c; tfrdv_status st;
+       if (tfrdv_cluster_parse(text, strlen(text), buf, sizeof buf, &c, &st) == TFRDV_OK)
+           tcp_config.workers = c.workers, tcp_config.num_workers = c.num_workers; (the layout matches) */
+TFRDV_API tfrdv_code tfrdv_cluster_parse(const char* json, size_t len, void* buf, size_t cap,
+                                         tfrdv_cluster* out, tfrdv_status* st);
+/* tfrdv_cluster_parse of getenv("TF_CONFIG"); unset reads as "{}" (OK, nothing set), as in
+   TensorFlow. UNIMPLEMENTED in a TFRDV_NO_MALLOC build (freestanding: no getenv). */
+TFRDV_API tfrdv_code tfrdv_cluster_from_env(void* buf, size_t cap, tfrdv_cluster* out,
+                                            tfrdv_status* st);
 
 /* ---------------------------------------------------------------------------------------------
    Values and args
@@ -2492,6 +2554,467 @@ TFRDV_API tfrdv_code tfrdv_frame_iter_parse(tfrdv_str s, tfrdv_frame_iter* out, 
     out->frame_id = f;
     out->iter_id = neg ? (int64_t)(0 - it) : (int64_t)it;
     return TFRDV_OK;
+}
+
+/* >>tfconfig  TF_CONFIG -> worker table (tfrdv_cluster_parse). A strict JSON reader without
+   recursion (ignored values are skipped with a fixed 32-level stack), run twice over the text: a
+   counting pass that validates everything and sizes the result, then a writing pass into the
+   caller's buffer. Every job key leaves a marker entry ("/job:J", address NULL) in the table while
+   it is sorted, so a job or a task named twice ends up next to its twin; the markers are then
+   squeezed out. */
+enum { tfrdv__tfc_depth = 32 };
+typedef struct tfrdv__tfc {
+    const char* s;
+    size_t n, i;            /* the text and the read position */
+    tfrdv_status* st;
+    int ctl;                /* the string just read decoded a control character */
+    tfrdv_worker* w;        /* NULL: counting pass */
+    char* out;              /* writing pass: where the next string goes */
+    size_t nw, bytes;       /* entries (tasks + one marker per job key), string bytes */
+    int has_type, has_index, index;
+    size_t task_at;
+    tfrdv_str type;         /* raw span in the text (validated: no escapes) */
+    const char* task_name;  /* writing pass */
+    const char* task_type;
+} tfrdv__tfc;
+
+TFRDV__PRIVATE int tfrdv__tfc_bad(tfrdv__tfc* p, size_t at, const char* what) {
+    tfrdv__err(p->st, TFRDV_INVALID_ARGUMENT, "TF_CONFIG: %s at offset %U", what, (uint64_t)at);
+    return -1;
+}
+/* the next byte after whitespace, -1 at the end */
+TFRDV__PRIVATE int tfrdv__tfc_peek(tfrdv__tfc* p) {
+    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r')) p->i++;
+    return p->i < p->n ? (int)(unsigned char)p->s[p->i] : -1;
+}
+TFRDV__PRIVATE int tfrdv__tfc_expect(tfrdv__tfc* p, int ch, const char* what) {
+    if (tfrdv__tfc_peek(p) != ch) return tfrdv__tfc_bad(p, p->i, what);
+    p->i++;
+    return 0;
+}
+/* '{' of an object the parser reads: 1 when a member follows, 0 for "{}", -1 (status set) */
+TFRDV__PRIVATE int tfrdv__tfc_open(tfrdv__tfc* p, const char* what) {
+    if (tfrdv__tfc_expect(p, '{', what)) return -1;
+    if (tfrdv__tfc_peek(p) != '}') return 1;
+    p->i++;
+    return 0;
+}
+/* after a member or element: 1 on ',', 0 on the closing byte, -1 (status set) otherwise */
+TFRDV__PRIVATE int tfrdv__tfc_next(tfrdv__tfc* p, int close) {
+    int c = tfrdv__tfc_peek(p);
+    if (c == ',' || c == close) {
+        p->i++;
+        return c == ',';
+    }
+    return tfrdv__tfc_bad(p, p->i, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+}
+TFRDV__PRIVATE int tfrdv__tfc_hex4(const unsigned char* s, uint32_t* out) {
+    uint32_t v = 0;
+    int k;
+    for (k = 0; k < 4; k++) {
+        uint32_t c = s[k], d = c - '0', h = (c | 0x20u) - 'a';
+        if (d > 9) d = h < 6 ? h + 10 : 16;
+        if (d > 15) return 0;
+        v = v * 16 + d;
+    }
+    *out = v;
+    return 1;
+}
+/* A string at the read position: validated (escapes, surrogate pairs, UTF-8) and decoded into dst
+   (its first cap bytes; dst may be NULL). *len gets the decoded length. */
+TFRDV__PRIVATE int tfrdv__tfc_str(tfrdv__tfc* p, char* dst, size_t cap, size_t* len) {
+    const unsigned char* s = (const unsigned char*)p->s;
+    size_t i, k = 0, m;
+    if (tfrdv__tfc_peek(p) != '"') return tfrdv__tfc_bad(p, p->i, "expected '\"'");
+    p->ctl = 0;
+    for (i = p->i + 1;; k += m) {
+        unsigned char u[4];
+        const unsigned char* src = u;
+        uint32_t cp, lo = 0;
+        size_t j;
+        if (i >= p->n) return tfrdv__tfc_bad(p, i, "unterminated string");
+        cp = s[i];
+        if (cp == '"') break;
+        if (cp < 0x20) return tfrdv__tfc_bad(p, i, "control byte in a string (write it as an escape)");
+        if (cp == '\\') {
+            static const char names[] = "\"\\/bfnrtu", codes[] = "\"\\/\b\f\n\r\t";
+            const char* esc = i + 1 < p->n && s[i + 1] ? strchr(names, s[i + 1]) : NULL;
+            if (!esc) return tfrdv__tfc_bad(p, i, "invalid escape");
+            cp = (uint32_t)(unsigned char)codes[esc - names];
+            if (*esc != 'u') {
+                i += 2;
+            } else {
+                if (i + 6 > p->n || !tfrdv__tfc_hex4(s + i + 2, &cp)) return tfrdv__tfc_bad(p, i, "invalid \\u escape (4 hex digits)");
+                if (cp >= 0xd800 && cp <= 0xdfff &&
+                    (cp >= 0xdc00 || i + 12 > p->n || s[i + 6] != '\\' || s[i + 7] != 'u' ||
+                     !tfrdv__tfc_hex4(s + i + 8, &lo) || lo < 0xdc00 || lo > 0xdfff))
+                    return tfrdv__tfc_bad(p, i, "unpaired surrogate in a \\u escape");
+                if (cp >= 0xd800 && cp <= 0xdfff) {
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                    i += 6;
+                }
+                i += 6;
+            }
+            m = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; /* UTF-8 encoding */
+            u[0] = (unsigned char)(m == 1 ? cp : ((0xff00u >> m) & 0xffu) | (cp >> (6 * (m - 1))));
+            for (j = 1; j < m; j++) u[j] = (unsigned char)(0x80 | ((cp >> (6 * (m - 1 - j))) & 0x3f));
+        } else {
+            /* UTF-8: the second byte's range excludes overlong forms, surrogates, > U+10FFFF */
+            unsigned lo2 = 0x80, hi2 = 0xbf;
+            src = s + i;
+            m = cp < 0x80 ? 1 : cp < 0xc2 ? 0 : cp < 0xe0 ? 2 : cp < 0xf0 ? 3 : cp < 0xf5 ? 4 : 0;
+            if (cp == 0xe0) lo2 = 0xa0;
+            if (cp == 0xed) hi2 = 0x9f;
+            if (cp == 0xf0) lo2 = 0x90;
+            if (cp == 0xf4) hi2 = 0x8f;
+            if (!m || m > p->n - i || (m > 1 && (s[i + 1] < lo2 || s[i + 1] > hi2)))
+                return tfrdv__tfc_bad(p, i, "invalid UTF-8");
+            for (j = 2; j < m; j++)
+                if ((s[i + j] & 0xc0) != 0x80) return tfrdv__tfc_bad(p, i, "invalid UTF-8");
+            i += m;
+        }
+        if (cp < 0x20 || cp == 0x7f) p->ctl = 1;
+        for (j = 0; j < m; j++)
+            if (dst && k + j < cap) dst[k + j] = (char)src[j];
+    }
+    p->i = i + 1;
+    *len = k;
+    return 0;
+}
+TFRDV__PRIVATE int tfrdv__tfc_num(tfrdv__tfc* p) {
+    const char* s = p->s;
+    size_t i = p->i, n = p->n, d;
+    if (i < n && s[i] == '-') i++;
+    for (d = i; i < n && tfrdv__is_digit(s[i]); i++) {}
+    if (i == d || (s[d] == '0' && i - d > 1)) return tfrdv__tfc_bad(p, d, "invalid number");
+    if (i < n && s[i] == '.') {
+        for (d = ++i; i < n && tfrdv__is_digit(s[i]); i++) {}
+        if (i == d) return tfrdv__tfc_bad(p, i, "invalid number");
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        if (++i < n && (s[i] == '+' || s[i] == '-')) i++;
+        for (d = i; i < n && tfrdv__is_digit(s[i]); i++) {}
+        if (i == d) return tfrdv__tfc_bad(p, i, "invalid number");
+    }
+    p->i = i;
+    return 0;
+}
+TFRDV__PRIVATE int tfrdv__tfc_lit(tfrdv__tfc* p, const char* lit) {
+    size_t n = strlen(lit);
+    if (p->n - p->i < n || memcmp(p->s + p->i, lit, n) != 0) return 0;
+    p->i += n;
+    return 1;
+}
+/* one JSON value of any kind, checked and skipped; depth: containers around it */
+TFRDV__PRIVATE int tfrdv__tfc_skip(tfrdv__tfc* p, int depth) {
+    char stack[tfrdv__tfc_depth];
+    int d = 0, c, more;
+    size_t len;
+    for (;;) {
+        c = tfrdv__tfc_peek(p);
+        if (c == '{' || c == '[') {
+            if (depth + d >= tfrdv__tfc_depth) return tfrdv__tfc_bad(p, p->i, "nesting deeper than 32 levels");
+            stack[d++] = (char)(c + 2); /* '}' or ']' */
+            p->i++;
+            if (tfrdv__tfc_peek(p) != stack[d - 1]) {
+                if (c == '{' && (tfrdv__tfc_str(p, NULL, 0, &len) || tfrdv__tfc_expect(p, ':', "expected ':'"))) return -1;
+                continue;
+            }
+            p->i++;
+            d--;
+        } else if (c == '"') {
+            if (tfrdv__tfc_str(p, NULL, 0, &len)) return -1;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            if (tfrdv__tfc_num(p)) return -1;
+        } else if (!tfrdv__tfc_lit(p, "true") && !tfrdv__tfc_lit(p, "false") && !tfrdv__tfc_lit(p, "null")) {
+            return tfrdv__tfc_bad(p, p->i, "expected a JSON value");
+        }
+        for (;;) { /* after a value: close containers, or the next member / element */
+            if (d == 0) return 0;
+            if ((more = tfrdv__tfc_next(p, stack[d - 1])) < 0) return -1;
+            if (!more) {
+                d--;
+                continue;
+            }
+            if (stack[d - 1] == '}' && (tfrdv__tfc_str(p, NULL, 0, &len) || tfrdv__tfc_expect(p, ':', "expected ':'"))) return -1;
+            break;
+        }
+    }
+}
+/* the string just read (starting at at) as written, if it is a job name [A-Za-z][A-Za-z0-9_]* */
+TFRDV__PRIVATE int tfrdv__tfc_ident(tfrdv__tfc* p, size_t at, tfrdv_str* out, const char* what) {
+    size_t k;
+    out->ptr = p->s + at + 1;
+    out->len = p->i - at - 2;
+    for (k = 0; k < out->len && (k ? tfrdv__is_word(out->ptr[k]) : tfrdv__is_alpha(out->ptr[k])); k++) {}
+    if (k && k == out->len) return 0;
+    tfrdv__err(p->st, TFRDV_INVALID_ARGUMENT, "TF_CONFIG: %s \"%S\" at offset %U is not a letter followed by [A-Za-z0-9_]",
+               what, out, (uint64_t)at);
+    return -1;
+}
+/* decimal digits (leading zeros allowed, as Python's int()) of at most INT_MAX */
+TFRDV__PRIVATE int tfrdv__tfc_digits(const char* s, size_t len, int* out) {
+    uint64_t v = 0;
+    size_t k;
+    for (k = 0; k < len && tfrdv__is_digit(s[k]) && v <= 0x7fffffff; k++) v = v * 10 + (uint64_t)(s[k] - '0');
+    if (!len || k < len || v > 0x7fffffff) return 0;
+    *out = (int)v;
+    return 1;
+}
+/* "/job:J/replica:0/task:I" (index >= 0), "/job:J" (-1) or "J" (-2), NUL-terminated, into the
+   string area (writing pass; returned) or counted */
+TFRDV__PRIVATE const char* tfrdv__tfc_put(tfrdv__tfc* p, tfrdv_str job, int index) {
+    tfrdv__sb b;
+    char* at = p->out;
+    tfrdv__sb_init(&b, p->w ? at : NULL, p->w ? (size_t)-1 : 0);
+    if (index > -2) tfrdv__sb_put(&b, "/job:", 5);
+    tfrdv__sb_put(&b, job.ptr, job.len);
+    if (index >= 0) {
+        tfrdv__sb_put(&b, "/replica:0/task:", 16);
+        tfrdv__sb_i64(&b, index);
+    }
+    p->bytes += b.len + 1;
+    if (p->w) p->out += b.len + 1;
+    return at;
+}
+/* an entry of the table: a task, or a job's marker (addr NULL) */
+TFRDV__PRIVATE void tfrdv__tfc_entry(tfrdv__tfc* p, tfrdv_str job, int index, const char* addr) {
+    const char* name = tfrdv__tfc_put(p, job, index);
+    if (p->w) {
+        p->w[p->nw].name = name;
+        p->w[p->nw].address = addr;
+    }
+    p->nw++;
+}
+/* one task's address string */
+TFRDV__PRIVATE int tfrdv__tfc_task(tfrdv__tfc* p, tfrdv_str job, int index) {
+    size_t at = (tfrdv__tfc_peek(p), p->i), len;
+    char* addr = p->out;
+    if (tfrdv__tfc_peek(p) != '"') return tfrdv__tfc_bad(p, at, "expected '\"' (a task's address is a string)");
+    if (tfrdv__tfc_str(p, addr, p->w ? (size_t)-1 : 0, &len)) return -1;
+    if (!len || p->ctl) {
+        tfrdv__err(p->st, TFRDV_INVALID_ARGUMENT, "TF_CONFIG: the address of task %d of job \"%S\" at offset %U %s",
+                   index, &job, (uint64_t)at, len ? "has a control character" : "is empty");
+        return -1;
+    }
+    p->bytes += len + 1;
+    if (p->w) {
+        addr[len] = 0;
+        p->out += len + 1;
+    }
+    tfrdv__tfc_entry(p, job, index, addr);
+    return 0;
+}
+/* "cluster": {"job": ["addr", ...] or {"index": "addr", ...}, ...} */
+TFRDV__PRIVATE int tfrdv__tfc_cluster(tfrdv__tfc* p) {
+    size_t at, len;
+    int more, index, close;
+    tfrdv_str job, k;
+    if ((more = tfrdv__tfc_open(p, "expected '{' (\"cluster\" is an object of jobs)")) <= 0) return more;
+    do {
+        at = (tfrdv__tfc_peek(p), p->i);
+        if (tfrdv__tfc_str(p, NULL, 0, &len) || tfrdv__tfc_ident(p, at, &job, "job name") ||
+            tfrdv__tfc_expect(p, ':', "expected ':'"))
+            return -1;
+        tfrdv__tfc_entry(p, job, -1, NULL);
+        close = tfrdv__tfc_peek(p) + 2; /* ']' after '[', '}' after '{' */
+        if (close != ']' && close != '}')
+            return tfrdv__tfc_bad(p, p->i, "expected '[' or '{' (a job's tasks are a list or an object)");
+        p->i++;
+        index = 0;
+        if (tfrdv__tfc_peek(p) == close) {
+            p->i++;
+            continue;
+        }
+        do {
+            if (close == '}') { /* "index": "address" */
+                at = (tfrdv__tfc_peek(p), p->i);
+                if (tfrdv__tfc_str(p, NULL, 0, &len)) return -1;
+                k.ptr = p->s + at + 1;
+                k.len = p->i - at - 2;
+                if (!tfrdv__tfc_digits(k.ptr, k.len, &index)) {
+                    tfrdv__err(p->st, TFRDV_INVALID_ARGUMENT, "TF_CONFIG: task index \"%S\" of job \"%S\" at offset %U is not a number 0..2147483647",
+                               &k, &job, (uint64_t)at);
+                    return -1;
+                }
+                if (tfrdv__tfc_expect(p, ':', "expected ':'")) return -1;
+            } else if (index == 0x7fffffff) {
+                return tfrdv__tfc_bad(p, p->i, "too many tasks");
+            }
+            if (tfrdv__tfc_task(p, job, close == ']' ? index++ : index)) return -1;
+        } while ((more = tfrdv__tfc_next(p, close)) > 0);
+        if (more < 0) return -1;
+    } while ((more = tfrdv__tfc_next(p, '}')) > 0);
+    return more;
+}
+/* "task": {"type": "worker", "index": 1, ...} */
+TFRDV__PRIVATE int tfrdv__tfc_task_info(tfrdv__tfc* p) {
+    size_t at, len;
+    char key[8];
+    int more;
+    if ((more = tfrdv__tfc_open(p, "expected '{' (\"task\" is an object)")) <= 0) return more;
+    do {
+        tfrdv_str k;
+        at = (tfrdv__tfc_peek(p), p->i);
+        if (tfrdv__tfc_str(p, key, sizeof key, &len) || tfrdv__tfc_expect(p, ':', "expected ':'")) return -1;
+        if (len == 4 && memcmp(key, "type", 4) == 0) {
+            if (p->has_type) return tfrdv__tfc_bad(p, at, "\"type\" given twice");
+            p->has_type = 1;
+            at = (tfrdv__tfc_peek(p), p->i);
+            if (tfrdv__tfc_peek(p) != '"') return tfrdv__tfc_bad(p, at, "expected '\"' (\"type\" is a string)");
+            if (tfrdv__tfc_str(p, NULL, 0, &len) || tfrdv__tfc_ident(p, at, &p->type, "task type")) return -1;
+        } else if (len == 5 && memcmp(key, "index", 5) == 0) {
+            int c = tfrdv__tfc_peek(p);
+            if (p->has_index) return tfrdv__tfc_bad(p, at, "\"index\" given twice");
+            p->has_index = 1;
+            at = p->i;
+            if (c != '"' && c != '-' && (c < '0' || c > '9')) return tfrdv__tfc_bad(p, at, "expected a number (\"index\")");
+            if (c == '"' ? tfrdv__tfc_str(p, NULL, 0, &len) : tfrdv__tfc_num(p)) return -1;
+            k.ptr = p->s + at + (c == '"');
+            k.len = p->i - at - (c == '"' ? 2u : 0u);
+            if (!tfrdv__tfc_digits(k.ptr, k.len, &p->index)) {
+                tfrdv__err(p->st, TFRDV_INVALID_ARGUMENT, "TF_CONFIG: task index %S at offset %U is not an integer 0..2147483647",
+                           &k, (uint64_t)at);
+                return -1;
+            }
+        } else if (tfrdv__tfc_skip(p, 2)) {
+            return -1;
+        }
+    } while ((more = tfrdv__tfc_next(p, '}')) > 0);
+    return more;
+}
+/* one pass over the whole text */
+TFRDV__PRIVATE int tfrdv__tfc_run(tfrdv__tfc* p) {
+    size_t at, len;
+    char key[8];
+    int more, seen = 0;
+    p->i = p->nw = p->bytes = 0;
+    p->has_type = p->has_index = 0;
+    if ((more = tfrdv__tfc_open(p, "expected '{' (TF_CONFIG is a JSON object)")) > 0) do {
+        at = (tfrdv__tfc_peek(p), p->i);
+        if (tfrdv__tfc_str(p, key, sizeof key, &len) || tfrdv__tfc_expect(p, ':', "expected ':'")) return -1;
+        if (len == 7 && memcmp(key, "cluster", 7) == 0) {
+            if (seen & 1) return tfrdv__tfc_bad(p, at, "\"cluster\" given twice");
+            seen |= 1;
+            if (tfrdv__tfc_cluster(p)) return -1;
+        } else if (len == 4 && memcmp(key, "task", 4) == 0) {
+            if (seen & 2) return tfrdv__tfc_bad(p, at, "\"task\" given twice");
+            seen |= 2;
+            p->task_at = at;
+            if (tfrdv__tfc_task_info(p)) return -1;
+        } else if (tfrdv__tfc_skip(p, 1)) {
+            return -1;
+        }
+    } while ((more = tfrdv__tfc_next(p, '}')) > 0);
+    if (more < 0) return -1;
+    if (tfrdv__tfc_peek(p) >= 0) return tfrdv__tfc_bad(p, p->i, "text after the JSON object");
+    if (p->has_type != p->has_index)
+        return tfrdv__tfc_bad(p, p->task_at, p->has_type ? "\"task\" has a \"type\" but no \"index\""
+                                                         : "\"task\" has an \"index\" but no \"type\"");
+    if (p->has_type) {
+        p->task_type = tfrdv__tfc_put(p, p->type, -2);
+        p->task_name = tfrdv__tfc_put(p, p->type, p->index);
+    }
+    return 0;
+}
+/* table order: job name (bytes), then index (a job's marker first) */
+TFRDV__PRIVATE int tfrdv__tfc_cmp(const tfrdv_worker* a, const tfrdv_worker* b) {
+    const char *x = a->name + 5, *y = b->name + 5;
+    size_t lx = strcspn(x, "/"), ly = strcspn(y, "/");
+    int c = memcmp(x, y, lx < ly ? lx : ly), ia = -1, ib = -1;
+    if (c || lx != ly) return c ? c : lx < ly ? -1 : 1;
+    if (a->address) tfrdv__tfc_digits(x + lx + 16, strlen(x + lx + 16), &ia);
+    if (b->address) tfrdv__tfc_digits(y + ly + 16, strlen(y + ly + 16), &ib);
+    return ia < ib ? -1 : ia > ib;
+}
+TFRDV__PRIVATE void tfrdv__tfc_sift(tfrdv_worker* w, size_t i, size_t n) {
+    for (;;) {
+        size_t c = 2 * i + 1;
+        tfrdv_worker t;
+        if (c >= n) return;
+        if (c + 1 < n && tfrdv__tfc_cmp(&w[c], &w[c + 1]) < 0) c++;
+        if (tfrdv__tfc_cmp(&w[i], &w[c]) >= 0) return;
+        t = w[i];
+        w[i] = w[c];
+        w[c] = t;
+        i = c;
+    }
+}
+TFRDV_API tfrdv_code tfrdv_cluster_parse(const char* json, size_t len, void* buf, size_t cap,
+                                         tfrdv_cluster* out, tfrdv_status* st) {
+    tfrdv__tfc p;
+    tfrdv_worker* w;
+    tfrdv_worker prev;
+    size_t i, j, n, align = sizeof(void*);
+    const char* task_address = NULL;
+    int in_cluster = 0;
+    if (out) memset(out, 0, sizeof *out);
+    if (!out || (!json && len)) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_cluster_parse: NULL argument");
+    out->task_index = -1;
+    memset(&p, 0, sizeof p);
+    p.s = json ? json : "";
+    p.n = len;
+    p.st = st;
+    if (tfrdv__tfc_run(&p)) return TFRDV_INVALID_ARGUMENT;
+    n = p.nw;
+    out->needed = n || p.bytes ? align - 1 + n * sizeof(tfrdv_worker) + p.bytes : 0;
+    if (out->needed && (!buf || cap < out->needed))
+        return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "TF_CONFIG: the cluster needs a buffer of %U bytes (got %U)",
+                          (uint64_t)out->needed, (uint64_t)(buf ? cap : 0));
+    if (!out->needed) return TFRDV_OK;
+    w = (tfrdv_worker*)(void*)((char*)buf + (align - (size_t)((uintptr_t)buf % align)) % align);
+    p.w = w;
+    p.out = (char*)(void*)(w + n);
+    if (tfrdv__tfc_run(&p) || p.nw != n) /* only if another thread changed the text meanwhile */
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "TF_CONFIG: the text changed while it was parsed");
+    for (i = n / 2; i-- > 0;) tfrdv__tfc_sift(w, i, n); /* heapsort: O(n log n), no recursion */
+    for (i = n; i-- > 1;) {
+        prev = w[0];
+        w[0] = w[i];
+        w[i] = prev;
+        tfrdv__tfc_sift(w, 0, i);
+    }
+    for (i = j = 0; i < n; i++) {
+        const char* job = w[i].name + 5;
+        size_t jl = strcspn(job, "/");
+        if (i && tfrdv__tfc_cmp(&prev, &w[i]) == 0) {
+            tfrdv_str s;
+            s.ptr = job;
+            s.len = jl;
+            if (!w[i].address) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "TF_CONFIG: job \"%S\" given twice in \"cluster\"", &s);
+            return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "TF_CONFIG: task %s given twice in \"cluster\"", w[i].name);
+        }
+        prev = w[i];
+        if (p.has_type && jl == p.type.len && memcmp(job, p.type.ptr, jl) == 0) {
+            in_cluster = 1;
+            if (w[i].address && strcmp(w[i].name, p.task_name) == 0) task_address = w[i].address;
+        }
+        if (w[i].address) w[j++] = w[i];
+    }
+    if (in_cluster && !task_address)
+        return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "TF_CONFIG: task %s is not in \"cluster\" (job \"%S\" has no task %d)",
+                          p.task_name, &p.type, p.index);
+    out->workers = w;
+    out->num_workers = j;
+    out->task_name = p.task_name;
+    out->task_type = p.task_type;
+    out->task_index = p.has_type ? p.index : -1;
+    out->task_address = task_address;
+    return TFRDV_OK;
+}
+TFRDV_API tfrdv_code tfrdv_cluster_from_env(void* buf, size_t cap, tfrdv_cluster* out, tfrdv_status* st) {
+#ifdef TFRDV_NO_MALLOC
+    TFRDV__UNUSED(buf);
+    TFRDV__UNUSED(cap);
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->task_index = -1;
+    }
+    return tfrdv__err(st, TFRDV_UNIMPLEMENTED, "tfrdv_cluster_from_env: no getenv in a TFRDV_NO_MALLOC build; pass the text to tfrdv_cluster_parse");
+#else
+    const char* s = getenv("TF_CONFIG");
+    return tfrdv_cluster_parse(s ? s : "{}", s ? strlen(s) : 2, buf, cap, out, st);
+#endif
 }
 
 /* >>values */

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds tests/fuzz_keys.c as a libFuzzer target and runs it for FUZZ_SECONDS (default 60).
+# Builds tests/fuzz_keys.c (keys, device names, frame:iter, TF_CONFIG) as a libFuzzer target and
+# runs it for FUZZ_SECONDS (default 60).
 # Exits non-zero when the fuzzer finds a crash or a broken invariant (reproducer in build/fuzz/).
 # The seed corpus is generated here into build/fuzz/corpus (never committed).
 set -eu
@@ -18,10 +19,15 @@ seeds=(
   "/job:foo/cpu:1/task:2/replica:1" "/device:myspecialdevice:13" "/" "CPU:10" "myspecialdevice"
   "0:0" "7:-42" "0:-9223372036854775808" "18446744073709551615:-1" "0:9223372036854775807"
   "0:18446744073709551620" "00:-00"
+  '{"cluster": {"ps": ["host:2222"], "worker": ["h1:2222", "h2:2222"]}, "task": {"type": "worker", "index": 1}}'
+  '{"cluster":{"chief":["c:1"],"worker":{"1":"w\u00e9:1","3":"x"}},"task":{"type":"evaluator","index":"0"},"rpc_layer":"grpc"}'
+  '{"environment":"cloud","x":[1,-2.5e3,{"a":[true,null]},"\ud83d\ude00"],"cluster":{}}'
 )
 i=0
 for s in "${seeds[@]}"; do printf '%s' "$s" > "$out/corpus/seed_$i"; i=$((i + 1)); done
 printf '"/job:"\n"/replica:"\n"/task:"\n"/device:"\n"/cpu:"\n"/gpu:"\n"/CPU:"\n"/GPU:"\n";"\n":"\n"*"\n"-"\n' \
   > "$out/keys.dict"
+printf '"{"\n"}"\n"["\n"]"\n"\\""\n"\\\\u"\n"cluster"\n"task"\n"type"\n"index"\n' \
+  >> "$out/keys.dict"
 
 fuzz_run fuzz_keys -dict="$out/keys.dict"

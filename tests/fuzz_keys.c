@@ -1,4 +1,4 @@
-/* fuzz_keys.c - libFuzzer target for the key / device-name / frame:iter parsers.
+/* fuzz_keys.c - libFuzzer target for the key / device-name / frame:iter / TF_CONFIG parsers.
    Build and run: bash tests/fuzz.sh (clang -fsanitize=fuzzer,address,undefined).
    Besides "no crash, no UB", it checks invariants; a violated one aborts (a reported crash). */
 #define TFRDV_IMPLEMENTATION
@@ -184,6 +184,32 @@ static void fuzz_key(const char* p, size_t n) {
     }
 }
 
+/* TF_CONFIG: OK or INVALID_ARGUMENT; an OK table is sorted, its names parse, and the buffer size
+   it reports is exactly enough */
+static void fuzz_cluster(const char* p, size_t n) {
+    static char cbuf[64 * MAX_INPUT]; /* an entry costs at most ~16 + 40 bytes per 4 input bytes */
+    tfrdv_cluster c;
+    tfrdv_status st;
+    tfrdv_device_name dn;
+    size_t i, need;
+    if (tfrdv_cluster_parse(p, n, cbuf, sizeof cbuf, &c, &st) != TFRDV_OK) {
+        CHECK(st.code == TFRDV_INVALID_ARGUMENT && strncmp(st.msg, "TF_CONFIG: ", 11) == 0);
+        return;
+    }
+    CHECK(c.needed <= sizeof cbuf);
+    for (i = 0; i < c.num_workers; i++) {
+        CHECK(tfrdv_device_parse(c.workers[i].name, strlen(c.workers[i].name), &dn, NULL) == TFRDV_OK);
+        CHECK(dn.has_job && dn.has_replica && dn.has_task && !dn.has_type && c.workers[i].address[0]);
+        CHECK(i == 0 || strcmp(c.workers[i - 1].name, c.workers[i].name) != 0);
+    }
+    CHECK((c.task_name == NULL) == (c.task_index < 0) && (c.task_name || !c.task_address));
+    need = c.needed;
+    if (need) {
+        CHECK(tfrdv_cluster_parse(p, n, cbuf + 1, need - 1, &c, &st) == TFRDV_RESOURCE_EXHAUSTED && c.needed == need);
+        CHECK(tfrdv_cluster_parse(p, n, cbuf + 3, need, &c, &st) == TFRDV_OK);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const char* p = (const char*)data;
     size_t half = size / 2;
@@ -192,6 +218,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz_key(p, size);
     fuzz_device(p, size);
     fuzz_frame_iter(p, size);
+    fuzz_cluster(p, size);
     /* IsSameAddressSpace is symmetric */
     CHECK(tfrdv_device_same_address_space(p, half, p + half, size - half) ==
           tfrdv_device_same_address_space(p + half, size - half, p, half));
