@@ -151,8 +151,8 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_tcp.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 4
-#error "tfrdv_tcp.h 0.3 needs tfrdv.h 0.4 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 5
+#error "tfrdv_tcp.h 0.3 needs tfrdv.h 0.5 or a later 0.x"
 #endif
 
 #define TFRDV_TCP_VERSION_MAJOR 0
@@ -242,7 +242,10 @@ typedef struct tfrdv_tcp_config {
                                       "unix:/path"; NULL: client only */
     int num_threads;               /* >= 0: one I/O thread; -1: none, the host calls
                                       tfrdv_tcp_poll (more threads are not used) */
-    const tfrdv_tcp_worker* workers; /* worker name -> address (copied), a cluster spec */
+    const tfrdv_tcp_worker* workers; /* worker name -> address (copied), a cluster spec; create
+                                      refuses a name not of the canonical form
+                                      /job:J/replica:R/task:T and an address whose syntax is wrong
+                                      (host names are resolved at connect) */
     size_t num_workers;
     /* Consulted for names not in the table: write a NUL-terminated address, return 1 if known. */
     int (*resolve)(void* user, const char* worker, size_t len, char* address, size_t cap);
@@ -276,7 +279,8 @@ typedef struct tfrdv_tcp_config {
                                       one CPU, else none;
                                       < 0 (TFRDV_OFF): never). A sleeping thread costs a wake-up
                                       when its response comes: on a VM with idle CPUs ~20-50 us. */
-    int unix_mode;                 /* permission bits of a Unix socket file (0: 0600) */
+    int unix_mode;                 /* permission bits of a Unix socket file (0: 0600; 1..0777;
+                                      anything else is refused by create) */
 } tfrdv_tcp_config;
 TFRDV_API tfrdv_tcp_config tfrdv_tcp_config_init(void);
 
@@ -299,7 +303,8 @@ TFRDV_API int tfrdv_tcp_port(const tfrdv_tcp* t);
    "" without a listener. Valid until destroy. */
 TFRDV_API const char* tfrdv_tcp_address(const tfrdv_tcp* t);
 /* Adds or replaces a worker's address (address NULL removes it). New calls use the new address;
-   calls in flight stay on their connection. */
+   calls in flight stay on their connection. The name and the address are checked as in create's
+   workers (INVALID_ARGUMENT naming them). */
 TFRDV_API tfrdv_code tfrdv_tcp_set_worker(tfrdv_tcp* t, const char* worker, const char* address,
                                           tfrdv_status* st);
 /* Shut down (see LIFE CYCLE); from a receive callback too (see PROGRESS AND THREADS). */
@@ -1137,6 +1142,35 @@ TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__parse(const char* s, int listen, tfrdv_
         freeaddrinfo(res);
         return TFRDV_OK;
     }
+}
+
+/* An address's syntax only (no name lookup: a host name may resolve only later): what create and
+   tfrdv_tcp_set_worker accept for a worker */
+TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__addr_check(const char* s, tfrdv_status* st) {
+    const char *colon, *p;
+    unsigned long port = 0;
+    char* end = 0;
+    tfrdv_tcp__addr a;
+    if (!s || !*s || strncmp(s, "unix:", 5) == 0 || s[0] == '[') return tfrdv_tcp__parse(s, 0, &a, st);
+    colon = strrchr(s, ':');
+    for (p = s; colon && p < colon; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_')) break;
+    if (!colon || colon == s || p != colon || colon - s > 255)
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%.200s\": expected host:port, [v6]:port or unix:/path", s);
+    if (colon[1] >= '0' && colon[1] <= '9') port = strtoul(colon + 1, &end, 10);
+    if (!end || *end || port == 0 || port > 65535)
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%.200s\": bad port (1..65535)", s);
+    return TFRDV_OK;
+}
+/* a worker name as calls carry it: /job:J/replica:R/task:T, canonical (anything else never matches) */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__worker_name_ok(const char* name) {
+    tfrdv_device_name dn;
+    char canon[TFRDV_TCP_NAME_MAX + 1];
+    size_t n = strlen(name);
+    if (n > TFRDV_TCP_NAME_MAX || tfrdv_device_parse(name, n, &dn, 0) != TFRDV_OK || !dn.has_job || !dn.has_replica ||
+        !dn.has_task || dn.has_type || dn.has_id)
+        return 0;
+    return tfrdv_device_format(&dn, canon, sizeof canon) == n && memcmp(canon, name, n) == 0;
 }
 
 /* >>event loop plumbing ---------------------------------------------------------------------- */
@@ -2772,13 +2806,14 @@ TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__set_worker(tfrdv_tcp* t, const char* wo
 }
 TFRDV_API tfrdv_code tfrdv_tcp_set_worker(tfrdv_tcp* t, const char* worker, const char* address, tfrdv_status* st) {
     tfrdv_code rc;
+    tfrdv_status est;
+    char wn[2 * TFRDV_TCP_NAME_MAX];
     if (!t || !worker) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_set_worker: NULL argument");
-    if (address) {
-        tfrdv_tcp__addr a;
-        if (strncmp(address, "unix:", 5) != 0 && strchr(address, ':') == 0)
-            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%s\" of %s: expected host:port, [v6]:port or unix:/path", address, worker);
-        if (strncmp(address, "unix:", 5) == 0 && tfrdv_tcp__parse(address, 0, &a, st) != TFRDV_OK) return st ? st->code : TFRDV_INVALID_ARGUMENT;
-    }
+    (void)tfrdv_escape(wn, sizeof wn, worker, strlen(worker));
+    if (!tfrdv_tcp__worker_name_ok(worker))
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_set_worker: worker \"%.200s\" is not a worker name (/job:J/replica:R/task:T)", wn);
+    if (address && tfrdv_tcp__addr_check(address, &est) != TFRDV_OK)
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_set_worker: address of %.200s: %s", wn, est.msg + 11);
     pthread_mutex_lock(&t->mu);
     rc = tfrdv_tcp__set_worker(t, worker, address, st);
     pthread_mutex_unlock(&t->mu);
@@ -2873,7 +2908,28 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
         return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: frame_bytes %u outside 4 KiB..16 MiB", c.frame_bytes);
     if (c.max_connections < 0 || c.max_requests < 0 || c.max_requests_per_connection < 0 || c.connect_timeout_ns < 0 ||
         c.handshake_timeout_ns < 0 || c.expire_interval_ns < 0 || c.backoff_max_ns < 0)
-        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: negative limit or timeout");
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: negative %s",
+                              c.max_connections < 0 ? "max_connections" : c.max_requests < 0 ? "max_requests"
+                              : c.max_requests_per_connection < 0 ? "max_requests_per_connection"
+                              : c.connect_timeout_ns < 0 ? "connect_timeout_ns" : c.handshake_timeout_ns < 0 ? "handshake_timeout_ns"
+                              : c.expire_interval_ns < 0 ? "expire_interval_ns" : "backoff_max_ns");
+    if (c.unix_mode < 0 || c.unix_mode > 0777) /* -1 (TFRDV_OFF) would give the file 07777 */
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: unix_mode %d (%#o) outside 0..0777 (0: 0600)", c.unix_mode, (unsigned)c.unix_mode);
+    if (c.max_key_len > (16u << 20) || c.max_message_len > (16u << 20))
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: %s above 16 MiB (a frame's limit; every connection buffers one)",
+                              c.max_key_len > (16u << 20) ? "max_key_len" : "max_message_len");
+    if (c.num_workers && !c.workers) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: num_workers %zu with workers NULL", c.num_workers);
+    for (i = 0; i < c.num_workers; i++) {
+        const tfrdv_tcp_worker* w = &c.workers[i];
+        char wn[2 * TFRDV_TCP_NAME_MAX];
+        tfrdv_status est;
+        if (!w->name || !w->address) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: workers[%zu] has no name or address", i);
+        (void)tfrdv_escape(wn, sizeof wn, w->name, strlen(w->name));
+        if (!tfrdv_tcp__worker_name_ok(w->name))
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: workers[%zu].name \"%.200s\" is not a worker name (/job:J/replica:R/task:T)", i, wn);
+        if (tfrdv_tcp__addr_check(w->address, &est) != TFRDV_OK)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: workers[%zu].address of %.200s: %s", i, wn, est.msg + 11);
+    }
     if (!c.frame_bytes) c.frame_bytes = 256u << 10;
     if (!c.notsent_lowat) c.notsent_lowat = 512 << 10;
     if (!c.max_connections) c.max_connections = 1024;
@@ -2930,7 +2986,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
             tfrdv_tcp__set_worker(t, cfg->workers[i].name, cfg->workers[i].address, st) != TFRDV_OK) {
             tfrdv_tcp__free_all(t);
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: workers[%zu] has no name or address", i);
-        }
+        } /* checked above: only out of memory fails here */
     }
     (void)tfrdv_tcp__wake_open(t->wake);
 #ifdef TFRDV_TCP__EPOLL

@@ -2239,6 +2239,99 @@ static void test_config_errors(void) {
     TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(0, "x", "y", &st), TFRDV_INVALID_ARGUMENT);
 }
 
+/* config values that used to misbehave silently are refused at create, naming the field: a
+   unix_mode outside 0..0777 (-1 gave the socket file mode 07777), a worker entry whose address
+   cannot parse or whose name is no worker name (it failed only at the first fetch) */
+static void create_refused(const tfrdv_tcp_config* tc, const char* want1, const char* want2) {
+    tfrdv_tcp* t = 0;
+    tfrdv_status st;
+    tfrdv_code rc = tfrdv_tcp_create(tc, &t, &st);
+    TT_CHECK_EQ_INT(rc, TFRDV_INVALID_ARGUMENT);
+    if (rc != TFRDV_OK) { TT_CHECK_CONTAINS(st.msg, want1); TT_CHECK_CONTAINS(st.msg, want2); }
+    if (t) tfrdv_tcp_destroy(t);
+}
+static void test_config_refused(void) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_tcp_worker w[2];
+    tfrdv_tcp* t = 0;
+    tfrdv_status st;
+    struct stat fst;
+    static const int bad_modes[] = {-1, -3, 010000, 01000, 0x7fffffff};
+    size_t i;
+    for (i = 0; i < sizeof bad_modes / sizeof *bad_modes; i++) {
+        tc = tfrdv_tcp_config_init();
+        tc.listen_address = upath("mode.sock");
+        tc.unix_mode = bad_modes[i];
+        create_refused(&tc, "unix_mode", "0..0777");
+    }
+    tc.unix_mode = 0640; /* in range: applied */
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_OK);
+    if (t) {
+        TT_CHECK(stat(tc.listen_address + 5, &fst) == 0 && (fst.st_mode & 07777) == 0640);
+        tfrdv_tcp_destroy(t);
+    }
+    tc.unix_mode = 0; /* the default */
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_OK);
+    if (t) {
+        TT_CHECK(stat(tc.listen_address + 5, &fst) == 0 && (fst.st_mode & 07777) == 0600);
+        tfrdv_tcp_destroy(t);
+    }
+    tc = tfrdv_tcp_config_init();
+    tc.max_key_len = (size_t)1 << 40; /* every connection would buffer one */
+    create_refused(&tc, "max_key_len", "16 MiB");
+    tc = tfrdv_tcp_config_init();
+    tc.max_message_len = 0xffffffffu;
+    create_refused(&tc, "max_message_len", "16 MiB");
+    tc = tfrdv_tcp_config_init();
+    tc.handshake_timeout_ns = -5;
+    create_refused(&tc, "handshake_timeout_ns", "negative");
+    tc = tfrdv_tcp_config_init();
+    tc.num_workers = 1; /* and workers NULL */
+    create_refused(&tc, "num_workers", "NULL");
+    /* worker entries: the second one is bad */
+    tc = tfrdv_tcp_config_init();
+    tc.workers = w;
+    tc.num_workers = 2;
+    w[0].name = PS;
+    w[0].address = "127.0.0.1:5000";
+    w[1].name = WK;
+    w[1].address = "nonsense:::";
+    create_refused(&tc, "workers[1].address", "nonsense:::");
+    w[1].address = "127.0.0.1:0";
+    create_refused(&tc, "workers[1].address", "bad port");
+    w[1].address = "unix:";
+    create_refused(&tc, "workers[1].address", "no path");
+    w[1].address = "[::1:5";
+    create_refused(&tc, "workers[1].address", "[v6]:port");
+    w[1].address = "localhost:2222"; /* a host name: resolved at connect, not at create */
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_OK);
+    if (t) tfrdv_tcp_destroy(t);
+    w[1].name = "/job:x";
+    create_refused(&tc, "workers[1].name", "/job:x");
+    w[1].name = "/job:x/replica:0/task:0/device:CPU:0";
+    create_refused(&tc, "workers[1].name", "not a worker name");
+    w[1].name = "/job:x/task:0/replica:0"; /* parses, but calls carry the canonical form */
+    create_refused(&tc, "workers[1].name", "not a worker name");
+    w[1].name = "ps0";
+    create_refused(&tc, "workers[1].name", "ps0");
+    w[1].name = "/job:x\n/replica:0/task:0";
+    create_refused(&tc, "workers[1].name", "\\x0a"); /* escaped in the message */
+    /* tfrdv_tcp_set_worker checks the same */
+    w[1].name = WK;
+    tc.num_workers = 1;
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_OK);
+    if (!t) return;
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(t, WK, "nonsense:::", &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "nonsense:::");
+    TT_CHECK_CONTAINS(st.msg, WK);
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(t, "/job:x", "127.0.0.1:1", &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "not a worker name");
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(t, WK, "127.0.0.1:1", &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(t, "/job:x", 0, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(t, WK, 0, &st), TFRDV_OK);
+    tfrdv_tcp_destroy(t);
+}
+
 /* the child of test_client_killed_mid_transfer: fetches "huge" from addr, dies on the first byte */
 static int die_fetching(const char* addr) {
     cli c;
@@ -2275,6 +2368,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_codec_roundtrip);
     TT_RUN(test_codec_hostile);
     TT_RUN(test_config_errors);
+    TT_RUN(test_config_refused);
     TT_RUN(test_shapes_tcp);
     TT_RUN(test_shapes_unix);
     TT_RUN(test_above_2gib);
