@@ -46,7 +46,8 @@
        1 HELLO     u32 magic 0x56445254 ("TRDV"), u16 version (1), u16 zero, u64 incarnation,
                    u32 name length (<= 255), worker name. id 0. Each side sends one first; the
                    client may pipeline its requests behind it. Another version or magic: CLOSE.
-       2 REQUEST   i64 step id, i64 request id, i64 deadline (ns left when sent; 0 none),
+       2 REQUEST   i64 step id, i64 request id, i64 deadline (ns left when sent; 0 none; negative:
+                   malformed; any positive value up to INT64_MAX is taken, saturated),
                    u32 key length (<= max_key_len), key bytes
        3 RESPONSE  i32 dtype, u32 rank (<= 254), u32 flags (1 dead, 2 no value: a dead value
                    without payload; then rank and bytes are 0), u32 zero, u64 value bytes,
@@ -865,6 +866,18 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__log(tfrdv_tcp* t, int level, const char* fmt,
     t->cfg.hooks.logger.fn(t->cfg.hooks.logger.user, level, buf);
 }
 TFRDV_TCP__PRIVATE int64_t tfrdv_tcp__now(void) { return tfrdv_now_ns(); }
+/* a + b saturated to int64_t: times built from a peer's or the config's values never wrap */
+TFRDV_TCP__PRIVATE int64_t tfrdv_tcp__add(int64_t a, int64_t b) {
+    if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+    return a + b;
+}
+/* whole milliseconds to wait for ns (rounded up), at most an hour: a poll() timeout */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__ms(int64_t ns) {
+    if (ns <= 0) return 0;
+    if (ns > 3600000000000LL) return 3600000;
+    return (int)((ns + 999999) / 1000000);
+}
 
 /* >>hash tables (chained, power-of-two buckets; grow at count > cap, shrink at count < cap/8) -- */
 TFRDV_TCP__PRIVATE size_t tfrdv_tcp__slot(uint64_t k, size_t cap) {
@@ -1041,8 +1054,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sockopts(tfrdv_tcp* t, int fd, int is_unix) {
     if (t->cfg.notsent_lowat > 0) tfrdv_tcp__setint(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, t->cfg.notsent_lowat);
 #endif
     if (t->cfg.keepalive_ns > 0) {
-        int idle = (int)(t->cfg.keepalive_ns / 1000000000);
-        if (idle < 1) idle = 1;
+        int64_t s = t->cfg.keepalive_ns / 1000000000;
+        int idle = s < 1 ? 1 : s > 32767 ? 32767 : (int)s; /* Linux takes at most 32767 s */
         tfrdv_tcp__setint(fd, SOL_SOCKET, SO_KEEPALIVE, 1);
 #ifdef TCP_KEEPIDLE
         tfrdv_tcp__setint(fd, IPPROTO_TCP, TCP_KEEPIDLE, idle);
@@ -1638,9 +1651,9 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__connect_failed(tfrdv_tcp* t, tfrdv_tcp__conn*
     if (p) {
         int64_t b = t->cfg.backoff_ns;
         if (b > 0) {
-            p->backoff = p->backoff ? p->backoff * 2 : b;
+            p->backoff = p->backoff ? tfrdv_tcp__add(p->backoff, p->backoff) : b;
             if (p->backoff > t->cfg.backoff_max_ns) p->backoff = t->cfg.backoff_max_ns;
-            p->retry_at = tfrdv_tcp__now() + p->backoff;
+            p->retry_at = tfrdv_tcp__add(tfrdv_tcp__now(), p->backoff);
         }
         snprintf(p->err, sizeof p->err, "%s", why);
     }
@@ -1750,7 +1763,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_request(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     r->key_len = f->key.len;
     if (f->key.len) memcpy(r->key, f->key.ptr, f->key.len);
     r->state = TFRDV_TCP__R_SERVING;
-    r->deadline = f->deadline_ns ? tfrdv_tcp__now() + f->deadline_ns : INT64_MAX;
+    r->deadline = f->deadline_ns ? tfrdv_tcp__add(tfrdv_tcp__now(), f->deadline_ns) : INT64_MAX; /* >= 0 (decode) */
     if (r->deadline < t->req_min_deadline) t->req_min_deadline = r->deadline;
     tfrdv_tcp__req_insert(t, r);
     tfrdv_tcp__list_add(&c->serving, r);
@@ -2119,7 +2132,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
         }
         t->stats.accepted++;
         c->state = TFRDV_TCP__C_OPEN;
-        c->deadline = tfrdv_tcp__now() + t->cfg.handshake_timeout_ns;
+        c->deadline = tfrdv_tcp__add(tfrdv_tcp__now(), t->cfg.handshake_timeout_ns);
         tfrdv_tcp__queue_hello(t, c);
         tfrdv_tcp__arm(t, c);
         tfrdv_tcp__write(t, c, td);
@@ -2166,7 +2179,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
     tfrdv_tcp__todo_init(&td);
     now = tfrdv_tcp__now();
     pthread_mutex_lock(&t->mu);
-    t->next_tick = now + t->cfg.expire_interval_ns;
+    t->next_tick = tfrdv_tcp__add(now, t->cfg.expire_interval_ns);
     if (!t->listening && t->lpause_until && now >= t->lpause_until && t->mgr && !t->closing) {
         t->lpause_until = 0;
         tfrdv_tcp__listen_arm(t, 1);
@@ -2321,7 +2334,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
     pthread_mutex_unlock(&t->mu);
     if (wait_ns < 0) wait_ns = 0;
     if (timeout_ns >= 0 && timeout_ns < wait_ns) wait_ns = timeout_ns;
-    ms = (int)((wait_ns + 999999) / 1000000);
+    ms = tfrdv_tcp__ms(wait_ns);
 #ifdef TFRDV_TCP__EPOLL
     {
         struct epoll_event evs[64];
@@ -2484,7 +2497,7 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__dial(tfrdv_tcp* t, tfrdv_tcp__pee
     c->peer = p;
     p->conn = c;
     t->stats.connects++;
-    c->deadline = tfrdv_tcp__now() + t->cfg.connect_timeout_ns;
+    c->deadline = tfrdv_tcp__add(tfrdv_tcp__now(), t->cfg.connect_timeout_ns);
     do rc = connect(fd, &a.u.sa, a.len);
     while (rc < 0 && errno == EINTR);
     if (rc < 0 && errno != EINPROGRESS) {
@@ -2512,7 +2525,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     tfrdv_code code = TFRDV_UNAVAILABLE;
     uint64_t zero = 0;
     tfrdv_tcp__todo_init(&td);
-    if (dl != INT64_MAX) left = dl - tfrdv_mgr_now(tfrdv_call_mgr(call)); /* the clock hook: no lock held */
+    if (dl != INT64_MAX) left = tfrdv_tcp__add(dl, -tfrdv_mgr_now(tfrdv_call_mgr(call))); /* the clock hook: no lock held */
     pthread_mutex_lock(&t->mu);
     memcpy(tfrdv_call_scratch(call), &zero, sizeof zero); /* a lent thread reads it under t->mu */
     if (dl != INT64_MAX) {
@@ -2564,7 +2577,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
             t->stats.backoff_rejects++;
             t->stats.calls_failed++;
             snprintf(msg, sizeof msg, "tfrdv_tcp: %s (%.*s) unreachable: %s; next connect attempt in %lld ms", p->addr,
-                     (int)(w.len > 100 ? 100 : w.len), w.ptr, p->err, (long long)((p->retry_at - now + 999999) / 1000000));
+                     (int)(w.len > 100 ? 100 : w.len), w.ptr, p->err, (long long)tfrdv_tcp__ms(p->retry_at - now));
             pthread_mutex_unlock(&t->mu);
             tfrdv_call_finish(call, TFRDV_UNAVAILABLE, msg, 0, 0);
             return;
@@ -2585,7 +2598,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     e->id = ++t->next_id;
     e->call = call;
     e->conn = c;
-    e->deadline = left == INT64_MAX ? INT64_MAX : tfrdv_tcp__now() + left;
+    e->deadline = left == INT64_MAX ? INT64_MAX : tfrdv_tcp__add(tfrdv_tcp__now(), left);
     if (e->deadline < t->ent_min_deadline) t->ent_min_deadline = e->deadline;
     memcpy(tfrdv_call_scratch(call), &e->id, sizeof e->id);
     memset(&f, 0, sizeof f);
@@ -2645,8 +2658,8 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     tfrdv_tcp__ent* e;
     tfrdv_tcp__conn* c;
     uint64_t id;
-    int64_t now = tfrdv_tcp__now(), end = timeout_ns >= 0 ? now + timeout_ns : INT64_MAX;
-    int64_t spin_until = t->cfg.spin_ns > 0 ? now + t->cfg.spin_ns : 0;
+    int64_t now = tfrdv_tcp__now(), end = timeout_ns >= 0 ? tfrdv_tcp__add(now, timeout_ns) : INT64_MAX;
+    int64_t spin_until = t->cfg.spin_ns > 0 ? tfrdv_tcp__add(now, t->cfg.spin_ns) : 0;
     int last;
     pthread_mutex_lock(&t->mu);
     memcpy(&id, tfrdv_call_scratch(call), sizeof id);
@@ -2965,7 +2978,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     t->lfd = t->efd = t->wake[0] = t->wake[1] = -1;
     t->conns.prev = t->conns.next = &t->conns;
     t->ent_min_deadline = t->req_min_deadline = INT64_MAX;
-    t->next_tick = tfrdv_tcp__now() + c.expire_interval_ns;
+    t->next_tick = tfrdv_tcp__add(tfrdv_tcp__now(), c.expire_interval_ns);
     pthread_mutex_init(&t->mu, 0);
     pthread_mutex_init(&t->poll_mu, 0);
     pthread_cond_init(&t->cv, 0);

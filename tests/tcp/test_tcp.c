@@ -1308,6 +1308,112 @@ static void test_hostile_frames(void) {
     insrv_close(&s);
 }
 
+/* a Unix listener that never accepts: connects complete in its backlog, no HELLO ever comes */
+static int silent_listener(const char* addr) {
+    struct sockaddr_un un;
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    snprintf(un.sun_path, sizeof un.sun_path, "%s", addr + 5);
+    unlink(un.sun_path);
+    if (bind(fd, (struct sockaddr*)&un, sizeof un) != 0 || listen(fd, 1024) != 0) { close(fd); return -1; }
+    return fd;
+}
+/* a REQUEST as a raw client sends it */
+static void raw_request(int fd, uint64_t id, const tfrdv_key* k, int64_t deadline_ns) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_REQUEST;
+    f.id = id;
+    f.step_id = 1;
+    f.request_id = (int64_t)id;
+    f.deadline_ns = deadline_ns;
+    f.key.ptr = k->buf;
+    f.key.len = k->len;
+    raw_put(fd, &f);
+}
+/* times near INT64_MAX from the wire or the config saturate instead of wrapping (a wrapped
+   deadline lay in the past: the request failed DEADLINE_EXCEEDED at once, a -ftrapv or UBSan
+   build aborted the server on one unauthenticated frame); a negative deadline is malformed */
+static void test_huge_times(void) {
+    insrv s;
+    cli c;
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_tcp_frame f;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_key k1, k2;
+    tfrdv_status st;
+    tfrdv_value* v;
+    tfrdv_tcp_stats ts;
+    int fd, fd2, lfd, dead, i;
+    const char* mute = upath("huge-mute.sock");
+    alarm(60);
+    tc.handshake_timeout_ns = INT64_MAX;
+    tc.expire_interval_ns = 2000000; /* ticks every 2 ms: a wrapped deadline shows at once */
+    if (!insrv_open(&s, "127.0.0.1:0", &tc)) { TT_CHECK(0); return; }
+    fd2 = raw_connect(s.addr); /* silent: handshake_timeout_ns INT64_MAX never passes */
+    fd = raw_connect(s.addr);
+    raw_hello(fd);
+    key_for(&k1, "huge1", PS_INC);
+    key_for(&k2, "huge2", PS_INC);
+    raw_request(fd, 1, &k1, INT64_MAX);
+    raw_request(fd, 2, &k2, INT64_MAX - 1);
+    sleep_ms(50);
+    (void)tfrdv_mgr_start_step(s.m, 1, &r, &st);
+    (void)tfrdv_send(r, &k1.parsed, 0, mkval(1, 0, 0, 4, 1), 0, &st);
+    (void)tfrdv_send(r, &k2.parsed, 0, mkval(1, 0, 0, 4, 2), 0, &st);
+    rlen = 0;
+    for (i = 0; i < 2; i++) {
+        TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_RESPONSE, &f, 0, 0), 1); /* not an ERROR first */
+        TT_CHECK_EQ_INT(f.type, TFRDV_TCP_RESPONSE);
+    }
+    tfrdv_tcp_get_stats(s.t, &ts);
+    TT_CHECK_EQ_INT(ts.serve_ok, 2);
+    TT_CHECK_EQ_INT(ts.serve_expired, 0);
+    TT_CHECK_EQ_INT(ts.connections, 2); /* the silent one too, after 50 ticks */
+    close(fd);
+    close(fd2);
+    /* negative: malformed, the peer is told */
+    {
+        uint8_t b[512];
+        tfrdv_tcp_frame g;
+        memset(&g, 0, sizeof g);
+        g.type = TFRDV_TCP_REQUEST;
+        g.id = 1;
+        g.key.ptr = k1.buf;
+        g.key.len = k1.len;
+        g.deadline_ns = INT64_MIN;
+        expect_close(s.addr, 1, frame_bytes(&g, b, sizeof b), tfrdv_tcp_encode(&g, 0, 0), "negative deadline");
+        g.deadline_ns = -1;
+        expect_close(s.addr, 1, frame_bytes(&g, b, sizeof b), tfrdv_tcp_encode(&g, 0, 0), "negative deadline");
+    }
+    tfrdv_unref(r);
+    /* the client: connect_timeout_ns INT64_MAX to a peer that never says HELLO fails by the call's
+       own deadline, not at the first tick; backoff_ns INT64_MAX - 1 keeps the next call out */
+    lfd = silent_listener(mute);
+    tc = tfrdv_tcp_config_init();
+    tc.connect_timeout_ns = INT64_MAX;
+    tc.backoff_ns = INT64_MAX - 1;
+    tc.backoff_max_ns = INT64_MAX;
+    tc.expire_interval_ns = 2000000;
+    if (lfd < 0 || !cli_open(&c, mute, 0, &tc)) { TT_CHECK(0); insrv_close(&s); return; }
+    TT_CHECK_EQ_INT(fetch(&c, 1, "x", PS_INC, SEC / 5, &v, &dead, &st), TFRDV_DEADLINE_EXCEEDED);
+    TT_CHECK(strstr(st.msg, "connect_timeout_ns") == 0);
+    cli_close(&c);
+    close(lfd);
+    tc.connect_timeout_ns = 0;
+    if (!cli_open(&c, upath("huge-nobody.sock"), 0, &tc)) { TT_CHECK(0); insrv_close(&s); return; }
+    TT_CHECK_EQ_INT(fetch(&c, 1, "x", PS_INC, 5 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "connect to");
+    TT_CHECK_EQ_INT(fetch(&c, 1, "x", PS_INC, 5 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "next connect attempt in");
+    tfrdv_tcp_get_stats(c.t, &ts);
+    TT_CHECK_EQ_INT(ts.connect_failures, 1);
+    TT_CHECK_EQ_INT(ts.backoff_rejects, 1);
+    cli_close(&c);
+    insrv_close(&s);
+}
+
 /* duplicate ids: the same tfrdv request id twice (the core answers ABORTED), the same wire id
    twice on one connection (a protocol error) */
 static void test_duplicate_ids(void) {
@@ -2387,6 +2493,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_busy_port);
     TT_RUN(test_hostile_frames);
     TT_RUN(test_duplicate_ids);
+    TT_RUN(test_huge_times);
     TT_RUN(test_hostile_server);
     TT_RUN(test_request_flood);
     TT_RUN(test_connection_flood);
