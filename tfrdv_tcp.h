@@ -2184,12 +2184,20 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
         t->lpause_until = 0;
         tfrdv_tcp__listen_arm(t, 1);
     }
-    for (c = t->conns.next; c != &t->conns; c = cnx) {
+    for (c = t->conns.next; c != &t->conns; c = cnx) { /* every expired one, in this pass */
         cnx = c->next;
         if (c->deadline > now || c->hello_ok) continue;
-        if (c->server) tfrdv_tcp__conn_gone(t, c, "no HELLO within handshake_timeout_ns", &td);
-        else tfrdv_tcp__connect_failed(t, c, "timed out (connect_timeout_ns)", &td);
-        break; /* one bulk status per todo; the rest on the next tick */
+        if (c->server) { /* no calls: nothing takes the todo's bulk status */
+            tfrdv_tcp__conn_gone(t, c, "no HELLO within handshake_timeout_ns", &td);
+        } else { /* its calls take the bulk status naming its address: a todo of its own, run now */
+            tfrdv_tcp__todo ctd;
+            tfrdv_tcp__todo_init(&ctd);
+            tfrdv_tcp__connect_failed(t, c, "timed out (connect_timeout_ns)", &ctd);
+            pthread_mutex_unlock(&t->mu);
+            tfrdv_tcp__todo_run(t, &ctd);
+            pthread_mutex_lock(&t->mu);
+            cnx = t->conns.next; /* the list may have changed meanwhile; c left it */
+        }
     }
     if (t->ent_min_deadline <= now) {
         int64_t next = INT64_MAX;

@@ -1414,6 +1414,88 @@ static void test_huge_times(void) {
     insrv_close(&s);
 }
 
+/* every expired handshake / connect timer is acted on in the tick that finds it (one per tick
+   left 1,024 silent connections open for 20 s while the connection cap turned clients away) */
+typedef struct slot { int done; tfrdv_code code; char msg[256]; } slot;
+static void on_slot(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    slot* s = (slot*)u;
+    (void)sa; (void)ra; (void)dead;
+    tfrdv_value_release(v);
+    s->code = st->code;
+    snprintf(s->msg, sizeof s->msg, "%s", st->msg);
+    __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+}
+static void test_all_timers_per_tick(void) {
+    enum { NS = 400, NC = 100 };
+    insrv s;
+    cli c;
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_tcp_stats ts;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_status st;
+    static int fds[NS], lfds[NC];
+    static slot slots[NC];
+    int i, n, eofs = 0, named = 0;
+    alarm(120);
+    /* server: NS connections that never send HELLO, handshake_timeout_ns 200 ms, a tick per 20 ms:
+       one per tick needed NS x 20 ms = 8 s; all are closed 3 x 200 ms + a few ticks after the
+       last was accepted */
+    tc.handshake_timeout_ns = SEC / 5;
+    tc.max_connections = NS;
+    if (!insrv_open(&s, upath("timers.sock"), &tc)) { TT_CHECK(0); return; }
+    for (i = 0; i < NS; i++) fds[i] = raw_connect(s.addr);
+    for (i = 0; i < 2000; i++) {
+        tfrdv_tcp_get_stats(s.t, &ts);
+        if (ts.accepted + ts.connections_rejected >= NS) break;
+        sleep_ms(2);
+    }
+    TT_CHECK_EQ_INT(ts.accepted, NS);
+    sleep_ms(3 * 200 + 100);
+    tfrdv_tcp_get_stats(s.t, &ts);
+    TT_CHECK_EQ_INT(ts.connections, 0);
+    printf("    %d silent connections, 700 ms after the last accept: %d still open\n", NS, (int)ts.connections);
+    for (i = 0; i < NS; i++) {
+        if (fds[i] >= 0 && raw_eof(fds[i])) eofs++;
+        if (fds[i] >= 0) close(fds[i]);
+    }
+    TT_CHECK_EQ_INT(eofs, NS);
+    insrv_close(&s);
+    /* client: NC calls to NC peers that accept but never say HELLO, connect_timeout_ns 200 ms;
+       each call fails with its own peer's address in the status */
+    tc = tfrdv_tcp_config_init();
+    tc.connect_timeout_ns = SEC / 5;
+    if (!cli_open(&c, upath("timers-none.sock"), 0, &tc)) { TT_CHECK(0); return; }
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    for (i = 0; i < NC; i++) {
+        char name[64], addr[64], src[96];
+        tfrdv_key k;
+        tfrdv_frame_iter fi = {0, 0};
+        snprintf(addr, sizeof addr, "timers-%d.sock", i);
+        snprintf(addr, sizeof addr, "%s", upath(addr));
+        lfds[i] = silent_listener(addr);
+        snprintf(name, sizeof name, "/job:m/replica:0/task:%d", i);
+        snprintf(src, sizeof src, "%s/device:CPU:0", name);
+        TT_CHECK_EQ_INT(tfrdv_tcp_set_worker(c.t, name, addr, &st), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_key_make(&k, src, 1, WK_DEV, "t", fi, &st), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_slot, &slots[i], 0), TFRDV_OK);
+    }
+    sleep_ms(3 * 200 + 100); /* one per tick needed NC x 20 ms = 2 s */
+    for (i = 0, n = 0; i < NC; i++) n += __atomic_load_n(&slots[i].done, __ATOMIC_ACQUIRE);
+    printf("    %d calls to silent peers, 700 ms later: %d finished\n", NC, n);
+    TT_CHECK_EQ_INT(n, NC);
+    for (i = 0; i < NC; i++) {
+        char want[64];
+        if (!__atomic_load_n(&slots[i].done, __ATOMIC_ACQUIRE)) continue;
+        snprintf(want, sizeof want, "/timers-%d.sock failed: timed out", i);
+        TT_CHECK_EQ_INT(slots[i].code, TFRDV_UNAVAILABLE);
+        if (strstr(slots[i].msg, want)) named++;
+    }
+    TT_CHECK_EQ_INT(named, NC);
+    tfrdv_unref(r);
+    cli_close(&c);
+    for (i = 0; i < NC; i++) close(lfds[i]);
+}
+
 /* duplicate ids: the same tfrdv request id twice (the core answers ABORTED), the same wire id
    twice on one connection (a protocol error) */
 static void test_duplicate_ids(void) {
@@ -2497,6 +2579,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_hostile_server);
     TT_RUN(test_request_flood);
     TT_RUN(test_connection_flood);
+    TT_RUN(test_all_timers_per_tick);
     TT_RUN(test_destroy_in_flight);
     TT_RUN(test_destroy_client_in_flight);
     TT_RUN(test_destroy_from_io_thread_callback);
