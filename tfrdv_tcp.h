@@ -60,7 +60,10 @@
                    it (why: bad magic, version, malformed frame, shutdown)
      Every length, rank, dimension and key is checked against the receiver's limits before
      anything is allocated; a malformed frame closes the connection (logged, counted in
-     stats.protocol_errors, the peer told why by a CLOSE) and fails its calls UNAVAILABLE.
+     stats.protocol_errors, the peer told why by a CLOSE) and fails its calls UNAVAILABLE. A frame
+     being sent then is finished first (a CLOSE inside it would read as its bytes): the thread
+     that read the malformed frame writes the rest and the CLOSE on a duplicate of the socket,
+     waiting for the socket at most 100 ms in all (a peer that does not read gets EOF instead).
      Value sizes are 64-bit: values above 2 GiB move between tfrdv peers (max_tensor_bytes).
      Not carried: DT_STRING's in-memory layout; the value's bytes go as they are (a DT_STRING
      value must already be a flat encoding both sides agree on).
@@ -648,6 +651,7 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
 #define TFRDV_TCP__GATHER 4096u       /* frame headers gathered per sendmsg */
 #define TFRDV_TCP__FREE_MAX 256       /* recycled records kept */
 #define TFRDV_TCP__OBUF_KEEP 65536u   /* an empty send buffer larger than this is freed */
+#define TFRDV_TCP__LINGER_NS 100000000LL /* a CLOSE after a protocol error waits this long at most */
 
 enum { TFRDV_TCP__E_WAIT = 0, TFRDV_TCP__E_ALLOC = 1, TFRDV_TCP__E_RECV = 2 };
 enum { TFRDV_TCP__R_SERVING = 0, TFRDV_TCP__R_QUEUED = 1 };
@@ -741,6 +745,10 @@ struct tfrdv_tcp__conn {
     size_t chlen, choff;
     uint64_t cbody;                            /* body bytes left of cur's frame */
     uint8_t gbuf[TFRDV_TCP__GATHER];
+    /* conn_bad: the rest of the frame in progress, then the CLOSE (in gbuf), written on lfd (a
+       dup of the socket, or -1) by tfrdv_tcp__linger once the lock is let go */
+    int lfd, lniov;
+    struct iovec liov[3];
     /* receive state (the polling thread only) */
     uint8_t* rbuf;
     size_t rlen, roff, rcap;
@@ -781,6 +789,7 @@ typedef struct tfrdv_tcp__todo {
     tfrdv_tcp__req* back;                      /* values to give back to the table, then free */
     tfrdv_tcp__req* done;                      /* values delivered: release, then free */
     tfrdv_tcp__req* cancel;                    /* serve requests to withdraw (pinned) */
+    tfrdv_tcp__conn* linger;                   /* conn_bad: finish its frame, CLOSE (first) */
     tfrdv_status st;                           /* the bulk status */
     char log[TFRDV_STATUS_MSG_MAX + 64];
     int log_level;
@@ -1470,9 +1479,47 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
 }
 
 /* >>after unlocking -------------------------------------------------------------------------- */
+/* conn_bad's last words (no lock; the thread that reads c runs it, so c is not freed meanwhile,
+   and the response in progress still holds its value): the rest of the frame in progress, then
+   the CLOSE, waiting for the socket at most TFRDV_TCP__LINGER_NS in all; then the socket closes */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__linger(tfrdv_tcp__conn* c) {
+    int64_t end = tfrdv_tcp__add(tfrdv_tcp__now(), TFRDV_TCP__LINGER_NS);
+    struct iovec* iv = c->liov;
+    int niv = c->lniov;
+    uint8_t sink[4096];
+    while (niv > 0) {
+        struct msghdr mh;
+        ssize_t n;
+        size_t w;
+        if (!iv->iov_len) { iv++; niv--; continue; }
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = iv;
+        mh.msg_iovlen = (size_t)niv;
+        n = sendmsg(c->lfd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            struct pollfd pf;
+            int64_t left = end - tfrdv_tcp__now();
+            if (errno == EINTR) continue;
+            if ((errno != EAGAIN && errno != EWOULDBLOCK) || left <= 0) break;
+            pf.fd = c->lfd;
+            pf.events = POLLOUT;
+            pf.revents = 0;
+            (void)poll(&pf, 1, tfrdv_tcp__ms(left));
+            continue;
+        }
+        for (w = (size_t)n; niv > 0 && w >= iv->iov_len; iv++, niv--) w -= iv->iov_len;
+        if (niv > 0) { iv->iov_base = (uint8_t*)iv->iov_base + w; iv->iov_len -= w; }
+    }
+    (void)shutdown(c->lfd, SHUT_WR);
+    while (recv(c->lfd, sink, sizeof sink, MSG_DONTWAIT) > 0) {} /* unread input would make close reset */
+    close(c->lfd);
+    c->lfd = -1;
+    c->lniov = 0;
+}
 TFRDV_TCP__PRIVATE void tfrdv_tcp__todo_init(tfrdv_tcp__todo* td) {
     td->fin = 0;
     td->back = td->done = td->cancel = 0;
+    td->linger = 0;
     td->st.code = TFRDV_OK;
     td->st.detail = 0;
     td->st.msg[0] = 0;
@@ -1494,6 +1541,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__give_back(tfrdv_tcp* t, tfrdv_tcp__req* r) {
 TFRDV_TCP__PRIVATE void tfrdv_tcp__todo_run(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent *e, *enx;
     tfrdv_tcp__req *r, *rnx, *dead = 0;
+    if (td->linger) tfrdv_tcp__linger(td->linger); /* before the value in progress goes back */
     if (td->log[0]) tfrdv_tcp__log(t, td->log_level, "%s", td->log);
     for (r = td->cancel; r; r = r->cnext) tfrdv_cancel_start(r->cm); /* pinned: refs > 0 */
     for (e = td->fin; e; e = e->tnext) {
@@ -1545,6 +1593,7 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__conn_new(tfrdv_tcp* t, int fd, in
     c->t = t;
     c->fd = fd;
     c->cwake[0] = c->cwake[1] = -1;
+    c->lfd = -1;
     c->server = server;
     c->is_unix = is_unix;
     c->serial = ++t->next_serial;
@@ -1626,11 +1675,36 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_bad(tfrdv_tcp* t, tfrdv_tcp__conn* c, co
     f.code = TFRDV_INVALID_ARGUMENT;
     f.message.ptr = why;
     f.message.len = n > t->lim.max_message_len ? t->lim.max_message_len : n;
-    if (c->fd >= 0 && c->state == TFRDV_TCP__C_OPEN) { /* best effort, whole frame or nothing */
-        uint8_t buf[TFRDV_STATUS_MSG_MAX + 32];
-        size_t len = tfrdv_tcp_encode(&f, buf, sizeof buf);
-        if (len <= sizeof buf && c->wpart == 0) (void)send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void)shutdown(c->fd, SHUT_WR);
+    if (f.message.len > sizeof c->gbuf - 64) f.message.len = sizeof c->gbuf - 64;
+    if (c->fd >= 0 && c->state == TFRDV_TCP__C_OPEN) {
+        /* the frame in progress first (a CLOSE inside it would be read as its bytes), then the
+           CLOSE: written by tfrdv_tcp__linger after unlocking, on a dup of the socket (conn_fail
+           closes this one), waiting for the socket a short bounded time */
+        size_t len = tfrdv_tcp_encode(&f, c->gbuf, sizeof c->gbuf);
+        int k = 0;
+        if (c->wpart == 2 && c->cur && c->cur->value) {
+            c->liov[k].iov_base = c->chdr + c->choff;
+            c->liov[k++].iov_len = c->chlen - c->choff;
+            c->liov[k].iov_base = (uint8_t*)c->cur->value->data + c->cur->sent;
+            c->liov[k++].iov_len = (size_t)c->cbody;
+        } else if (c->wpart == 1) {
+            c->liov[k].iov_base = c->obuf + c->ooff;
+            c->liov[k++].iov_len = c->olen - c->ooff;
+        }
+        c->liov[k].iov_base = c->gbuf;
+        c->liov[k++].iov_len = len <= sizeof c->gbuf ? len : 0;
+        c->lniov = k;
+#ifdef F_DUPFD_CLOEXEC
+        c->lfd = td->linger ? -1 : fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
+#else
+        if ((c->lfd = td->linger ? -1 : dup(c->fd)) >= 0) tfrdv_tcp__cloexec_nonblock(c->lfd);
+#endif
+        if (c->lfd >= 0) {
+            td->linger = c;
+        } else { /* no descriptor to spare: best effort now, whole frame or nothing */
+            if (c->wpart == 0 && len <= sizeof c->gbuf) (void)send(c->fd, c->gbuf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)shutdown(c->fd, SHUT_WR);
+        }
     }
     snprintf(msg, sizeof msg, "tfrdv_tcp: connection %s %.80s closed: %.120s", c->server ? "from" : "to",
              c->peer ? c->peer->addr : (c->peer_name[0] ? c->peer_name : "a client"), why);

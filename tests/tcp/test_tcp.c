@@ -1496,6 +1496,91 @@ static void test_all_timers_per_tick(void) {
     for (i = 0; i < NC; i++) close(lfds[i]);
 }
 
+/* reads frames (skipping value bytes as they stream) until a CLOSE (1, its message in msg) or
+   EOF (0), from the rlen bytes in rbuf on; *value_bytes counts the value bytes passed */
+static int raw_until_close(int fd, char* msg, size_t cap, uint64_t* value_bytes) {
+    uint64_t skip = 0;
+    for (;;) {
+        ssize_t k;
+        if (skip && rlen) {
+            size_t n = rlen < skip ? rlen : (size_t)skip;
+            memmove(rbuf, rbuf + n, rlen - n);
+            rlen -= n;
+            skip -= n;
+            *value_bytes += n;
+        }
+        if (!skip) {
+            tfrdv_tcp_frame f;
+            tfrdv_status st;
+            long used = tfrdv_tcp_decode(rbuf, rlen, 0, &f, &st);
+            if (used < 0) return -1;
+            if (used > 0) {
+                if (f.type == TFRDV_TCP_CLOSE) {
+                    snprintf(msg, cap, "%.*s", (int)f.message.len, f.message.ptr);
+                    return 1;
+                }
+                memmove(rbuf, rbuf + used, rlen - (size_t)used);
+                rlen -= (size_t)used;
+                skip = f.data_len;
+                continue;
+            }
+        }
+        if (skip && rlen) continue;
+        k = read(fd, rbuf + rlen, sizeof rbuf - rlen);
+        if (k <= 0) return 0;
+        rlen += (size_t)k;
+    }
+}
+/* a malformed frame while a large response is mid-frame: the frame in progress is finished, then
+   the CLOSE naming the defect follows (it was dropped: the peer saw DATA, then EOF) */
+static void test_close_while_streaming(void) {
+    insrv s;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_key k;
+    tfrdv_status st;
+    tfrdv_tcp_stats ts;
+    char msg[256];
+    uint8_t junk[64], head[65536];
+    uint64_t got = 0;
+    int64_t dims[1];
+    size_t have = 0;
+    int fd, round, found = 0;
+    alarm(60);
+    if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
+    (void)tfrdv_mgr_start_step(s.m, 1, &r, &st);
+    memset(junk, 0xa5, sizeof junk);
+    for (round = 0; round < 3; round++) {
+        char e[16];
+        snprintf(e, sizeof e, "big%d", round);
+        key_for(&k, e, PS_INC);
+        dims[0] = 8 << 20;
+        (void)tfrdv_send(r, &k.parsed, 0, mkval(3, 1, dims, (uint64_t)32 << 20, 7), 0, &st); /* 32 MiB */
+        fd = raw_connect(s.addr);
+        raw_hello(fd);
+        raw_request(fd, 1, &k, 0);
+        for (have = 0; have < sizeof head;) { /* a little of it */
+            ssize_t n = read(fd, head + have, sizeof head - have);
+            if (n <= 0) break;
+            have += (size_t)n;
+        }
+        sleep_ms(50); /* the server's socket is full, its writer mid-frame */
+        (void)wr_full(fd, junk, sizeof junk);
+        msg[0] = 0;
+        memcpy(rbuf, head, have);
+        rlen = have;
+        if (raw_until_close(fd, msg, sizeof msg, &got) == 1 && strstr(msg, "unknown frame type 165")) found++;
+        TT_CHECK(raw_eof(fd));
+        close(fd);
+    }
+    TT_CHECK_EQ_INT(found, 3);
+    TT_CHECK_CONTAINS(msg, "unknown frame type 165");
+    wait_stats(s.t, &ts, 0);
+    TT_CHECK_EQ_INT(ts.protocol_errors, 3);
+    TT_CHECK_EQ_INT(ts.values_returned, 3); /* the undelivered values went back */
+    tfrdv_unref(r);
+    insrv_close(&s);
+}
+
 /* duplicate ids: the same tfrdv request id twice (the core answers ABORTED), the same wire id
    twice on one connection (a protocol error) */
 static void test_duplicate_ids(void) {
@@ -2576,6 +2661,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_hostile_frames);
     TT_RUN(test_duplicate_ids);
     TT_RUN(test_huge_times);
+    TT_RUN(test_close_while_streaming);
     TT_RUN(test_hostile_server);
     TT_RUN(test_request_flood);
     TT_RUN(test_connection_flood);
