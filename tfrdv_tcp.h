@@ -53,7 +53,8 @@
                    without payload; then rank and bytes are 0), u32 zero, u64 value bytes,
                    rank x i64 dims (each >= 0), then the first value bytes (at most frame_bytes)
        4 DATA      more value bytes of response id, in order (body = the bytes)
-       5 ERROR     u32 code (1..16), u32 status detail (TFRDV_DETAIL_*), u32 message length
+       5 ERROR     u32 code (1..16), u32 status detail (TFRDV_DETAIL_*; one the receiver does not
+                   know arrives as 0), u32 message length
                    (<= max_message_len), message bytes: the call fails with that status
        6 CANCEL    no body: the client gave up on id; the server withdraws or stops sending
        7 CLOSE     u32 code, u32 message length, message: the sender closes the connection after
@@ -103,7 +104,15 @@
      Run it on a Unix socket (same host; the file's mode, 0600 by default, and the directory's
      permissions decide who may connect), on a private network, or through a tunnel (SSH port
      forwarding, WireGuard). Hostile input is bounded (limits above, caps on connections and
-     requests in config) but never trusted to be who it claims.
+     requests in config) but never trusted to be who it claims. Bytes a peer chose (its HELLO
+     name, ERROR and CLOSE messages) reach statuses and logs escaped (tfrdv_escape: no forged log
+     lines, no terminal escapes). A client checks the HELLO's worker name against the worker each
+     call fetches from: a peer answering as another worker, or as none (a server with nothing
+     attached sends an empty name), fails those calls FAILED_PRECONDITION ("tfrdv_tcp: <address>
+     answered as worker X, not Y"), and later calls for Y on that connection at once; calls for
+     the worker it is go on (a connection is per address, shared by every name mapped to it).
+     That catches a stale or wrong cluster spec, not an attacker: without TLS a name proves
+     nothing.
 
    PROGRESS AND THREADS
      num_threads 0 or more: one I/O thread owned by the companion (a single event loop: more
@@ -730,7 +739,8 @@ struct tfrdv_tcp__conn {
     uint64_t serial;
     tfrdv_tcp__peer* peer;                     /* client side */
     int64_t deadline;                          /* connect / handshake deadline */
-    char peer_name[TFRDV_TCP_NAME_MAX + 1];
+    char peer_name[TFRDV_TCP_NAME_MAX + 1];    /* its HELLO's bytes as sent (escape to print) */
+    size_t peer_name_len;
     uint64_t peer_incarnation;
     /* client: calls on this connection; server: requests being served, responses to send */
     tfrdv_tcp__ent calls;                      /* list head (sentinel) */
@@ -1173,6 +1183,12 @@ TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__addr_check(const char* s, tfrdv_status*
     unsigned long port = 0;
     char* end = 0;
     tfrdv_tcp__addr a;
+    char es[256];
+    for (p = s; p && *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) {
+            (void)tfrdv_escape(es, sizeof es, s, strlen(s));
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%.200s\" has a byte outside printable ASCII", es);
+        }
     if (!s || !*s || strncmp(s, "unix:", 5) == 0 || s[0] == '[') return tfrdv_tcp__parse(s, 0, &a, st);
     colon = strrchr(s, ':');
     for (p = s; colon && p < colon; p++)
@@ -1620,6 +1636,25 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__queue_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c)
     f.name.len = n > TFRDV_TCP_NAME_MAX ? TFRDV_TCP_NAME_MAX : n;
     (void)tfrdv_tcp__queue(t, c, &f);
 }
+/* the peer's HELLO name for a message: escaped (the peer chose its bytes), or dflt before one */
+TFRDV_TCP__PRIVATE const char* tfrdv_tcp__peer_label(const tfrdv_tcp__conn* c, char* buf, size_t cap, const char* dflt) {
+    if (!c->peer_name_len) return dflt;
+    (void)tfrdv_escape(buf, cap, c->peer_name, c->peer_name_len);
+    return buf;
+}
+/* a client connection whose HELLO named another worker than the one a call fetches from (w) */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__impostor(const tfrdv_tcp__conn* c, tfrdv_str w) {
+    return c->peer && c->hello_ok && (c->peer_name_len != w.len || memcmp(c->peer_name, w.ptr, w.len) != 0);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__impostor_msg(const tfrdv_tcp__conn* c, tfrdv_str w, char* msg, size_t cap) {
+    char pn[100], wn[100];
+    (void)tfrdv_escape(wn, sizeof wn, w.ptr, w.len);
+    if (!c->peer_name_len)
+        snprintf(msg, cap, "tfrdv_tcp: %.80s answered as no worker (nothing attached to serve), not %s", c->peer->addr, wn);
+    else
+        snprintf(msg, cap, "tfrdv_tcp: %.80s answered as worker %s, not %s", c->peer->addr,
+                 tfrdv_tcp__peer_label(c, pn, sizeof pn, ""), wn);
+}
 /* The connection is gone: its calls fail with (code, msg), its served requests are withdrawn and
    their values go back. Socket closed now; memory freed at the end of the poll round. */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_fail(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_code code, const char* msg,
@@ -1667,7 +1702,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_fail(tfrdv_tcp* t, tfrdv_tcp__conn* c, t
 /* protocol error: tell the peer why, fail the connection */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_bad(tfrdv_tcp* t, tfrdv_tcp__conn* c, const char* why, tfrdv_tcp__todo* td) {
     tfrdv_tcp_frame f;
-    char msg[TFRDV_STATUS_MSG_MAX];
+    char msg[TFRDV_STATUS_MSG_MAX], label[128];
     size_t n = strlen(why);
     t->stats.protocol_errors++;
     memset(&f, 0, sizeof f);
@@ -1707,15 +1742,15 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_bad(tfrdv_tcp* t, tfrdv_tcp__conn* c, co
         }
     }
     snprintf(msg, sizeof msg, "tfrdv_tcp: connection %s %.80s closed: %.120s", c->server ? "from" : "to",
-             c->peer ? c->peer->addr : (c->peer_name[0] ? c->peer_name : "a client"), why);
+             c->peer ? c->peer->addr : tfrdv_tcp__peer_label(c, label, sizeof label, "a client"), why);
     snprintf(td->log, sizeof td->log, "%s", msg);
     td->log_level = 2;
     tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, msg, td);
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_gone(tfrdv_tcp* t, tfrdv_tcp__conn* c, const char* why, tfrdv_tcp__todo* td) {
-    char msg[TFRDV_STATUS_MSG_MAX];
-    if (c->peer) snprintf(msg, sizeof msg, "tfrdv_tcp: connection to %.80s (%.60s) lost: %.80s", c->peer->addr, c->peer_name[0] ? c->peer_name : "peer", why);
-    else snprintf(msg, sizeof msg, "tfrdv_tcp: connection from %.80s lost: %.120s", c->peer_name[0] ? c->peer_name : "a client", why);
+    char msg[TFRDV_STATUS_MSG_MAX], label[128];
+    if (c->peer) snprintf(msg, sizeof msg, "tfrdv_tcp: connection to %.80s (%.60s) lost: %.80s", c->peer->addr, tfrdv_tcp__peer_label(c, label, sizeof label, "peer"), why);
+    else snprintf(msg, sizeof msg, "tfrdv_tcp: connection from %.80s lost: %.120s", tfrdv_tcp__peer_label(c, label, sizeof label, "a client"), why);
     tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, msg, td);
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__connect_failed(tfrdv_tcp* t, tfrdv_tcp__conn* c, const char* why, tfrdv_tcp__todo* td) {
@@ -1949,7 +1984,6 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_error(tfrdv_tcp* t, tfrdv_tcp__conn* c, co
     tfrdv_call* call;
     tfrdv_value* v;
     tfrdv_status st;
-    size_t n;
     pthread_mutex_lock(&t->mu);
     e = tfrdv_tcp__ent_find(t, f->id);
     if (!e || e->conn != c) {
@@ -1969,13 +2003,12 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_error(tfrdv_tcp* t, tfrdv_tcp__conn* c, co
     tfrdv_value_release(v);
     if (!call) return;
     st.code = (tfrdv_code)f->code;
-    st.detail = f->detail;
-    n = f->message.len < sizeof st.msg - 1 ? f->message.len : sizeof st.msg - 1;
-    if (n) memcpy(st.msg, f->message.ptr, n);
-    st.msg[n] = 0;
+    st.detail = f->detail == TFRDV_DETAIL_WORKER_RESTARTED ? f->detail : 0; /* only known details */
+    (void)tfrdv_escape(st.msg, sizeof st.msg, f->message.ptr, f->message.len); /* the peer's bytes */
     tfrdv_call_finish_status(call, &st, 0, 0, 0);
 }
 
+TFRDV_TCP__PRIVATE void tfrdv_tcp__cancel_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, uint64_t id, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent* e;
     __atomic_fetch_add(&t->frames_received, 1, __ATOMIC_RELAXED);
@@ -1987,14 +2020,35 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
             pthread_mutex_unlock(&t->mu);
             return;
         }
+        tfrdv_tcp__ent *bad = 0, *enx;
         n = f->name.len;
         pthread_mutex_lock(&t->mu);
         memcpy(c->peer_name, f->name.ptr, n);
         c->peer_name[n] = 0;
+        c->peer_name_len = n;
         c->peer_incarnation = f->incarnation;
         c->hello_ok = 1;
         c->deadline = INT64_MAX;
         if (c->peer) { c->peer->backoff = 0; c->peer->retry_at = 0; }
+        for (e = c->calls.next; c->peer && e != &c->calls; e = enx) { /* calls for another worker */
+            enx = e->next;
+            if (!e->call || !tfrdv_tcp__impostor(c, tfrdv_call_src_worker(e->call))) continue;
+            tfrdv_tcp__ent_remove(t, e);
+            t->stats.calls_failed++;
+            tfrdv_tcp__cancel_frame(t, c, e->id, td);
+            e->tnext = bad;
+            bad = e;
+        }
+        pthread_mutex_unlock(&t->mu);
+        for (e = bad; e; e = e->tnext) {
+            char msg[TFRDV_STATUS_MSG_MAX];
+            tfrdv_tcp__impostor_msg(c, tfrdv_call_src_worker(e->call), msg, sizeof msg);
+            tfrdv_call_finish(e->call, TFRDV_FAILED_PRECONDITION, msg, 0, 0);
+            e->call = 0;
+        }
+        if (!bad) return;
+        pthread_mutex_lock(&t->mu);
+        for (e = bad; e; e = enx) { enx = e->tnext; tfrdv_tcp__ent_free(t, e); }
         pthread_mutex_unlock(&t->mu);
         return;
     }
@@ -2036,8 +2090,9 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         c->rleft = f->data_len;
         return;
     case TFRDV_TCP_CLOSE: {
-        char why[TFRDV_STATUS_MSG_MAX];
-        snprintf(why, sizeof why, "the peer closed it: %.*s", (int)(f->message.len > 200 ? 200 : f->message.len), f->message.ptr);
+        char why[TFRDV_STATUS_MSG_MAX], pm[200];
+        (void)tfrdv_escape(pm, sizeof pm, f->message.ptr, f->message.len);
+        snprintf(why, sizeof why, "the peer closed it: %s", pm);
         pthread_mutex_lock(&t->mu);
         tfrdv_tcp__conn_gone(t, c, why, td);
         pthread_mutex_unlock(&t->mu);
@@ -2632,7 +2687,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     pthread_mutex_unlock(&t->mu);
     if (!a) {
         char wn[256];
-        snprintf(wn, sizeof wn, "%.*s", (int)(w.len > 255 ? 255 : w.len), w.ptr);
+        tfrdv_status ast;
+        (void)tfrdv_escape(wn, sizeof wn, w.ptr, w.len);
         addr[0] = 0;
         if (!t->cfg.resolve || !t->cfg.resolve(t->cfg.resolve_user, w.ptr, w.len, addr, sizeof addr) || !addr[0]) {
             snprintf(msg, sizeof msg, "No worker known as %.180s (tfrdv_tcp has no address for it)", wn);
@@ -2640,6 +2696,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
             return;
         }
         addr[sizeof addr - 1] = 0;
+        if (tfrdv_tcp__addr_check(addr, &ast) != TFRDV_OK) { /* printable from here on */
+            snprintf(msg, sizeof msg, "tfrdv_tcp: resolve gave %.60s a bad address: %.*s", wn, (int)strlen(ast.msg + 11), ast.msg + 11);
+            tfrdv_call_finish(call, TFRDV_INVALID_ARGUMENT, msg, 0, 0);
+            return;
+        }
     }
     pthread_mutex_lock(&t->mu);
     if (t->closing) {
@@ -2658,8 +2719,10 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
         if (p->retry_at > now) {
             t->stats.backoff_rejects++;
             t->stats.calls_failed++;
+            char wn[100];
+            (void)tfrdv_escape(wn, sizeof wn, w.ptr, w.len);
             snprintf(msg, sizeof msg, "tfrdv_tcp: %s (%.*s) unreachable: %s; next connect attempt in %lld ms", p->addr,
-                     (int)(w.len > 100 ? 100 : w.len), w.ptr, p->err, (long long)tfrdv_tcp__ms(p->retry_at - now));
+                     (int)strlen(wn), wn, p->err, (long long)tfrdv_tcp__ms(p->retry_at - now));
             pthread_mutex_unlock(&t->mu);
             tfrdv_call_finish(call, TFRDV_UNAVAILABLE, msg, 0, 0);
             return;
@@ -2671,6 +2734,13 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
             tfrdv_call_finish(call, code, msg, 0, 0);
             return;
         }
+    }
+    if (tfrdv_tcp__impostor(c, w)) { /* the peer at that address is another worker */
+        t->stats.calls_failed++;
+        tfrdv_tcp__impostor_msg(c, w, msg, sizeof msg);
+        pthread_mutex_unlock(&t->mu);
+        tfrdv_call_finish(call, TFRDV_FAILED_PRECONDITION, msg, 0, 0);
+        return;
     }
     if (!(e = tfrdv_tcp__ent_new(t))) {
         pthread_mutex_unlock(&t->mu);

@@ -1150,13 +1150,17 @@ static void raw_put(int fd, const tfrdv_tcp_frame* f) {
     size_t n = tfrdv_tcp_encode(f, b, sizeof b);
     (void)wr_full(fd, b, n);
 }
-static void raw_hello(int fd) {
+static void raw_hello_as(int fd, const char* name) {
     tfrdv_tcp_frame f;
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_HELLO;
     f.version = 1;
+    f.name.ptr = name;
+    f.name.len = strlen(name);
     raw_put(fd, &f);
 }
+/* as the PS worker (a client checks that the server it dialled is the worker it wants) */
+static void raw_hello(int fd) { raw_hello_as(fd, PS); }
 /* reads frames until one of `type` (returns 1, frame in *f, its extra bytes skipped) or EOF (0) */
 static uint8_t rbuf[1 << 16];
 static size_t rlen;
@@ -1704,6 +1708,214 @@ static void test_hostile_server(void) {
     waitpid(pid, &status, 0);
     TT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     cli_close(&c);
+}
+
+/* ---- peer-chosen bytes: escaped in statuses and logs; the worker a client dialled must answer ---- */
+enum { ACT_ERROR = 1, ACT_CLOSE = 2, ACT_VALUE = 3 };
+typedef struct hround { const char* name; int act; uint32_t code, detail; const char* msg; } hround;
+/* a fake server on a Unix path: per round one connection, HELLO as name, then the act for its
+   first REQUEST; the connection is closed 300 ms later */
+static pid_t hostile_server(const char* addr, const hround* rounds, int n) {
+    struct sockaddr_un un;
+    int lfd;
+    pid_t pid;
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    snprintf(un.sun_path, sizeof un.sun_path, "%s", addr + 5);
+    unlink(un.sun_path);
+    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (bind(lfd, (struct sockaddr*)&un, sizeof un) != 0 || listen(lfd, 4) != 0) return -1;
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        int i;
+        alarm(30);
+        for (i = 0; i < n; i++) {
+            tfrdv_tcp_frame f;
+            uint64_t id;
+            int fd = accept(lfd, 0, 0);
+            if (fd < 0) _exit(1);
+            raw_hello_as(fd, rounds[i].name);
+            rlen = 0;
+            if (raw_get(fd, TFRDV_TCP_REQUEST, &f, 0, 0) != 1) _exit(2);
+            id = f.id;
+            memset(&f, 0, sizeof f);
+            f.id = id;
+            if (rounds[i].act == ACT_ERROR || rounds[i].act == ACT_CLOSE) {
+                f.type = rounds[i].act == ACT_ERROR ? TFRDV_TCP_ERROR : TFRDV_TCP_CLOSE;
+                f.code = rounds[i].code;
+                f.detail = rounds[i].detail;
+                f.message.ptr = rounds[i].msg;
+                f.message.len = strlen(rounds[i].msg);
+                if (f.type == TFRDV_TCP_CLOSE) f.id = 0;
+                raw_put(fd, &f);
+            } else {
+                uint8_t b[256];
+                size_t k;
+                f.type = TFRDV_TCP_RESPONSE;
+                f.dtype = 1;
+                f.bytes = 4;
+                f.data_len = 4;
+                k = tfrdv_tcp_encode(&f, b, sizeof b);
+                memcpy(b + k, "\1\2\3\4", 4);
+                (void)wr_full(fd, b, k + 4);
+            }
+            sleep_ms(300);
+            close(fd);
+        }
+        _exit(0);
+    }
+    close(lfd);
+    return pid;
+}
+static pthread_mutex_t logmu = PTHREAD_MUTEX_INITIALIZER;
+static char logbuf[16384];
+static size_t loglen;
+static void log_capture(void* u, int level, const char* msg) {
+    size_t n = strlen(msg);
+    (void)u; (void)level;
+    pthread_mutex_lock(&logmu);
+    if (loglen + n + 2 < sizeof logbuf) { memcpy(logbuf + loglen, msg, n); loglen += n; logbuf[loglen++] = '|'; }
+    logbuf[loglen] = 0;
+    pthread_mutex_unlock(&logmu);
+}
+static int has_control(const char* s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) return 1;
+    return 0;
+}
+#define EVIL "\n[forged] \x1b[31mred\x1b[0m"
+/* names and messages a peer chose reach statuses and logs escaped: a line break cannot forge a
+   log line, an escape sequence cannot reach a terminal */
+static void test_peer_bytes_escaped(void) {
+    static const hround rounds[] = {
+        {PS, ACT_ERROR, TFRDV_NOT_FOUND, 0, "no such value" EVIL},
+        {PS, ACT_CLOSE, TFRDV_UNAVAILABLE, 0, "going away" EVIL},
+        {"/job:ps" EVIL, ACT_VALUE, 0, 0, ""},
+    };
+    const char* a = upath("evil-names.sock");
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    insrv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_tcp_stats ts;
+    tfrdv_value* v;
+    uint8_t junk[64];
+    int dead, status, fd;
+    pid_t pid;
+    alarm(60);
+    loglen = 0;
+    logbuf[0] = 0;
+    tc.hooks.logger.fn = log_capture;
+    /* the server's log: a client whose HELLO name is hostile, then a malformed frame */
+    if (!insrv_open(&s, "127.0.0.1:0", &tc)) { TT_CHECK(0); return; }
+    fd = raw_connect(s.addr);
+    raw_hello_as(fd, "/job:x" EVIL);
+    memset(junk, 0xa5, sizeof junk);
+    (void)wr_full(fd, junk, sizeof junk);
+    TT_CHECK(raw_eof(fd));
+    close(fd);
+    wait_stats(s.t, &ts, 0);
+    insrv_close(&s);
+    pthread_mutex_lock(&logmu);
+    TT_CHECK_CONTAINS(logbuf, "connection from /job:x\\x0a[forged] \\x1b[31mred");
+    TT_CHECK(!has_control(logbuf));
+    pthread_mutex_unlock(&logmu);
+    /* the client's statuses: ERROR and CLOSE messages and a HELLO name from a hostile server */
+    pid = hostile_server(a, rounds, 3);
+    TT_CHECK(pid > 0);
+    if (pid <= 0 || !cli_open(&c, a, 0, &tc)) { TT_CHECK(0); return; }
+    TT_CHECK_EQ_INT(fetch(&c, 1, "e0", PS_INC, 10 * SEC, &v, &dead, &st), TFRDV_NOT_FOUND);
+    TT_CHECK_CONTAINS(st.msg, "no such value\\x0a[forged] \\x1b[31mred");
+    TT_CHECK(!has_control(st.msg));
+    wait_stats(c.t, &ts, 0);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "e1", PS_INC, 10 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "going away\\x0a[forged]");
+    TT_CHECK(!has_control(st.msg));
+    wait_stats(c.t, &ts, 0);
+    TT_CHECK(fetch(&c, 1, "e2", PS_INC, 10 * SEC, &v, &dead, &st) != TFRDV_OK);
+    TT_CHECK_CONTAINS(st.msg, "/job:ps\\x0a[forged] \\x1b[31mred");
+    TT_CHECK(!has_control(st.msg));
+    waitpid(pid, &status, 0);
+    TT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cli_close(&c);
+    pthread_mutex_lock(&logmu);
+    TT_CHECK(!has_control(logbuf));
+    pthread_mutex_unlock(&logmu);
+}
+/* a server answering as another worker than the one dialled (or as none) serves nothing: the
+   fetch fails FAILED_PRECONDITION naming both, so do later calls on that connection */
+static void test_impostor_refused(void) {
+    static const hround rounds[] = {
+        {"/job:impostor/replica:0/task:0", ACT_VALUE, 0, 0, ""},
+        {"", ACT_VALUE, 0, 0, ""},
+        {PS, ACT_VALUE, 0, 0, ""},
+    };
+    const char* a = upath("impostor.sock");
+    cli c;
+    tfrdv_status st;
+    tfrdv_tcp_stats ts;
+    tfrdv_value* v;
+    int dead, status;
+    pid_t pid;
+    alarm(60);
+    pid = hostile_server(a, rounds, 3);
+    if (pid <= 0 || !cli_open(&c, a, 0, 0)) { TT_CHECK(0); return; }
+    TT_CHECK_EQ_INT(fetch(&c, 1, "e0", PS_INC, 10 * SEC, &v, &dead, &st), TFRDV_FAILED_PRECONDITION);
+    tfrdv_value_release(v);
+    TT_CHECK_CONTAINS(st.msg, "answered as worker /job:impostor/replica:0/task:0, not " PS);
+    TT_CHECK_CONTAINS(st.msg, "impostor.sock");
+    TT_CHECK_EQ_INT(fetch(&c, 1, "e0b", PS_INC, 10 * SEC, &v, &dead, &st), TFRDV_FAILED_PRECONDITION);
+    TT_CHECK_CONTAINS(st.msg, "answered as worker /job:impostor");
+    tfrdv_tcp_get_stats(c.t, &ts);
+    TT_CHECK_EQ_INT(ts.connects, 1); /* the second failed at once on the same connection */
+    TT_CHECK_EQ_INT(ts.calls_ok, 0);
+    wait_stats(c.t, &ts, 0);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "e1", PS_INC, 10 * SEC, &v, &dead, &st), TFRDV_FAILED_PRECONDITION);
+    TT_CHECK_CONTAINS(st.msg, "answered as no worker");
+    wait_stats(c.t, &ts, 0);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "e2", PS_INC, 10 * SEC, &v, &dead, &st), TFRDV_OK); /* the real one */
+    TT_CHECK(v && v->size == 4 && memcmp(v->data, "\1\2\3\4", 4) == 0);
+    tfrdv_value_release(v);
+    waitpid(pid, &status, 0);
+    TT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cli_close(&c);
+}
+/* an ERROR frame's detail is passed on only when known (code acts on it: WORKER_RESTARTED) */
+static void test_error_detail_checked(void) {
+    static const hround rounds[] = {
+        {PS, ACT_ERROR, TFRDV_ABORTED, 77, "made up"},
+        {PS, ACT_ERROR, TFRDV_ABORTED, TFRDV_DETAIL_WORKER_RESTARTED, "restarted"},
+    };
+    const char* a = upath("detail.sock");
+    cli c;
+    tfrdv_rendezvous* r;
+    tfrdv_key k;
+    tfrdv_status st;
+    tfrdv_tcp_stats ts;
+    waiter* w = waiter_new();
+    int status;
+    pid_t pid;
+    alarm(60);
+    pid = hostile_server(a, rounds, 2);
+    if (pid <= 0 || !cli_open(&c, a, 0, 0)) { TT_CHECK(0); waiter_free(w); return; }
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    key_for(&k, "d0", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w, 0), TFRDV_OK);
+    TT_CHECK(waiter_wait(w, 1, 10 * SEC));
+    wait_stats(c.t, &ts, 0);
+    key_for(&k, "d1", PS_INC);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_recv, w, 0), TFRDV_OK);
+    TT_CHECK(waiter_wait(w, 2, 10 * SEC));
+    TT_CHECK_EQ_INT(w->code[0], TFRDV_ABORTED);
+    TT_CHECK_EQ_INT(w->detail[0], 0);
+    TT_CHECK_EQ_INT(w->code[1], TFRDV_ABORTED);
+    TT_CHECK_EQ_INT(w->detail[1], TFRDV_DETAIL_WORKER_RESTARTED);
+    tfrdv_unref(r);
+    waitpid(pid, &status, 0);
+    TT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cli_close(&c);
+    waiter_free(w);
 }
 
 static long rss_kib(void) {
@@ -2663,6 +2875,9 @@ int main(int argc, char** argv) {
     TT_RUN(test_huge_times);
     TT_RUN(test_close_while_streaming);
     TT_RUN(test_hostile_server);
+    TT_RUN(test_peer_bytes_escaped);
+    TT_RUN(test_impostor_refused);
+    TT_RUN(test_error_detail_checked);
     TT_RUN(test_request_flood);
     TT_RUN(test_connection_flood);
     TT_RUN(test_all_timers_per_tick);
