@@ -47,13 +47,15 @@
                    u32 name length (<= 255), worker name. id 0. The client sends one first and
                    may pipeline its requests behind it; the server answers with its own, carrying
                    the lower of the two versions, which both then speak. Bad magic, version 0: CLOSE.
-       2 REQUEST   i64 step id, i64 request id, i64 deadline (ns left when sent; 0 none),
+       2 REQUEST   i64 step id, i64 request id, i64 deadline (ns left when sent; 0 none; negative:
+                   malformed; any positive value up to INT64_MAX is taken, saturated),
                    u32 key length (<= max_key_len), key bytes
        3 RESPONSE  i32 dtype, u32 rank (<= 254), u32 flags (1 dead, 2 no value: a dead value
                    without payload; then rank and bytes are 0), u32 zero, u64 value bytes,
                    rank x i64 dims (each >= 0), then the first value bytes (at most frame_bytes)
        4 DATA      more value bytes of response id, in order (body = the bytes)
-       5 ERROR     u32 code (1..16), u32 status detail (TFRDV_DETAIL_*), u32 message length
+       5 ERROR     u32 code (1..16), u32 status detail (TFRDV_DETAIL_*; one the receiver does not
+                   know arrives as 0), u32 message length
                    (<= max_message_len), message bytes: the call fails with that status
        6 CANCEL    no body: the client gave up on id and will not deliver its answer; the server
                    withdraws the request, stops sending, or takes back a value already written
@@ -73,7 +75,10 @@
      supported"): update servers first.
      Every length, rank, dimension and key is checked against the receiver's limits before
      anything is allocated; a malformed frame closes the connection (logged, counted in
-     stats.protocol_errors, the peer told why by a CLOSE) and fails its calls UNAVAILABLE.
+     stats.protocol_errors, the peer told why by a CLOSE) and fails its calls UNAVAILABLE. A frame
+     being sent then is finished first (a CLOSE inside it would read as its bytes): the thread
+     that read the malformed frame writes the rest and the CLOSE on a duplicate of the socket,
+     waiting for the socket at most 100 ms in all (a peer that does not read gets EOF instead).
      Value sizes are 64-bit: values above 2 GiB move between tfrdv peers (max_tensor_bytes).
      Not carried: DT_STRING's in-memory layout; the value's bytes go as they are (a DT_STRING
      value must already be a flat encoding both sides agree on).
@@ -122,7 +127,15 @@
      Run it on a Unix socket (same host; the file's mode, 0600 by default, and the directory's
      permissions decide who may connect), on a private network, or through a tunnel (SSH port
      forwarding, WireGuard). Hostile input is bounded (limits above, caps on connections and
-     requests in config) but never trusted to be who it claims.
+     requests in config) but never trusted to be who it claims. Bytes a peer chose (its HELLO
+     name, ERROR and CLOSE messages) reach statuses and logs escaped (tfrdv_escape: no forged log
+     lines, no terminal escapes). A client checks the HELLO's worker name against the worker each
+     call fetches from: a peer answering as another worker, or as none (a server with nothing
+     attached sends an empty name), fails those calls FAILED_PRECONDITION ("tfrdv_tcp: <address>
+     answered as worker X, not Y"), and later calls for Y on that connection at once; calls for
+     the worker it is go on (a connection is per address, shared by every name mapped to it).
+     That catches a stale or wrong cluster spec, not an attacker: without TLS a name proves
+     nothing.
 
    PROGRESS AND THREADS
      num_threads 0 or more: one I/O thread owned by the companion (a single event loop: more
@@ -174,8 +187,8 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_tcp.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 4
-#error "tfrdv_tcp.h 0.3 needs tfrdv.h 0.4 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 5
+#error "tfrdv_tcp.h 0.4 needs tfrdv.h 0.5 or a later 0.x"
 #endif
 
 #define TFRDV_TCP_VERSION_MAJOR 0
@@ -272,7 +285,10 @@ typedef struct tfrdv_tcp_config {
                                       "unix:/path"; NULL: client only */
     int num_threads;               /* >= 0: one I/O thread; -1: none, the host calls
                                       tfrdv_tcp_poll (more threads are not used) */
-    const tfrdv_tcp_worker* workers; /* worker name -> address (copied), a cluster spec */
+    const tfrdv_tcp_worker* workers; /* worker name -> address (copied), a cluster spec; create
+                                      refuses a name not of the canonical form
+                                      /job:J/replica:R/task:T and an address whose syntax is wrong
+                                      (host names are resolved at connect) */
     size_t num_workers;
     /* Consulted for names not in the table: write a NUL-terminated address, return 1 if known. */
     int (*resolve)(void* user, const char* worker, size_t len, char* address, size_t cap);
@@ -306,7 +322,8 @@ typedef struct tfrdv_tcp_config {
                                       one CPU, else none;
                                       < 0 (TFRDV_OFF): never). A sleeping thread costs a wake-up
                                       when its response comes: on a VM with idle CPUs ~20-50 us. */
-    int unix_mode;                 /* permission bits of a Unix socket file (0: 0600) */
+    int unix_mode;                 /* permission bits of a Unix socket file (0: 0600; 1..0777;
+                                      anything else is refused by create) */
     int64_t stall_timeout_ns;      /* a server connection is closed (its values go back to the
                                       table) when its socket took nothing for this long while
                                       answers waited, or a delivery stayed unacknowledged this
@@ -335,7 +352,8 @@ TFRDV_API int tfrdv_tcp_port(const tfrdv_tcp* t);
    "" without a listener. Valid until destroy. */
 TFRDV_API const char* tfrdv_tcp_address(const tfrdv_tcp* t);
 /* Adds or replaces a worker's address (address NULL removes it). New calls use the new address;
-   calls in flight stay on their connection. */
+   calls in flight stay on their connection. The name and the address are checked as in create's
+   workers (INVALID_ARGUMENT naming them). */
 TFRDV_API tfrdv_code tfrdv_tcp_set_worker(tfrdv_tcp* t, const char* worker, const char* address,
                                           tfrdv_status* st);
 /* Shut down (see LIFE CYCLE); from a receive callback too (see PROGRESS AND THREADS). */
@@ -696,6 +714,7 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
 #define TFRDV_TCP__OBUF_KEEP 65536u   /* an empty send buffer larger than this is freed */
 #define TFRDV_TCP__ACKS 64            /* acknowledgements a client connection gathers before it
                                          queues an ACK frame (sooner: with its next write) */
+#define TFRDV_TCP__LINGER_NS 100000000LL /* a CLOSE after a protocol error waits this long at most */
 
 enum { TFRDV_TCP__E_WAIT = 0, TFRDV_TCP__E_ALLOC = 1, TFRDV_TCP__E_RECV = 2 };
 /* a served request: waiting for its serve, its response in the send ring, its response written
@@ -777,7 +796,8 @@ struct tfrdv_tcp__conn {
     uint64_t serial;
     tfrdv_tcp__peer* peer;                     /* client side */
     int64_t deadline;                          /* connect / handshake deadline */
-    char peer_name[TFRDV_TCP_NAME_MAX + 1];
+    char peer_name[TFRDV_TCP_NAME_MAX + 1];    /* its HELLO's bytes as sent (escape to print) */
+    size_t peer_name_len;
     uint64_t peer_incarnation;
     int peer_version;                          /* from its HELLO */
     /* client: calls on this connection; server: requests being served, responses to send,
@@ -798,6 +818,10 @@ struct tfrdv_tcp__conn {
     size_t chlen, choff;
     uint64_t cbody;                            /* body bytes left of cur's frame */
     uint8_t gbuf[TFRDV_TCP__GATHER];
+    /* conn_bad: the rest of the frame in progress, then the CLOSE (in gbuf), written on lfd (a
+       dup of the socket, or -1) by tfrdv_tcp__linger once the lock is let go */
+    int lfd, lniov;
+    struct iovec liov[3];
     /* receive state (the polling thread only) */
     uint8_t* rbuf;
     size_t rlen, roff, rcap;
@@ -838,6 +862,7 @@ typedef struct tfrdv_tcp__todo {
     tfrdv_tcp__req* back;                      /* values to give back to the table, then free */
     tfrdv_tcp__req* done;                      /* values delivered: release, then free */
     tfrdv_tcp__req* cancel;                    /* serve requests to withdraw (pinned) */
+    tfrdv_tcp__conn* linger;                   /* conn_bad: finish its frame, CLOSE (first) */
     tfrdv_status st;                           /* the bulk status */
     char log[TFRDV_STATUS_MSG_MAX + 64];
     int log_level;
@@ -927,6 +952,18 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__log(tfrdv_tcp* t, int level, const char* fmt,
     t->cfg.hooks.logger.fn(t->cfg.hooks.logger.user, level, buf);
 }
 TFRDV_TCP__PRIVATE int64_t tfrdv_tcp__now(void) { return tfrdv_now_ns(); }
+/* a + b saturated to int64_t: times built from a peer's or the config's values never wrap */
+TFRDV_TCP__PRIVATE int64_t tfrdv_tcp__add(int64_t a, int64_t b) {
+    if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+    return a + b;
+}
+/* whole milliseconds to wait for ns (rounded up), at most an hour: a poll() timeout */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__ms(int64_t ns) {
+    if (ns <= 0) return 0;
+    if (ns > 3600000000000LL) return 3600000;
+    return (int)((ns + 999999) / 1000000);
+}
 
 /* >>hash tables (chained, power-of-two buckets; grow at count > cap, shrink at count < cap/8) -- */
 TFRDV_TCP__PRIVATE size_t tfrdv_tcp__slot(uint64_t k, size_t cap) {
@@ -1103,8 +1140,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sockopts(tfrdv_tcp* t, int fd, int is_unix) {
     if (t->cfg.notsent_lowat > 0) tfrdv_tcp__setint(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, t->cfg.notsent_lowat);
 #endif
     if (t->cfg.keepalive_ns > 0) {
-        int idle = (int)(t->cfg.keepalive_ns / 1000000000);
-        if (idle < 1) idle = 1;
+        int64_t s = t->cfg.keepalive_ns / 1000000000;
+        int idle = s < 1 ? 1 : s > 32767 ? 32767 : (int)s; /* Linux takes at most 32767 s */
         tfrdv_tcp__setint(fd, SOL_SOCKET, SO_KEEPALIVE, 1);
 #ifdef TCP_KEEPIDLE
         tfrdv_tcp__setint(fd, IPPROTO_TCP, TCP_KEEPIDLE, idle);
@@ -1204,6 +1241,41 @@ TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__parse(const char* s, int listen, tfrdv_
         freeaddrinfo(res);
         return TFRDV_OK;
     }
+}
+
+/* An address's syntax only (no name lookup: a host name may resolve only later): what create and
+   tfrdv_tcp_set_worker accept for a worker */
+TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__addr_check(const char* s, tfrdv_status* st) {
+    const char *colon, *p;
+    unsigned long port = 0;
+    char* end = 0;
+    tfrdv_tcp__addr a;
+    char es[256];
+    for (p = s; p && *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) {
+            (void)tfrdv_escape(es, sizeof es, s, strlen(s));
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%.200s\" has a byte outside printable ASCII", es);
+        }
+    if (!s || !*s || strncmp(s, "unix:", 5) == 0 || s[0] == '[') return tfrdv_tcp__parse(s, 0, &a, st);
+    colon = strrchr(s, ':');
+    for (p = s; colon && p < colon; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_')) break;
+    if (!colon || colon == s || p != colon || colon - s > 255)
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%.200s\": expected host:port, [v6]:port or unix:/path", s);
+    if (colon[1] >= '0' && colon[1] <= '9') port = strtoul(colon + 1, &end, 10);
+    if (!end || *end || port == 0 || port > 65535)
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%.200s\": bad port (1..65535)", s);
+    return TFRDV_OK;
+}
+/* a worker name as calls carry it: /job:J/replica:R/task:T, canonical (anything else never matches) */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__worker_name_ok(const char* name) {
+    tfrdv_device_name dn;
+    char canon[TFRDV_TCP_NAME_MAX + 1];
+    size_t n = strlen(name);
+    if (n > TFRDV_TCP_NAME_MAX || tfrdv_device_parse(name, n, &dn, 0) != TFRDV_OK || !dn.has_job || !dn.has_replica ||
+        !dn.has_task || dn.has_type || dn.has_id)
+        return 0;
+    return tfrdv_device_format(&dn, canon, sizeof canon) == n && memcmp(canon, name, n) == 0;
 }
 
 /* >>event loop plumbing ---------------------------------------------------------------------- */
@@ -1541,9 +1613,47 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
 }
 
 /* >>after unlocking -------------------------------------------------------------------------- */
+/* conn_bad's last words (no lock; the thread that reads c runs it, so c is not freed meanwhile,
+   and the response in progress still holds its value): the rest of the frame in progress, then
+   the CLOSE, waiting for the socket at most TFRDV_TCP__LINGER_NS in all; then the socket closes */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__linger(tfrdv_tcp__conn* c) {
+    int64_t end = tfrdv_tcp__add(tfrdv_tcp__now(), TFRDV_TCP__LINGER_NS);
+    struct iovec* iv = c->liov;
+    int niv = c->lniov;
+    uint8_t sink[4096];
+    while (niv > 0) {
+        struct msghdr mh;
+        ssize_t n;
+        size_t w;
+        if (!iv->iov_len) { iv++; niv--; continue; }
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = iv;
+        mh.msg_iovlen = (size_t)niv;
+        n = sendmsg(c->lfd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            struct pollfd pf;
+            int64_t left = end - tfrdv_tcp__now();
+            if (errno == EINTR) continue;
+            if ((errno != EAGAIN && errno != EWOULDBLOCK) || left <= 0) break;
+            pf.fd = c->lfd;
+            pf.events = POLLOUT;
+            pf.revents = 0;
+            (void)poll(&pf, 1, tfrdv_tcp__ms(left));
+            continue;
+        }
+        for (w = (size_t)n; niv > 0 && w >= iv->iov_len; iv++, niv--) w -= iv->iov_len;
+        if (niv > 0) { iv->iov_base = (uint8_t*)iv->iov_base + w; iv->iov_len -= w; }
+    }
+    (void)shutdown(c->lfd, SHUT_WR);
+    while (recv(c->lfd, sink, sizeof sink, MSG_DONTWAIT) > 0) {} /* unread input would make close reset */
+    close(c->lfd);
+    c->lfd = -1;
+    c->lniov = 0;
+}
 TFRDV_TCP__PRIVATE void tfrdv_tcp__todo_init(tfrdv_tcp__todo* td) {
     td->fin = 0;
     td->back = td->done = td->cancel = 0;
+    td->linger = 0;
     td->st.code = TFRDV_OK;
     td->st.detail = 0;
     td->st.msg[0] = 0;
@@ -1568,6 +1678,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__give_back(tfrdv_tcp* t, tfrdv_tcp__req* r) {
 TFRDV_TCP__PRIVATE void tfrdv_tcp__todo_run(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent *e, *enx;
     tfrdv_tcp__req *r, *rnx, *dead = 0;
+    if (td->linger) tfrdv_tcp__linger(td->linger); /* before the value in progress goes back */
     if (td->log[0]) tfrdv_tcp__log(t, td->log_level, "%s", td->log);
     for (r = td->cancel; r; r = r->cnext) tfrdv_cancel_start(r->cm); /* pinned: refs > 0 */
     for (e = td->fin; e; e = e->tnext) {
@@ -1619,6 +1730,7 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__conn_new(tfrdv_tcp* t, int fd, in
     c->t = t;
     c->fd = fd;
     c->cwake[0] = c->cwake[1] = -1;
+    c->lfd = -1;
     c->server = server;
     c->is_unix = is_unix;
     c->serial = ++t->next_serial;
@@ -1647,6 +1759,25 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__queue_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c)
     f.name.ptr = name;
     f.name.len = n > TFRDV_TCP_NAME_MAX ? TFRDV_TCP_NAME_MAX : n;
     (void)tfrdv_tcp__queue(t, c, &f);
+}
+/* the peer's HELLO name for a message: escaped (the peer chose its bytes), or dflt before one */
+TFRDV_TCP__PRIVATE const char* tfrdv_tcp__peer_label(const tfrdv_tcp__conn* c, char* buf, size_t cap, const char* dflt) {
+    if (!c->peer_name_len) return dflt;
+    (void)tfrdv_escape(buf, cap, c->peer_name, c->peer_name_len);
+    return buf;
+}
+/* a client connection whose HELLO named another worker than the one a call fetches from (w) */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__impostor(const tfrdv_tcp__conn* c, tfrdv_str w) {
+    return c->peer && c->hello_ok && (c->peer_name_len != w.len || memcmp(c->peer_name, w.ptr, w.len) != 0);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__impostor_msg(const tfrdv_tcp__conn* c, tfrdv_str w, char* msg, size_t cap) {
+    char pn[100], wn[100];
+    (void)tfrdv_escape(wn, sizeof wn, w.ptr, w.len);
+    if (!c->peer_name_len)
+        snprintf(msg, cap, "tfrdv_tcp: %.80s answered as no worker (nothing attached to serve), not %s", c->peer->addr, wn);
+    else
+        snprintf(msg, cap, "tfrdv_tcp: %.80s answered as worker %s, not %s", c->peer->addr,
+                 tfrdv_tcp__peer_label(c, pn, sizeof pn, ""), wn);
 }
 /* The connection is gone: its calls fail with (code, msg), its served requests are withdrawn and
    their values go back. Socket closed now; memory freed at the end of the poll round. */
@@ -1701,7 +1832,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_fail(tfrdv_tcp* t, tfrdv_tcp__conn* c, t
 /* protocol error: tell the peer why, fail the connection */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_bad(tfrdv_tcp* t, tfrdv_tcp__conn* c, const char* why, tfrdv_tcp__todo* td) {
     tfrdv_tcp_frame f;
-    char msg[TFRDV_STATUS_MSG_MAX];
+    char msg[TFRDV_STATUS_MSG_MAX], label[128];
     size_t n = strlen(why);
     t->stats.protocol_errors++;
     memset(&f, 0, sizeof f);
@@ -1709,22 +1840,47 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_bad(tfrdv_tcp* t, tfrdv_tcp__conn* c, co
     f.code = TFRDV_INVALID_ARGUMENT;
     f.message.ptr = why;
     f.message.len = n > t->lim.max_message_len ? t->lim.max_message_len : n;
-    if (c->fd >= 0 && c->state == TFRDV_TCP__C_OPEN) { /* best effort, whole frame or nothing */
-        uint8_t buf[TFRDV_STATUS_MSG_MAX + 32];
-        size_t len = tfrdv_tcp_encode(&f, buf, sizeof buf);
-        if (len <= sizeof buf && c->wpart == 0) (void)send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void)shutdown(c->fd, SHUT_WR);
+    if (f.message.len > sizeof c->gbuf - 64) f.message.len = sizeof c->gbuf - 64;
+    if (c->fd >= 0 && c->state == TFRDV_TCP__C_OPEN) {
+        /* the frame in progress first (a CLOSE inside it would be read as its bytes), then the
+           CLOSE: written by tfrdv_tcp__linger after unlocking, on a dup of the socket (conn_fail
+           closes this one), waiting for the socket a short bounded time */
+        size_t len = tfrdv_tcp_encode(&f, c->gbuf, sizeof c->gbuf);
+        int k = 0;
+        if (c->wpart == 2 && c->cur && c->cur->value) {
+            c->liov[k].iov_base = c->chdr + c->choff;
+            c->liov[k++].iov_len = c->chlen - c->choff;
+            c->liov[k].iov_base = (uint8_t*)c->cur->value->data + c->cur->sent;
+            c->liov[k++].iov_len = (size_t)c->cbody;
+        } else if (c->wpart == 1) {
+            c->liov[k].iov_base = c->obuf + c->ooff;
+            c->liov[k++].iov_len = c->olen - c->ooff;
+        }
+        c->liov[k].iov_base = c->gbuf;
+        c->liov[k++].iov_len = len <= sizeof c->gbuf ? len : 0;
+        c->lniov = k;
+#ifdef F_DUPFD_CLOEXEC
+        c->lfd = td->linger ? -1 : fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
+#else
+        if ((c->lfd = td->linger ? -1 : dup(c->fd)) >= 0) tfrdv_tcp__cloexec_nonblock(c->lfd);
+#endif
+        if (c->lfd >= 0) {
+            td->linger = c;
+        } else { /* no descriptor to spare: best effort now, whole frame or nothing */
+            if (c->wpart == 0 && len <= sizeof c->gbuf) (void)send(c->fd, c->gbuf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)shutdown(c->fd, SHUT_WR);
+        }
     }
     snprintf(msg, sizeof msg, "tfrdv_tcp: connection %s %.80s closed: %.120s", c->server ? "from" : "to",
-             c->peer ? c->peer->addr : (c->peer_name[0] ? c->peer_name : "a client"), why);
+             c->peer ? c->peer->addr : tfrdv_tcp__peer_label(c, label, sizeof label, "a client"), why);
     snprintf(td->log, sizeof td->log, "%s", msg);
     td->log_level = 2;
     tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, msg, td);
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_gone(tfrdv_tcp* t, tfrdv_tcp__conn* c, const char* why, tfrdv_tcp__todo* td) {
-    char msg[TFRDV_STATUS_MSG_MAX];
-    if (c->peer) snprintf(msg, sizeof msg, "tfrdv_tcp: connection to %.80s (%.60s) lost: %.80s", c->peer->addr, c->peer_name[0] ? c->peer_name : "peer", why);
-    else snprintf(msg, sizeof msg, "tfrdv_tcp: connection from %.80s lost: %.120s", c->peer_name[0] ? c->peer_name : "a client", why);
+    char msg[TFRDV_STATUS_MSG_MAX], label[128];
+    if (c->peer) snprintf(msg, sizeof msg, "tfrdv_tcp: connection to %.80s (%.60s) lost: %.80s", c->peer->addr, tfrdv_tcp__peer_label(c, label, sizeof label, "peer"), why);
+    else snprintf(msg, sizeof msg, "tfrdv_tcp: connection from %.80s lost: %.120s", tfrdv_tcp__peer_label(c, label, sizeof label, "a client"), why);
     tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, msg, td);
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__connect_failed(tfrdv_tcp* t, tfrdv_tcp__conn* c, const char* why, tfrdv_tcp__todo* td) {
@@ -1734,9 +1890,9 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__connect_failed(tfrdv_tcp* t, tfrdv_tcp__conn*
     if (p) {
         int64_t b = t->cfg.backoff_ns;
         if (b > 0) {
-            p->backoff = p->backoff ? p->backoff * 2 : b;
+            p->backoff = p->backoff ? tfrdv_tcp__add(p->backoff, p->backoff) : b;
             if (p->backoff > t->cfg.backoff_max_ns) p->backoff = t->cfg.backoff_max_ns;
-            p->retry_at = tfrdv_tcp__now() + p->backoff;
+            p->retry_at = tfrdv_tcp__add(tfrdv_tcp__now(), p->backoff);
         }
         snprintf(p->err, sizeof p->err, "%s", why);
     }
@@ -1846,7 +2002,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_request(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     r->key_len = f->key.len;
     if (f->key.len) memcpy(r->key, f->key.ptr, f->key.len);
     r->state = TFRDV_TCP__R_SERVING;
-    r->deadline = f->deadline_ns ? tfrdv_tcp__now() + f->deadline_ns : INT64_MAX;
+    r->deadline = f->deadline_ns ? tfrdv_tcp__add(tfrdv_tcp__now(), f->deadline_ns) : INT64_MAX; /* >= 0 (decode) */
     if (r->deadline < t->req_min_deadline) t->req_min_deadline = r->deadline;
     tfrdv_tcp__req_insert(t, r);
     tfrdv_tcp__list_add(&c->serving, r);
@@ -1984,7 +2140,6 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_error(tfrdv_tcp* t, tfrdv_tcp__conn* c, co
     tfrdv_call* call;
     tfrdv_value* v;
     tfrdv_status st;
-    size_t n;
     pthread_mutex_lock(&t->mu);
     e = tfrdv_tcp__ent_find(t, f->id);
     if (!e || e->conn != c) {
@@ -2004,13 +2159,12 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_error(tfrdv_tcp* t, tfrdv_tcp__conn* c, co
     tfrdv_value_release(v);
     if (!call) return;
     st.code = (tfrdv_code)f->code;
-    st.detail = f->detail;
-    n = f->message.len < sizeof st.msg - 1 ? f->message.len : sizeof st.msg - 1;
-    if (n) memcpy(st.msg, f->message.ptr, n);
-    st.msg[n] = 0;
+    st.detail = f->detail == TFRDV_DETAIL_WORKER_RESTARTED ? f->detail : 0; /* only known details */
+    (void)tfrdv_escape(st.msg, sizeof st.msg, f->message.ptr, f->message.len); /* the peer's bytes */
     tfrdv_call_finish_status(call, &st, 0, 0, 0);
 }
 
+TFRDV_TCP__PRIVATE void tfrdv_tcp__cancel_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, uint64_t id, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent* e;
     __atomic_fetch_add(&t->frames_received, 1, __ATOMIC_RELAXED);
@@ -2022,10 +2176,12 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
             pthread_mutex_unlock(&t->mu);
             return;
         }
+        tfrdv_tcp__ent *bad = 0, *enx;
         n = f->name.len;
         pthread_mutex_lock(&t->mu);
         memcpy(c->peer_name, f->name.ptr, n);
         c->peer_name[n] = 0;
+        c->peer_name_len = n;
         c->peer_incarnation = f->incarnation;
         c->peer_version = f->version < TFRDV_TCP_PROTOCOL_VERSION ? f->version : TFRDV_TCP_PROTOCOL_VERSION;
         c->hello_ok = 1;
@@ -2036,6 +2192,25 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         }
         c->deadline = INT64_MAX;
         if (c->peer) { c->peer->backoff = 0; c->peer->retry_at = 0; }
+        for (e = c->calls.next; c->peer && e != &c->calls; e = enx) { /* calls for another worker */
+            enx = e->next;
+            if (!e->call || !tfrdv_tcp__impostor(c, tfrdv_call_src_worker(e->call))) continue;
+            tfrdv_tcp__ent_remove(t, e);
+            t->stats.calls_failed++;
+            tfrdv_tcp__cancel_frame(t, c, e->id, td);
+            e->tnext = bad;
+            bad = e;
+        }
+        pthread_mutex_unlock(&t->mu);
+        for (e = bad; e; e = e->tnext) {
+            char msg[TFRDV_STATUS_MSG_MAX];
+            tfrdv_tcp__impostor_msg(c, tfrdv_call_src_worker(e->call), msg, sizeof msg);
+            tfrdv_call_finish(e->call, TFRDV_FAILED_PRECONDITION, msg, 0, 0);
+            e->call = 0;
+        }
+        if (!bad) return;
+        pthread_mutex_lock(&t->mu);
+        for (e = bad; e; e = enx) { enx = e->tnext; tfrdv_tcp__ent_free(t, e); }
         pthread_mutex_unlock(&t->mu);
         return;
     }
@@ -2081,8 +2256,9 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         c->rleft = f->data_len;
         return;
     case TFRDV_TCP_CLOSE: {
-        char why[TFRDV_STATUS_MSG_MAX];
-        snprintf(why, sizeof why, "the peer closed it: %.*s", (int)(f->message.len > 200 ? 200 : f->message.len), f->message.ptr);
+        char why[TFRDV_STATUS_MSG_MAX], pm[200];
+        (void)tfrdv_escape(pm, sizeof pm, f->message.ptr, f->message.len);
+        snprintf(why, sizeof why, "the peer closed it: %s", pm);
         pthread_mutex_lock(&t->mu);
         tfrdv_tcp__conn_gone(t, c, why, td);
         pthread_mutex_unlock(&t->mu);
@@ -2251,7 +2427,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
         }
         t->stats.accepted++;
         c->state = TFRDV_TCP__C_OPEN;
-        c->deadline = tfrdv_tcp__now() + t->cfg.handshake_timeout_ns;
+        c->deadline = tfrdv_tcp__add(tfrdv_tcp__now(), t->cfg.handshake_timeout_ns);
         tfrdv_tcp__arm(t, c); /* its HELLO answers the client's (the version both speak) */
         pthread_mutex_unlock(&t->mu);
     }
@@ -2308,17 +2484,25 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
     tfrdv_tcp__todo_init(&td);
     now = tfrdv_tcp__now();
     pthread_mutex_lock(&t->mu);
-    t->next_tick = now + t->cfg.expire_interval_ns;
+    t->next_tick = tfrdv_tcp__add(now, t->cfg.expire_interval_ns);
     if (!t->listening && t->lpause_until && now >= t->lpause_until && t->mgr && !t->closing) {
         t->lpause_until = 0;
         tfrdv_tcp__listen_arm(t, 1);
     }
-    for (c = t->conns.next; c != &t->conns; c = cnx) {
+    for (c = t->conns.next; c != &t->conns; c = cnx) { /* every expired one, in this pass */
         cnx = c->next;
         if (c->deadline > now || c->hello_ok) continue;
-        if (c->server) tfrdv_tcp__conn_gone(t, c, "no HELLO within handshake_timeout_ns", &td);
-        else tfrdv_tcp__connect_failed(t, c, "timed out (connect_timeout_ns)", &td);
-        break; /* one bulk status per todo; the rest on the next tick */
+        if (c->server) { /* no calls: nothing takes the todo's bulk status */
+            tfrdv_tcp__conn_gone(t, c, "no HELLO within handshake_timeout_ns", &td);
+        } else { /* its calls take the bulk status naming its address: a todo of its own, run now */
+            tfrdv_tcp__todo ctd;
+            tfrdv_tcp__todo_init(&ctd);
+            tfrdv_tcp__connect_failed(t, c, "timed out (connect_timeout_ns)", &ctd);
+            pthread_mutex_unlock(&t->mu);
+            tfrdv_tcp__todo_run(t, &ctd);
+            pthread_mutex_lock(&t->mu);
+            cnx = t->conns.next; /* the list may have changed meanwhile; c left it */
+        }
     }
     for (c = t->conns.next; c != &t->conns; c = cnx) {
         cnx = c->next;
@@ -2486,7 +2670,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
     pthread_mutex_unlock(&t->mu);
     if (wait_ns < 0) wait_ns = 0;
     if (timeout_ns >= 0 && timeout_ns < wait_ns) wait_ns = timeout_ns;
-    ms = (int)((wait_ns + 999999) / 1000000);
+    ms = tfrdv_tcp__ms(wait_ns);
 #ifdef TFRDV_TCP__EPOLL
     {
         struct epoll_event evs[64];
@@ -2649,7 +2833,7 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__dial(tfrdv_tcp* t, tfrdv_tcp__pee
     c->peer = p;
     p->conn = c;
     t->stats.connects++;
-    c->deadline = tfrdv_tcp__now() + t->cfg.connect_timeout_ns;
+    c->deadline = tfrdv_tcp__add(tfrdv_tcp__now(), t->cfg.connect_timeout_ns);
     do rc = connect(fd, &a.u.sa, a.len);
     while (rc < 0 && errno == EINTR);
     if (rc < 0 && errno != EINPROGRESS) {
@@ -2677,7 +2861,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     tfrdv_code code = TFRDV_UNAVAILABLE;
     uint64_t zero = 0;
     tfrdv_tcp__todo_init(&td);
-    if (dl != INT64_MAX) left = dl - tfrdv_mgr_now(tfrdv_call_mgr(call)); /* the clock hook: no lock held */
+    if (dl != INT64_MAX) left = tfrdv_tcp__add(dl, -tfrdv_mgr_now(tfrdv_call_mgr(call))); /* the clock hook: no lock held */
     pthread_mutex_lock(&t->mu);
     memcpy(tfrdv_call_scratch(call), &zero, sizeof zero); /* a lent thread reads it under t->mu */
     if (dl != INT64_MAX) {
@@ -2702,7 +2886,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     pthread_mutex_unlock(&t->mu);
     if (!a) {
         char wn[256];
-        snprintf(wn, sizeof wn, "%.*s", (int)(w.len > 255 ? 255 : w.len), w.ptr);
+        tfrdv_status ast;
+        (void)tfrdv_escape(wn, sizeof wn, w.ptr, w.len);
         addr[0] = 0;
         if (!t->cfg.resolve || !t->cfg.resolve(t->cfg.resolve_user, w.ptr, w.len, addr, sizeof addr) || !addr[0]) {
             snprintf(msg, sizeof msg, "No worker known as %.180s (tfrdv_tcp has no address for it)", wn);
@@ -2710,6 +2895,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
             return;
         }
         addr[sizeof addr - 1] = 0;
+        if (tfrdv_tcp__addr_check(addr, &ast) != TFRDV_OK) { /* printable from here on */
+            snprintf(msg, sizeof msg, "tfrdv_tcp: resolve gave %.60s a bad address: %.*s", wn, (int)strlen(ast.msg + 11), ast.msg + 11);
+            tfrdv_call_finish(call, TFRDV_INVALID_ARGUMENT, msg, 0, 0);
+            return;
+        }
     }
     pthread_mutex_lock(&t->mu);
     if (t->closing) {
@@ -2728,8 +2918,10 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
         if (p->retry_at > now) {
             t->stats.backoff_rejects++;
             t->stats.calls_failed++;
+            char wn[100];
+            (void)tfrdv_escape(wn, sizeof wn, w.ptr, w.len);
             snprintf(msg, sizeof msg, "tfrdv_tcp: %s (%.*s) unreachable: %s; next connect attempt in %lld ms", p->addr,
-                     (int)(w.len > 100 ? 100 : w.len), w.ptr, p->err, (long long)((p->retry_at - now + 999999) / 1000000));
+                     (int)strlen(wn), wn, p->err, (long long)tfrdv_tcp__ms(p->retry_at - now));
             pthread_mutex_unlock(&t->mu);
             tfrdv_call_finish(call, TFRDV_UNAVAILABLE, msg, 0, 0);
             return;
@@ -2742,6 +2934,13 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
             return;
         }
     }
+    if (tfrdv_tcp__impostor(c, w)) { /* the peer at that address is another worker */
+        t->stats.calls_failed++;
+        tfrdv_tcp__impostor_msg(c, w, msg, sizeof msg);
+        pthread_mutex_unlock(&t->mu);
+        tfrdv_call_finish(call, TFRDV_FAILED_PRECONDITION, msg, 0, 0);
+        return;
+    }
     if (!(e = tfrdv_tcp__ent_new(t))) {
         pthread_mutex_unlock(&t->mu);
         tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp: out of memory", 0, 0);
@@ -2750,7 +2949,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     e->id = ++t->next_id;
     e->call = call;
     e->conn = c;
-    e->deadline = left == INT64_MAX ? INT64_MAX : tfrdv_tcp__now() + left;
+    e->deadline = left == INT64_MAX ? INT64_MAX : tfrdv_tcp__add(tfrdv_tcp__now(), left);
     if (e->deadline < t->ent_min_deadline) t->ent_min_deadline = e->deadline;
     memcpy(tfrdv_call_scratch(call), &e->id, sizeof e->id);
     memset(&f, 0, sizeof f);
@@ -2810,8 +3009,8 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     tfrdv_tcp__ent* e;
     tfrdv_tcp__conn* c;
     uint64_t id;
-    int64_t now = tfrdv_tcp__now(), end = timeout_ns >= 0 ? now + timeout_ns : INT64_MAX;
-    int64_t spin_until = t->cfg.spin_ns > 0 ? now + t->cfg.spin_ns : 0;
+    int64_t now = tfrdv_tcp__now(), end = timeout_ns >= 0 ? tfrdv_tcp__add(now, timeout_ns) : INT64_MAX;
+    int64_t spin_until = t->cfg.spin_ns > 0 ? tfrdv_tcp__add(now, t->cfg.spin_ns) : 0;
     int last;
     pthread_mutex_lock(&t->mu);
     memcpy(&id, tfrdv_call_scratch(call), sizeof id);
@@ -2959,6 +3158,11 @@ TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__peer_inc(void* user, tfrdv_mgr* mgr, tf
         if (!(p = tfrdv_tcp__peer_get(t, addr))) { code = TFRDV_RESOURCE_EXHAUSTED; snprintf(msg, sizeof msg, "out of memory"); break; }
         c = p->conn;
         if (c && c->hello_ok && c->state == TFRDV_TCP__C_OPEN) {
+            if (tfrdv_tcp__impostor(c, w)) { /* the address answers as another worker */
+                tfrdv_tcp__impostor_msg(c, w, msg, sizeof msg);
+                pthread_mutex_unlock(&t->mu);
+                return tfrdv_status_set(st, TFRDV_FAILED_PRECONDITION, msg);
+            }
             *inc = c->peer_incarnation;
             pthread_mutex_unlock(&t->mu);
             return tfrdv_tcp__ok(st), TFRDV_OK;
@@ -3082,13 +3286,14 @@ TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__set_worker(tfrdv_tcp* t, const char* wo
 }
 TFRDV_API tfrdv_code tfrdv_tcp_set_worker(tfrdv_tcp* t, const char* worker, const char* address, tfrdv_status* st) {
     tfrdv_code rc;
+    tfrdv_status est;
+    char wn[2 * TFRDV_TCP_NAME_MAX];
     if (!t || !worker) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_set_worker: NULL argument");
-    if (address) {
-        tfrdv_tcp__addr a;
-        if (strncmp(address, "unix:", 5) != 0 && strchr(address, ':') == 0)
-            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: address \"%s\" of %s: expected host:port, [v6]:port or unix:/path", address, worker);
-        if (strncmp(address, "unix:", 5) == 0 && tfrdv_tcp__parse(address, 0, &a, st) != TFRDV_OK) return st ? st->code : TFRDV_INVALID_ARGUMENT;
-    }
+    (void)tfrdv_escape(wn, sizeof wn, worker, strlen(worker));
+    if (!tfrdv_tcp__worker_name_ok(worker))
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_set_worker: worker \"%.200s\" is not a worker name (/job:J/replica:R/task:T)", wn);
+    if (address && tfrdv_tcp__addr_check(address, &est) != TFRDV_OK)
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_set_worker: address of %.200s: %s", wn, est.msg + 11);
     pthread_mutex_lock(&t->mu);
     rc = tfrdv_tcp__set_worker(t, worker, address, st);
     pthread_mutex_unlock(&t->mu);
@@ -3183,7 +3388,28 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
         return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: frame_bytes %u outside 4 KiB..16 MiB", c.frame_bytes);
     if (c.max_connections < 0 || c.max_requests < 0 || c.max_requests_per_connection < 0 || c.connect_timeout_ns < 0 ||
         c.handshake_timeout_ns < 0 || c.expire_interval_ns < 0 || c.backoff_max_ns < 0)
-        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: negative limit or timeout");
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: negative %s",
+                              c.max_connections < 0 ? "max_connections" : c.max_requests < 0 ? "max_requests"
+                              : c.max_requests_per_connection < 0 ? "max_requests_per_connection"
+                              : c.connect_timeout_ns < 0 ? "connect_timeout_ns" : c.handshake_timeout_ns < 0 ? "handshake_timeout_ns"
+                              : c.expire_interval_ns < 0 ? "expire_interval_ns" : "backoff_max_ns");
+    if (c.unix_mode < 0 || c.unix_mode > 0777) /* -1 (TFRDV_OFF) would give the file 07777 */
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: unix_mode %d (%#o) outside 0..0777 (0: 0600)", c.unix_mode, (unsigned)c.unix_mode);
+    if (c.max_key_len > (16u << 20) || c.max_message_len > (16u << 20))
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: %s above 16 MiB (a frame's limit; every connection buffers one)",
+                              c.max_key_len > (16u << 20) ? "max_key_len" : "max_message_len");
+    if (c.num_workers && !c.workers) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: num_workers %zu with workers NULL", c.num_workers);
+    for (i = 0; i < c.num_workers; i++) {
+        const tfrdv_tcp_worker* w = &c.workers[i];
+        char wn[2 * TFRDV_TCP_NAME_MAX];
+        tfrdv_status est;
+        if (!w->name || !w->address) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: workers[%zu] has no name or address", i);
+        (void)tfrdv_escape(wn, sizeof wn, w->name, strlen(w->name));
+        if (!tfrdv_tcp__worker_name_ok(w->name))
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: workers[%zu].name \"%.200s\" is not a worker name (/job:J/replica:R/task:T)", i, wn);
+        if (tfrdv_tcp__addr_check(w->address, &est) != TFRDV_OK)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: workers[%zu].address of %.200s: %s", i, wn, est.msg + 11);
+    }
     if (!c.frame_bytes) c.frame_bytes = 256u << 10;
     if (!c.notsent_lowat) c.notsent_lowat = 512 << 10;
     if (!c.max_connections) c.max_connections = 1024;
@@ -3220,7 +3446,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     t->lfd = t->efd = t->wake[0] = t->wake[1] = -1;
     t->conns.prev = t->conns.next = &t->conns;
     t->ent_min_deadline = t->req_min_deadline = INT64_MAX;
-    t->next_tick = tfrdv_tcp__now() + c.expire_interval_ns;
+    t->next_tick = tfrdv_tcp__add(tfrdv_tcp__now(), c.expire_interval_ns);
     pthread_mutex_init(&t->mu, 0);
     pthread_mutex_init(&t->poll_mu, 0);
     pthread_cond_init(&t->cv, 0);
@@ -3241,7 +3467,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
             tfrdv_tcp__set_worker(t, cfg->workers[i].name, cfg->workers[i].address, st) != TFRDV_OK) {
             tfrdv_tcp__free_all(t);
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: workers[%zu] has no name or address", i);
-        }
+        } /* checked above: only out of memory fails here */
     }
     (void)tfrdv_tcp__wake_open(t->wake);
 #ifdef TFRDV_TCP__EPOLL
