@@ -118,9 +118,15 @@
      every expire_interval_ns; the time left also travels in the request so the server drops
      expired requests), or UNAVAILABLE naming the peer and the cause: connect failure, the
      connection closing or resetting (a peer that dies fails its calls at once), a malformed
-     frame, shutdown. The next call to that peer reconnects. After a failed connect, calls to that
-     address within the backoff window fail UNAVAILABLE at once; the window starts at backoff_ns
-     and doubles per failure up to backoff_max_ns; a successful connect resets it.
+     frame, shutdown. The next call to that peer reconnects.
+     Start order: a peer that is not up yet (its connection refused, or no HELLO within
+     connect_timeout_ns) does not fail a call at once: the call waits while the transport
+     connects again after each back-off (backoff_ns doubling up to backoff_max_ns, 1 s, as
+     TensorFlow's gRPC channels), up to its deadline or connect_retry_ns (30 s), then fails
+     UNAVAILABLE naming the address and the last error. A worker started before its ps needs no
+     sleep and no retry policy (measured: ps up 2 s after the worker, first fetch done 0.5 s
+     later). connect_retry_ns TFRDV_OFF: calls fail at once, and within the back-off window
+     without trying. A successful connect resets the back-off.
 
    SECURITY: NO TLS
      Frames are neither encrypted nor authenticated: anyone who can connect can fetch values.
@@ -308,9 +314,13 @@ typedef struct tfrdv_tcp_config {
     int send_buffer;               /* SO_SNDBUF bytes (0: 4 MiB on Unix sockets, the kernel's
                                       autotuning on TCP; < 0: never set) */
     int64_t connect_timeout_ns;    /* connect + hello (0: 5 s) */
+    int64_t connect_retry_ns;      /* a fetch whose peer is not up yet (connection refused, timed
+                                      out before its HELLO, in back-off) waits while the transport
+                                      connects again, up to its deadline or this long (0: 30 s;
+                                      < 0: it fails UNAVAILABLE at once) */
     int64_t handshake_timeout_ns;  /* an accepted connection must send its HELLO within (0: 5 s) */
     int64_t backoff_ns;            /* after a failed connect (0: 100 ms; < 0: none) */
-    int64_t backoff_max_ns;        /* cap of the doubling window (0: 5 s) */
+    int64_t backoff_max_ns;        /* cap of the doubling window (0: 1 s) */
     int64_t keepalive_ns;          /* TCP keep-alive idle time, then 3 probes 1/5 of it apart
                                       (0: 10 s; < 0: off) */
     int64_t user_timeout_ns;       /* TCP_USER_TIMEOUT: unacknowledged data fails the connection
@@ -749,6 +759,7 @@ typedef struct tfrdv_tcp__ent {
     tfrdv_value* value;                        /* while receiving */
     uint64_t got, total;
     int64_t deadline;                          /* tfrdv_now_ns() domain; INT64_MAX: none */
+    int64_t park_until;                        /* waits for a connection until then at most */
     int state, cancelled, dead;
     tfrdv_code fcode;                          /* todo: how to finish */
     const char* fmsg;                          /* todo: NULL -> the todo's bulk status */
@@ -834,6 +845,7 @@ struct tfrdv_tcp__conn {
 struct tfrdv_tcp__peer {
     tfrdv_tcp__peer* next;
     tfrdv_tcp__conn* conn;
+    tfrdv_tcp__ent parked;                     /* calls waiting for a connection (list head) */
     int64_t retry_at, backoff;
     char err[160];
     char addr[1];                              /* the address text follows */
@@ -1883,6 +1895,14 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_gone(tfrdv_tcp* t, tfrdv_tcp__conn* c, c
     else snprintf(msg, sizeof msg, "tfrdv_tcp: connection from %.80s lost: %.120s", tfrdv_tcp__peer_label(c, label, sizeof label, "a client"), why);
     tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, msg, td);
 }
+/* e waits for p to accept a connection (its REQUEST goes out on the next one: unpark) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__park(tfrdv_tcp__peer* p, tfrdv_tcp__ent* e) {
+    e->conn = 0;
+    e->prev = p->parked.prev;
+    e->next = &p->parked;
+    p->parked.prev->next = e;
+    p->parked.prev = e;
+}
 TFRDV_TCP__PRIVATE void tfrdv_tcp__connect_failed(tfrdv_tcp* t, tfrdv_tcp__conn* c, const char* why, tfrdv_tcp__todo* td) {
     tfrdv_tcp__peer* p = c->peer;
     char msg[TFRDV_STATUS_MSG_MAX];
@@ -1897,6 +1917,18 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__connect_failed(tfrdv_tcp* t, tfrdv_tcp__conn*
         snprintf(p->err, sizeof p->err, "%s", why);
     }
     snprintf(msg, sizeof msg, "tfrdv_tcp: connect to %s failed: %s", p ? p->addr : "?", why);
+    if (p && t->cfg.connect_retry_ns > 0 && !t->closing) { /* the peer is not up yet: its calls wait
+                                                             for the next attempt (connect_retry_ns) */
+        int64_t now = tfrdv_tcp__now();
+        tfrdv_tcp__ent *e, *enx;
+        for (e = c->calls.next; e != &c->calls; e = enx) {
+            enx = e->next;
+            if (!e->call || e->state != TFRDV_TCP__E_WAIT || e->park_until <= now) continue;
+            e->prev->next = e->next;
+            e->next->prev = e->prev;
+            tfrdv_tcp__park(p, e);
+        }
+    }
     tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, msg, td);
 }
 
@@ -2459,9 +2491,12 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__detach_call(tfrdv_tcp* t, tfrdv_tcp__ent* e, t
     tfrdv_tcp__todo_fin(td, x, code, msg);
     return 1;
 }
+TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__dial(tfrdv_tcp* t, tfrdv_tcp__peer* p, char* msg, size_t cap,
+                                                    tfrdv_code* code, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
     tfrdv_tcp__todo td;
     tfrdv_tcp__conn *c, *cnx;
+    tfrdv_tcp__peer* p;
     int64_t now;
     size_t i;
     tfrdv_mgr* mgr;
@@ -2502,6 +2537,31 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
             tfrdv_tcp__todo_run(t, &ctd);
             pthread_mutex_lock(&t->mu);
             cnx = t->conns.next; /* the list may have changed meanwhile; c left it */
+        }
+    }
+    for (p = t->peers; p && !t->closing; p = p->next) { /* calls waiting for a peer to come up */
+        tfrdv_tcp__ent *e, *enx;
+        tfrdv_tcp__todo ptd;
+        tfrdv_tcp__todo_init(&ptd);
+        for (e = p->parked.next; e != &p->parked; e = enx) { /* waited long enough */
+            enx = e->next;
+            if (e->park_until > now) continue;
+            tfrdv_tcp__ent_remove(t, e);
+            t->stats.calls_failed++;
+            tfrdv_tcp__todo_fin(&ptd, e, TFRDV_UNAVAILABLE, 0);
+        }
+        if (ptd.fin) { /* their own status, naming the address (peers are never unlinked) */
+            tfrdv_tcp__err(&ptd.st, TFRDV_UNAVAILABLE, "tfrdv_tcp: %s accepted no connection within connect_retry_ns "
+                           "or the call's deadline: %s", p->addr, p->err[0] ? p->err : "not tried");
+            pthread_mutex_unlock(&t->mu);
+            tfrdv_tcp__todo_run(t, &ptd);
+            pthread_mutex_lock(&t->mu);
+        }
+        if (p->parked.next != &p->parked && !p->conn && now >= p->retry_at && !t->closing) { /* again */
+            char why[TFRDV_STATUS_MSG_MAX];
+            tfrdv_code code;
+            tfrdv_tcp__conn* nc = tfrdv_tcp__dial(t, p, why, sizeof why, &code, &td);
+            if (nc && nc->state == TFRDV_TCP__C_OPEN && !nc->wblocked) tfrdv_tcp__write(t, nc, &td);
         }
     }
     for (c = t->conns.next; c != &t->conns; c = cnx) {
@@ -2788,6 +2848,7 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__peer* tfrdv_tcp__peer_get(tfrdv_tcp* t, const char
     p = (tfrdv_tcp__peer*)tfrdv_tcp__alloc(t, sizeof *p + n);
     if (!p) return 0;
     memset(p, 0, sizeof *p);
+    p->parked.prev = p->parked.next = &p->parked;
     memcpy(p->addr, addr, n + 1);
     p->next = t->peers;
     t->peers = p;
@@ -2804,6 +2865,39 @@ TFRDV_TCP__PRIVATE long tfrdv_tcp__cpus(void) {
 #else
     return 2;
 #endif
+}
+/* e's REQUEST on c, and e among c's calls (under t->mu); 0 on out of memory */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__send_request(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__ent* e) {
+    tfrdv_tcp_frame f;
+    int64_t left = e->deadline == INT64_MAX ? 0 : e->deadline - tfrdv_tcp__now();
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_REQUEST;
+    f.id = e->id;
+    f.step_id = tfrdv_call_step_id(e->call);
+    f.request_id = tfrdv_call_request_id(e->call);
+    f.deadline_ns = e->deadline == INT64_MAX ? 0 : (left > 0 ? left : 1);
+    f.key = tfrdv_call_key(e->call);
+    if (!tfrdv_tcp__queue(t, c, &f)) return 0;
+    e->conn = c;
+    e->prev = c->calls.prev;
+    e->next = &c->calls;
+    c->calls.prev->next = e;
+    c->calls.prev = e;
+    return 1;
+}
+/* the calls waiting for p move to its new connection c */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__unpark(tfrdv_tcp* t, tfrdv_tcp__peer* p, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
+    while (p->parked.next != &p->parked) {
+        tfrdv_tcp__ent* e = p->parked.next;
+        e->prev->next = e->next;
+        e->next->prev = e->prev;
+        e->prev = e->next = 0;
+        if (!tfrdv_tcp__send_request(t, c, e)) {
+            tfrdv_tcp__hremove(t, &t->ents, &e->h);
+            t->stats.calls_failed++;
+            tfrdv_tcp__todo_fin(td, e, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp: out of memory");
+        }
+    }
 }
 /* a new connection to p (under t->mu); NULL with msg set on failure */
 TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__dial(tfrdv_tcp* t, tfrdv_tcp__peer* p, char* msg, size_t cap, tfrdv_code* code,
@@ -2844,6 +2938,7 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__dial(tfrdv_tcp* t, tfrdv_tcp__pee
     }
     c->state = rc == 0 ? TFRDV_TCP__C_OPEN : TFRDV_TCP__C_CONNECTING;
     tfrdv_tcp__queue_hello(t, c);
+    tfrdv_tcp__unpark(t, p, c, td); /* the calls that waited for it: their REQUESTs follow */
     tfrdv_tcp__arm(t, c);
     return c;
 }
@@ -2857,7 +2952,6 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     tfrdv_tcp__conn* c;
     tfrdv_tcp__ent* e;
     tfrdv_tcp__todo td;
-    tfrdv_tcp_frame f;
     tfrdv_code code = TFRDV_UNAVAILABLE;
     uint64_t zero = 0;
     tfrdv_tcp__todo_init(&td);
@@ -2915,7 +3009,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     c = p->conn;
     if (!c) {
         int64_t now = tfrdv_tcp__now();
-        if (p->retry_at > now) {
+        int retry = t->cfg.connect_retry_ns > 0; /* a peer not up yet: wait for it */
+        if (p->retry_at > now && !retry) {
             t->stats.backoff_rejects++;
             t->stats.calls_failed++;
             char wn[100];
@@ -2926,7 +3021,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
             tfrdv_call_finish(call, TFRDV_UNAVAILABLE, msg, 0, 0);
             return;
         }
-        if (!(c = tfrdv_tcp__dial(t, p, msg, sizeof msg, &code, &td))) {
+        if (p->retry_at <= now && !(c = tfrdv_tcp__dial(t, p, msg, sizeof msg, &code, &td)) &&
+            (!retry || code != TFRDV_UNAVAILABLE)) {
             t->stats.calls_failed++;
             pthread_mutex_unlock(&t->mu);
             tfrdv_tcp__todo_run(t, &td);
@@ -2934,7 +3030,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
             return;
         }
     }
-    if (tfrdv_tcp__impostor(c, w)) { /* the peer at that address is another worker */
+    if (c && tfrdv_tcp__impostor(c, w)) { /* the peer at that address is another worker */
         t->stats.calls_failed++;
         tfrdv_tcp__impostor_msg(c, w, msg, sizeof msg);
         pthread_mutex_unlock(&t->mu);
@@ -2948,30 +3044,22 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     }
     e->id = ++t->next_id;
     e->call = call;
-    e->conn = c;
     e->deadline = left == INT64_MAX ? INT64_MAX : tfrdv_tcp__add(tfrdv_tcp__now(), left);
+    e->park_until = tfrdv_tcp__add(tfrdv_tcp__now(), t->cfg.connect_retry_ns);
+    if (e->park_until > e->deadline) e->park_until = e->deadline;
     if (e->deadline < t->ent_min_deadline) t->ent_min_deadline = e->deadline;
     memcpy(tfrdv_call_scratch(call), &e->id, sizeof e->id);
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_REQUEST;
-    f.id = e->id;
-    f.step_id = tfrdv_call_step_id(call);
-    f.request_id = tfrdv_call_request_id(call);
-    f.deadline_ns = left == INT64_MAX ? 0 : left;
-    f.key = key;
-    if (!tfrdv_tcp__queue(t, c, &f)) {
+    if (!c) { /* the peer refused or is in back-off: the call waits for the next connection */
+        tfrdv_tcp__park(p, e);
+    } else if (!tfrdv_tcp__send_request(t, c, e)) {
         tfrdv_tcp__ent_free(t, e);
         pthread_mutex_unlock(&t->mu);
         tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp: out of memory", 0, 0);
         return;
     }
     tfrdv_tcp__ent_insert(t, e);
-    e->prev = c->calls.prev;
-    e->next = &c->calls;
-    c->calls.prev->next = e;
-    c->calls.prev = e;
     t->stats.calls_started++;
-    if (c->state == TFRDV_TCP__C_OPEN && !c->wblocked) tfrdv_tcp__write(t, c, &td);
+    if (c && c->state == TFRDV_TCP__C_OPEN && !c->wblocked) tfrdv_tcp__write(t, c, &td);
     pthread_mutex_unlock(&t->mu);
     tfrdv_tcp__todo_run(t, &td);
 }
@@ -3416,9 +3504,10 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     if (!c.max_requests) c.max_requests = 65536;
     if (!c.max_requests_per_connection) c.max_requests_per_connection = 4096;
     if (!c.connect_timeout_ns) c.connect_timeout_ns = 5000000000LL;
+    if (!c.connect_retry_ns) c.connect_retry_ns = 30000000000LL;
     if (!c.handshake_timeout_ns) c.handshake_timeout_ns = 5000000000LL;
     if (!c.backoff_ns) c.backoff_ns = 100000000LL;
-    if (!c.backoff_max_ns) c.backoff_max_ns = 5000000000LL;
+    if (!c.backoff_max_ns) c.backoff_max_ns = 1000000000LL;
     if (!c.keepalive_ns) c.keepalive_ns = 10000000000LL;
     if (!c.user_timeout_ns) c.user_timeout_ns = 30000000000LL;
     if (!c.expire_interval_ns) c.expire_interval_ns = 20000000LL;
@@ -3582,6 +3671,15 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__shutdown(tfrdv_tcp* t) {
             unlink(t->lpath);
     }
     while (t->conns.next != &t->conns) tfrdv_tcp__conn_fail(t, t->conns.next, TFRDV_CANCELLED, "tfrdv_tcp: the transport was destroyed", &td);
+    {
+        tfrdv_tcp__peer* p;
+        for (p = t->peers; p; p = p->next) /* calls that waited for a peer to come up */
+            while (p->parked.next != &p->parked) {
+                tfrdv_tcp__ent* e = p->parked.next;
+                tfrdv_tcp__ent_remove(t, e);
+                tfrdv_tcp__todo_fin(&td, e, TFRDV_CANCELLED, "tfrdv_tcp: the transport was destroyed");
+            }
+    }
     pthread_mutex_unlock(&t->mu);
     tfrdv_tcp__todo_run(t, &td);
     pthread_mutex_lock(&t->mu);

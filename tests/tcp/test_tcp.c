@@ -1051,6 +1051,7 @@ static void test_reconnect_after_restart(void) {
     alarm(60);
     tc.backoff_ns = SEC / 50;
     tc.backoff_max_ns = SEC / 10;
+    tc.connect_retry_ns = TFRDV_OFF; /* a refused connection fails its call at once */
     if (!pair_open(&s, &c, a, 0, &tc)) return;
     TT_CHECK_EQ_INT(srv_send(&s, 1, "r1", 1, 0, 0, 4, 1).code, 0);
     TT_CHECK_EQ_INT(fetch(&c, 1, "r1", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
@@ -1076,7 +1077,8 @@ static void test_reconnect_after_restart(void) {
     srv_stop(&s);
 }
 
-/* after a failed connect, calls within the backoff window fail at once */
+/* connect_retry_ns TFRDV_OFF: after a failed connect, calls within the backoff window fail at
+   once; by default a call waits for the peer, up to its deadline */
 static void test_backoff(void) {
     cli c;
     tfrdv_status st;
@@ -1085,6 +1087,20 @@ static void test_backoff(void) {
     tfrdv_tcp_stats ts;
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     alarm(30);
+    tc.connect_retry_ns = 0; /* the default: waits while the peer is not up */
+    tc.backoff_ns = SEC / 20;
+    if (!cli_open(&c, upath("nobody.sock"), SEC / 2, &tc)) { TT_CHECK(0); return; }
+    TT_CHECK_EQ_INT(fetch(&c, 1, "x", PS_INC, 5 * SEC, &v, &dead, &st), TFRDV_DEADLINE_EXCEEDED);
+    tfrdv_tcp_get_stats(c.t, &ts);
+    TT_CHECK(ts.connect_failures >= 2); /* tried again while it waited */
+    TT_CHECK_EQ_INT(ts.client_calls_live, 0);
+    cli_close(&c);
+    tc.connect_retry_ns = SEC / 5; /* shorter than the call's deadline: UNAVAILABLE naming why */
+    if (!cli_open(&c, upath("nobody.sock"), 0, &tc)) { TT_CHECK(0); return; }
+    TT_CHECK_EQ_INT(fetch(&c, 1, "x", PS_INC, 5 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "accepted no connection within connect_retry_ns");
+    cli_close(&c);
+    tc.connect_retry_ns = TFRDV_OFF;
     tc.backoff_ns = 10 * SEC;
     if (!cli_open(&c, upath("nobody.sock"), 0, &tc)) { TT_CHECK(0); return; }
     TT_CHECK_EQ_INT(fetch(&c, 1, "x", PS_INC, 5 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
@@ -1436,6 +1452,7 @@ static void test_huge_times(void) {
        own deadline, not at the first tick; backoff_ns INT64_MAX - 1 keeps the next call out */
     lfd = silent_listener(mute);
     tc = tfrdv_tcp_config_init();
+    tc.connect_retry_ns = TFRDV_OFF;
     tc.connect_timeout_ns = INT64_MAX;
     tc.backoff_ns = INT64_MAX - 1;
     tc.backoff_max_ns = INT64_MAX;
@@ -1508,6 +1525,7 @@ static void test_all_timers_per_tick(void) {
        each call fails with its own peer's address in the status */
     tc = tfrdv_tcp_config_init();
     tc.connect_timeout_ns = SEC / 5;
+    tc.connect_retry_ns = TFRDV_OFF; /* each call fails with its connection's timer */
     if (!cli_open(&c, upath("timers-none.sock"), 0, &tc)) { TT_CHECK(0); return; }
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
     for (i = 0; i < NC; i++) {
@@ -2121,10 +2139,12 @@ static void test_destroy_in_flight(void) {
     tfrdv_rendezvous* r;
     waiter* w = waiter_new();
     tfrdv_tcp_stats ts;
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     int i;
     alarm(60);
+    tc.connect_retry_ns = SEC / 5; /* the calls after the server went wait a little, then fail */
     if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
-    if (!cli_open(&c, s.addr, 0, 0)) { TT_CHECK(0); insrv_close(&s); return; }
+    if (!cli_open(&c, s.addr, 0, &tc)) { TT_CHECK(0); insrv_close(&s); return; }
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
     post_recvs(r, "never", 10, w);
     for (i = 0; i < 1000; i++) { tfrdv_tcp_get_stats(s.t, &ts); if (ts.server_requests_live == 10) break; sleep_ms(5); }
@@ -2133,7 +2153,8 @@ static void test_destroy_in_flight(void) {
     TT_CHECK(waiter_wait(w, 10, 10 * SEC));
     for (i = 0; i < 10; i++) TT_CHECK_EQ_INT(w->code[i], TFRDV_UNAVAILABLE);
     post_recvs(r, "again", 10, w);
-    TT_CHECK(waiter_wait(w, 20, 10 * SEC)); /* no server: connect fails, then backoff */
+    TT_CHECK(waiter_wait(w, 20, 10 * SEC)); /* no server: connect fails, waits, fails */
+    for (i = 10; i < 20; i++) TT_CHECK_EQ_INT(w->code[i], TFRDV_UNAVAILABLE);
     tfrdv_unref(r);
     cli_close(&c);
     sleep_ms(20);
@@ -2671,6 +2692,7 @@ static void test_resolve_and_set_worker(void) {
     if (!insrv_open(&s, "[::1]:0", 0) && !insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
     snprintf(resolved, sizeof resolved, "%s", s.addr);
     tc.resolve = resolve_cb;
+    tc.connect_retry_ns = TFRDV_OFF; /* a wrong address fails at once */
     TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_OK);
     mc.worker_name = WK;
     mc.transport = tfrdv_tcp_transport(t);
@@ -2968,6 +2990,35 @@ static void test_retries_fire_without_attach(void) {
     if (l.ok) srv_stop(&l.s);
 }
 
+/* start order: a worker started 2 s before its ps fetches once it is up, with no attach, no
+   retry policy and no sleep of its own (the call waits for the connection: connect_retry_ns) */
+static void test_worker_started_before_its_ps(void) {
+    cli c;
+    late_ps l;
+    pthread_t th;
+    tfrdv_status st;
+    tfrdv_value* v = 0;
+    uint64_t inc = 0;
+    int dead;
+    int64_t t0;
+    alarm(60);
+    memset(&l, 0, sizeof l);
+    l.addr = upath("late_start.sock");
+    l.delay_ms = 2000;
+    if (!bare_open(&c, l.addr, 0, 0)) { TT_CHECK(0); return; }
+    t0 = tfrdv_now_ns();
+    pthread_create(&th, 0, late_ps_send, &l);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "after_retry", PS_INC, 20 * SEC, &v, &dead, &st), TFRDV_OK);
+    TT_CHECK(v && v->size == 4 && check((uint8_t*)v->data, 4, 9));
+    printf("      ps up after 2000 ms: the first fetch completed after %.0f ms\n", (double)(tfrdv_now_ns() - t0) / 1e6);
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(c.m, PS, 0, &inc, &st), TFRDV_OK); /* connected: at once */
+    TT_CHECK_EQ_INT(inc, PS_INC);
+    pthread_join(th, 0);
+    TT_CHECK(l.ok);
+    tfrdv_value_release(v);
+    cli_close(&c);
+    if (l.ok) srv_stop(&l.s);
+}
 /* ---- delivery acknowledgements (protocol version 2) --------------------------------------- */
 static void raw_hello_v(int fd, int version) {
     tfrdv_tcp_frame f;
@@ -3377,6 +3428,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_one_vtable_two_managers);
     TT_RUN(test_peer_incarnation_waits_for_a_late_ps);
     TT_RUN(test_retries_fire_without_attach);
+    TT_RUN(test_worker_started_before_its_ps);
     TT_RUN(test_delivery_acknowledged);
     TT_RUN(test_peer_that_reads_nothing);
     TT_RUN(test_exactly_once_under_give_up_races_tcp);
