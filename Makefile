@@ -36,6 +36,8 @@ help:
 	@echo "companions: make bench-tcp (tfrdv_tcp.h vs raw sockets and gRPC),"
 	@echo "  make bench-grpc demo-grpc grpc-asan grpc-tsan fuzz-grpc (tfrdv_grpc.h),"
 	@echo "  make test-rxe bench-rxe fuzz-verbs (tfrdv_verbs.h), make interop demo-tf tf-oracle bench-tf"
+	@echo "make install    headers, tfrdv.pc and the CMake package into PREFIX (/usr/local; DESTDIR too)"
+	@echo "make pkg-test   a consumer built with pkg-config, CMake (3 ways) and meson (tests/pkg/run.sh)"
 	@echo "V=1 shows compiler command lines; JOBS=N sets make test's build parallelism"
 
 $(B)/test_%: tests/test_%.c $(HEADERS)
@@ -104,6 +106,22 @@ bench-tcp:
 
 clean:
 	rm -rf build
+
+# Header-only, so everything is architecture-independent: tfrdv.pc goes to share/pkgconfig and
+# the CMake package to share/cmake/tfrdv (both searched by default under a prefix). The version
+# comes from tfrdv.h. tests/pkg/run.sh installs into build/pkg and builds a consumer against it.
+.PHONY: install pkg-test
+PREFIX  ?= /usr/local
+PKG_VERSION := $(shell sed -n 's/^\#define TFRDV_VERSION_STRING "\(.*\)"$$/\1/p' tfrdv.h)
+install:
+	@case "$(PREFIX)" in /*) ;; *) echo "make install: PREFIX must be an absolute path, not '$(PREFIX)'"; exit 1;; esac
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/pkgconfig $(DESTDIR)$(PREFIX)/share/cmake/tfrdv
+	install -m 644 tfrdv.h $(wildcard tfrdv_*.h) $(DESTDIR)$(PREFIX)/include
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(PKG_VERSION)|' pkg/tfrdv.pc.in > $(DESTDIR)$(PREFIX)/share/pkgconfig/tfrdv.pc
+	install -m 644 pkg/tfrdv-config.cmake $(DESTDIR)$(PREFIX)/share/cmake/tfrdv
+	sed -e 's|@VERSION@|$(PKG_VERSION)|' pkg/tfrdv-config-version.cmake.in > $(DESTDIR)$(PREFIX)/share/cmake/tfrdv/tfrdv-config-version.cmake
+pkg-test:
+	@CC=$(CC) bash tests/pkg/run.sh
 -include tests/grpc/grpc.mk
 -include tests/tf/tf.mk
 -include tests/verbs/verbs.mk

@@ -83,9 +83,12 @@ grep -q "^## $core\$" CHANGELOG.md || vbad="$vbad CHANGELOG.md (no '## $core' se
 if [ -z "$vbad" ]; then ok "versions: header first lines, macros and CHANGELOG agree"
 else bad "versions disagree:$vbad"; fi
 
-# 4. the build matrix (portability contracts); skipped under sanitizers (RUN_MATRIX=0)
+# 4. the build matrix (portability contracts) and the packages; skipped under sanitizers (RUN_MATRIX=0)
 if [ "$RUN_MATRIX" = 1 ]; then
   V=${V:-0} bash tests/matrix.sh > "$log/matrix.out" 2>&1
+  # the packages (tests/pkg/run.sh): make install + pkg-config, CMake three ways, meson; its
+  # [SKIP] lines name cmake, meson, ninja-build, pkg-config
+  CC=$CC bash tests/pkg/run.sh >> "$log/matrix.out" 2>&1
   while IFS= read -r line; do
     case "$line" in
       "[ OK ] "*) ok "${line#\[ OK \] }";;
@@ -102,7 +105,7 @@ if [ "$RUN_MATRIX" = 1 ]; then
 fi
 
 if [ -n "$need" ]; then
-  echo "Some matrix cells need compilers that are not installed. To run them too (as CI does):"
+  echo "Some matrix cells or package tests need tools that are not installed. To run them too (as CI does):"
   echo "  sudo apt-get install -y --no-install-recommends$need"
 fi
 if [ "$skipped" -gt 0 ]; then
