@@ -280,10 +280,10 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
    --------------------------------------------------------------------------------------------- */
 typedef struct tfrdv_tcp tfrdv_tcp;
 
-typedef struct tfrdv_tcp_worker {
-    const char* name;    /* "/job:ps/replica:0/task:0" */
-    const char* address; /* "10.0.0.7:2222", "[::1]:2222", "unix:/run/tfrdv/ps0.sock" */
-} tfrdv_tcp_worker;
+/* A worker-table entry is the core's tfrdv_worker {name, address}: "/job:ps/replica:0/task:0" ->
+   "10.0.0.7:2222", "[::1]:2222", "unix:/run/tfrdv/ps0.sock"; tfrdv_cluster_parse's table (from
+   TF_CONFIG) fits as it is. The old name stays an alias. */
+typedef tfrdv_worker tfrdv_tcp_worker;
 
 typedef struct tfrdv_tcp_config {
     tfrdv_hooks hooks;             /* allocator and logger (sync and clock are not used) */
@@ -291,7 +291,7 @@ typedef struct tfrdv_tcp_config {
                                       "unix:/path"; NULL: client only */
     int num_threads;               /* >= 0: one I/O thread; -1: none, the host calls
                                       tfrdv_tcp_poll (more threads are not used) */
-    const tfrdv_tcp_worker* workers; /* worker name -> address (copied), a cluster spec; create
+    const tfrdv_worker* workers;   /* worker name -> address (copied), a cluster spec; create
                                       refuses a name not of the canonical form
                                       /job:J/replica:R/task:T and an address whose syntax is wrong
                                       (host names are resolved at connect) */
@@ -3488,7 +3488,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
                               c.max_key_len > (16u << 20) ? "max_key_len" : "max_message_len");
     if (c.num_workers && !c.workers) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: num_workers %zu with workers NULL", c.num_workers);
     for (i = 0; i < c.num_workers; i++) {
-        const tfrdv_tcp_worker* w = &c.workers[i];
+        const tfrdv_worker* w = &c.workers[i];
         char wn[2 * TFRDV_TCP_NAME_MAX];
         tfrdv_status est;
         if (!w->name || !w->address) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: workers[%zu] has no name or address", i);

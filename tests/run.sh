@@ -59,7 +59,7 @@ else bad "README example"; cat "$log/readme.out" "$log/readme.run" 2>/dev/null |
 # 3b. the README's other code blocks (snippets): each compiles warning-free as a function body,
 #     with every header's declarations and an on_recv callback in scope
 {
-  printf '#include "tfrdv.h"\n#include "tfrdv_tcp.h"\n#include "tfrdv_grpc.h"\n#include "tfrdv_verbs.h"\n'
+  printf '#include "tfrdv.h"\n#include "tfrdv_tcp.h"\n#include "tfrdv_grpc.h"\n#include "tfrdv_verbs.h"\n#include <stdlib.h>\n#include <string.h>\n'
   printf 'static void on_recv(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra,\n'
   printf '                    tfrdv_value* v, int dead) { (void)u; (void)st; (void)sa; (void)ra; (void)dead; tfrdv_value_release(v); }\n'
   awk '/<!-- snippet/{f=1;next} f&&/^```c/{g=1;n++;printf "void snippet_%d(void);\nvoid snippet_%d(void) {\n", n, n;next} g&&/^```/{print "}";f=0;g=0;next} g{print}' README.md
