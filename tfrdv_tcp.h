@@ -2942,12 +2942,30 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__dial(tfrdv_tcp* t, tfrdv_tcp__pee
     tfrdv_tcp__arm(t, c);
     return c;
 }
+/* worker w's address into addr: the table, else the resolve callback (its answer checked like a
+   configured one). OK, NOT_FOUND "No worker known as ..." or INVALID_ARGUMENT; no lock held. */
+TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__address_of(tfrdv_tcp* t, tfrdv_str w, char* addr, size_t cap, tfrdv_status* st) {
+    char wn[256];
+    tfrdv_status ast;
+    const char* a;
+    pthread_mutex_lock(&t->mu);
+    if ((a = tfrdv_tcp__lookup(t, w)) != 0) snprintf(addr, cap, "%s", a);
+    pthread_mutex_unlock(&t->mu);
+    if (a) return tfrdv_tcp__ok(st), TFRDV_OK;
+    (void)tfrdv_escape(wn, sizeof wn, w.ptr, w.len);
+    addr[0] = 0;
+    if (!t->cfg.resolve || !t->cfg.resolve(t->cfg.resolve_user, w.ptr, w.len, addr, cap) || !addr[0])
+        return tfrdv_tcp__err(st, TFRDV_NOT_FOUND, "No worker known as %.180s (tfrdv_tcp has no address for it)", wn);
+    addr[cap - 1] = 0;
+    if (tfrdv_tcp__addr_check(addr, &ast) != TFRDV_OK) /* printable from here on */
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: resolve gave %.60s a bad address: %s", wn, ast.msg + 11);
+    return tfrdv_tcp__ok(st), TFRDV_OK;
+}
 TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     tfrdv_tcp* t = (tfrdv_tcp*)user;
     tfrdv_str w = tfrdv_call_src_worker(call), key = tfrdv_call_key(call);
     int64_t dl = tfrdv_call_deadline(call), left = INT64_MAX;
     char addr[512], msg[TFRDV_STATUS_MSG_MAX];
-    const char* a;
     tfrdv_tcp__peer* p;
     tfrdv_tcp__conn* c;
     tfrdv_tcp__ent* e;
@@ -2975,23 +2993,12 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
         tfrdv_call_finish(call, TFRDV_UNAVAILABLE, "tfrdv_tcp: the transport was destroyed", 0, 0);
         return;
     }
-    a = tfrdv_tcp__lookup(t, w);
-    if (a) snprintf(addr, sizeof addr, "%s", a);
     pthread_mutex_unlock(&t->mu);
-    if (!a) {
-        char wn[256];
+    {
         tfrdv_status ast;
-        (void)tfrdv_escape(wn, sizeof wn, w.ptr, w.len);
-        addr[0] = 0;
-        if (!t->cfg.resolve || !t->cfg.resolve(t->cfg.resolve_user, w.ptr, w.len, addr, sizeof addr) || !addr[0]) {
-            snprintf(msg, sizeof msg, "No worker known as %.180s (tfrdv_tcp has no address for it)", wn);
-            tfrdv_call_finish(call, TFRDV_INTERNAL, msg, 0, 0);
-            return;
-        }
-        addr[sizeof addr - 1] = 0;
-        if (tfrdv_tcp__addr_check(addr, &ast) != TFRDV_OK) { /* printable from here on */
-            snprintf(msg, sizeof msg, "tfrdv_tcp: resolve gave %.60s a bad address: %.*s", wn, (int)strlen(ast.msg + 11), ast.msg + 11);
-            tfrdv_call_finish(call, TFRDV_INVALID_ARGUMENT, msg, 0, 0);
+        if ((code = tfrdv_tcp__address_of(t, w, addr, sizeof addr, &ast)) != TFRDV_OK) { /* TensorFlow's
+                                                       code for a worker without address: INTERNAL */
+            tfrdv_call_finish(call, code == TFRDV_NOT_FOUND ? TFRDV_INTERNAL : code, ast.msg, 0, 0);
             return;
         }
     }
@@ -3218,7 +3225,6 @@ TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__peer_inc(void* user, tfrdv_mgr* mgr, tf
                                                   uint64_t* inc, tfrdv_status* st) {
     tfrdv_tcp* t = (tfrdv_tcp*)user;
     char addr[512], wn[160], msg[TFRDV_STATUS_MSG_MAX];
-    const char* a;
     int64_t now = tfrdv_tcp__now(), end = timeout_ns < 0 || timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
     int64_t next_try = 0;
     tfrdv_code code = TFRDV_UNAVAILABLE;
@@ -3230,12 +3236,8 @@ TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__peer_inc(void* user, tfrdv_mgr* mgr, tf
         return tfrdv_tcp__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_tcp: asking %s's incarnation on the thread that reads "
                               "the transport's sockets would wait forever", wn);
     }
-    a = tfrdv_tcp__lookup(t, w);
-    if (a) snprintf(addr, sizeof addr, "%s", a);
     pthread_mutex_unlock(&t->mu);
-    if (!a && (!t->cfg.resolve || !t->cfg.resolve(t->cfg.resolve_user, w.ptr, w.len, addr, sizeof addr) || !addr[0]))
-        return tfrdv_tcp__err(st, TFRDV_NOT_FOUND, "tfrdv_tcp: no address for worker %s", wn);
-    addr[sizeof addr - 1] = 0;
+    if ((code = tfrdv_tcp__address_of(t, w, addr, sizeof addr, st)) != TFRDV_OK) return code;
     pthread_mutex_lock(&t->mu);
     for (;;) {
         tfrdv_tcp__peer* p;

@@ -3035,6 +3035,16 @@ static void raw_ids(int fd, int type, uint64_t id) { /* ACK of one id, or CANCEL
     else f.id = id;
     raw_put(fd, &f);
 }
+/* a raw client speaking `version`: connected and greeted (the server answers that version) */
+static int raw_greet(const char* addr, int version) {
+    tfrdv_tcp_frame f;
+    int fd = raw_connect(addr);
+    raw_hello_v(fd, version);
+    rlen = 0;
+    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_HELLO, &f, 0, 0), 1);
+    TT_CHECK_EQ_INT(f.version, version);
+    return fd;
+}
 static size_t insrv_pending(insrv* s) {
     size_t n = 0;
     (void)tfrdv_mgr_pending(s->m, count_sends, &n);
@@ -3066,11 +3076,7 @@ static void test_delivery_acknowledged(void) {
     key_for(&kb, "ack_b", PS_INC);
     insrv_send(&s, "ack_a", 4);
     insrv_send(&s, "ack_b", 4);
-    fd = raw_connect(s.addr);
-    raw_hello_v(fd, 2);
-    rlen = 0;
-    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_HELLO, &f, 0, 0), 1);
-    TT_CHECK_EQ_INT(f.version, 2);
+    fd = raw_greet(s.addr, 2);
     /* answered: the value is held until the client says it was delivered */
     raw_request(fd, 1, &ka, 0);
     TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_RESPONSE, &f, 0, 0), 1);
@@ -3102,11 +3108,7 @@ static void test_delivery_acknowledged(void) {
     TT_CHECK_EQ_INT(ts.values_returned, 2);
     TT_CHECK_EQ_INT(insrv_pending(&s), 1);
     /* a version 1 client acknowledges nothing: answered as before, the value released when written */
-    fd = raw_connect(s.addr);
-    raw_hello_v(fd, 1);
-    rlen = 0;
-    TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_HELLO, &f, 0, 0), 1);
-    TT_CHECK_EQ_INT(f.version, 1);
+    fd = raw_greet(s.addr, 1);
     raw_request(fd, 1, &kb, 0);
     TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_RESPONSE, &f, 0, 0), 1);
     TS_UNTIL(s.t, ts, ts.serve_ok == 2);
