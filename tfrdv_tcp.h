@@ -387,7 +387,10 @@ typedef struct tfrdv_tcp_stats {
     uint64_t waits_declined;       /* ... that could not (another thread was reading it, or the
                                       connection was not open yet) and waited for the loop */
     /* server */
-    uint64_t served, serve_ok, serve_failed, serve_cancelled, serve_expired;
+    uint64_t served, serve_ok, serve_failed, serve_cancelled, serve_expired; /* serve_ok: answers
+                                      written and not taken back (a refusal or a connection lost
+                                      before the acknowledgement moves one to serve_cancelled or
+                                      values_returned) */
     uint64_t bytes_sent;           /* value bytes served */
     uint64_t values_returned;      /* served values given back to the table (undeliverable) */
     uint64_t values_acked;         /* deliveries the client acknowledged (protocol version 2) */
