@@ -21,7 +21,8 @@
    teardown) and prints "[ OK ] conformance <check>: <transport>" or "[FAIL] ..." with the
    failing lines above it ("[SKIP] ..." when a flag says the transport does not promise it).
    `--filter sub` (tt.h) runs only the checks whose full name contains sub. A watchdog ends a
-   check that hangs (60 s) with a FAIL line naming it.
+   check that hangs (120 s; TFRDV_CONF_WATCHDOG=seconds) with a FAIL line naming it; it uses
+   SIGALRM.
 
    The harness runs one driver thread per world: it calls your poll hook (if any) and
    tfrdv_mgr_expire on both managers, so deadlines are enforced whether or not your transport
@@ -947,7 +948,7 @@ static void conf_watchdog(int sig) {
     char line[256];
     int n;
     (void)sig;
-    n = snprintf(line, sizeof line, "[FAIL] conformance %s: %s (hung: no progress in 60 s)\n", conf_running ? conf_running : "?",
+    n = snprintf(line, sizeof line, "[FAIL] conformance %s: %s (hung: still running at the watchdog, TFRDV_CONF_WATCHDOG)\n", conf_running ? conf_running : "?",
                  conf_running_t ? conf_running_t : "?");
     if (n > 0 && write(1, line, (size_t)n) < 0) _exit(3);
     _exit(2);
@@ -970,7 +971,7 @@ static void conf_one(const conf_transport* t, const char* name, void (*fn)(conf_
     conf_running = name;
     conf_running_t = t->name;
     signal(SIGALRM, conf_watchdog);
-    alarm(60);
+    alarm(getenv("TFRDV_CONF_WATCHDOG") ? (unsigned)atoi(getenv("TFRDV_CONF_WATCHDOG")) : 120u);
     w = (conf_world*)calloc(1, sizeof *w);
     if (!w) {
         TT_CHECK(0);

@@ -3,7 +3,9 @@
    tfrdv_grpc for C that knows S's address (tfrdv_grpc_set_worker), as tests/grpc/test_multi.c.
    Built by tests/grpc/grpc.mk when the gRPC C core is there; TSan/LSan reports inside libgrpc
    are suppressed by the files tests/run.sh passes (tests/sanitizer.supp.*). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #define TFRDV_IMPLEMENTATION
 #define TFRDV_GRPC_IMPLEMENTATION
 #include "tfrdv.h"

@@ -3,7 +3,9 @@
    client-only one (C fetches through it). Twice: on 127.0.0.1 with the I/O threads, and on a
    Unix socket driven by the harness's poll hook (num_threads -1, tfrdv_tcp_poll). Built by
    tests/tcp/tcp.mk. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #define TFRDV_IMPLEMENTATION
 #define TFRDV_TCP_IMPLEMENTATION
 #include "tfrdv.h"

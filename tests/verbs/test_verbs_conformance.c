@@ -4,7 +4,9 @@
    the client's to C, connected over the 127.0.0.1 bootstrap, each with its progress thread
    (tfrdv_verbs_connect blocks until the server's progress answers). Built by
    tests/verbs/verbs.mk when libibverbs-dev is there; otherwise it prints one [SKIP] line. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #define TFRDV_IMPLEMENTATION
 #include "tfrdv.h"
 #include "tt.h"
