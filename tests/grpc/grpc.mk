@@ -1,7 +1,7 @@
 # tests/grpc/grpc.mk - the gRPC companion (tfrdv_grpc.h), included at the end of the Makefile.
 #   make test          also builds and runs $(B)/test_grpc, $(B)/test_multi (one manager routed
 #                      over gRPC and tfrdv_tcp.h at once; also in make asan/tsan) and
-#                      $(B)/ex_grpc_workers when
+#                      $(B)/test_grpc_conformance (tests/conformance.h) and $(B)/ex_grpc_workers when
 #                      `pkg-config --exists grpc` succeeds (apt-get install libgrpc-dev pkg-config);
 #                      otherwise it prints a [SKIP] line naming the packages
 #   make grpc-asan     the two-process test under ASan+UBSan (clang)
@@ -52,6 +52,14 @@ $(B)/test_multi: tests/grpc/test_multi.c $(HEADERS)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) $(GRPC_CFLAGS) -o $@ $< $(GRPC_LIBS)
 
+# the transport conformance suite (tests/conformance.h) against tfrdv_grpc.h, in one process
+all: $(B)/test_grpc_conformance
+
+$(B)/test_grpc_conformance: tests/grpc/test_grpc_conformance.c $(HEADERS)
+	@mkdir -p $(B)
+	$(SAY) CC $@
+	$(Q)$(CC) $(CFLAGS_T) $(GRPC_CFLAGS) -o $@ $< $(GRPC_LIBS)
+
 $(B)/ex_grpc_workers: examples/grpc_workers.c $(HEADERS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
@@ -96,7 +104,7 @@ $(B)/ex_grpc_workers:
 	@true
 test: grpc-skip
 grpc-skip:
-	@echo "[SKIP] test_grpc, test_multi, grpc_workers (tfrdv_grpc.h): gRPC C core not found by pkg-config; apt-get install $(GRPC_PKGS)"
+	@echo "[SKIP] test_grpc, test_multi, test_grpc_conformance, grpc_workers (tfrdv_grpc.h): gRPC C core not found by pkg-config; apt-get install $(GRPC_PKGS)"
 grpc-asan grpc-tsan bench-grpc demo-grpc:
 	@echo "make $@ needs the gRPC C core: apt-get install $(GRPC_PKGS)"; exit 1
 endif

@@ -23,3 +23,10 @@ $(B)/test_tcp_poll: tests/tcp/test_tcp.c $(HEADERS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) -DTFRDV_TCP_NO_EPOLL -o $@ $< $(LDLIBS)
+
+# the transport conformance suite (tests/conformance.h) against tfrdv_tcp.h, in one process
+all: $(B)/test_tcp_conformance
+$(B)/test_tcp_conformance: tests/tcp/test_tcp_conformance.c $(HEADERS)
+	@mkdir -p $(B)
+	$(SAY) CC $@
+	$(Q)$(CC) $(CFLAGS_T) -o $@ $< $(LDLIBS)
