@@ -45,6 +45,9 @@ $(B)/test_%: tests/test_%.c $(HEADERS)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) -o $@ $< $(LDLIBS)
 
+# the conformance suite runs the example's transport too
+$(B)/test_conformance: examples/custom_transport.c
+
 # the lock suite again with the fallback unlock (an atomic exchange, no membarrier)
 $(B)/test_locks_fenced: tests/test_locks.c $(HEADERS)
 	@mkdir -p $(B)

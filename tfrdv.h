@@ -1073,8 +1073,9 @@ TFRDV_API int64_t tfrdv_mgr_new_request_id(tfrdv_mgr* mgr);
    --------------------------------------------------------------------------------------------- */
 TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopback** out,
                                            tfrdv_status* st);
-/* Unregisters every worker (a fetch through lb fails UNAVAILABLE from now on) and drops the
-   owner's reference: before or after its managers (TRANSPORTS). */
+/* Unregisters every worker (a fetch through lb fails UNAVAILABLE from now on), finishes every
+   fetch in flight CANCELLED (its served request is withdrawn: a value stays on the serving
+   worker) and drops the owner's reference: before or after its managers (TRANSPORTS). */
 TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb);
 /* The vtable for tfrdv_mgr_config.transport: each manager given it holds lb (TRANSPORTS). */
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb);
@@ -6617,6 +6618,8 @@ TFRDV_API size_t tfrdv_mgr_pending(tfrdv_mgr* mgr, tfrdv_pending_fn fn, void* us
 /* >>loopback */
 typedef struct tfrdv__lb_req { /* one fetch being served by another manager of the loopback */
     struct tfrdv__lb_req* next;
+    struct tfrdv__lb_req *lprev, *lnext; /* lb->live while call is set (lb->mu) */
+    tfrdv_call* dcall;    /* the call tfrdv_loopback_destroy took, to finish it */
     tfrdv_loopback* lb;   /* a reference while the request is live */
     tfrdv_call* call;     /* NULL once answered or cancelled (lb->mu) */
     tfrdv_cancel_mgr* cm; /* withdraws the served request when the call is cancelled */
@@ -6642,7 +6645,22 @@ struct tfrdv_loopback {
     size_t n, cap;
     tfrdv__lb_req* free_reqs;
     size_t nfree;
+    tfrdv__lb_req* live; /* requests whose call is not finished yet: destroy finishes them */
 };
+
+TFRDV__PRIVATE void tfrdv__lb_req_unref(tfrdv__lb_req* q);
+/* q's call, taken (lb->mu held): out of the live list, its scratch cleared; NULL if gone */
+TFRDV__PRIVATE tfrdv_call* tfrdv__lb_take_call(tfrdv_loopback* lb, tfrdv__lb_req* q) {
+    tfrdv_call* call = q->call;
+    if (!call) return 0;
+    q->call = 0;
+    *(tfrdv__lb_req**)tfrdv_call_scratch(call) = 0;
+    if (q->lprev) q->lprev->lnext = q->lnext;
+    else lb->live = q->lnext;
+    if (q->lnext) q->lnext->lprev = q->lprev;
+    q->lprev = q->lnext = 0;
+    return call;
+}
 
 TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopback** out,
                                            tfrdv_status* st) {
@@ -6687,12 +6705,27 @@ TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb) {
     tfrdv__lb_worker* w;
     size_t i, n;
     if (!lb) return;
+    tfrdv__lb_req *q, *taken = 0;
     tfrdv__lock(&lb->mu); /* forget every worker: later fetches fail UNAVAILABLE */
     lb->destroyed = 1;
     w = lb->w;
     n = lb->n;
     lb->n = 0;
+    while ((q = lb->live) != 0) { /* the calls in flight finish here (CANCELLED) */
+        q->dcall = tfrdv__lb_take_call(lb, q); /* nobody else finds it any more */
+        q->refs++;
+        q->next = taken; /* free only at refs 0: the link is ours until the unref */
+        taken = q;
+    }
     tfrdv__unlock(&lb->mu);
+    while ((q = taken) != 0) {
+        tfrdv_call* c = q->dcall;
+        taken = q->next;
+        q->dcall = 0;
+        tfrdv_cancel_start(q->cm); /* the serving manager withdraws it; a value stays there */
+        tfrdv__lb_req_unref(q);
+        tfrdv_call_finish(c, TFRDV_CANCELLED, "loopback: the transport was destroyed", 0, 0);
+    }
     for (i = 0; i < n; i++) {
         tfrdv__free(&lb->hooks.allocator, w[i].name, w[i].len + 1);
         tfrdv__mgr_unref(w[i].mgr);
@@ -6797,9 +6830,7 @@ TFRDV__PRIVATE void tfrdv__lb_served(void* u, const tfrdv_status* st, const tfrd
     int back_dead = 0;
     tfrdv_call* call;
     tfrdv__lock(&lb->mu);
-    call = q->call;
-    q->call = 0;
-    if (call) *(tfrdv__lb_req**)tfrdv_call_scratch(call) = 0;
+    call = tfrdv__lb_take_call(lb, q);
     tfrdv__unlock(&lb->mu);
     if (st->code != TFRDV_OK) {
         tfrdv_value_release(v);
@@ -6874,6 +6905,10 @@ TFRDV__PRIVATE void tfrdv__lb_start(void* user, tfrdv_call* call) {
         if (key.len) memcpy(q->key, key.ptr, key.len);
         tfrdv__atomic_add(&lb->refs, 1); /* the live request's */
         *(tfrdv__lb_req**)tfrdv_call_scratch(call) = q;
+        q->lprev = 0;
+        q->lnext = lb->live;
+        if (lb->live) lb->live->lprev = q;
+        lb->live = q;
     }
     tfrdv__unlock(&lb->mu);
     if (!target) {
@@ -6898,10 +6933,8 @@ TFRDV__PRIVATE void tfrdv__lb_cancel(void* user, tfrdv_call* call) {
     tfrdv__lock(&lb->mu);
     q = *(tfrdv__lb_req**)tfrdv_call_scratch(call);
     if (q) {
-        c = q->call;
-        q->call = 0;
+        c = tfrdv__lb_take_call(lb, q);
         q->refs++;
-        *(tfrdv__lb_req**)tfrdv_call_scratch(call) = 0;
     }
     tfrdv__unlock(&lb->mu);
     if (!q) return;
