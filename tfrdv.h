@@ -3794,8 +3794,11 @@ TFRDV__PRIVATE tfrdv_trace_fn tfrdv__trace_of(const tfrdv_rendezvous* r);
 TFRDV__PRIVATE void tfrdv__trace_local(tfrdv_rendezvous* r, const char* key, size_t len, int64_t t0,
                                        const tfrdv_status* st, const tfrdv_value* v, int dead);
 
-/* front: queue the value before every buffered one (a value given back) */
-TFRDV__PRIVATE tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
+/* front: queue the value before every buffered one (a value given back). Inlined: tfrdv_send's
+   copy folds front away; out of line (once tfrdv_mgr_serve_return became a second caller, the
+   compiler stopped inlining it into tfrdv_send) the call, its spilled seventh argument and the
+   branch cost ~37 instructions per send (callgrind: 578 -> 536 per send+recv_async pair). */
+TFRDV__HOT tfrdv_code tfrdv__local_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key,
                                             const tfrdv_args* args, tfrdv_value* value, int is_dead,
                                             int front, tfrdv_status* st) {
     tfrdv__shard* s = tfrdv__shard_of(r, key->hash);
@@ -5485,6 +5488,21 @@ TFRDV__PRIVATE void tfrdv__serve_local(tfrdv__serve* op) {
 TFRDV__PRIVATE int tfrdv__step_unused(tfrdv_rendezvous* r, long held) {
     return !r->initialized && !r->deferred && !r->calls && tfrdv__atomic_load(&r->refs) == 1 + held;
 }
+/* mgr->mu and r->mu held, r found by a caller that let go of mgr->mu since (a request that
+   holds r): take r out of the table when it is still there and unused; returns 1 when it did (the
+   caller then releases the table's reference, after the locks). A step already unlinked (a
+   cleanup, expiry or destroy between our find and now) is left alone: its table reference is its
+   unlinker's to release (the count "1 + held" would mistake it for the table's), and another
+   step with the same id (a find after the cleanup) is not ours to unlink. */
+TFRDV__PRIVATE int tfrdv__unlink_if_unused(tfrdv_mgr* mgr, tfrdv_rendezvous* r, long held) {
+    tfrdv_rendezvous** pp = &mgr->steps[tfrdv__step_bucket(mgr, r->step_id)];
+    while (*pp && *pp != r) pp = &(*pp)->mgr_next;
+    if (!*pp || !tfrdv__step_unused(r, held)) return 0;
+    *pp = r->mgr_next;
+    r->mgr_next = 0;
+    mgr->nsteps--;
+    return 1;
+}
 /* the request's cancellation manager fired while it was a WAITER or DEFERRED (or after it left) */
 TFRDV__PRIVATE void tfrdv__serve_cancelled(void* p) {
     tfrdv__serve* op = (tfrdv__serve*)p;
@@ -5501,10 +5519,7 @@ TFRDV__PRIVATE void tfrdv__serve_cancelled(void* p) {
         take = 1;
         /* withdrawn like an expired one: a step only this request made leaves with it (op->r is
            still held), or a peer that cancels could fill the table with steps it names */
-        if (tfrdv__step_unused(r, 1)) {
-            tfrdv__unlink_step(mgr, r->step_id);
-            drop = 1;
-        }
+        drop = tfrdv__unlink_if_unused(mgr, r, 1);
     } else if (op->cm_orphan) {
         op->cm_orphan = 0;
         orphan = 1;
@@ -5678,10 +5693,7 @@ TFRDV__PRIVATE void tfrdv__serve_route(tfrdv__serve* op) {
             }
             /* refused, and the step holds nothing anybody else can see (typically created just
                now by this request): drop it, or a peer could fill the table with steps it names */
-            if (how != TFRDV__ROUTE_DEFERRED && tfrdv__step_unused(r, 1)) {
-                tfrdv__unlink_step(mgr, r->step_id);
-                drop = 1;
-            }
+            if (how != TFRDV__ROUTE_DEFERRED) drop = tfrdv__unlink_if_unused(mgr, r, 1);
         }
         tfrdv__unlock(&r->mu);
         tfrdv__unlock(&mgr->mu);

@@ -538,6 +538,78 @@ static void fa_free(void* u, void* p, size_t n) {
     if (p) ((fail_alloc*)u)->live--;
     free(p);
 }
+/* =============================================================================================
+   Bug 5: a deferred request withdrawn (its cancellation manager fired) while tfrdv_mgr_cleanup
+   has unlinked its step but not yet aborted it. The withdrawal drops "the step only it made": it
+   saw the step's references at table + its own (the cleanup's reference IS the former table's),
+   "unlinked" the step by id and released the table's reference - which the cleanup releases too.
+   The step was freed under the cleanup (tfrdv_abort on freed memory) or under the request's
+   answer; and unlinking by id took a NEW step with the same id (made by a find meanwhile) out of
+   the table. The hook runs the find and the cancellation right after cleanup drops mgr->mu.
+   ============================================================================================= */
+typedef struct wd_ctx {
+    tfrdv_mgr* m;
+    tfrdv_cancel_mgr* cm;
+    tfrdv_rendezvous* again; /* step 5, found again after the cleanup unlinked it */
+} wd_ctx;
+static void wd_find_then_cancel(void* p) {
+    wd_ctx* w = (wd_ctx*)p;
+    TT_CHECK_EQ_INT(tfrdv_mgr_find(w->m, 5, &w->again, 0), TFRDV_OK);
+    tfrdv_cancel_start(w->cm); /* withdraws the deferred request, on this thread */
+}
+static void test_withdrawn_deferred_request_leaves_a_step_being_cleaned_up_alone(void) {
+    rv_sync ss;
+    tfrdv_sync sync = rv_table(&ss);
+    q_alloc q;
+    tfrdv_mgr_config c = tfrdv_mgr_config_init();
+    tfrdv_mgr* m;
+    rv_handle* mgr_mu;
+    fx_key k;
+    fx_serve s;
+    wd_ctx w;
+    int64_t ids[4];
+    memset(&q, 0, sizeof q);
+    pthread_mutex_init(&q.mu, 0);
+    c.hooks.sync = &sync;
+    c.hooks.allocator.alloc_fn = q_alloc_fn; /* a freed step stays readable: counted, not a crash */
+    c.hooks.allocator.free_fn = q_free_fn;
+    c.hooks.allocator.user = &q;
+    c.worker_name = WB;
+    c.incarnation = INC_B;
+    m = mk(&c);
+    TT_CHECK(m != 0);
+    if (!m) return;
+    mgr_mu = ss.last_mutex; /* tfrdv_mgr_create initialises exactly one mutex: mgr->mu */
+    memset(&w, 0, sizeof w);
+    memset(&s, 0, sizeof s);
+    w.m = m;
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(&c.hooks, &w.cm, 0), TFRDV_OK);
+    key(&k, B0, INC_B, A0, "deferred");
+    /* step 5 was never initialised here: the request is deferred, and it made the step */
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve(m, 5, k.buf, k.len, 77, w.cm, fx_serve_done, &s), TFRDV_OK);
+    TT_CHECK_EQ_INT(s.calls, 0);
+    TT_CHECK_EQ_INT((int)tfrdv_mgr_steps(m, ids, 4), 1);
+    ss.hook_ctx = &w;
+    ss.hook_mutex = mgr_mu; /* the next unlock of mgr->mu is the cleanup's, after it unlinked step 5 */
+    ss.hook_fn = wd_find_then_cancel;
+    tfrdv_mgr_cleanup(m, 5);
+    TT_CHECK(ss.hook_fn == 0); /* the find and the withdrawal ran */
+    TT_CHECK_EQ_INT(s.calls, 1); /* answered once: withdrawn, or aborted by the cleanup */
+    TT_CHECK(s.st.code == TFRDV_CANCELLED || s.st.code == TFRDV_ABORTED);
+    /* the step found again is the table's: the withdrawal did not take it out */
+    TT_CHECK(w.again != 0);
+    TT_CHECK_EQ_INT((int)tfrdv_mgr_steps(m, ids, 4), 1);
+    TT_CHECK_EQ_INT((int)ids[0], 5);
+    /* nothing touched the cleaned-up step's primitives after it was freed */
+    TT_CHECK_EQ_INT(ss.use_after_destroy, 0);
+    if (w.again) tfrdv_unref(w.again);
+    tfrdv_cancel_mgr_destroy(w.cm);
+    tfrdv_mgr_destroy(m);
+    TT_CHECK_EQ_INT(ss.use_after_destroy, 0);
+    rv_end(&ss);
+    q_end(&q);
+}
+
 static int g_logs;
 static void count_log(void* u, int level, const char* msg) {
     (void)u;
@@ -578,5 +650,6 @@ int main(int argc, char** argv) {
     TT_RUN(test_call_timeout_near_int64_max_does_not_expire_at_once);
     TT_RUN(test_tombstone_ttl_near_int64_max_gives_a_sane_next_deadline);
     TT_RUN(test_recv_refused_for_memory_is_logged);
+    TT_RUN(test_withdrawn_deferred_request_leaves_a_step_being_cleaned_up_alone);
     return TT_MAIN_END();
 }
