@@ -45,9 +45,9 @@
                in the table until the step is cleaned up; a loss would hang the step). What no
                server can see: a reply that left intact but reached a client that had already given
                up (its deadline fired, or its receive was cancelled, while the reply was in transit)
-               is dropped by that client. The margin makes the deadline case rare; a receive
-               cancelled at that moment reports CANCELLED and its value is gone (TensorFlow aborts
-               the step when a RecvTensor is cancelled).
+               is dropped by that client. TensorFlow's protocol has no acknowledgement for it, so
+               without require_ack such a value is gone (TensorFlow aborts the step when a
+               RecvTensor is cancelled); with require_ack it comes back (DELIVERY RECEIPTS).
                MarkRecvFinished -> tfrdv_mgr_ack. GetStatus answers this worker's
                devices; CreateWorkerSession and DeleteWorkerSession get empty replies, so a
                TensorFlow master can include a tfrdv worker in its cluster without device_filters.
@@ -84,6 +84,28 @@
      (LOG(FATAL)) when asked to send a larger tensor; here the server answers RESOURCE_EXHAUSTED
      when a response would exceed max_message_bytes (default 2^31 - 1) and the client refuses
      larger responses with the same code.
+
+   DELIVERY RECEIPTS (require_ack)
+     A server with tfrdv_grpc_config.require_ack marks every answer to a non-zero request id
+     require_ack (TensorFlow's field 5) and keeps a reference to the value after gRPC reported the
+     reply sent, until the client's MarkRecvFinished{1: request_id} arrives: then the value is
+     released (delivered). A tfrdv client sends MarkRecvFinished after every answer it delivered
+     with require_ack set (TensorFlow's client does the same), and MarkRecvFinished{1: request_id,
+     15: 1} ("not taken", a field TensorFlow ignores) for every RecvTensor whose answer it did not
+     deliver although the server may have sent one: an answer that arrived after its receive was
+     cancelled, timed out or aborted (tfrdv_call_finish_status with give_back refused it), and a
+     call that ended CANCELLED or DEADLINE_EXCEEDED. The server gives a not-taken answer back to
+     the front of its key's queue (stats.receipts_returned, also in serve_returned). A receipt may
+     arrive before gRPC reported the reply's close: it waits for the answer. The not-taken receipt
+     goes to any server (TensorFlow's drops the response-cache entry of the id, as on any
+     MarkRecvFinished); it costs one small call per receive that gave up. require_ack costs one
+     per answer, which is why it is off by default.
+     What can still be lost with require_ack: an answer whose receipt never arrives within
+     receipt_ttl_ns (the client process died, the connection broke after the reply left, the
+     MarkRecvFinished failed, or a TensorFlow client whose receive gave up: it sends no receipt)
+     is released as delivered when the ttl passes (stats.receipts_expired), as is every held answer
+     when the transport is destroyed. At most 65536 answers and early receipts wait at once; beyond
+     that the oldest is treated as expired.
 
    ERRORS ON THE WIRE
      Statuses keep their code (tfrdv codes are the gRPC codes) and message. An incarnation mismatch
@@ -256,7 +278,12 @@ typedef struct tfrdv_grpc_config {
     uint64_t max_message_bytes;   /* largest RecvTensor response sent or accepted (0: 2^31 - 1) */
     size_t max_key_len;           /* longest rendezvous key served (0: 4096) */
     int require_ack;              /* mark responses to non-zero request ids require_ack (use
-                                     with tfrdv_mgr_config.response_cache) */
+                                     with tfrdv_mgr_config.response_cache); the client then sends
+                                     MarkRecvFinished, and this server keeps each answer until
+                                     it arrives: see DELIVERY RECEIPTS */
+    int64_t receipt_ttl_ns;       /* server with require_ack: how long an answer waits for its
+                                     MarkRecvFinished before it counts as delivered and is
+                                     released (0: TFRDV_GRPC_RECEIPT_TTL_NS) */
     int64_t expire_interval_ns;   /* tfrdv_mgr_expire period for the attached manager (0: 20 ms) */
     int64_t recv_timeout_ns;      /* client: the gRPC deadline of a RecvTensor call whose receive
                                      has none (tfrdv_mgr_config.call_timeout_ns 0, the default), so
@@ -286,6 +313,7 @@ typedef struct tfrdv_grpc_config {
 TFRDV_API tfrdv_grpc_config tfrdv_grpc_config_init(void);
 #define TFRDV_GRPC_SERVE_MARGIN_NS 20000000 /* 20 ms: serve_deadline_margin_ns by default */
 #define TFRDV_GRPC_RECV_TIMEOUT_NS 600000000000LL /* 10 min: recv_timeout_ns by default */
+#define TFRDV_GRPC_RECEIPT_TTL_NS 60000000000LL /* 60 s: receipt_ttl_ns by default */
 
 TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc** out,
                                        tfrdv_status* st);
@@ -323,6 +351,11 @@ typedef struct tfrdv_grpc_stats {
                                                             WorkerSession, MarkRecvFinished */
     uint64_t bytes_sent;                                             /* tensor bytes served */
     uint64_t client_calls_live, server_calls_live, server_requests_posted;
+    uint64_t receipts_returned, receipts_expired; /* server with require_ack: answers given back
+                                on a MarkRecvFinished saying the client did not take them (also in
+                                serve_returned); answers released as delivered when no
+                                MarkRecvFinished came within receipt_ttl_ns */
+    uint64_t nacks_sent;     /* client: MarkRecvFinished saying an answer was not taken */
 } tfrdv_grpc_stats;
 TFRDV_API void tfrdv_grpc_get_stats(tfrdv_grpc* g, tfrdv_grpc_stats* out);
 
@@ -1270,6 +1303,23 @@ typedef struct tfrdv_grpc__sctx { /* one server call (posted request, then the c
     char key_inline[TFRDV_GRPC__KEY_INLINE];
 } tfrdv_grpc__sctx;
 
+/* DELIVERY RECEIPTS (server with require_ack): an answer that reached its client's stream waits
+   here for the MarkRecvFinished of its request id (held), or a MarkRecvFinished that came before
+   gRPC reported the answer's call closed waits for it (held 0). By request id in rc_hash, by age
+   in the rc_old..rc_new list (one ttl for all: the oldest expires first). */
+typedef struct tfrdv_grpc__rcpt {
+    struct tfrdv_grpc__rcpt *hnext, *older, *newer;
+    int64_t request_id, step_id, expires;
+    int held, not_taken, dead;
+    tfrdv_value* value;
+    tfrdv_args send_args;
+    size_t key_len, size;
+    char key[1];
+} tfrdv_grpc__rcpt;
+#define TFRDV_GRPC__RC_BUCKETS 256
+#define TFRDV_GRPC__NOT_TAKEN_FIELD 15 /* MarkRecvFinishedRequest: tfrdv's varint, 1 = not taken */
+#define TFRDV_GRPC__RC_MAX 65536 /* entries at most: beyond, the oldest goes as if it expired */
+
 struct tfrdv_grpc {
     tfrdv_grpc_config cfg; /* strings and arrays point at owned copies */
     tfrdv_allocator a;
@@ -1295,6 +1345,9 @@ struct tfrdv_grpc {
     int port;
     tfrdv_grpc__tag shutdown_tag;
     tfrdv_mgr* mgr;
+    tfrdv_grpc__rcpt* rc_hash[TFRDV_GRPC__RC_BUCKETS]; /* DELIVERY RECEIPTS, under mu */
+    tfrdv_grpc__rcpt *rc_old, *rc_new;
+    size_t rc_n;
     tfrdv_cancel_mgr** cm_free; /* reset cancellation managers kept for reuse */
     size_t ncm_free, cap_cm_free;
     tfrdv_grpc_stats stats;
@@ -1407,6 +1460,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__unref(tfrdv_grpc* g) {
 }
 
 /* >>transport: polling ----------------------------------------------------------------------- */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_due_locked(tfrdv_grpc* g, int64_t now, tfrdv_grpc__rcpt** out);
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_run_due(tfrdv_grpc* g, tfrdv_grpc__rcpt* due);
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__maybe_expire(tfrdv_grpc* g) {
     tfrdv_mgr* mgr;
     int64_t now, next;
@@ -1419,6 +1474,15 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__maybe_expire(tfrdv_grpc* g) {
     pthread_mutex_unlock(&g->mu);
     next = tfrdv_mgr_expire(mgr, now);
     pthread_mutex_lock(&g->mu);
+    {
+        tfrdv_grpc__rcpt* due = 0;
+        tfrdv_grpc__rc_due_locked(g, now, &due);
+        if (due) {
+            pthread_mutex_unlock(&g->mu);
+            tfrdv_grpc__rc_run_due(g, due);
+            pthread_mutex_lock(&g->mu);
+        }
+    }
     g->expiring = 0;
     g->next_expire_ns = now + g->cfg.expire_interval_ns;
     if (next < g->next_expire_ns && next > now) g->next_expire_ns = next;
@@ -1731,10 +1795,27 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__restarted(const grpc_metadata_array* md) {
     }
     return 0;
 }
+/* MarkRecvFinishedRequest {1: request_id[, 15: 1 when the answer was not taken]}, fire and forget */
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__mark(tfrdv_grpc* g, tfrdv_grpc__chan* chan, int64_t request_id, int not_taken) {
+    uint8_t buf[16];
+    tfrdv_grpc__wr w;
+    w.buf = buf;
+    w.cap = sizeof buf;
+    w.len = 0;
+    tfrdv_grpc__put(&w, 0x08);
+    tfrdv_grpc__putv(&w, (uint64_t)request_id);
+    if (not_taken) {
+        tfrdv_grpc__put(&w, (uint8_t)(TFRDV_GRPC__NOT_TAKEN_FIELD << 3));
+        tfrdv_grpc__put(&w, 1);
+    }
+    return tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_MARK, chan, buf, w.len, tfrdv_grpc__in(10000000000LL), 0, 0, 0,
+                                   tfrdv_grpc__mark_done, 0) == TFRDV_OK;
+}
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
     tfrdv_grpc__ccall* c = TFRDV_GRPC__OF(tag, tfrdv_grpc__ccall, tag);
     tfrdv_call* call;
     tfrdv_status st;
+    int taken, refused;
     tfrdv_value* value = 0;
     tfrdv_grpc_response_info info;
     (void)ok;
@@ -1774,23 +1855,31 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* t
     if (st.code == TFRDV_OK) {
         TFRDV_GRPC__ADD(g, calls_ok, 1);
         if (value) TFRDV_GRPC__ADD(g, bytes_received, value->size);
-        if (info.require_ack && c->request_id) {
-            uint8_t buf[16];
-            tfrdv_grpc__wr w;
-            w.buf = buf;
-            w.cap = sizeof buf;
-            w.len = 0;
-            tfrdv_grpc__put(&w, 0x08);
-            tfrdv_grpc__putv(&w, (uint64_t)c->request_id);
-            if (tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_MARK, c->chan, buf, w.len, tfrdv_grpc__in(10000000000LL), 0, 0, 0,
-                                        tfrdv_grpc__mark_done, 0) == TFRDV_OK)
-                TFRDV_GRPC__ADD(g, acks_sent, 1);
-        }
     } else {
         TFRDV_GRPC__ADD(g, calls_failed, 1);
     }
-    if (call) tfrdv_call_finish_status(call, &st, value, info.is_dead, 0);
-    else tfrdv_value_release(value);
+    /* an OK answer the core refuses (the receive was cancelled, timed out or aborted meanwhile)
+       is not taken: the MarkRecvFinished below says so */
+    taken = refused = 0;
+    if (!call) {
+        tfrdv_value_release(value);
+        refused = c->status == GRPC_STATUS_OK; /* an answer whose receive was withdrawn here */
+    } else if (tfrdv_call_finish_status(call, &st, value, info.is_dead, st.code == TFRDV_OK)) {
+        tfrdv_value_release(value); /* refused: still ours */
+        refused = 1;
+    } else {
+        taken = st.code == TFRDV_OK;
+    }
+    /* DELIVERY RECEIPTS: a server with require_ack keeps its answer until MarkRecvFinished; ours
+       also says when the answer was not taken (field 15), so the server gives it back. Sent for
+       an answer that arrived after its receive had ended, and for a call that ended CANCELLED or
+       DEADLINE_EXCEEDED, whose answer the server may have sent before it learnt of the end (an
+       answer that fails to decode is not taken either, but stays consumed, as without receipts). */
+    if (c->request_id && taken && info.require_ack) {
+        if (tfrdv_grpc__mark(g, c->chan, c->request_id, 0)) TFRDV_GRPC__ADD(g, acks_sent, 1);
+    } else if (c->request_id && (refused || c->status == GRPC_STATUS_CANCELLED || c->status == GRPC_STATUS_DEADLINE_EXCEEDED)) {
+        if (tfrdv_grpc__mark(g, c->chan, c->request_id, 1)) TFRDV_GRPC__ADD(g, nacks_sent, 1);
+    }
     tfrdv_grpc__ccall_free(g, c);
 }
 
@@ -2005,6 +2094,127 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__give_back(tfrdv_grpc* g, tfrdv_grpc__sctx* 
     else /* the step is gone or aborted: nobody can receive the value any more (it was released) */
         tfrdv_grpc__log(g, 1, "tfrdv_grpc: an undelivered RecvTensor answer was dropped: %s", st.msg);
 }
+/* ---- DELIVERY RECEIPTS ---- */
+TFRDV_GRPC__PRIVATE tfrdv_grpc__rcpt** tfrdv_grpc__rc_slot(tfrdv_grpc* g, int64_t id) {
+    uint64_t h = (uint64_t)id * 0x9e3779b97f4a7c15ull;
+    return &g->rc_hash[(h >> 32) % TFRDV_GRPC__RC_BUCKETS];
+}
+/* g->mu held: the first entry of id with held == want (want < 0: any), unlinked; or NULL */
+TFRDV_GRPC__PRIVATE tfrdv_grpc__rcpt* tfrdv_grpc__rc_take_locked(tfrdv_grpc* g, int64_t id, int want) {
+    tfrdv_grpc__rcpt** pp = tfrdv_grpc__rc_slot(g, id);
+    tfrdv_grpc__rcpt* e;
+    while ((e = *pp) && !(e->request_id == id && (want < 0 || e->held == want))) pp = &e->hnext;
+    if (!e) return 0;
+    *pp = e->hnext;
+    if (e->older) e->older->newer = e->newer;
+    else g->rc_old = e->newer;
+    if (e->newer) e->newer->older = e->older;
+    else g->rc_new = e->older;
+    g->rc_n--;
+    return e;
+}
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_insert_locked(tfrdv_grpc* g, tfrdv_grpc__rcpt* e) {
+    tfrdv_grpc__rcpt** slot = tfrdv_grpc__rc_slot(g, e->request_id);
+    e->hnext = *slot;
+    *slot = e;
+    e->newer = 0;
+    e->older = g->rc_new;
+    if (g->rc_new) g->rc_new->newer = e;
+    else g->rc_old = e;
+    g->rc_new = e;
+    g->rc_n++;
+}
+/* an entry that left the table: a held answer goes back (not_taken) or is released (delivered) */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_settle(tfrdv_grpc* g, tfrdv_grpc__rcpt* e, int not_taken, int expired) {
+    if (e->held && not_taken) {
+        tfrdv_status st;
+        TFRDV_GRPC__ADD(g, receipts_returned, 1);
+        if (tfrdv_mgr_serve_return(g->mgr, e->step_id, e->key, e->key_len, e->request_id, &e->send_args, e->value, e->dead, &st) == TFRDV_OK)
+            TFRDV_GRPC__ADD(g, serve_returned, 1);
+        else
+            tfrdv_grpc__log(g, 1, "tfrdv_grpc: an answer its client did not take was dropped: %s", st.msg);
+    } else if (e->held) {
+        if (expired) TFRDV_GRPC__ADD(g, receipts_expired, 1);
+        tfrdv_value_release(e->value);
+    }
+    tfrdv_grpc__free(&g->a, e, e->size);
+}
+/* g->mu held: unlinks what is due (now, or beyond TFRDV_GRPC__RC_MAX) onto *out (by hnext) */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_due_locked(tfrdv_grpc* g, int64_t now, tfrdv_grpc__rcpt** out) {
+    while (g->rc_old && (g->rc_old->expires <= now || g->rc_n > TFRDV_GRPC__RC_MAX)) {
+        tfrdv_grpc__rcpt* e = g->rc_old;
+        tfrdv_grpc__rcpt** pp = tfrdv_grpc__rc_slot(g, e->request_id);
+        while (*pp != e) pp = &(*pp)->hnext;
+        *pp = e->hnext;
+        g->rc_old = e->newer;
+        if (g->rc_old) g->rc_old->older = 0;
+        else g->rc_new = 0;
+        g->rc_n--;
+        e->hnext = *out;
+        *out = e;
+    }
+}
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_run_due(tfrdv_grpc* g, tfrdv_grpc__rcpt* due) {
+    while (due) {
+        tfrdv_grpc__rcpt* e = due;
+        due = e->hnext;
+        tfrdv_grpc__rc_settle(g, e, 0, 1);
+    }
+}
+TFRDV_GRPC__PRIVATE tfrdv_grpc__rcpt* tfrdv_grpc__rc_new(tfrdv_grpc* g, int64_t id, size_t key_len) {
+    size_t size = sizeof(tfrdv_grpc__rcpt) + key_len;
+    tfrdv_grpc__rcpt* e = (tfrdv_grpc__rcpt*)tfrdv_grpc__alloc(&g->a, size);
+    if (!e) return 0;
+    memset(e, 0, sizeof *e);
+    e->size = size;
+    e->request_id = id;
+    e->expires = tfrdv_mgr_now(g->mgr) + g->cfg.receipt_ttl_ns;
+    return e;
+}
+/* The answer of x (value, dead) reached its client's stream: keep it until the MarkRecvFinished
+   of its request id says whether the client took it (or one that came first says so now). */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_answer(tfrdv_grpc* g, tfrdv_grpc__sctx* x, tfrdv_value* value, int dead) {
+    tfrdv_grpc__rcpt *e = tfrdv_grpc__rc_new(g, x->request_id, x->key_len), *r, *due = 0;
+    if (!e) { /* out of memory: counted as delivered, as without receipts */
+        tfrdv_value_release(value);
+        return;
+    }
+    e->held = 1;
+    e->step_id = x->step_id;
+    e->value = value;
+    e->dead = dead;
+    e->send_args = x->send_args;
+    e->key_len = x->key_len;
+    memcpy(e->key, x->key, x->key_len);
+    int64_t now = tfrdv_mgr_now(g->mgr); /* the clock hook is user code: not under mu */
+    pthread_mutex_lock(&g->mu);
+    r = tfrdv_grpc__rc_take_locked(g, x->request_id, 0);
+    if (!r) tfrdv_grpc__rc_insert_locked(g, e);
+    tfrdv_grpc__rc_due_locked(g, now, &due);
+    pthread_mutex_unlock(&g->mu);
+    if (r) { /* the receipt came first */
+        tfrdv_grpc__rc_settle(g, e, r->not_taken, 0);
+        tfrdv_grpc__free(&g->a, r, r->size);
+    }
+    tfrdv_grpc__rc_run_due(g, due);
+}
+/* MarkRecvFinished{1: id, 15: not_taken} */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_receipt(tfrdv_grpc* g, int64_t id, int not_taken) {
+    tfrdv_grpc__rcpt *e, *due = 0, *fresh = tfrdv_grpc__rc_new(g, id, 0);
+    int64_t now = tfrdv_mgr_now(g->mgr);
+    pthread_mutex_lock(&g->mu);
+    e = tfrdv_grpc__rc_take_locked(g, id, 1);
+    if (!e && fresh) { /* the answer's close has not been handled yet: it finds this */
+        fresh->not_taken = not_taken;
+        tfrdv_grpc__rc_insert_locked(g, fresh);
+        fresh = 0;
+    }
+    tfrdv_grpc__rc_due_locked(g, now, &due);
+    pthread_mutex_unlock(&g->mu);
+    if (fresh) tfrdv_grpc__free(&g->a, fresh, fresh->size);
+    if (e) tfrdv_grpc__rc_settle(g, e, not_taken, 0);
+    tfrdv_grpc__rc_run_due(g, due);
+}
 /* gRPC reported the RecvTensor call closed (RECV_CLOSE_ON_SERVER): cancelled (the client's cancel
    or deadline, a broken connection, shutdown: the status did not reach the client) withdraws a
    request not answered yet and gives a held answer back; otherwise the held reference goes. */
@@ -2024,6 +2234,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__closed(tfrdv_grpc* g, tfrdv_grpc__sctx* x, 
         if (x->cm) tfrdv_cancel_start(x->cm); /* withdraws the serve request (harmless once answered) */
     }
     if (holding && cancelled) tfrdv_grpc__give_back(g, x, v, dead);
+    else if (holding && g->cfg.require_ack && x->request_id) tfrdv_grpc__rc_answer(g, x, v, dead);
     else if (holding) tfrdv_value_release(v);
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__send_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
@@ -2343,13 +2554,15 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__simple_accept(tfrdv_grpc* g, tfrdv_grpc__ta
                 tfrdv_grpc__rd r;
                 uint32_t f;
                 int wt;
-                uint64_t len, v, id = 0;
+                uint64_t len, v, id = 0, not_taken = 0;
                 tfrdv_status st;
                 tfrdv_grpc__rd_init(&r, segs, n);
                 while (r.pos < r.end && code == TFRDV_OK) {
                     if ((code = tfrdv_grpc__rd_tag(&r, "MarkRecvFinishedRequest", &f, &wt, &len, &st)) != TFRDV_OK) break;
                     if (f == 1) {
                         if ((code = tfrdv_grpc__rd_uvarint(&r, "MarkRecvFinishedRequest", f, wt, &v, &st)) == TFRDV_OK) id = v;
+                    } else if (f == TFRDV_GRPC__NOT_TAKEN_FIELD) { /* tfrdv's: the answer was not taken */
+                        if ((code = tfrdv_grpc__rd_uvarint(&r, "MarkRecvFinishedRequest", f, wt, &v, &st)) == TFRDV_OK) not_taken = v != 0;
                     } else {
                         code = tfrdv_grpc__rd_skip(&r, "MarkRecvFinishedRequest", f, wt, len, &st);
                     }
@@ -2357,6 +2570,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__simple_accept(tfrdv_grpc* g, tfrdv_grpc__ta
                 if (code != TFRDV_OK) snprintf(msg, sizeof msg, "%s", st.msg);
                 else TFRDV_GRPC__ADD(g, acks_received, 1);
                 if (code == TFRDV_OK && id) tfrdv_mgr_ack(g->mgr, (int64_t)id);
+                if (code == TFRDV_OK && id && g->cfg.require_ack) tfrdv_grpc__rc_receipt(g, (int64_t)id, (int)not_taken);
                 if (heap) tfrdv_grpc__free(&g->a, segs, heap * sizeof *segs);
                 if (has_flat) grpc_slice_unref(flat);
             }
@@ -2508,6 +2722,7 @@ TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc*
     if (!g->cfg.max_message_bytes) g->cfg.max_message_bytes = TFRDV_GRPC__MAX_DEFAULT;
     if (!g->cfg.max_key_len) g->cfg.max_key_len = 4096;
     if (g->cfg.expire_interval_ns <= 0) g->cfg.expire_interval_ns = 20000000;
+    if (g->cfg.receipt_ttl_ns <= 0) g->cfg.receipt_ttl_ns = TFRDV_GRPC_RECEIPT_TTL_NS;
     if (g->cfg.serve_deadline_margin_ns == 0) g->cfg.serve_deadline_margin_ns = TFRDV_GRPC_SERVE_MARGIN_NS;
     if (g->cfg.recv_timeout_ns == 0) g->cfg.recv_timeout_ns = TFRDV_GRPC_RECV_TIMEOUT_NS;
     /* owned copies */
@@ -2652,6 +2867,13 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__shutdown(tfrdv_grpc* g) {
     grpc_completion_queue_destroy(g->cq);
     g->cq = 0;
     while (g->ncm_free) tfrdv_cancel_mgr_destroy(g->cm_free[--g->ncm_free]);
+    { /* answers still waiting for their receipts: delivered as far as anyone can tell */
+        tfrdv_grpc__rcpt* due = 0;
+        pthread_mutex_lock(&g->mu);
+        tfrdv_grpc__rc_due_locked(g, INT64_MAX, &due);
+        pthread_mutex_unlock(&g->mu);
+        tfrdv_grpc__rc_run_due(g, due);
+    }
     if (mgr) tfrdv_mgr_unref(mgr);
     grpc_shutdown();
     tfrdv_grpc__unref(g);
