@@ -1,4 +1,4 @@
-/* tfrdv_verbs.h - v0.4.0 - RDMA verbs transport for tfrdv - MIT or public domain (see tfrdv.h)
+/* tfrdv_verbs.h - v0.5.0 - RDMA verbs transport for tfrdv - MIT or public domain (see tfrdv.h)
 
    USAGE
      Include tfrdv.h first. In exactly ONE .c or .cpp file:
@@ -152,7 +152,9 @@
    THREADS
      Every function is thread-safe except create/destroy. No user callback (done callbacks, alloc
      hooks, tfrdv_mgr_serve, the logger) runs under a lock of this transport; the functions of
-     hooks.allocator may (CALLBACK RULES in tfrdv.h: they must not call into tfrdv). State: one
+     hooks.allocator may (CALLBACK RULES in tfrdv.h: they must not call into tfrdv). Bytes a peer
+     chose (its worker name, the text of its ERROR messages and of its bootstrap farewell) reach
+     statuses and log lines only as printable ASCII (tfrdv_escape: \xNN, \\). State: one
      thread-local pointer, the transport whose code the thread runs (how destroy from a callback
      is recognised). A tfrdv_recv in a callback of the progress fails FAILED_PRECONDITION at once
      (the progress that would complete it is that thread's); use tfrdv_recv_async there.
@@ -171,13 +173,13 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_verbs.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 4
-#error "tfrdv_verbs.h 0.4 needs tfrdv.h 0.4 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 5
+#error "tfrdv_verbs.h 0.5 needs tfrdv.h 0.5 or a later 0.x"
 #endif
 
 #define TFRDV_VERBS_VERSION_MAJOR 0
-#define TFRDV_VERBS_VERSION_MINOR 4
-#define TFRDV_VERBS_VERSION_STRING "0.4.0"
+#define TFRDV_VERBS_VERSION_MINOR 5
+#define TFRDV_VERBS_VERSION_STRING "0.5.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -1000,6 +1002,8 @@ typedef struct tfrdv_verbs__cnode {
 struct tfrdv_verbs__peer {
     tfrdv_verbs* v;
     char name[TFRDV_VERBS_WORKER_MAX];
+    char ename[4 * TFRDV_VERBS_WORKER_MAX]; /* name as printable ASCII (tfrdv_escape): the peer
+                                               chose it; every message and log line uses this */
     int state;
     tfrdv_status broken;
     struct ibv_cq* cq;
@@ -1504,7 +1508,7 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__post_send(tfrdv_verbs* v, tfrdv_verbs__pee
     int rc = ibv_post_send(p->qp, wr, &bad);
     if (rc) {
         char m[160];
-        tfrdv_verbs__fmt(m, sizeof m, "verbs: posting %s to %s failed: %s", what, p->name, strerror(rc));
+        tfrdv_verbs__fmt(m, sizeof m, "verbs: posting %s to %s failed: %s", what, p->ename, strerror(rc));
         tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, m, todo);
         return 0;
     }
@@ -1948,7 +1952,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
         int64_t now = tfrdv_now_ns();
         if (!p->pend && now < p->retry_at)
             tfrdv_verbs__err(&st, TFRDV_UNAVAILABLE, "verbs: %s unreachable, reconnect backoff: next attempt in %lld ms (after %d failed; last: %.200s)",
-                             p->name, (long long)((p->retry_at - now + 999999) / 1000000), p->fails, p->broken.msg);
+                             p->ename, (long long)((p->retry_at - now + 999999) / 1000000), p->fails, p->broken.msg);
         else
             reconnect = 1; /* the call waits in p's queue for the reconnect progress makes */
     }
@@ -2209,12 +2213,12 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
     uint32_t idx, gen;
     v->stats.ctrl_received++;
     if (!tfrdv_verbs__decode(buf, len, &m, v->rxdims, &why)) {
-        tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: %s", p->name, why);
+        tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: %s", p->ename, why);
         tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
         return;
     }
     if (!tfrdv_verbs__credits_return(&p->cr, m.credits)) {
-        tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: %u credits returned, more than its ring holds", p->name, m.credits);
+        tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: %u credits returned, more than its ring holds", p->ename, m.credits);
         tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
         return;
     }
@@ -2227,7 +2231,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
         if (idx < p->nsrv && p->srv[idx].state == TFRDV_VERBS__SRV_WRITTEN)
             tfrdv_verbs__srv_free(v, &p->srv[idx], todo); /* no CANCEL came before: the receiver took it */
         if (idx >= p->nsrv || gen > 0x7fff || p->srv[idx].state != TFRDV_VERBS__SRV_FREE) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: request for slot %u which is %s", p->name, idx,
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: request for slot %u which is %s", p->ename, idx,
                      idx >= p->nsrv ? "out of range" : "busy");
             tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             return;
@@ -2301,7 +2305,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
     case TFRDV_VERBS__RE_REQUEST: {
         tfrdv_verbs__srv* s = idx < p->nsrv ? &p->srv[idx] : 0;
         if (!s || s->slot != m.slot || s->state != TFRDV_VERBS__SRV_WAIT_RE) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: re-request for slot %u not waiting for one", p->name, idx);
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: re-request for slot %u not waiting for one", p->ename, idx);
             tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             return;
         }
@@ -2354,12 +2358,12 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
         tfrdv_verbs__req* r = idx < p->nreq_slots ? p->reqs[idx] : 0;
         if (!r || r->gen != gen ||
             (r->state != TFRDV_VERBS__REQ_META && r->state != TFRDV_VERBS__REQ_DATA && r->state != TFRDV_VERBS__REQ_ZOMBIE)) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: answer for slot %u which has no request", p->name, idx);
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: answer for slot %u which has no request", p->ename, idx);
             tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             return;
         }
         if (m.type == TFRDV_VERBS__ERROR) {
-            tfrdv_verbs__fmt(em, sizeof em, "%.*s", (int)m.text_len, m.text);
+            tfrdv_escape(em, sizeof em, m.text, m.text_len); /* the peer's words: printable only */
             tfrdv_verbs__req_fail_detail(v, p, r, (tfrdv_code)m.code, m.detail, em, todo);
             return;
         }
@@ -2419,7 +2423,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* 
     if (wc->status != IBV_WC_SUCCESS) {
         tfrdv_verbs__fmt(em, sizeof em, "verbs: %s %s failed: %s (status %d)",
                  kind == TFRDV_VERBS__WR_RECV ? "receive from" : kind == TFRDV_VERBS__WR_CTRL ? "control write to" : "RDMA write to",
-                 p->name, v->lib.wc_status_str(wc->status), (int)wc->status);
+                 p->ename, v->lib.wc_status_str(wc->status), (int)wc->status);
         if (kind == TFRDV_VERBS__WR_RECV && p->fd >= 0) {
             /* our receives are flushed because the peer's side failed: its reason (e.g. "remote
                access error" for the rkey we advertised) is on its way over the bootstrap
@@ -2461,14 +2465,14 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* 
         memset(&rw, 0, sizeof rw);
         rw.wr_id = TFRDV_VERBS__WR_RECV;
         if (ibv_post_recv(p->qp, &rw, &bad) != 0) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: reposting a receive for %s failed", p->name);
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: reposting a receive for %s failed", p->ename);
             tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             return;
         }
         p->last_rx = tfrdv_verbs__now(v);
         p->ping_out = 0;
         if (!(wc->wc_flags & IBV_WC_WITH_IMM)) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: a receive without immediate", p->name);
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: a receive without immediate", p->ename);
             tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             return;
         }
@@ -2484,7 +2488,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* 
             uint32_t idx = imm & 0xffffu, gen = imm >> 16;
             tfrdv_verbs__req* r = idx < p->nreq_slots ? p->reqs[idx] : 0;
             if (!r || r->gen != gen || (r->state != TFRDV_VERBS__REQ_DATA && r->state != TFRDV_VERBS__REQ_ZOMBIE)) {
-                tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: tensor bytes for slot %u which expects none", p->name, idx);
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: tensor bytes for slot %u which expects none", p->ename, idx);
                 tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
                 return;
             }
@@ -2494,7 +2498,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* 
                 r->val = 0;
                 v->stats.bytes_received += want;
                 if (want <= p->max_msg && wc->byte_len != want) {
-                    tfrdv_verbs__fmt(em, sizeof em, "verbs: %u bytes arrived from %s, %llu expected", wc->byte_len, p->name,
+                    tfrdv_verbs__fmt(em, sizeof em, "verbs: %u bytes arrived from %s, %llu expected", wc->byte_len, p->ename,
                              (unsigned long long)want);
                     tfrdv_verbs__release_later(todo, val);
                     tfrdv_verbs__req_fail(v, p, r, TFRDV_DATA_LOSS, em, todo);
@@ -2530,7 +2534,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
             continue;
         }
         if (p->lost) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: out of memory: a control message to %s was lost", p->name);
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: out of memory: a control message to %s was lost", p->ename);
             tfrdv_verbs__break(v, p, TFRDV_RESOURCE_EXHAUSTED, em, todo);
             continue;
         }
@@ -2539,8 +2543,9 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
             if (r && r->call && r->deadline <= now &&
                 (r->state == TFRDV_VERBS__REQ_META || r->state == TFRDV_VERBS__REQ_DATA)) {
                 tfrdv_str key = tfrdv_call_key(r->call);
-                tfrdv_verbs__fmt(em, sizeof em, "verbs: fetch of %.*s from %s passed its deadline", (int)(key.len > 120 ? 120 : key.len),
-                         key.ptr, p->name);
+                char ek[4 * 120 + 1];
+                tfrdv_escape(ek, sizeof ek, key.ptr, key.len > 120 ? 120 : key.len);
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: fetch of %s from %s passed its deadline", ek, p->ename);
                 tfrdv_verbs__req_abandon(v, p, r, TFRDV_DEADLINE_EXCEEDED, em, todo);
             }
         }
@@ -2552,7 +2557,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
             int64_t quiet = now - p->last_rx;
             if (quiet > v->cfg.peer_timeout_ns) {
                 tfrdv_verbs__fmt(em, sizeof em, "verbs: %s sent nothing for %lld ms with requests outstanding (keep-alive): presumed dead",
-                         p->name, (long long)(quiet / 1000000));
+                         p->ename, (long long)(quiet / 1000000));
                 tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             } else if (quiet > v->cfg.keepalive_ns && (!p->ping_out || now - p->last_ping > v->cfg.keepalive_ns)) {
                 p->ping_out = 1;
@@ -2691,6 +2696,7 @@ TFRDV_VERBS__PRIVATE tfrdv_verbs__peer* tfrdv_verbs__peer_new(tfrdv_verbs* v, co
     p->v = v;
     p->fd = -1;
     tfrdv_verbs__fmt(p->name, sizeof p->name, "%s", name);
+    tfrdv_escape(p->ename, sizeof p->ename, p->name, strlen(p->name));
     p->nreq_slots = (uint32_t)v->cfg.max_requests;
     rq = (uint32_t)v->cfg.ctrl_slots + p->nreq_slots;
     sq = (uint32_t)v->cfg.ctrl_slots + 2 * p->nreq_slots + 8;
@@ -3037,7 +3043,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_done(tfrdv_verbs* v, tfrdv_verbs__pe
 /* drive one exchange as far as its socket allows */
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pend* e) {
     char em[TFRDV_STATUS_MSG_MAX];
-    const char* who = e->p ? e->p->name : "a bootstrap peer";
+    const char* who = e->p ? e->p->ename : "a bootstrap peer";
     tfrdv_verbs_info remote, local;
     tfrdv_status st;
     size_t n;
@@ -3107,8 +3113,11 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
         return;
     }
     if (e->outgoing) {
-        if (strcmp(remote.worker, e->p->name) != 0)
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: connected to %s but it says it is %s", e->p->name, remote.worker);
+        if (strcmp(remote.worker, e->p->name) != 0) {
+            char ew[4 * TFRDV_VERBS_WORKER_MAX];
+            tfrdv_escape(ew, sizeof ew, remote.worker, strlen(remote.worker));
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: connected to %s but it says it is %s", e->p->ename, ew);
+        }
         else if (tfrdv_verbs__peer_up(v, e->p, &remote, &st) != TFRDV_OK)
             tfrdv_verbs__fmt(em, sizeof em, "%s", st.msg);
         else em[0] = 0;
@@ -3128,7 +3137,9 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
         tfrdv_verbs__todo_run(v, &todo);
         tfrdv_verbs__todos_free(&todo);
         if (dup) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: %s connected again while connected; refused", remote.worker);
+            char ew[4 * TFRDV_VERBS_WORKER_MAX];
+            tfrdv_escape(ew, sizeof ew, remote.worker, strlen(remote.worker));
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: %s connected again while connected; refused", ew);
             tfrdv_verbs__pend_fail(v, e, em);
             return;
         }
@@ -3187,7 +3198,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_reconnect(tfrdv_verbs* v, tfrdv_verb
     e->out_len = n + 4;
     rc = tfrdv_verbs__tcp_start((const struct sockaddr*)&q->addr, q->addrlen, &e->fd);
     if (rc < 0) {
-        tfrdv_verbs__fmt(em, sizeof em, "verbs: cannot connect to %s at %s:%d: %s", q->name, q->host, q->port, strerror(errno));
+        tfrdv_verbs__fmt(em, sizeof em, "verbs: cannot connect to %s at %s:%d: %s", q->ename, q->host, q->port, strerror(errno));
         tfrdv_verbs__pend_fail(v, e, em);
         return;
     }
@@ -3218,7 +3229,7 @@ TFRDV_VERBS__PRIVATE int64_t tfrdv_verbs__pend_timers(tfrdv_verbs* v) {
             tfrdv_verbs__pend_fail(v, e, "verbs: reconnect superseded");
         } else if (now >= e->deadline) {
             tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap exchange %s %s did not finish within connect_timeout_ns (%lld ms); dropped",
-                             e->outgoing ? "to" : "from", e->p ? e->p->name : "a peer", (long long)(v->cfg.connect_timeout_ns / 1000000));
+                             e->outgoing ? "to" : "from", e->p ? e->p->ename : "a peer", (long long)(v->cfg.connect_timeout_ns / 1000000));
             tfrdv_verbs__pend_fail(v, e, em);
         } else if (soonest < 0 || e->deadline - now < soonest) {
             soonest = e->deadline - now;
@@ -3329,9 +3340,11 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
         return st ? st->code : TFRDV_INVALID_ARGUMENT;
     }
     if (strcmp(remote.worker, peer_worker) != 0) {
+        char ew[4 * TFRDV_VERBS_WORKER_MAX];
         if (fd >= 0) close(fd);
         tfrdv_verbs__peer_free(v, p);
-        return tfrdv_verbs__err(st, TFRDV_FAILED_PRECONDITION, "verbs: connected to %s but it says it is %s", peer_worker, remote.worker);
+        tfrdv_escape(ew, sizeof ew, remote.worker, strlen(remote.worker));
+        return tfrdv_verbs__err(st, TFRDV_FAILED_PRECONDITION, "verbs: connected to %s but it says it is %s", peer_worker, ew);
     }
     if (tfrdv_verbs__peer_up(v, p, &remote, st) != TFRDV_OK) {
         if (fd >= 0) close(fd);
@@ -3357,7 +3370,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_sock(tfrdv_verbs* v, tfrdv_verbs__peer
         k = recv(p->fd, p->sockbuf + p->socklen, sizeof p->sockbuf - p->socklen, MSG_DONTWAIT);
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
         if (k <= 0) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: connection to %s closed (its process exited?)", p->name);
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: connection to %s closed (its process exited?)", p->ename);
             tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             return;
         }
@@ -3369,13 +3382,15 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_sock(tfrdv_verbs* v, tfrdv_verbs__peer
         while (p->socklen >= 5) {
             uint32_t n = tfrdv_verbs__get32(p->sockbuf);
             if (n < 1 || n > sizeof p->sockbuf - 4) {
-                tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s on its bootstrap connection", p->name);
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s on its bootstrap connection", p->ename);
                 tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
                 return;
             }
             if (p->socklen < 4 + (size_t)n) break;
             if (p->sockbuf[4] == 'B' && n >= 5) {
-                tfrdv_verbs__fmt(em, sizeof em, "verbs: %s broke the connection: %.*s", p->name, (int)(n - 5), (const char*)p->sockbuf + 9);
+                char why[4 * 255 + 1];
+                tfrdv_escape(why, sizeof why, (const char*)p->sockbuf + 9, n - 5);
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: %s broke the connection: %s", p->ename, why);
                 tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
                 return;
             }

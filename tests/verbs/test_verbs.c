@@ -512,6 +512,7 @@ static int si_corrupt;        /* the next siw_make advertises bad rkeys (standin
 static tfrdv_allocator si_alloc, si_mgr_alloc; /* and allocates through these */
 static int64_t si_call_timeout_ns;              /* and times calls out after this (0: 20 s) */
 static int64_t si_backoff_ns; /* and uses this reconnect_backoff_ns */
+static tfrdv_logger si_logger; /* and logs through this */
 /* a worker on the stand-in libibverbs */
 static int siw_make(worker* w, int task, int thread, int port, int64_t connect_timeout_ns) {
     wopts o;
@@ -526,6 +527,8 @@ static int siw_make(worker* w, int task, int thread, int port, int64_t connect_t
     o.call_timeout_ns = si_call_timeout_ns ? si_call_timeout_ns : (int64_t)20 * 1000000000;
     o.alloc = si_alloc;
     o.mgr_alloc = si_mgr_alloc;
+    o.logger = si_logger;
+    memset(&si_logger, 0, sizeof si_logger);
     si_backoff_ns = 0;
     si_call_timeout_ns = 0;
     memset(&si_alloc, 0, sizeof si_alloc);
@@ -1748,6 +1751,93 @@ static void test_exactly_once(void) {
     TT_CHECK_EQ_INT(standin_live_mrs(), 0);
 }
 
+
+/* Bytes a peer chooses reach log lines and statuses escaped (tfrdv_escape): a hostile bootstrap
+   peer named with a line break and an escape sequence, which then says why it leaves (the 'B'
+   frame) with the same bytes, and a serving worker whose step was aborted with such a message (the
+   ERROR message carries it to the receiver). No log line and no status holds a control byte; the
+   escaped forms are there. */
+static pthread_mutex_t esc_mu = PTHREAD_MUTEX_INITIALIZER;
+static int esc_lines, esc_raw, esc_seen_nl, esc_seen_esc;
+static int esc_has_raw(const char* m) {
+    for (; *m; m++)
+        if ((unsigned char)*m < 0x20 || (unsigned char)*m > 0x7e) return 1;
+    return 0;
+}
+static void esc_log(void* u, int level, const char* msg) {
+    (void)u;
+    (void)level;
+    pthread_mutex_lock(&esc_mu);
+    esc_lines++;
+    if (esc_has_raw(msg)) {
+        esc_raw++;
+        printf("    raw control byte in a log line: %s\n", msg);
+    }
+    if (strstr(msg, "evil\\x0aFAKE")) esc_seen_nl++;
+    if (strstr(msg, "\\x1b[31m")) esc_seen_esc++;
+    pthread_mutex_unlock(&esc_mu);
+}
+static void test_hostile_bytes_escaped(void) {
+    worker a, b, c;
+    tfrdv_verbs_stats s;
+    uint8_t fr[TFRDV_VERBS_INFO_MAX + 4], rep[TFRDV_VERBS_INFO_MAX + 4], bye[64];
+    const char* why = "bye\n2026-01-01 FAKE LINE \x1b[31mred";
+    size_t n = hello(fr, sizeof fr, "/job:evil\nFAKE\x1b[31m/replica:0/task:0"), wl = strlen(why);
+    si_fetch f;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_status st;
+    int fd, k, seen_nl, seen_esc, raw;
+    if (!standin_ok()) return;
+    si_logger.fn = esc_log;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0));
+    /* the hostile bootstrap peer: its hello, then the 'B' frame, then it closes */
+    fd = tcp_to(tfrdv_verbs_listen_port(a.v));
+    TT_CHECK(fd >= 0);
+    tfrdv_verbs__put32(bye, (uint32_t)(5 + wl));
+    bye[4] = 'B';
+    tfrdv_verbs__put32(bye + 5, (uint32_t)TFRDV_ABORTED);
+    memcpy(bye + 9, why, wl);
+    if (fd >= 0) {
+        struct timeval tv = {10, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        TT_CHECK(send(fd, fr, n, 0) == (ssize_t)n && recv(fd, rep, 4, MSG_WAITALL) == 4);
+        TT_CHECK(send(fd, bye, 9 + wl, 0) == (ssize_t)(9 + wl));
+        close(fd);
+    }
+    for (k = 0; k < 10000; k++) {
+        tfrdv_verbs_get_stats(a.v, &s);
+        if (s.peers_broken >= 1) break;
+        sleep_ms(1);
+    }
+    TT_CHECK_EQ_INT(s.peers_broken, 1);
+    /* a serving worker's status message with the same bytes reaches the receiver's status */
+    TT_CHECK(siw_make(&b, 1, 1, 0, 0) && siw_make(&c, 2, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(b.v, c.name, "127.0.0.1", tfrdv_verbs_listen_port(c.v), &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_mgr_find(c.m, 4, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK);
+    if (r) {
+        tfrdv_abort(r, TFRDV_ABORTED, why);
+        tfrdv_unref(r);
+    }
+    TT_CHECK_EQ_INT(si_fetch_wait(&b, 2, 4, "x", &f), TFRDV_ABORTED);
+    printf("    the receiver's status: %s\n", f.st.msg);
+    TT_CHECK(!esc_has_raw(f.st.msg));
+    TT_CHECK_CONTAINS(f.st.msg, "\\x1b[31m");
+    TT_CHECK_CONTAINS(f.st.msg, "bye\\x0a2026");
+    si_fetch_fini(&f);
+    rm_worker(&b);
+    rm_worker(&c);
+    rm_worker(&a);
+    pthread_mutex_lock(&esc_mu);
+    seen_nl = esc_seen_nl;
+    seen_esc = esc_seen_esc;
+    raw = esc_raw;
+    printf("    %d log lines, %d naming the peer escaped, %d with the escaped ESC sequence\n", esc_lines, seen_nl, seen_esc);
+    pthread_mutex_unlock(&esc_mu);
+    TT_CHECK_EQ_INT(raw, 0);
+    TT_CHECK(seen_nl >= 1);
+    TT_CHECK(seen_esc >= 1);
+}
+
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
 #ifdef TT_HAVE_IBV
@@ -1784,6 +1874,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_allocator_counts);
     TT_RUN(test_allocator_failures);
     TT_RUN(test_exactly_once);
+    TT_RUN(test_hostile_bytes_escaped);
 #endif
     return TT_MAIN_END();
 }
