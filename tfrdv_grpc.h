@@ -1,4 +1,4 @@
-/* tfrdv_grpc.h - v0.3.0 - gRPC transport for tfrdv speaking TensorFlow's WorkerService - MIT or
+/* tfrdv_grpc.h - v0.4.0 - gRPC transport for tfrdv speaking TensorFlow's WorkerService - MIT or
    public domain (see the end of tfrdv.h)
 
    USAGE
@@ -108,7 +108,11 @@
      that the oldest is treated as expired.
 
    ERRORS ON THE WIRE
-     Statuses keep their code (tfrdv codes are the gRPC codes) and message. An incarnation mismatch
+     Statuses keep their code (tfrdv codes are the gRPC codes) and message; a message received
+     from a peer (a failed RecvTensor's or GetStatus's status details, or gRPC's own) reaches the
+     receiver's status as printable ASCII (tfrdv_escape: bytes outside 0x20..0x7e as \xNN, a
+     backslash as \\), and so does the method name in an UNIMPLEMENTED answer, so a peer cannot
+     forge log lines or reach a terminal through them. An incarnation mismatch
      (ABORTED "RecvTensor expects a different device incarnation ...") also carries TensorFlow's
      grpc-status-details-bin payload naming tensorflow.distributed_runtime.WorkerPossiblyRestarted;
      the client turns that payload (from TensorFlow or tfrdv) into status detail
@@ -167,13 +171,13 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_grpc.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 4
-#error "tfrdv_grpc.h 0.3 needs tfrdv.h 0.4 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 5
+#error "tfrdv_grpc.h 0.4 needs tfrdv.h 0.5 or a later 0.x"
 #endif
 
 #define TFRDV_GRPC_VERSION_MAJOR 0
-#define TFRDV_GRPC_VERSION_MINOR 3
-#define TFRDV_GRPC_VERSION_STRING "0.3.0"
+#define TFRDV_GRPC_VERSION_MINOR 4
+#define TFRDV_GRPC_VERSION_STRING "0.4.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -1383,11 +1387,11 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__log(tfrdv_grpc* g, int level, const char* f
     va_end(ap);
     g->cfg.hooks.logger.fn(g->cfg.hooks.logger.user, level, buf);
 }
+/* Bytes from the wire (status details, a method name the peer asked for) as printable ASCII
+   (tfrdv_escape): they end up in statuses and log lines, where a line break would forge a line
+   and an escape sequence would reach the operator's terminal. Cut short to fit out. */
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__slice_msg(grpc_slice s, char* out, size_t cap) {
-    size_t n = GRPC_SLICE_LENGTH(s);
-    if (n >= cap) n = cap - 1;
-    if (n) memcpy(out, GRPC_SLICE_START_PTR(s), n);
-    out[n] = 0;
+    tfrdv_escape(out, cap, (const char*)GRPC_SLICE_START_PTR(s), GRPC_SLICE_LENGTH(s));
 }
 
 /* The segments of a received message: its slices (no copy), or one flattened slice when it is
@@ -1897,7 +1901,9 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
     gpr_timespec deadline = gpr_inf_future(GPR_CLOCK_MONOTONIC);
     *(tfrdv_grpc__ccall**)tfrdv_call_scratch(call) = 0;
     if (!tfrdv_grpc__resolve(g, w.ptr, w.len, addr, sizeof addr)) {
-        tfrdv_grpc__err(&st, TFRDV_INTERNAL, "No worker known as %.*s (tfrdv_grpc has no address for it)", (int)w.len, w.ptr);
+        char ew[4 * 256 + 1];
+        tfrdv_escape(ew, sizeof ew, w.ptr, w.len > 256 ? 256 : w.len);
+        tfrdv_grpc__err(&st, TFRDV_INTERNAL, "No worker known as %s (tfrdv_grpc has no address for it)", ew);
         tfrdv_call_finish(call, st.code, st.msg, 0, 0);
         return;
     }

@@ -137,9 +137,12 @@ typedef struct world {
     char wg_addr[64], tg_addr[64];
     tfrdv_rendezvous *rw, *rt, *rp; /* step STEP on W, T and P */
 } world;
+static tfrdv_logger world_logger; /* the next world's gRPC companions and managers log here, but
+                                     T's manager (it logs the abort of its own step, its own text) */
 static tfrdv_mgr* mgr_on(world* x, const char* name, uint64_t inc, tfrdv_transport tr) {
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
     mc.hooks = fx_alloc_hooks(&x->a);
+    if (strcmp(name, T) != 0) mc.hooks.logger = world_logger;
     mc.worker_name = name;
     mc.incarnation = inc;
     mc.transport = tr;
@@ -150,6 +153,7 @@ static tfrdv_grpc* grpc_on(world* x, tfrdv_status* st) {
     tfrdv_grpc_config gc = tfrdv_grpc_config_init();
     tfrdv_grpc* g = 0;
     gc.hooks = fx_alloc_hooks(&x->a);
+    gc.hooks.logger = world_logger;
     gc.require_ack = grpc_require_ack;
     gc.listen_address = "127.0.0.1:0";
     if (tfrdv_grpc_create(&gc, &g, st) != TFRDV_OK) printf("    tfrdv_grpc_create: %s\n", st->msg);
@@ -895,6 +899,65 @@ static void test_exactly_once_grpc_receipts(void) { exactly_once_grpc(1); }
    corrupt */
 static void test_exactly_once_grpc_no_receipts(void) { exactly_once_grpc(0); }
 
+/* ---- bytes a peer chose reach statuses and log lines escaped (tfrdv_escape): T's step is
+   aborted with a message holding a line break and an escape sequence, and W's fetch of it
+   reports that message (T's reply carries it as gRPC status details); a key with such bytes is
+   fetched too. No status and no log line (W's manager and both companions log into one hook)
+   holds a byte outside 0x20..0x7e. ---- */
+static pthread_mutex_t esc_mu = PTHREAD_MUTEX_INITIALIZER;
+static int esc_lines, esc_raw;
+static int esc_has_raw(const char* m) {
+    for (; *m; m++)
+        if ((unsigned char)*m < 0x20 || (unsigned char)*m > 0x7e) return 1;
+    return 0;
+}
+static void esc_log(void* u, int level, const char* msg) {
+    (void)u;
+    (void)level;
+    pthread_mutex_lock(&esc_mu);
+    esc_lines++;
+    if (esc_has_raw(msg)) {
+        esc_raw++;
+        printf("    raw control byte in a log line: %s\n", msg);
+    }
+    pthread_mutex_unlock(&esc_mu);
+}
+static void test_hostile_bytes_escaped_grpc(void) {
+    world x;
+    tfrdv_key k1, k2;
+    tfrdv_value* v = 0;
+    tfrdv_status st;
+    int dead = 0, lines, raw;
+    const char* why = "bye\n2026-01-01 FAKE LINE \x1b[31mred";
+    alarm(60);
+    world_logger.fn = esc_log;
+    if (!world_open(&x, MAIN_PAT, "gt", 2, "unix", 0, 0)) {
+        memset(&world_logger, 0, sizeof world_logger);
+        TT_CHECK(0);
+        return;
+    }
+    memset(&world_logger, 0, sizeof world_logger);
+    /* a key holding the bytes, with a stale incarnation: T answers ABORTED */
+    mkkey(&k2, T_DEV, T_INC + 1, W_DEV, "evil\nFAKE\x1b[31m");
+    TT_CHECK_EQ_INT(tfrdv_recv(x.rw, &k2.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_ABORTED);
+    TT_CHECK(!esc_has_raw(st.msg));
+    /* T's step aborted with the message: W's fetch reports it */
+    TT_CHECK_EQ_INT(tfrdv_abort(x.rt, TFRDV_ABORTED, why), TFRDV_OK);
+    mkkey(&k1, T_DEV, T_INC, W_DEV, "aborted");
+    TT_CHECK_EQ_INT(tfrdv_recv(x.rw, &k1.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_ABORTED);
+    printf("    aborted step: %s\n", st.msg);
+    TT_CHECK(!esc_has_raw(st.msg));
+    TT_CHECK_CONTAINS(st.msg, "bye\\x0a2026-01-01 FAKE LINE \\x1b[31mred");
+    world_close(&x, 1);
+    FX_CHECK_EMPTY(&x.a);
+    pthread_mutex_lock(&esc_mu);
+    lines = esc_lines;
+    raw = esc_raw;
+    pthread_mutex_unlock(&esc_mu);
+    printf("    %d log lines\n", lines);
+    TT_CHECK_EQ_INT(raw, 0);
+}
+
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     if (!getenv("GRPC_VERBOSITY")) setenv("GRPC_VERBOSITY", "NONE", 1);
@@ -914,6 +977,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_cancel_over_tcp);
     TT_RUN(test_exactly_once_grpc_receipts);
     TT_RUN(test_exactly_once_grpc_no_receipts);
+    TT_RUN(test_hostile_bytes_escaped_grpc);
     rmdir(tmpdir);
     return TT_MAIN_END();
 }
