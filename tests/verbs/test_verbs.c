@@ -1684,28 +1684,30 @@ static int eo_workload(const char* name, tfrdv_rendezvous* client, tfrdv_rendezv
 /* 1 when v has nothing in flight: no serve pending, no request (zombies included), no write or
    control message queued, every control message it posted consumed by the peer (`other`) */
 static int eo_quiet_one(tfrdv_verbs* v, tfrdv_verbs* other) {
-    int i, quiet = 1;
-    uint32_t j;
-    pthread_mutex_lock(&v->mu);
-    pthread_mutex_lock(&other->mu);
+    int i, quiet = 1, found = 0;
+    uint32_t j, tx = 0;
+    pthread_mutex_lock(&v->mu); /* one lock at a time: progress takes them in either order */
     if (v->serves_out) quiet = 0;
     for (i = 0; i < v->npeers && quiet; i++) {
         tfrdv_verbs__peer* p = v->peers[i];
-        int k;
         if (p->state != TFRDV_VERBS__PEER_UP) continue;
         if (p->outstanding || p->cq_head || p->wq_head || p->tx_seq != p->tx_done) quiet = 0;
         for (j = 0; j < p->nsrv && quiet; j++)
             if (p->srv[j].state == TFRDV_VERBS__SRV_SERVING || p->srv[j].state == TFRDV_VERBS__SRV_WAIT_RE ||
                 p->srv[j].state == TFRDV_VERBS__SRV_QUEUED)
                 quiet = 0;
-        for (k = 0; k < other->npeers && quiet; k++)
-            if (other->peers[k]->state == TFRDV_VERBS__PEER_UP && strcmp(other->peers[k]->name, v->worker) == 0 &&
-                other->peers[k]->rx_head != p->tx_seq)
-                quiet = 0;
+        if (strcmp(p->name, other->worker) == 0) tx = p->tx_seq;
     }
-    pthread_mutex_unlock(&other->mu);
     pthread_mutex_unlock(&v->mu);
-    return quiet;
+    if (!quiet) return 0;
+    pthread_mutex_lock(&other->mu); /* the peer consumed every control message v posted */
+    for (i = 0; i < other->npeers; i++)
+        if (other->peers[i]->state == TFRDV_VERBS__PEER_UP && strcmp(other->peers[i]->name, v->worker) == 0) {
+            found = 1;
+            if (other->peers[i]->rx_head != tx) quiet = 0;
+        }
+    pthread_mutex_unlock(&other->mu);
+    return quiet && found;
 }
 static void eo_verbs_settle(void* u) {
     worker* w = (worker*)u; /* w[0] fetches from w[1] */
