@@ -28,9 +28,11 @@
                cancel_call cancels the gRPC call; gRPC's receive limit is
                max_message_bytes + 64 KiB (INT_MAX by default, as TensorFlow's). Responses are
                decoded by walking the received slices straight into tfrdv_call_alloc_value memory
-               (one copy, no intermediate buffer). A response with require_ack is followed by a MarkRecvFinished
-               call (fire and forget). tfrdv_grpc_get_status() asks a worker for its devices and
-               their incarnations (a key must carry the source device's incarnation).
+               (one copy, no intermediate buffer). A response with require_ack is followed by a
+               MarkRecvFinished call (fire and forget), and so is a RecvTensor whose receive gave
+               up, saying its answer was not taken (DELIVERY RECEIPTS). tfrdv_grpc_get_status()
+               asks a worker for its devices and their incarnations (a key must carry the source
+               device's incarnation).
        server  (listen_address set, manager attached with tfrdv_grpc_attach) answers RecvTensor
                through tfrdv_mgr_serve asynchronously; a client cancel or deadline withdraws the serve
                request (the value stays buffered for the next receiver: TensorFlow aborts the whole
