@@ -28,7 +28,8 @@
                cancel_call cancels the gRPC call; gRPC's receive limit is
                max_message_bytes + 64 KiB (INT_MAX by default, as TensorFlow's). Responses are
                decoded by walking the received slices straight into tfrdv_call_alloc_value memory
-               (one copy, no intermediate buffer). A response with require_ack is followed by a
+               (one copy, no intermediate buffer). Each request carries tfrdv's receipts mark
+               (field 15, skipped by TensorFlow); a response with require_ack is followed by a
                MarkRecvFinished call (fire and forget), and so is a RecvTensor whose receive gave
                up, saying its answer was not taken (DELIVERY RECEIPTS). tfrdv_grpc_get_status()
                asks a worker for its devices and their incarnations (a key must carry the source
@@ -47,9 +48,10 @@
                in the table until the step is cleaned up; a loss would hang the step). What no
                server can see: a reply that left intact but reached a client that had already given
                up (its deadline fired, or its receive was cancelled, while the reply was in transit)
-               is dropped by that client. TensorFlow's protocol has no acknowledgement for it, so
-               without require_ack such a value is gone (TensorFlow aborts the step when a
-               RecvTensor is cancelled); with require_ack it comes back (DELIVERY RECEIPTS).
+               is dropped by that client. TensorFlow's protocol has no acknowledgement for it:
+               between tfrdv peers the receipts acknowledge it and such a value comes back
+               (DELIVERY RECEIPTS, on by default); a TensorFlow client's value is gone unless
+               require_ack is set (TensorFlow aborts the step when a RecvTensor is cancelled).
                MarkRecvFinished -> tfrdv_mgr_ack. GetStatus answers this worker's
                devices; CreateWorkerSession and DeleteWorkerSession get empty replies, so a
                TensorFlow master can include a tfrdv worker in its cluster without device_filters.
@@ -65,7 +67,10 @@
                pem_root_certs is given (plus the key pair for mutual TLS). Insecure otherwise.
 
    WIRE FORMAT (TensorFlow worker.proto / tensor.proto, hand-encoded, no protobuf runtime)
-     RecvTensorRequest  1 step_id, 2 rendezvous_key, 7 request_id (3-6 skipped when decoding).
+     RecvTensorRequest  1 step_id, 2 rendezvous_key, 7 request_id (3-6 skipped when decoding);
+                        tfrdv's 15 (varint 1: the client sends receipts, DELIVERY RECEIPTS; worker.
+                        proto uses 1-7, TensorFlow skips unknown fields) after TensorFlow's fields.
+     MarkRecvFinishedRequest 1 request_id; tfrdv's 15 (varint 1: the answer was not taken).
      RecvTensorResponse 1 tensor (TensorProto), 2 is_dead, 3 send_start_micros, 5 require_ack.
      Sent exactly as TensorFlow's fast path lays it out: is_dead, send_start_micros, require_ack,
      then the tensor last: dtype, the shape (no shape field for scalars; a size-0 dim written
@@ -87,27 +92,46 @@
      when a response would exceed max_message_bytes (default 2^31 - 1) and the client refuses
      larger responses with the same code.
 
-   DELIVERY RECEIPTS (require_ack)
-     A server with tfrdv_grpc_config.require_ack marks every answer to a non-zero request id
-     require_ack (TensorFlow's field 5) and keeps a reference to the value after gRPC reported the
-     reply sent, until the client's MarkRecvFinished{1: request_id} arrives: then the value is
-     released (delivered). A tfrdv client sends MarkRecvFinished after every answer it delivered
-     with require_ack set (TensorFlow's client does the same), and MarkRecvFinished{1: request_id,
-     15: 1} ("not taken", a field TensorFlow ignores) for every RecvTensor whose answer it did not
-     deliver although the server may have sent one: an answer that arrived after its receive was
-     cancelled, timed out or aborted (tfrdv_call_finish_status with give_back refused it), and a
-     call that ended CANCELLED or DEADLINE_EXCEEDED. The server gives a not-taken answer back to
-     the front of its key's queue (stats.receipts_returned, also in serve_returned). A receipt may
-     arrive before gRPC reported the reply's close: it waits for the answer. The not-taken receipt
-     goes to any server (TensorFlow's drops the response-cache entry of the id, as on any
-     MarkRecvFinished); it costs one small call per receive that gave up. require_ack costs one
-     per answer, which is why it is off by default.
-     What can still be lost with require_ack: an answer whose receipt never arrives within
-     receipt_ttl_ns (the client process died, the connection broke after the reply left, the
+   DELIVERY RECEIPTS (on by default between tfrdv peers; require_ack for every client)
+     The contract: between a tfrdv client and a tfrdv server, both with the default config, a
+     value answered to a receive that gave up (cancelled, timed out, aborted, refused by the
+     core, its transport destroyed) goes back to the server's table: nothing is lost, nothing is
+     delivered twice. TensorFlow peers see TensorFlow's protocol unchanged.
+     How: a tfrdv client (receipts not TFRDV_OFF) marks every RecvTensorRequest with a non-zero
+     request id: field 15 = 1 (TFRDV_GRPC_RECEIPTS_FIELD), which TensorFlow skips. A tfrdv server
+     answers a marked request require_ack (TensorFlow's field 5) and keeps a reference to the value
+     after gRPC reported the reply sent, until the client's MarkRecvFinished{1: request_id}
+     arrives: then the value is released (delivered). Unmarked requests (TensorFlow's client) are
+     answered as before, without require_ack and without holding, unless the server sets
+     tfrdv_grpc_config.require_ack, which marks and holds every answer to a non-zero request id
+     (TensorFlow's client then sends MarkRecvFinished too).
+     The client sends exactly one receipt per answer the server may hold: MarkRecvFinished{1: id}
+     ("taken") after an answer with require_ack that it delivered, and MarkRecvFinished{1: id,
+     15: 1} ("not taken") when it did not deliver it: the answer arrived after its receive had
+     been cancelled, timed out or aborted (tfrdv_call_finish_status with give_back refused it) or
+     failed to decode here (a tensor above max_message_bytes, out of memory), and for a call that
+     ended CANCELLED or DEADLINE_EXCEEDED (to any server: its answer may have left before the
+     server learnt of the end) or, marked, UNAVAILABLE, UNKNOWN, INTERNAL or RESOURCE_EXHAUSTED
+     (the connection broke, or gRPC refused the reply after the server sent it). Calls cancelled
+     by tfrdv_grpc_destroy send theirs too: destroy waits for the receipts in flight (at most
+     10 s each, 1 s for those started during the destroy) and does not cancel them. The server
+     gives a not-taken answer back to the front of its key's queue (stats.receipts_returned, also
+     in serve_returned). A receipt may arrive before gRPC reported the reply's close: it waits for
+     the answer. A not-taken receipt to TensorFlow's server only drops the response-cache entry
+     of the id, as any MarkRecvFinished does.
+     Cost: one small MarkRecvFinished call per fetch between tfrdv peers (fire and forget: the
+     receive completes before it; see bench/bench_grpc.c for the latency and throughput
+     figures), and a reference on each answered value until its receipt. receipts = TFRDV_OFF on
+     the client (requests go unmarked) or the server (marks ignored) gives TensorFlow's protocol:
+     an answer that reaches a client after its receive gave up is then dropped by that client.
+     What can still be lost: an answer whose receipt never arrives within receipt_ttl_ns (the
+     client process died, the connection broke after the reply left and stayed broken, the
      MarkRecvFinished failed, or a TensorFlow client whose receive gave up: it sends no receipt)
      is released as delivered when the ttl passes (stats.receipts_expired), as is every held answer
-     when the transport is destroyed. At most 65536 answers and early receipts wait at once; beyond
-     that the oldest is treated as expired.
+     when the server's transport is destroyed. At most 65536 answers and early receipts wait at
+     once; beyond that the oldest is treated as expired. A receipt for an id the server holds
+     nothing for (the call was withdrawn before its answer) waits as an early receipt until the
+     ttl.
 
    ERRORS ON THE WIRE
      Statuses keep their code (tfrdv codes are the gRPC codes) and message; a message received
@@ -208,6 +232,11 @@ TFRDV_API tfrdv_code tfrdv_grpc_decode_request(const tfrdv_str* segs, size_t nse
                                                size_t* key_len, int64_t* request_id,
                                                tfrdv_status* st);
 
+/* 1 if a RecvTensorRequest carries tfrdv's receipts mark (field TFRDV_GRPC_RECEIPTS_FIELD, a
+   non-zero varint: the client sends receipts), else 0 (also for malformed input). A marked
+   request is tfrdv_grpc_encode_request's bytes followed by 0x78 0x01. */
+TFRDV_API int tfrdv_grpc_request_marked(const tfrdv_str* segs, size_t nsegs);
+
 /* Room needed for the head of a response with a value of this rank. */
 #define TFRDV_GRPC_HEAD_MAX(rank) ((size_t)64 + (size_t)13 * (size_t)(rank))
 /* A RecvTensorResponse is head + the value's bytes (v->data, v->size) + tail. value may be NULL
@@ -283,11 +312,17 @@ typedef struct tfrdv_grpc_config {
                                      wait inside gRPC until one is re-posted, they are not lost */
     uint64_t max_message_bytes;   /* largest RecvTensor response sent or accepted (0: 2^31 - 1) */
     size_t max_key_len;           /* longest rendezvous key served (0: 4096) */
-    int require_ack;              /* mark responses to non-zero request ids require_ack (use
-                                     with tfrdv_mgr_config.response_cache); the client then sends
-                                     MarkRecvFinished, and this server keeps each answer until
-                                     it arrives: see DELIVERY RECEIPTS */
-    int64_t receipt_ttl_ns;       /* server with require_ack: how long an answer waits for its
+    int require_ack;              /* mark every response to a non-zero request id require_ack,
+                                     TensorFlow clients' too (use with tfrdv_mgr_config.
+                                     response_cache); the client then sends MarkRecvFinished, and
+                                     this server keeps each answer until it arrives. 0: only for
+                                     tfrdv clients' marked requests (receipts): DELIVERY RECEIPTS */
+    int receipts;                 /* DELIVERY RECEIPTS between tfrdv peers: 0 (default) or 1 on: this
+                                     client marks its RecvTensor requests (field 15) and sends a
+                                     receipt for each, and this server holds the answer to a
+                                     marked request until its receipt; TFRDV_OFF: never (requests
+                                     go unmarked, marks are ignored; require_ack still applies) */
+    int64_t receipt_ttl_ns;       /* server holding answers (receipts, require_ack): how long an answer waits for its
                                      MarkRecvFinished before it counts as delivered and is
                                      released (0: TFRDV_GRPC_RECEIPT_TTL_NS) */
     int64_t expire_interval_ns;   /* tfrdv_mgr_expire period for the attached manager (0: 20 ms) */
@@ -320,6 +355,10 @@ TFRDV_API tfrdv_grpc_config tfrdv_grpc_config_init(void);
 #define TFRDV_GRPC_SERVE_MARGIN_NS 20000000 /* 20 ms: serve_deadline_margin_ns by default */
 #define TFRDV_GRPC_RECV_TIMEOUT_NS 600000000000LL /* 10 min: recv_timeout_ns by default */
 #define TFRDV_GRPC_RECEIPT_TTL_NS 60000000000LL /* 60 s: receipt_ttl_ns by default */
+/* tfrdv's extension field (TensorFlow's messages do not use it; TensorFlow skips it): in a
+   RecvTensorRequest, varint 1 = "this client sends a MarkRecvFinished receipt for the answer";
+   in a MarkRecvFinishedRequest, varint 1 = "the answer was not taken" (DELIVERY RECEIPTS) */
+#define TFRDV_GRPC_RECEIPTS_FIELD 15
 
 TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc** out,
                                        tfrdv_status* st);
@@ -348,7 +387,8 @@ TFRDV_API tfrdv_code tfrdv_grpc_get_status(tfrdv_grpc* g, const char* target, in
                                            tfrdv_status* st);
 
 typedef struct tfrdv_grpc_stats {
-    uint64_t calls_started, calls_ok, calls_failed, acks_sent;       /* client */
+    uint64_t calls_started, calls_ok, calls_failed, acks_sent;       /* client: RecvTensor and
+                                GetStatus calls (receipts count in acks_sent and nacks_sent) */
     uint64_t bytes_received;                                         /* tensor bytes fetched */
     uint64_t served, serve_ok, serve_cancelled, unimplemented;       /* server */
     uint64_t serve_returned; /* server: answers given back to the table, undeliverable (the call's
@@ -662,6 +702,25 @@ TFRDV_API tfrdv_code tfrdv_grpc_decode_request(const tfrdv_str* segs, size_t nse
     }
     tfrdv_grpc__ok(st);
     return TFRDV_OK;
+}
+
+TFRDV_API int tfrdv_grpc_request_marked(const tfrdv_str* segs, size_t nsegs) {
+    tfrdv_grpc__rd r;
+    tfrdv_status st;
+    uint32_t f;
+    int wt, marked = 0;
+    uint64_t len, v;
+    tfrdv_grpc__rd_init(&r, segs, nsegs);
+    while (r.pos < r.end) {
+        if (tfrdv_grpc__rd_tag(&r, "RecvTensorRequest", &f, &wt, &len, &st) != TFRDV_OK) return 0;
+        if (f == TFRDV_GRPC_RECEIPTS_FIELD && wt == 0) {
+            if (tfrdv_grpc__rd_uvarint(&r, "RecvTensorRequest", f, wt, &v, &st) != TFRDV_OK) return 0;
+            marked = v != 0;
+        } else if (tfrdv_grpc__rd_skip(&r, "RecvTensorRequest", f, wt, len, &st) != TFRDV_OK) {
+            return 0;
+        }
+    }
+    return marked;
 }
 
 /* >>response encoding ------------------------------------------------------------------------ */
@@ -1277,6 +1336,7 @@ typedef struct tfrdv_grpc__ccall { /* one client call */
     grpc_slice details;
     int64_t request_id;
     int default_deadline; /* RecvTensor: the deadline is recv_timeout_ns, not the receive's */
+    int marked;           /* RecvTensor: the request carried the receipts mark */
     tfrdv_grpc__waiter* w;
     struct tfrdv_grpc__ccall *prev, *next;
 } tfrdv_grpc__ccall;
@@ -1303,6 +1363,7 @@ typedef struct tfrdv_grpc__sctx { /* one server call (posted request, then the c
     tfrdv_value* held;
     int holding, held_dead;
     int closed; /* the close was handled: 1 delivered, 2 cancelled */
+    int ack;    /* the answer is marked require_ack and held until its receipt (DELIVERY RECEIPTS) */
     size_t key_len;
     char* key;   /* key_inline, or a heap block of key_cap bytes for a longer key */
     size_t key_cap;
@@ -1323,7 +1384,7 @@ typedef struct tfrdv_grpc__rcpt {
     char key[1];
 } tfrdv_grpc__rcpt;
 #define TFRDV_GRPC__RC_BUCKETS 256
-#define TFRDV_GRPC__NOT_TAKEN_FIELD 15 /* MarkRecvFinishedRequest: tfrdv's varint, 1 = not taken */
+#define TFRDV_GRPC__NOT_TAKEN_FIELD TFRDV_GRPC_RECEIPTS_FIELD /* MarkRecvFinishedRequest: 1 = not taken */
 #define TFRDV_GRPC__RC_MAX 65536 /* entries at most: beyond, the oldest goes as if it expired */
 
 struct tfrdv_grpc {
@@ -1719,6 +1780,7 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__ccall_start(tfrdv_grpc* g, int kind, 
     c->w = w;
     c->request_id = request_id;
     c->default_deadline = call && tfrdv_call_deadline(call) == INT64_MAX && g->cfg.recv_timeout_ns > 0;
+    c->marked = kind == TFRDV_GRPC__C_RECV && request_id != 0 && g->cfg.receipts != TFRDV_OFF; /* as tfrdv_grpc__t_start */
     c->details = grpc_empty_slice();
     grpc_metadata_array_init(&c->imd);
     grpc_metadata_array_init(&c->tmd);
@@ -1726,7 +1788,9 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__ccall_start(tfrdv_grpc* g, int kind, 
     c->req = grpc_raw_byte_buffer_create(&s, 1);
     grpc_slice_unref(s);
     pthread_mutex_lock(&g->mu);
-    if (g->shut) {
+    /* a receipt still goes out during the shutdown: only a live RecvTensor call (whose completion
+       the shutdown waits for) starts one, before the channels go */
+    if (g->shut && !(kind == TFRDV_GRPC__C_MARK && !g->closed)) {
         pthread_mutex_unlock(&g->mu);
         grpc_byte_buffer_destroy(c->req);
         grpc_metadata_array_destroy(&c->imd);
@@ -1771,7 +1835,7 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__ccall_start(tfrdv_grpc* g, int kind, 
         tfrdv_grpc__ccall_free(g, c);
         return tfrdv_grpc__err(st, TFRDV_INTERNAL, "tfrdv_grpc: grpc_call_start_batch: %s", grpc_call_error_to_string(err));
     }
-    TFRDV_GRPC__ADD(g, calls_started, 1);
+    if (kind != TFRDV_GRPC__C_MARK) TFRDV_GRPC__ADD(g, calls_started, 1); /* receipts: acks_sent, nacks_sent */
     return TFRDV_OK;
 }
 
@@ -1805,6 +1869,7 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__restarted(const grpc_metadata_array* md) {
 TFRDV_GRPC__PRIVATE int tfrdv_grpc__mark(tfrdv_grpc* g, tfrdv_grpc__chan* chan, int64_t request_id, int not_taken) {
     uint8_t buf[16];
     tfrdv_grpc__wr w;
+    int shut;
     w.buf = buf;
     w.cap = sizeof buf;
     w.len = 0;
@@ -1814,8 +1879,12 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__mark(tfrdv_grpc* g, tfrdv_grpc__chan* chan, 
         tfrdv_grpc__put(&w, (uint8_t)(TFRDV_GRPC__NOT_TAKEN_FIELD << 3));
         tfrdv_grpc__put(&w, 1);
     }
-    return tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_MARK, chan, buf, w.len, tfrdv_grpc__in(10000000000LL), 0, 0, 0,
-                                   tfrdv_grpc__mark_done, 0) == TFRDV_OK;
+    pthread_mutex_lock(&g->mu);
+    shut = g->shut;
+    pthread_mutex_unlock(&g->mu);
+    /* 10 s; 1 s during the shutdown, which waits for it */
+    return tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_MARK, chan, buf, w.len, tfrdv_grpc__in(shut ? 1000000000LL : 10000000000LL), 0, 0,
+                                   0, tfrdv_grpc__mark_done, 0) == TFRDV_OK;
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
     tfrdv_grpc__ccall* c = TFRDV_GRPC__OF(tag, tfrdv_grpc__ccall, tag);
@@ -1876,15 +1945,27 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* t
     } else {
         taken = st.code == TFRDV_OK;
     }
-    /* DELIVERY RECEIPTS: a server with require_ack keeps its answer until MarkRecvFinished; ours
-       also says when the answer was not taken (field 15), so the server gives it back. Sent for
-       an answer that arrived after its receive had ended, and for a call that ended CANCELLED or
-       DEADLINE_EXCEEDED, whose answer the server may have sent before it learnt of the end (an
-       answer that fails to decode is not taken either, but stays consumed, as without receipts). */
-    if (c->request_id && taken && info.require_ack) {
-        if (tfrdv_grpc__mark(g, c->chan, c->request_id, 0)) TFRDV_GRPC__ADD(g, acks_sent, 1);
-    } else if (c->request_id && (refused || c->status == GRPC_STATUS_CANCELLED || c->status == GRPC_STATUS_DEADLINE_EXCEEDED)) {
-        if (tfrdv_grpc__mark(g, c->chan, c->request_id, 1)) TFRDV_GRPC__ADD(g, nacks_sent, 1);
+    /* DELIVERY RECEIPTS: a server keeps a require_ack answer (to our marked request, or to any
+       with its require_ack) until MarkRecvFinished; ours also says when the answer was not taken
+       (field 15), so the server gives it back. Taken: the receiver got it. Not taken: an answer
+       that arrived after its receive had ended, or with require_ack that failed to decode here
+       (a tensor above max_message_bytes, no memory: the value goes back), and a call that
+       ended CANCELLED or DEADLINE_EXCEEDED (any request: the server may have sent its answer
+       before it learnt of the end) or, for a marked request, UNAVAILABLE, UNKNOWN, INTERNAL or
+       RESOURCE_EXHAUSTED (the connection broke or gRPC refused the reply after the server sent
+       it). A server that holds nothing for the id keeps the receipt until receipt_ttl_ns. */
+    if (c->request_id) {
+        int nack = 0;
+        if (c->status == GRPC_STATUS_OK) nack = !taken && (refused || info.require_ack);
+        else if (c->status == GRPC_STATUS_CANCELLED || c->status == GRPC_STATUS_DEADLINE_EXCEEDED) nack = 1;
+        else if (c->marked)
+            nack = c->status == GRPC_STATUS_UNAVAILABLE || c->status == GRPC_STATUS_UNKNOWN || c->status == GRPC_STATUS_INTERNAL ||
+                   c->status == GRPC_STATUS_RESOURCE_EXHAUSTED;
+        if (taken && info.require_ack) {
+            if (tfrdv_grpc__mark(g, c->chan, c->request_id, 0)) TFRDV_GRPC__ADD(g, acks_sent, 1);
+        } else if (nack) {
+            if (tfrdv_grpc__mark(g, c->chan, c->request_id, 1)) TFRDV_GRPC__ADD(g, nacks_sent, 1);
+        }
     }
     tfrdv_grpc__ccall_free(g, c);
 }
@@ -1899,6 +1980,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
     size_t n;
     tfrdv_status st;
     tfrdv_grpc__chan* chan = 0;
+    int marked;
     int64_t dl = tfrdv_call_deadline(call), request_id = tfrdv_call_request_id(call);
     gpr_timespec deadline = gpr_inf_future(GPR_CLOCK_MONOTONIC);
     *(tfrdv_grpc__ccall**)tfrdv_call_scratch(call) = 0;
@@ -1923,12 +2005,18 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
         tfrdv_call_finish(call, st.code, st.msg, 0, 0);
         return;
     }
-    n = tfrdv_grpc_encode_request(tfrdv_call_step_id(call), key.ptr, key.len, request_id, 0, 0);
+    /* DELIVERY RECEIPTS: the mark (0x78 0x01, a field TensorFlow skips) after TensorFlow's fields */
+    marked = request_id != 0 && g->cfg.receipts != TFRDV_OFF;
+    n = tfrdv_grpc_encode_request(tfrdv_call_step_id(call), key.ptr, key.len, request_id, 0, 0) + (marked ? 2 : 0);
     if (n > sizeof stackbuf && !(req = (uint8_t*)tfrdv_grpc__alloc(&g->a, n))) {
         tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_grpc: out of memory", 0, 0);
         return;
     }
     tfrdv_grpc_encode_request(tfrdv_call_step_id(call), key.ptr, key.len, request_id, req, n);
+    if (marked) {
+        req[n - 2] = (uint8_t)(TFRDV_GRPC_RECEIPTS_FIELD << 3);
+        req[n - 1] = 1;
+    }
     if (tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_RECV, chan, req, n, deadline, call, request_id, 0, tfrdv_grpc__recv_done, &st) != TFRDV_OK) {
         if (req != stackbuf) tfrdv_grpc__free(&g->a, req, n);
         tfrdv_call_finish(call, st.code, st.msg, 0, 0);
@@ -2242,7 +2330,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__closed(tfrdv_grpc* g, tfrdv_grpc__sctx* x, 
         if (x->cm) tfrdv_cancel_start(x->cm); /* withdraws the serve request (harmless once answered) */
     }
     if (holding && cancelled) tfrdv_grpc__give_back(g, x, v, dead);
-    else if (holding && g->cfg.require_ack && x->request_id) tfrdv_grpc__rc_answer(g, x, v, dead);
+    else if (holding && x->ack) tfrdv_grpc__rc_answer(g, x, v, dead);
     else if (holding) tfrdv_value_release(v);
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__send_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
@@ -2394,7 +2482,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* stat
     } else {
         now = gpr_now(GPR_CLOCK_REALTIME);
         micros = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
-        tfrdv_grpc_encode_response(value, is_dead, g->cfg.require_ack && x->request_id != 0, micros, head, head_cap, &head_len, tail, &tail_len, &st);
+        tfrdv_grpc_encode_response(value, is_dead, x->ack, micros, head, head_cap, &head_len, tail, &tail_len, &st);
     }
     if (st.code != TFRDV_OK) { /* a value this transport can never carry: consumed, as an error */
         if (head != stackhead) tfrdv_grpc__free(&g->a, head, head_cap);
@@ -2441,7 +2529,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag*
     tfrdv_status st;
     int64_t step_id = 0, request_id = 0;
     tfrdv_code c;
-    int zero = 0;
+    int zero = 0, marked = 0;
     if (!ok) { tfrdv_grpc__sctx_free(g, x); return; } /* server shutting down */
     tfrdv_grpc__post(g, TFRDV_GRPC__M_RECV);
     TFRDV_GRPC__ADD(g, served, 1);
@@ -2473,6 +2561,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag*
                 }
             }
             if (c == TFRDV_OK) c = tfrdv_grpc_decode_request(segs, n, &step_id, x->key, x->key_cap, &x->key_len, &request_id, &st);
+            if (c == TFRDV_OK && g->cfg.receipts != TFRDV_OFF) marked = tfrdv_grpc_request_marked(segs, n);
         }
         if (heap) tfrdv_grpc__free(&g->a, segs, heap * sizeof *segs);
         if (has_flat) grpc_slice_unref(flat);
@@ -2494,6 +2583,9 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag*
     }
     x->step_id = step_id;
     x->request_id = request_id; /* the key lives in x until the context is freed */
+    /* DELIVERY RECEIPTS: a tfrdv client's marked request (or any, with require_ack) gets a
+       require_ack answer held until its receipt; TensorFlow's requests are answered as before */
+    x->ack = request_id != 0 && (g->cfg.require_ack || marked);
     c = tfrdv_mgr_serve(g->mgr, step_id, x->key, x->key_len, request_id, x->cm, tfrdv_grpc__served, x);
     if (c != TFRDV_OK) { /* refused without a callback (only for NULL arguments) */
         x->phase = 1;
@@ -2578,7 +2670,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__simple_accept(tfrdv_grpc* g, tfrdv_grpc__ta
                 if (code != TFRDV_OK) snprintf(msg, sizeof msg, "%s", st.msg);
                 else TFRDV_GRPC__ADD(g, acks_received, 1);
                 if (code == TFRDV_OK && id) tfrdv_mgr_ack(g->mgr, (int64_t)id);
-                if (code == TFRDV_OK && id && g->cfg.require_ack) tfrdv_grpc__rc_receipt(g, (int64_t)id, (int)not_taken);
+                if (code == TFRDV_OK && id && (g->cfg.require_ack || g->cfg.receipts != TFRDV_OFF))
+                    tfrdv_grpc__rc_receipt(g, (int64_t)id, (int)not_taken);
                 if (heap) tfrdv_grpc__free(&g->a, segs, heap * sizeof *segs);
                 if (has_flat) grpc_slice_unref(flat);
             }
@@ -2719,6 +2812,8 @@ TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc*
     if (!cfg || !out) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_create: NULL argument");
     a = cfg->hooks.allocator;
     if (!a.alloc_fn != !a.free_fn) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_create: allocator needs both functions");
+    if (cfg->receipts != 0 && cfg->receipts != 1 && cfg->receipts != TFRDV_OFF)
+        return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_create: receipts is %d (0 or 1: on, TFRDV_OFF: off)", cfg->receipts);
     g = (tfrdv_grpc*)tfrdv_grpc__alloc(&a, sizeof *g);
     if (!g) return tfrdv_grpc__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_grpc_create: out of memory");
     memset(g, 0, sizeof *g);
@@ -2852,7 +2947,10 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__shutdown(tfrdv_grpc* g) {
         grpc_server_cancel_all_calls(srv); /* RecvTensor calls may wait forever: cancel them now */
     }
     pthread_mutex_lock(&g->mu);
-    for (c = g->live; c; c = c->next) grpc_call_cancel(c->gc, NULL);
+    /* receipts in flight are not cancelled (a lost not-taken receipt would lose its value): they
+       end by their deadline at the latest (10 s, 1 s for those started from here on) */
+    for (c = g->live; c; c = c->next)
+        if (c->kind != TFRDV_GRPC__C_MARK) grpc_call_cancel(c->gc, NULL);
     tfrdv_grpc__wait_locked(g, tfrdv_grpc__quiet, 0);
     mgr = g->mgr;
     pthread_mutex_unlock(&g->mu);
