@@ -116,8 +116,11 @@
      by tfrdv_grpc_destroy send theirs too: destroy waits for the receipts in flight (at most
      10 s each, 1 s for those started during the destroy) and does not cancel them. The server
      gives a not-taken answer back to the front of its key's queue (stats.receipts_returned, also
-     in serve_returned). A receipt may arrive before gRPC reported the reply's close: it waits for
-     the answer. A not-taken receipt to TensorFlow's server only drops the response-cache entry
+     in serve_returned). A receipt may arrive before gRPC reported the reply's close: the call keeps
+     it and settles its answer at the close. A receipt for an id with no answer held and no call
+     open is dropped (stats.receipts_unmatched: the call ended without an answer, e.g. withdrawn
+     when the client cancelled), so receipts of receives that gave up early cost no memory. A
+     not-taken receipt to TensorFlow's server only drops the response-cache entry
      of the id, as any MarkRecvFinished does.
      Cost: one small MarkRecvFinished call per fetch between tfrdv peers (fire and forget: the
      receive completes before it; see bench/bench_grpc.c for the latency and throughput
@@ -128,10 +131,8 @@
      client process died, the connection broke after the reply left and stayed broken, the
      MarkRecvFinished failed, or a TensorFlow client whose receive gave up: it sends no receipt)
      is released as delivered when the ttl passes (stats.receipts_expired), as is every held answer
-     when the server's transport is destroyed. At most 65536 answers and early receipts wait at
-     once; beyond that the oldest is treated as expired. A receipt for an id the server holds
-     nothing for (the call was withdrawn before its answer) waits as an early receipt until the
-     ttl.
+     when the server's transport is destroyed. At most 65536 answers wait at once; beyond that the
+     oldest is treated as expired.
 
    ERRORS ON THE WIRE
      Statuses keep their code (tfrdv codes are the gRPC codes) and message; a message received
@@ -402,6 +403,9 @@ typedef struct tfrdv_grpc_stats {
                                 serve_returned); answers released as delivered when no
                                 MarkRecvFinished came within receipt_ttl_ns */
     uint64_t nacks_sent;     /* client: MarkRecvFinished saying an answer was not taken */
+    uint64_t receipts_unmatched; /* server: MarkRecvFinished for an id with no answer held or on
+                                its way (its call ended without one, or a TensorFlow client's
+                                receipt for an answer this server did not hold): dropped */
 } tfrdv_grpc_stats;
 TFRDV_API void tfrdv_grpc_get_stats(tfrdv_grpc* g, tfrdv_grpc_stats* out);
 
@@ -1364,16 +1368,20 @@ typedef struct tfrdv_grpc__sctx { /* one server call (posted request, then the c
     int holding, held_dead;
     int closed; /* the close was handled: 1 delivered, 2 cancelled */
     int ack;    /* the answer is marked require_ack and held until its receipt (DELIVERY RECEIPTS) */
+    int plinked, receipt; /* ack: in g->pend until the close is handled; a receipt that came
+                             before it: 1 taken, 2 not taken */
+    struct tfrdv_grpc__sctx* pnext;
     size_t key_len;
     char* key;   /* key_inline, or a heap block of key_cap bytes for a longer key */
     size_t key_cap;
     char key_inline[TFRDV_GRPC__KEY_INLINE];
 } tfrdv_grpc__sctx;
 
-/* DELIVERY RECEIPTS (server with require_ack): an answer that reached its client's stream waits
-   here for the MarkRecvFinished of its request id (held), or a MarkRecvFinished that came before
-   gRPC reported the answer's call closed waits for it (held 0). By request id in rc_hash, by age
-   in the rc_old..rc_new list (one ttl for all: the oldest expires first). */
+/* DELIVERY RECEIPTS (server): an answer that reached its client's stream waits here for the
+   MarkRecvFinished of its request id (held 1). By request id in rc_hash, by age in the
+   rc_old..rc_new list (one ttl for all: the oldest expires first). A MarkRecvFinished that comes
+   before gRPC reported the answer's call closed is kept by the call (g->pend, sctx.receipt); one
+   for an id with neither is dropped (stats.receipts_unmatched): nothing waits for it. */
 typedef struct tfrdv_grpc__rcpt {
     struct tfrdv_grpc__rcpt *hnext, *older, *newer;
     int64_t request_id, step_id, expires;
@@ -1413,6 +1421,7 @@ struct tfrdv_grpc {
     tfrdv_grpc__tag shutdown_tag;
     tfrdv_mgr* mgr;
     tfrdv_grpc__rcpt* rc_hash[TFRDV_GRPC__RC_BUCKETS]; /* DELIVERY RECEIPTS, under mu */
+    struct tfrdv_grpc__sctx* pend[TFRDV_GRPC__RC_BUCKETS]; /* ack calls not closed yet, by id */
     tfrdv_grpc__rcpt *rc_old, *rc_new;
     size_t rc_n;
     tfrdv_cancel_mgr** cm_free; /* reset cancellation managers kept for reuse */
@@ -2153,7 +2162,13 @@ TFRDV_GRPC__PRIVATE size_t tfrdv_grpc__sctx_size(tfrdv_grpc* g, int method) {
     return sizeof(tfrdv_grpc__sctx);
 }
 /* frees a server context (never linked anywhere but the in-flight count) */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__pend_unlink_locked(tfrdv_grpc* g, tfrdv_grpc__sctx* x);
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__sctx_free(tfrdv_grpc* g, tfrdv_grpc__sctx* x) {
+    if (x->plinked) { /* only when its close was never handled */
+        pthread_mutex_lock(&g->mu);
+        tfrdv_grpc__pend_unlink_locked(g, x);
+        pthread_mutex_unlock(&g->mu);
+    }
     if (x->gc) grpc_call_unref(x->gc);
     grpc_metadata_array_destroy(&x->md);
     if (x->payload) grpc_byte_buffer_destroy(x->payload);
@@ -2267,56 +2282,59 @@ TFRDV_GRPC__PRIVATE tfrdv_grpc__rcpt* tfrdv_grpc__rc_new(tfrdv_grpc* g, int64_t 
     e->expires = tfrdv_mgr_now(g->mgr) + g->cfg.receipt_ttl_ns;
     return e;
 }
-/* The answer of x (value, dead) reached its client's stream: keep it until the MarkRecvFinished
-   of its request id says whether the client took it (or one that came first says so now). */
-TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_answer(tfrdv_grpc* g, tfrdv_grpc__sctx* x, tfrdv_value* value, int dead) {
-    tfrdv_grpc__rcpt *e = tfrdv_grpc__rc_new(g, x->request_id, x->key_len), *r, *due = 0;
-    if (!e) { /* out of memory: counted as delivered, as without receipts */
-        tfrdv_value_release(value);
-        return;
-    }
-    e->held = 1;
-    e->step_id = x->step_id;
-    e->value = value;
-    e->dead = dead;
-    e->send_args = x->send_args;
-    e->key_len = x->key_len;
-    memcpy(e->key, x->key, x->key_len);
+TFRDV_GRPC__PRIVATE struct tfrdv_grpc__sctx** tfrdv_grpc__pend_slot(tfrdv_grpc* g, int64_t id) {
+    uint64_t h = (uint64_t)id * 0x9e3779b97f4a7c15ull;
+    return &g->pend[(h >> 32) % TFRDV_GRPC__RC_BUCKETS];
+}
+/* g->mu held: x (an ack call, its request accepted) waits for its close in g->pend */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__pend_link_locked(tfrdv_grpc* g, tfrdv_grpc__sctx* x) {
+    struct tfrdv_grpc__sctx** slot = tfrdv_grpc__pend_slot(g, x->request_id);
+    x->receipt = 0;
+    x->pnext = *slot;
+    *slot = x;
+    x->plinked = 1;
+}
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__pend_unlink_locked(tfrdv_grpc* g, tfrdv_grpc__sctx* x) {
+    struct tfrdv_grpc__sctx** pp = tfrdv_grpc__pend_slot(g, x->request_id);
+    if (!x->plinked) return;
+    while (*pp && *pp != x) pp = &(*pp)->pnext;
+    if (*pp) *pp = x->pnext;
+    x->pnext = 0;
+    x->plinked = 0;
+}
+/* MarkRecvFinished{1: id, 15: not_taken}: settles the held answer of id, or is kept by the call of
+   id whose close is not handled yet (its answer may still be on the way), or is dropped */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_receipt(tfrdv_grpc* g, int64_t id, int not_taken) {
+    tfrdv_grpc__rcpt *e, *due = 0;
+    struct tfrdv_grpc__sctx* x = 0;
     int64_t now = tfrdv_mgr_now(g->mgr); /* the clock hook is user code: not under mu */
     pthread_mutex_lock(&g->mu);
-    r = tfrdv_grpc__rc_take_locked(g, x->request_id, 0);
-    if (!r) tfrdv_grpc__rc_insert_locked(g, e);
-    tfrdv_grpc__rc_due_locked(g, now, &due);
-    pthread_mutex_unlock(&g->mu);
-    if (r) { /* the receipt came first */
-        tfrdv_grpc__rc_settle(g, e, r->not_taken, 0);
-        tfrdv_grpc__free(&g->a, r, r->size);
-    }
-    tfrdv_grpc__rc_run_due(g, due);
-}
-/* MarkRecvFinished{1: id, 15: not_taken} */
-TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_receipt(tfrdv_grpc* g, int64_t id, int not_taken) {
-    tfrdv_grpc__rcpt *e, *due = 0, *fresh = tfrdv_grpc__rc_new(g, id, 0);
-    int64_t now = tfrdv_mgr_now(g->mgr);
-    pthread_mutex_lock(&g->mu);
     e = tfrdv_grpc__rc_take_locked(g, id, 1);
-    if (!e && fresh) { /* the answer's close has not been handled yet: it finds this */
-        fresh->not_taken = not_taken;
-        tfrdv_grpc__rc_insert_locked(g, fresh);
-        fresh = 0;
+    if (!e) {
+        for (x = *tfrdv_grpc__pend_slot(g, id); x && !(x->request_id == id && !x->receipt); x = x->pnext) {}
+        if (x) x->receipt = not_taken ? 2 : 1;
     }
     tfrdv_grpc__rc_due_locked(g, now, &due);
     pthread_mutex_unlock(&g->mu);
-    if (fresh) tfrdv_grpc__free(&g->a, fresh, fresh->size);
     if (e) tfrdv_grpc__rc_settle(g, e, not_taken, 0);
+    else if (!x) TFRDV_GRPC__ADD(g, receipts_unmatched, 1);
     tfrdv_grpc__rc_run_due(g, due);
 }
 /* gRPC reported the RecvTensor call closed (RECV_CLOSE_ON_SERVER): cancelled (the client's cancel
    or deadline, a broken connection, shutdown: the status did not reach the client) withdraws a
-   request not answered yet and gives a held answer back; otherwise the held reference goes. */
+   request not answered yet and gives a held answer back; otherwise the held reference goes, or,
+   for an ack call, the answer waits for its receipt (DELIVERY RECEIPTS; one that came first
+   settles it now). Leaving g->pend and entering the receipt table happen under one lock, so a
+   receipt always finds one of them. */
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__closed(tfrdv_grpc* g, tfrdv_grpc__sctx* x, int cancelled) {
     tfrdv_value* v;
-    int holding, dead;
+    tfrdv_grpc__rcpt *e = 0, *due = 0;
+    int holding, dead, receipt = 0;
+    int64_t now = 0;
+    if (x->ack && !cancelled) { /* room for the held answer, made outside the lock */
+        e = tfrdv_grpc__rc_new(g, x->request_id, x->key_len);
+        now = tfrdv_mgr_now(g->mgr);
+    }
     pthread_mutex_lock(&g->mu);
     x->closed = cancelled ? 2 : 1;
     holding = x->holding;
@@ -2324,14 +2342,36 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__closed(tfrdv_grpc* g, tfrdv_grpc__sctx* x, 
     dead = x->held_dead;
     x->holding = 0;
     x->held = 0;
+    if (x->ack) {
+        tfrdv_grpc__pend_unlink_locked(g, x);
+        receipt = x->receipt;
+    }
+    if (holding && !cancelled && x->ack && !receipt && e) {
+        e->held = 1;
+        e->step_id = x->step_id;
+        e->value = v;
+        e->dead = dead;
+        e->send_args = x->send_args;
+        e->key_len = x->key_len;
+        memcpy(e->key, x->key, x->key_len);
+        tfrdv_grpc__rc_insert_locked(g, e);
+        tfrdv_grpc__rc_due_locked(g, now, &due);
+        e = 0;
+        holding = 0; /* the table holds it now */
+    }
     pthread_mutex_unlock(&g->mu);
+    if (e) tfrdv_grpc__free(&g->a, e, e->size);
     if (cancelled) {
         TFRDV_GRPC__ADD(g, serve_cancelled, 1);
         if (x->cm) tfrdv_cancel_start(x->cm); /* withdraws the serve request (harmless once answered) */
     }
-    if (holding && cancelled) tfrdv_grpc__give_back(g, x, v, dead);
-    else if (holding && x->ack) tfrdv_grpc__rc_answer(g, x, v, dead);
-    else if (holding) tfrdv_value_release(v);
+    if (holding && (cancelled || receipt == 2)) {
+        if (!cancelled) TFRDV_GRPC__ADD(g, receipts_returned, 1); /* the not-taken receipt came first */
+        tfrdv_grpc__give_back(g, x, v, dead);
+    } else if (holding) {
+        tfrdv_value_release(v); /* delivered (a receipt said so, none is expected, or no memory) */
+    }
+    tfrdv_grpc__rc_run_due(g, due);
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__send_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
     tfrdv_grpc__sctx* x = TFRDV_GRPC__OF(tag, tfrdv_grpc__sctx, send);
@@ -2586,6 +2626,11 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag*
     /* DELIVERY RECEIPTS: a tfrdv client's marked request (or any, with require_ack) gets a
        require_ack answer held until its receipt; TensorFlow's requests are answered as before */
     x->ack = request_id != 0 && (g->cfg.require_ack || marked);
+    if (x->ack) {
+        pthread_mutex_lock(&g->mu);
+        tfrdv_grpc__pend_link_locked(g, x);
+        pthread_mutex_unlock(&g->mu);
+    }
     c = tfrdv_mgr_serve(g->mgr, step_id, x->key, x->key_len, request_id, x->cm, tfrdv_grpc__served, x);
     if (c != TFRDV_OK) { /* refused without a callback (only for NULL arguments) */
         x->phase = 1;

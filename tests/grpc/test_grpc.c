@@ -529,7 +529,7 @@ typedef struct cmd {
 typedef struct reply {
     int code;
     int port;
-    uint64_t v[10];
+    uint64_t v[11];
 } reply;
 enum { F_ACK = 1, F_POLL = 2, F_TLS = 4, F_MTLS = 8, F_SMALL = 16 };
 
@@ -737,6 +737,7 @@ static int serve_main(int in, int out, int port, uint64_t inc, int flags) {
             r.v[7] = ms.cache_hits;
             r.v[8] = s.acks_received; /* MarkRecvFinished calls */
             r.v[9] = s.receipts_returned;
+            r.v[10] = s.receipts_unmatched;
         }
         write_full(out, &r, sizeof r);
     }
@@ -2021,8 +2022,9 @@ static void test_receipts_only_for_marked(void) {
     char det[512];
     size_t n, rl, i;
     int64_t step = next_step++, d1[1] = {3};
-    reply pend;
+    reply pend, st0, st1;
     fres r;
+    st0 = srv_simple(&S, C_STATS, 0);
     /* TensorFlow's request bytes {1: step, 2: key, 7: id}: no require_ack, nothing held */
     TT_CHECK_EQ_INT(srv_send(&S, step, "tf", 1, 1, d1, 0, 4), TFRDV_OK);
     n = raw_request(step, S.inc, "tf", 0x1234, req, sizeof req);
@@ -2030,11 +2032,13 @@ static void test_receipts_only_for_marked(void) {
     TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
     i = ack_at(resp, rl);
     TT_CHECK(i < rl && resp[i] == 0x0a); /* 18 <us> 0a: the tensor right after the micros */
-    /* a receipt for it is harmless: nothing is held, nothing comes back */
+    /* a receipt for it is harmless: nothing is held, nothing comes back, nothing waits for it */
     TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/MarkRecvFinished", "\x08\xb4\x24\x78\x01", 5, 5000, det, sizeof det, resp,
                              sizeof resp, &rl, 0), GRPC_STATUS_OK);
     pend = srv_simple(&S, C_PENDING, step);
     TT_CHECK_EQ_INT(pend.v[0], 0);
+    st1 = srv_simple(&S, C_STATS, 0);
+    TT_CHECK_EQ_INT(st1.v[10], st0.v[10] + 1); /* receipts_unmatched */
     /* the same request with tfrdv's mark: require_ack, the value held until the receipt */
     TT_CHECK_EQ_INT(srv_send(&S, step, "marked", 1, 1, d1, 0, 5), TFRDV_OK);
     n = raw_request(step, S.inc, "marked", 0x1235, req, sizeof req - 2);
@@ -2050,6 +2054,8 @@ static void test_receipts_only_for_marked(void) {
                              sizeof resp, &rl, 0), GRPC_STATUS_OK);
     pend = srv_simple(&S, C_PENDING, step);
     TT_CHECK_EQ_INT(pend.v[0], 1);
+    st0 = srv_simple(&S, C_STATS, 0);
+    TT_CHECK_EQ_INT(st0.v[9], st1.v[9] + 1); /* receipts_returned */
     TT_CHECK(fetch(&C, step, S.inc, "marked", 0, &r));
     TT_CHECK(fwait(&r, 10000));
     TT_CHECK_EQ_INT(r.st.code, TFRDV_OK);
