@@ -30,8 +30,9 @@
                decoded by walking the received slices straight into tfrdv_call_alloc_value memory
                (one copy, no intermediate buffer). Each request carries tfrdv's receipts mark
                (field 15, skipped by TensorFlow); a response with require_ack is followed by a
-               MarkRecvFinished call (fire and forget), and so is a RecvTensor whose receive gave
-               up, saying its answer was not taken (DELIVERY RECEIPTS). tfrdv_grpc_get_status()
+               MarkRecvFinished call (fire and forget; to a tfrdv server usually carried inside
+               the next request instead), and so is a RecvTensor whose receive gave up, saying its
+               answer was not taken (DELIVERY RECEIPTS). tfrdv_grpc_get_status()
                asks a worker for its devices and their incarnations (a key must carry the source
                device's incarnation).
        server  (listen_address set, manager attached with tfrdv_grpc_attach) answers RecvTensor
@@ -70,6 +71,10 @@
      RecvTensorRequest  1 step_id, 2 rendezvous_key, 7 request_id (3-6 skipped when decoding);
                         tfrdv's 15 (varint 1: the client sends receipts, DELIVERY RECEIPTS; worker.
                         proto uses 1-7, TensorFlow skips unknown fields) after TensorFlow's fields.
+                        tfrdv's 16 (repeated varint: request ids of earlier answers taken, receipts
+                        carried inline) after it.
+     RecvTensorResponse to a marked request also ends with tfrdv's 15 (varint 1: this server takes
+                        receipts inline).
      MarkRecvFinishedRequest 1 request_id; tfrdv's 15 (varint 1: the answer was not taken).
      RecvTensorResponse 1 tensor (TensorProto), 2 is_dead, 3 send_start_micros, 5 require_ack.
      Sent exactly as TensorFlow's fast path lays it out: is_dead, send_start_micros, require_ack,
@@ -122,9 +127,17 @@
      when the client cancelled), so receipts of receives that gave up early cost no memory. A
      not-taken receipt to TensorFlow's server only drops the response-cache entry
      of the id, as any MarkRecvFinished does.
-     Cost: one small MarkRecvFinished call per fetch between tfrdv peers (fire and forget: the
-     receive completes before it; see bench/bench_grpc.c for the latency and throughput
-     figures), and a reference on each answered value until its receipt. receipts = TFRDV_OFF on
+     Receipts inline: a tfrdv server's answer to a marked request ends with field 15 = 1 ("I take
+     receipts inline"). The client then keeps the taken receipt for that server (up to 32) and
+     the next marked RecvTensorRequest to the same server carries it (repeated field 16, the
+     request ids); receipts no request carried within TFRDV_GRPC_INLINE_DELAY_NS (2 ms) go as
+     MarkRecvFinished calls (the completion-queue threads or tfrdv_grpc_poll send them; destroy
+     sends the rest). Not-taken receipts always go as calls at once. A request carrying receipts
+     that never reaches the server only delays their answers' release to receipt_ttl_ns (taken
+     answers are released, never given back, so nothing is lost or duplicated).
+     Cost: a reference on each answered value until its receipt, a few bytes per request, and a
+     MarkRecvFinished call per answer when fetches from a server are more than 2 ms apart (fire
+     and forget: the receive completes before it). receipts = TFRDV_OFF on
      the client (requests go unmarked) or the server (marks ignored) gives TensorFlow's protocol:
      an answer that reaches a client after its receive gave up is then dropped by that client.
      What can still be lost: an answer whose receipt never arrives within receipt_ttl_ns (the
@@ -254,6 +267,7 @@ typedef struct tfrdv_grpc_response_info {
     int is_dead, require_ack;
     int64_t send_start_micros;
     int has_tensor;
+    int receipts_inline; /* tfrdv's field 15: the server takes receipts inside later requests */
 } tfrdv_grpc_response_info;
 /* Decodes a RecvTensorResponse: alloc(alloc_user, dtype, rank, dims, size) is called at most
    once, after the whole message was validated, for a tensor of at most max_bytes (0: 2^31 - 1)
@@ -360,6 +374,11 @@ TFRDV_API tfrdv_grpc_config tfrdv_grpc_config_init(void);
    RecvTensorRequest, varint 1 = "this client sends a MarkRecvFinished receipt for the answer";
    in a MarkRecvFinishedRequest, varint 1 = "the answer was not taken" (DELIVERY RECEIPTS) */
 #define TFRDV_GRPC_RECEIPTS_FIELD 15
+/* RecvTensorRequest, repeated varint: request ids of earlier answers taken (receipts carried
+   inline, to a server whose answer said receipts_inline) */
+#define TFRDV_GRPC_TAKEN_FIELD 16
+#define TFRDV_GRPC_INLINE_MAX 32 /* receipts carried by one request at most */
+#define TFRDV_GRPC_INLINE_DELAY_NS 2000000 /* 2 ms: receipts no request carried go as calls */
 
 TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc** out,
                                        tfrdv_status* st);
@@ -403,6 +422,8 @@ typedef struct tfrdv_grpc_stats {
                                 serve_returned); answers released as delivered when no
                                 MarkRecvFinished came within receipt_ttl_ns */
     uint64_t nacks_sent;     /* client: MarkRecvFinished saying an answer was not taken */
+    uint64_t acks_inline;    /* client: of acks_sent, those carried inside a later RecvTensorRequest
+                                (the others went as MarkRecvFinished calls) */
     uint64_t receipts_unmatched; /* server: MarkRecvFinished for an id with no answer held or on
                                 its way (its call ended without one, or a TensorFlow client's
                                 receipt for an answer this server did not hold): dropped */
@@ -708,23 +729,31 @@ TFRDV_API tfrdv_code tfrdv_grpc_decode_request(const tfrdv_str* segs, size_t nse
     return TFRDV_OK;
 }
 
-TFRDV_API int tfrdv_grpc_request_marked(const tfrdv_str* segs, size_t nsegs) {
+/* the mark, and up to cap ids of field 16 (taken receipts) into ids; 0 and *n 0 when malformed */
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__request_ext(const tfrdv_str* segs, size_t nsegs, int64_t* ids, size_t cap, size_t* n) {
     tfrdv_grpc__rd r;
     tfrdv_status st;
     uint32_t f;
-    int wt, marked = 0;
+    int wt, marked = 0, bad = 0;
     uint64_t len, v;
+    *n = 0;
     tfrdv_grpc__rd_init(&r, segs, nsegs);
-    while (r.pos < r.end) {
-        if (tfrdv_grpc__rd_tag(&r, "RecvTensorRequest", &f, &wt, &len, &st) != TFRDV_OK) return 0;
-        if (f == TFRDV_GRPC_RECEIPTS_FIELD && wt == 0) {
-            if (tfrdv_grpc__rd_uvarint(&r, "RecvTensorRequest", f, wt, &v, &st) != TFRDV_OK) return 0;
-            marked = v != 0;
+    while (!bad && r.pos < r.end) {
+        if (tfrdv_grpc__rd_tag(&r, "RecvTensorRequest", &f, &wt, &len, &st) != TFRDV_OK) bad = 1;
+        else if ((f == TFRDV_GRPC_RECEIPTS_FIELD || f == TFRDV_GRPC_TAKEN_FIELD) && wt == 0) {
+            if (tfrdv_grpc__rd_uvarint(&r, "RecvTensorRequest", f, wt, &v, &st) != TFRDV_OK) bad = 1;
+            else if (f == TFRDV_GRPC_RECEIPTS_FIELD) marked = v != 0;
+            else if (v && *n < cap) ids[(*n)++] = (int64_t)v;
         } else if (tfrdv_grpc__rd_skip(&r, "RecvTensorRequest", f, wt, len, &st) != TFRDV_OK) {
-            return 0;
+            bad = 1;
         }
     }
+    if (bad) { *n = 0; return 0; }
     return marked;
+}
+TFRDV_API int tfrdv_grpc_request_marked(const tfrdv_str* segs, size_t nsegs) {
+    size_t n;
+    return tfrdv_grpc__request_ext(segs, nsegs, 0, 0, &n);
 }
 
 /* >>response encoding ------------------------------------------------------------------------ */
@@ -1062,11 +1091,12 @@ TFRDV_API tfrdv_code tfrdv_grpc_decode_response(const tfrdv_str* segs, size_t ns
             if (wt != 2) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "%s: tensor has wire type %d", what, wt);
             if (ntensor++) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "%s: tensor appears twice", what);
             tensor = tfrdv_grpc__rd_sub(&r, len);
-        } else if (f == 2 || f == 3 || f == 5) {
+        } else if (f == 2 || f == 3 || f == 5 || (f == TFRDV_GRPC_RECEIPTS_FIELD && wt == 0)) {
             if ((c = tfrdv_grpc__rd_uvarint(&r, what, f, wt, &v, st)) != TFRDV_OK) return c;
             if (f == 2) inf.is_dead = v != 0;
             else if (f == 3) inf.send_start_micros = (int64_t)v;
-            else inf.require_ack = v != 0;
+            else if (f == 5) inf.require_ack = v != 0;
+            else inf.receipts_inline = v != 0;
         } else if ((c = tfrdv_grpc__rd_skip(&r, what, f, wt, len, st)) != TFRDV_OK) {
             return c;
         }
@@ -1314,6 +1344,8 @@ typedef struct tfrdv_grpc__chan {
     char* address;
     grpc_channel* ch;
     void* reg[3]; /* RecvTensor, GetStatus, MarkRecvFinished */
+    int64_t inl[TFRDV_GRPC_INLINE_MAX]; /* taken receipts for the next request (under g->mu) */
+    int ninl;
 } tfrdv_grpc__chan;
 typedef struct tfrdv_grpc__wk {
     char* name;
@@ -1368,6 +1400,7 @@ typedef struct tfrdv_grpc__sctx { /* one server call (posted request, then the c
     int holding, held_dead;
     int closed; /* the close was handled: 1 delivered, 2 cancelled */
     int ack;    /* the answer is marked require_ack and held until its receipt (DELIVERY RECEIPTS) */
+    int inline_ok; /* a tfrdv client's marked request: the answer says receipts_inline */
     int plinked, receipt; /* ack: in g->pend until the close is handled; a receipt that came
                              before it: 1 taken, 2 not taken */
     struct tfrdv_grpc__sctx* pnext;
@@ -1405,6 +1438,7 @@ struct tfrdv_grpc {
     int deferred;                 /* destroyed from a callback in host-driven mode: the
                                      tfrdv_grpc_poll that ran it finishes the shutdown */
     int64_t next_expire_ns;
+    int64_t flush_at; /* receipts waiting inline (tfrdv_now_ns): sent as calls from then on; 0 none */
     grpc_completion_queue* cq;
     pthread_t* threads;
     int nthreads, cap_threads;
@@ -1584,11 +1618,15 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__next(tfrdv_grpc* g, gpr_timespec deadline) {
     tfrdv_grpc__handling = outer;
     return 1;
 }
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__flush(tfrdv_grpc* g, int force);
 TFRDV_GRPC__PRIVATE void* tfrdv_grpc__thread(void* arg) {
     tfrdv_grpc* g = (tfrdv_grpc*)arg;
     for (;;) {
-        if (tfrdv_grpc__next(g, tfrdv_grpc__in(g->cfg.expire_interval_ns)) < 0) break;
+        int64_t wait = g->cfg.expire_interval_ns;
+        if (__atomic_load_n(&g->flush_at, __ATOMIC_RELAXED) && wait > TFRDV_GRPC_INLINE_DELAY_NS) wait = TFRDV_GRPC_INLINE_DELAY_NS;
+        if (tfrdv_grpc__next(g, tfrdv_grpc__in(wait)) < 0) break;
         tfrdv_grpc__maybe_expire(g);
+        tfrdv_grpc__flush(g, 0);
     }
     return 0;
 }
@@ -1602,6 +1640,7 @@ TFRDV_API int tfrdv_grpc_poll(tfrdv_grpc* g, int64_t timeout_ns) {
         rc = tfrdv_grpc__next(g, gpr_inf_past(GPR_CLOCK_MONOTONIC));
     }
     tfrdv_grpc__maybe_expire(g);
+    tfrdv_grpc__flush(g, 0);
     pthread_mutex_lock(&g->mu);
     deferred = g->deferred && !tfrdv_grpc__handling; /* not from a callback's own poll */
     if (deferred) g->deferred = 0;
@@ -1619,6 +1658,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__wait_locked(tfrdv_grpc* g, int (*cond)(tfrd
             pthread_mutex_unlock(&g->mu);
             tfrdv_grpc__next(g, tfrdv_grpc__in(10000000));
             tfrdv_grpc__maybe_expire(g);
+            tfrdv_grpc__flush(g, 0);
             pthread_mutex_lock(&g->mu);
         }
     }
@@ -1645,6 +1685,7 @@ TFRDV_GRPC__PRIVATE tfrdv_grpc__chan* tfrdv_grpc__chan_locked(tfrdv_grpc* g, con
         g->capch = nc;
     }
     c = (tfrdv_grpc__chan*)tfrdv_grpc__alloc(&g->a, sizeof *c);
+    if (c) c->ninl = 0;
     if (c) c->address = tfrdv_grpc__strdup(&g->a, address);
     if (!c || !c->address) {
         tfrdv_grpc__free(&g->a, c, sizeof *c);
@@ -1895,6 +1936,41 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__mark(tfrdv_grpc* g, tfrdv_grpc__chan* chan, 
     return tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_MARK, chan, buf, w.len, tfrdv_grpc__in(shut ? 1000000000LL : 10000000000LL), 0, 0,
                                    0, tfrdv_grpc__mark_done, 0) == TFRDV_OK;
 }
+/* A taken receipt for a server that takes them inline: waits for the next request to it, at most
+   TFRDV_GRPC_INLINE_DELAY_NS (then tfrdv_grpc__flush sends it as a call). 0: send it now. */
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__inline(tfrdv_grpc* g, tfrdv_grpc__chan* chan, int64_t id) {
+    int ok = 0;
+    int64_t now = tfrdv_now_ns();
+    pthread_mutex_lock(&g->mu);
+    if (!g->shut && chan->ninl < TFRDV_GRPC_INLINE_MAX) {
+        chan->inl[chan->ninl++] = id;
+        if (!g->flush_at) __atomic_store_n(&g->flush_at, now + TFRDV_GRPC_INLINE_DELAY_NS, __ATOMIC_RELAXED);
+        ok = 1;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return ok;
+}
+/* Receipts no request carried within the delay (force: all, at the shutdown) go as
+   MarkRecvFinished calls. */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__flush(tfrdv_grpc* g, int force) {
+    int64_t ids[TFRDV_GRPC_INLINE_MAX], at = __atomic_load_n(&g->flush_at, __ATOMIC_RELAXED);
+    size_t i;
+    int n, k;
+    if (!at || (!force && tfrdv_now_ns() < at)) return;
+    pthread_mutex_lock(&g->mu);
+    __atomic_store_n(&g->flush_at, 0, __ATOMIC_RELAXED);
+    for (i = 0; i < g->nch; i++) {
+        tfrdv_grpc__chan* ch = g->ch[i];
+        if (!ch->ninl) continue;
+        n = ch->ninl;
+        memcpy(ids, ch->inl, (size_t)n * sizeof ids[0]);
+        ch->ninl = 0;
+        pthread_mutex_unlock(&g->mu); /* the channel stays: channels go only at the shutdown's end */
+        for (k = 0; k < n; k++) tfrdv_grpc__mark(g, ch, ids[k], 0);
+        pthread_mutex_lock(&g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
     tfrdv_grpc__ccall* c = TFRDV_GRPC__OF(tag, tfrdv_grpc__ccall, tag);
     tfrdv_call* call;
@@ -1970,7 +2046,9 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* t
         else if (c->marked)
             nack = c->status == GRPC_STATUS_UNAVAILABLE || c->status == GRPC_STATUS_UNKNOWN || c->status == GRPC_STATUS_INTERNAL ||
                    c->status == GRPC_STATUS_RESOURCE_EXHAUSTED;
-        if (taken && info.require_ack) {
+        if (taken && info.require_ack && c->marked && info.receipts_inline && tfrdv_grpc__inline(g, c->chan, c->request_id)) {
+            TFRDV_GRPC__ADD(g, acks_sent, 1); /* carried by the next request to the server, or a call */
+        } else if (taken && info.require_ack) {
             if (tfrdv_grpc__mark(g, c->chan, c->request_id, 0)) TFRDV_GRPC__ADD(g, acks_sent, 1);
         } else if (nack) {
             if (tfrdv_grpc__mark(g, c->chan, c->request_id, 1)) TFRDV_GRPC__ADD(g, nacks_sent, 1);
@@ -1989,7 +2067,9 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
     size_t n;
     tfrdv_status st;
     tfrdv_grpc__chan* chan = 0;
-    int marked;
+    int marked, ninl = 0, k;
+    int64_t inl[TFRDV_GRPC_INLINE_MAX];
+    size_t extra = 0;
     int64_t dl = tfrdv_call_deadline(call), request_id = tfrdv_call_request_id(call);
     gpr_timespec deadline = gpr_inf_future(GPR_CLOCK_MONOTONIC);
     *(tfrdv_grpc__ccall**)tfrdv_call_scratch(call) = 0;
@@ -2003,6 +2083,12 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
     pthread_mutex_lock(&g->mu);
     if (!g->shut) chan = tfrdv_grpc__chan_locked(g, addr, &st);
     else tfrdv_grpc__err(&st, TFRDV_UNAVAILABLE, "tfrdv_grpc: transport shut down");
+    marked = request_id != 0 && g->cfg.receipts != TFRDV_OFF;
+    if (chan && marked && chan->ninl) { /* taken receipts waiting for this server ride along */
+        ninl = chan->ninl;
+        memcpy(inl, chan->inl, (size_t)ninl * sizeof inl[0]);
+        chan->ninl = 0;
+    }
     if (dl != INT64_MAX) {
         int64_t rem = dl - tfrdv_mgr_now(tfrdv_call_mgr(call)); /* on the call's own manager's clock */
         deadline = tfrdv_grpc__in(rem > 0 ? rem : 0);
@@ -2014,17 +2100,31 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
         tfrdv_call_finish(call, st.code, st.msg, 0, 0);
         return;
     }
-    /* DELIVERY RECEIPTS: the mark (0x78 0x01, a field TensorFlow skips) after TensorFlow's fields */
-    marked = request_id != 0 && g->cfg.receipts != TFRDV_OFF;
-    n = tfrdv_grpc_encode_request(tfrdv_call_step_id(call), key.ptr, key.len, request_id, 0, 0) + (marked ? 2 : 0);
+    /* DELIVERY RECEIPTS: the mark (0x78 0x01, a field TensorFlow skips) after TensorFlow's fields,
+       then taken receipts (field 16: 0x80 0x01 <id>) */
+    for (k = 0; k < ninl; k++) {
+        uint64_t v = (uint64_t)inl[k];
+        extra += 3;
+        while (v >= 0x80) { v >>= 7; extra++; }
+    }
+    n = tfrdv_grpc_encode_request(tfrdv_call_step_id(call), key.ptr, key.len, request_id, 0, 0) + (marked ? 2 : 0) + extra;
     if (n > sizeof stackbuf && !(req = (uint8_t*)tfrdv_grpc__alloc(&g->a, n))) {
         tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_grpc: out of memory", 0, 0);
         return;
     }
-    tfrdv_grpc_encode_request(tfrdv_call_step_id(call), key.ptr, key.len, request_id, req, n);
-    if (marked) {
-        req[n - 2] = (uint8_t)(TFRDV_GRPC_RECEIPTS_FIELD << 3);
-        req[n - 1] = 1;
+    {
+        size_t at = tfrdv_grpc_encode_request(tfrdv_call_step_id(call), key.ptr, key.len, request_id, req, n);
+        if (marked) {
+            req[at++] = (uint8_t)(TFRDV_GRPC_RECEIPTS_FIELD << 3);
+            req[at++] = 1;
+        }
+        for (k = 0; k < ninl; k++) {
+            uint64_t v = (uint64_t)inl[k];
+            req[at++] = (uint8_t)(((TFRDV_GRPC_TAKEN_FIELD << 3) & 0x7f) | 0x80);
+            req[at++] = (uint8_t)(TFRDV_GRPC_TAKEN_FIELD >> 4);
+            while (v >= 0x80) { req[at++] = (uint8_t)(v | 0x80); v >>= 7; }
+            req[at++] = (uint8_t)v;
+        }
     }
     if (tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_RECV, chan, req, n, deadline, call, request_id, 0, tfrdv_grpc__recv_done, &st) != TFRDV_OK) {
         if (req != stackbuf) tfrdv_grpc__free(&g->a, req, n);
@@ -2032,6 +2132,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
         return;
     }
     if (req != stackbuf) tfrdv_grpc__free(&g->a, req, n);
+    if (ninl) TFRDV_GRPC__ADD(g, acks_inline, (uint64_t)ninl);
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_cancel(void* user, tfrdv_call* call) {
     tfrdv_grpc* g = (tfrdv_grpc*)user;
@@ -2523,6 +2624,10 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* stat
         now = gpr_now(GPR_CLOCK_REALTIME);
         micros = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
         tfrdv_grpc_encode_response(value, is_dead, x->ack, micros, head, head_cap, &head_len, tail, &tail_len, &st);
+        if (st.code == TFRDV_OK && x->inline_ok && x->ack && tail_len + 2 <= sizeof tail) { /* field 15: receipts inline */
+            tail[tail_len++] = (uint8_t)(TFRDV_GRPC_RECEIPTS_FIELD << 3);
+            tail[tail_len++] = 1;
+        }
     }
     if (st.code != TFRDV_OK) { /* a value this transport can never carry: consumed, as an error */
         if (head != stackhead) tfrdv_grpc__free(&g->a, head, head_cap);
@@ -2570,6 +2675,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag*
     int64_t step_id = 0, request_id = 0;
     tfrdv_code c;
     int zero = 0, marked = 0;
+    int64_t taken[2 * TFRDV_GRPC_INLINE_MAX];
+    size_t ntaken = 0, k;
     if (!ok) { tfrdv_grpc__sctx_free(g, x); return; } /* server shutting down */
     tfrdv_grpc__post(g, TFRDV_GRPC__M_RECV);
     TFRDV_GRPC__ADD(g, served, 1);
@@ -2601,7 +2708,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag*
                 }
             }
             if (c == TFRDV_OK) c = tfrdv_grpc_decode_request(segs, n, &step_id, x->key, x->key_cap, &x->key_len, &request_id, &st);
-            if (c == TFRDV_OK && g->cfg.receipts != TFRDV_OFF) marked = tfrdv_grpc_request_marked(segs, n);
+            if (c == TFRDV_OK && g->cfg.receipts != TFRDV_OFF) marked = tfrdv_grpc__request_ext(segs, n, taken, 2 * TFRDV_GRPC_INLINE_MAX, &ntaken);
         }
         if (heap) tfrdv_grpc__free(&g->a, segs, heap * sizeof *segs);
         if (has_flat) grpc_slice_unref(flat);
@@ -2626,6 +2733,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag*
     /* DELIVERY RECEIPTS: a tfrdv client's marked request (or any, with require_ack) gets a
        require_ack answer held until its receipt; TensorFlow's requests are answered as before */
     x->ack = request_id != 0 && (g->cfg.require_ack || marked);
+    x->inline_ok = marked;
+    for (k = 0; k < ntaken; k++) tfrdv_grpc__rc_receipt(g, taken[k], 0); /* receipts carried inline */
     if (x->ack) {
         pthread_mutex_lock(&g->mu);
         tfrdv_grpc__pend_link_locked(g, x);
@@ -2991,6 +3100,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__shutdown(tfrdv_grpc* g) {
         grpc_server_shutdown_and_notify(srv, g->cq, &g->shutdown_tag);
         grpc_server_cancel_all_calls(srv); /* RecvTensor calls may wait forever: cancel them now */
     }
+    tfrdv_grpc__flush(g, 1); /* taken receipts waiting for a request: as calls, while channels live */
     pthread_mutex_lock(&g->mu);
     /* receipts in flight are not cancelled (a lost not-taken receipt would lose its value): they
        end by their deadline at the latest (10 s, 1 s for those started from here on) */

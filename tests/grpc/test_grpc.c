@@ -2047,6 +2047,7 @@ static void test_receipts_only_for_marked(void) {
     TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
     i = ack_at(resp, rl);
     TT_CHECK(i + 1 < rl && resp[i] == 0x28 && resp[i + 1] == 0x01); /* 18 <us> 28 01 */
+    TT_CHECK(rl > 2 && resp[rl - 2] == 0x78 && resp[rl - 1] == 0x01); /* ... 78 01: receipts may ride inline */
     pend = srv_simple(&S, C_PENDING, step);
     TT_CHECK_EQ_INT(pend.v[0], 0);
     /* not taken: back in the table, and a tfrdv client fetches it */
@@ -2061,6 +2062,26 @@ static void test_receipts_only_for_marked(void) {
     TT_CHECK_EQ_INT(r.st.code, TFRDV_OK);
     TT_CHECK(r.v && r.v->size == 12);
     fres_clear(&r);
+    pend = srv_simple(&S, C_PENDING, step);
+    TT_CHECK_EQ_INT(pend.v[0], 0);
+    /* a taken receipt carried inline (field 16 of a later marked request) settles a held answer:
+       a not-taken receipt for it afterwards finds nothing (unmatched), the value stays delivered */
+    TT_CHECK_EQ_INT(srv_send(&S, step, "in1", 1, 1, d1, 0, 6), TFRDV_OK);
+    TT_CHECK_EQ_INT(srv_send(&S, step, "in2", 1, 1, d1, 0, 7), TFRDV_OK);
+    n = raw_request(step, S.inc, "in1", 0x1236, req, sizeof req - 2);
+    req[n++] = 0x78;
+    req[n++] = 0x01;
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    n = raw_request(step, S.inc, "in2", 0x1237, req, sizeof req - 6);
+    memcpy(req + n, "\x78\x01\x80\x01\xb6\x24", 6); /* mark, 16: 0x1236 */
+    n += 6;
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    st0 = srv_simple(&S, C_STATS, 0);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/MarkRecvFinished", "\x08\xb6\x24\x78\x01", 5, 5000, det, sizeof det, resp,
+                             sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    st1 = srv_simple(&S, C_STATS, 0);
+    TT_CHECK_EQ_INT(st1.v[10], st0.v[10] + 1); /* unmatched: the inline receipt had settled it */
+    TT_CHECK_EQ_INT(st1.v[9], st0.v[9]);
     pend = srv_simple(&S, C_PENDING, step);
     TT_CHECK_EQ_INT(pend.v[0], 0);
     srv_simple(&S, C_CLEANUP, step);

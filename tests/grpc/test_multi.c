@@ -886,10 +886,10 @@ static void exactly_once_grpc(int mode) {
                 STEP, pk, eo_grpc_settle, &x, mode != EO_OFF);
     gw = gstats(x.wg);
     gt = gstats(x.tg);
-    printf("    client: %llu calls, %llu ok, %llu failed, %llu acks, %llu not-taken receipts; server: %llu served, %llu ok, "
+    printf("    client: %llu calls, %llu ok, %llu failed, %llu acks (%llu inline), %llu not-taken receipts; server: %llu served, %llu ok, "
            "%llu cancelled, %llu given back (%llu on a receipt), %llu receipts expired, %llu unmatched\n",
            (unsigned long long)gw.calls_started, (unsigned long long)gw.calls_ok, (unsigned long long)gw.calls_failed,
-           (unsigned long long)gw.acks_sent, (unsigned long long)gw.nacks_sent, (unsigned long long)gt.served,
+           (unsigned long long)gw.acks_sent, (unsigned long long)gw.acks_inline, (unsigned long long)gw.nacks_sent, (unsigned long long)gt.served,
            (unsigned long long)gt.serve_ok, (unsigned long long)gt.serve_cancelled, (unsigned long long)gt.serve_returned,
            (unsigned long long)gt.receipts_returned, (unsigned long long)gt.receipts_expired,
            (unsigned long long)gt.receipts_unmatched);
