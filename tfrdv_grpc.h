@@ -1346,6 +1346,7 @@ typedef struct tfrdv_grpc__chan {
     void* reg[3]; /* RecvTensor, GetStatus, MarkRecvFinished */
     int64_t inl[TFRDV_GRPC_INLINE_MAX]; /* taken receipts for the next request (under g->mu) */
     int ninl;
+    int64_t inl_since; /* tfrdv_now_ns when the oldest of them was queued */
 } tfrdv_grpc__chan;
 typedef struct tfrdv_grpc__wk {
     char* name;
@@ -1943,25 +1944,33 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__inline(tfrdv_grpc* g, tfrdv_grpc__chan* chan
     int64_t now = tfrdv_now_ns();
     pthread_mutex_lock(&g->mu);
     if (!g->shut && chan->ninl < TFRDV_GRPC_INLINE_MAX) {
+        if (!chan->ninl) chan->inl_since = now;
         chan->inl[chan->ninl++] = id;
-        if (!g->flush_at) __atomic_store_n(&g->flush_at, now + TFRDV_GRPC_INLINE_DELAY_NS, __ATOMIC_RELAXED);
+        if (!g->flush_at) __atomic_store_n(&g->flush_at, chan->inl_since + TFRDV_GRPC_INLINE_DELAY_NS, __ATOMIC_RELAXED);
         ok = 1;
     }
     pthread_mutex_unlock(&g->mu);
     return ok;
 }
 /* Receipts no request carried within the delay (force: all, at the shutdown) go as
-   MarkRecvFinished calls. */
+   MarkRecvFinished calls; g->flush_at becomes the time the oldest of the others is due (it may
+   come early: a request that carried some does not move it). */
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__flush(tfrdv_grpc* g, int force) {
-    int64_t ids[TFRDV_GRPC_INLINE_MAX], at = __atomic_load_n(&g->flush_at, __ATOMIC_RELAXED);
+    int64_t ids[TFRDV_GRPC_INLINE_MAX], at = __atomic_load_n(&g->flush_at, __ATOMIC_RELAXED), now, next = 0;
     size_t i;
     int n, k;
-    if (!at || (!force && tfrdv_now_ns() < at)) return;
+    if (!at) return;
+    now = tfrdv_now_ns();
+    if (!force && now < at) return;
     pthread_mutex_lock(&g->mu);
-    __atomic_store_n(&g->flush_at, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g->flush_at, 0, __ATOMIC_RELAXED); /* one queued meanwhile sets it again */
     for (i = 0; i < g->nch; i++) {
         tfrdv_grpc__chan* ch = g->ch[i];
         if (!ch->ninl) continue;
+        if (!force && now < ch->inl_since + TFRDV_GRPC_INLINE_DELAY_NS) { /* not due yet */
+            if (!next || ch->inl_since + TFRDV_GRPC_INLINE_DELAY_NS < next) next = ch->inl_since + TFRDV_GRPC_INLINE_DELAY_NS;
+            continue;
+        }
         n = ch->ninl;
         memcpy(ids, ch->inl, (size_t)n * sizeof ids[0]);
         ch->ninl = 0;
@@ -1969,6 +1978,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__flush(tfrdv_grpc* g, int force) {
         for (k = 0; k < n; k++) tfrdv_grpc__mark(g, ch, ids[k], 0);
         pthread_mutex_lock(&g->mu);
     }
+    at = __atomic_load_n(&g->flush_at, __ATOMIC_RELAXED); /* the ones not due yet: when they are */
+    if (next && (!at || next < at)) __atomic_store_n(&g->flush_at, next, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g->mu);
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
