@@ -1,4 +1,4 @@
-/* tfrdv_grpc.h - v0.3.0 - gRPC transport for tfrdv speaking TensorFlow's WorkerService - MIT or
+/* tfrdv_grpc.h - v0.4.0 - gRPC transport for tfrdv speaking TensorFlow's WorkerService - MIT or
    public domain (see the end of tfrdv.h)
 
    USAGE
@@ -28,9 +28,13 @@
                cancel_call cancels the gRPC call; gRPC's receive limit is
                max_message_bytes + 64 KiB (INT_MAX by default, as TensorFlow's). Responses are
                decoded by walking the received slices straight into tfrdv_call_alloc_value memory
-               (one copy, no intermediate buffer). A response with require_ack is followed by a MarkRecvFinished
-               call (fire and forget). tfrdv_grpc_get_status() asks a worker for its devices and
-               their incarnations (a key must carry the source device's incarnation).
+               (one copy, no intermediate buffer). Each request carries tfrdv's receipts mark
+               (field 15, skipped by TensorFlow); a response with require_ack is followed by a
+               MarkRecvFinished call (fire and forget; to a tfrdv server usually carried inside
+               the next request instead), and so is a RecvTensor whose receive gave up, saying its
+               answer was not taken (DELIVERY RECEIPTS). tfrdv_grpc_get_status()
+               asks a worker for its devices and their incarnations (a key must carry the source
+               device's incarnation).
        server  (listen_address set, manager attached with tfrdv_grpc_attach) answers RecvTensor
                through tfrdv_mgr_serve asynchronously; a client cancel or deadline withdraws the serve
                request (the value stays buffered for the next receiver: TensorFlow aborts the whole
@@ -45,9 +49,10 @@
                in the table until the step is cleaned up; a loss would hang the step). What no
                server can see: a reply that left intact but reached a client that had already given
                up (its deadline fired, or its receive was cancelled, while the reply was in transit)
-               is dropped by that client. The margin makes the deadline case rare; a receive
-               cancelled at that moment reports CANCELLED and its value is gone (TensorFlow aborts
-               the step when a RecvTensor is cancelled).
+               is dropped by that client. TensorFlow's protocol has no acknowledgement for it:
+               between tfrdv peers the receipts acknowledge it and such a value comes back
+               (DELIVERY RECEIPTS, on by default); a TensorFlow client's value is gone unless
+               require_ack is set (TensorFlow aborts the step when a RecvTensor is cancelled).
                MarkRecvFinished -> tfrdv_mgr_ack. GetStatus answers this worker's
                devices; CreateWorkerSession and DeleteWorkerSession get empty replies, so a
                TensorFlow master can include a tfrdv worker in its cluster without device_filters.
@@ -63,7 +68,14 @@
                pem_root_certs is given (plus the key pair for mutual TLS). Insecure otherwise.
 
    WIRE FORMAT (TensorFlow worker.proto / tensor.proto, hand-encoded, no protobuf runtime)
-     RecvTensorRequest  1 step_id, 2 rendezvous_key, 7 request_id (3-6 skipped when decoding).
+     RecvTensorRequest  1 step_id, 2 rendezvous_key, 7 request_id (3-6 skipped when decoding);
+                        tfrdv's 15 (varint 1: the client sends receipts, DELIVERY RECEIPTS; worker.
+                        proto uses 1-7, TensorFlow skips unknown fields) after TensorFlow's fields.
+                        tfrdv's 16 (repeated varint: request ids of earlier answers taken, receipts
+                        carried inline) after it.
+     RecvTensorResponse to a marked request also ends with tfrdv's 15 (varint 1: this server takes
+                        receipts inline).
+     MarkRecvFinishedRequest 1 request_id; tfrdv's 15 (varint 1: the answer was not taken).
      RecvTensorResponse 1 tensor (TensorProto), 2 is_dead, 3 send_start_micros, 5 require_ack.
      Sent exactly as TensorFlow's fast path lays it out: is_dead, send_start_micros, require_ack,
      then the tensor last: dtype, the shape (no shape field for scalars; a size-0 dim written
@@ -85,8 +97,62 @@
      when a response would exceed max_message_bytes (default 2^31 - 1) and the client refuses
      larger responses with the same code.
 
+   DELIVERY RECEIPTS (on by default between tfrdv peers; require_ack for every client)
+     The contract: between a tfrdv client and a tfrdv server, both with the default config, a
+     value answered to a receive that gave up (cancelled, timed out, aborted, refused by the
+     core, its transport destroyed) goes back to the server's table: nothing is lost, nothing is
+     delivered twice. TensorFlow peers see TensorFlow's protocol unchanged.
+     How: a tfrdv client (receipts not TFRDV_OFF) marks every RecvTensorRequest with a non-zero
+     request id: field 15 = 1 (TFRDV_GRPC_RECEIPTS_FIELD), which TensorFlow skips. A tfrdv server
+     answers a marked request require_ack (TensorFlow's field 5) and keeps a reference to the value
+     after gRPC reported the reply sent, until the client's MarkRecvFinished{1: request_id}
+     arrives: then the value is released (delivered). Unmarked requests (TensorFlow's client) are
+     answered as before, without require_ack and without holding, unless the server sets
+     tfrdv_grpc_config.require_ack, which marks and holds every answer to a non-zero request id
+     (TensorFlow's client then sends MarkRecvFinished too).
+     The client sends exactly one receipt per answer the server may hold: MarkRecvFinished{1: id}
+     ("taken") after an answer with require_ack that it delivered, and MarkRecvFinished{1: id,
+     15: 1} ("not taken") when it did not deliver it: the answer arrived after its receive had
+     been cancelled, timed out or aborted (tfrdv_call_finish_status with give_back refused it) or
+     failed to decode here (a tensor above max_message_bytes, out of memory), and for a call that
+     ended CANCELLED or DEADLINE_EXCEEDED (to any server: its answer may have left before the
+     server learnt of the end) or, marked, UNAVAILABLE, UNKNOWN, INTERNAL or RESOURCE_EXHAUSTED
+     (the connection broke, or gRPC refused the reply after the server sent it). Calls cancelled
+     by tfrdv_grpc_destroy send theirs too: destroy waits for the receipts in flight (at most
+     10 s each, 1 s for those started during the destroy) and does not cancel them. The server
+     gives a not-taken answer back to the front of its key's queue (stats.receipts_returned, also
+     in serve_returned). A receipt may arrive before gRPC reported the reply's close: the call keeps
+     it and settles its answer at the close. A receipt for an id with no answer held and no call
+     open is dropped (stats.receipts_unmatched: the call ended without an answer, e.g. withdrawn
+     when the client cancelled), so receipts of receives that gave up early cost no memory. A
+     not-taken receipt to TensorFlow's server only drops the response-cache entry
+     of the id, as any MarkRecvFinished does.
+     Receipts inline: a tfrdv server's answer to a marked request ends with field 15 = 1 ("I take
+     receipts inline"). The client then keeps the taken receipt for that server (up to 32) and
+     the next marked RecvTensorRequest to the same server carries it (repeated field 16, the
+     request ids); receipts no request carried within TFRDV_GRPC_INLINE_DELAY_NS (2 ms) go as
+     MarkRecvFinished calls (the completion-queue threads or tfrdv_grpc_poll send them; destroy
+     sends the rest). Not-taken receipts always go as calls at once. A request carrying receipts
+     that never reaches the server only delays their answers' release to receipt_ttl_ns (taken
+     answers are released, never given back, so nothing is lost or duplicated).
+     Cost: a reference on each answered value until its receipt, a few bytes per request, and a
+     MarkRecvFinished call per answer when fetches from a server are more than 2 ms apart (fire
+     and forget: the receive completes before it). receipts = TFRDV_OFF on
+     the client (requests go unmarked) or the server (marks ignored) gives TensorFlow's protocol:
+     an answer that reaches a client after its receive gave up is then dropped by that client.
+     What can still be lost: an answer whose receipt never arrives within receipt_ttl_ns (the
+     client process died, the connection broke after the reply left and stayed broken, the
+     MarkRecvFinished failed, or a TensorFlow client whose receive gave up: it sends no receipt)
+     is released as delivered when the ttl passes (stats.receipts_expired), as is every held answer
+     when the server's transport is destroyed. At most 65536 answers wait at once; beyond that the
+     oldest is treated as expired.
+
    ERRORS ON THE WIRE
-     Statuses keep their code (tfrdv codes are the gRPC codes) and message. An incarnation mismatch
+     Statuses keep their code (tfrdv codes are the gRPC codes) and message; a message received
+     from a peer (a failed RecvTensor's or GetStatus's status details, or gRPC's own) reaches the
+     receiver's status as printable ASCII (tfrdv_escape: bytes outside 0x20..0x7e as \xNN, a
+     backslash as \\), and so does the method name in an UNIMPLEMENTED answer, so a peer cannot
+     forge log lines or reach a terminal through them. An incarnation mismatch
      (ABORTED "RecvTensor expects a different device incarnation ...") also carries TensorFlow's
      grpc-status-details-bin payload naming tensorflow.distributed_runtime.WorkerPossiblyRestarted;
      the client turns that payload (from TensorFlow or tfrdv) into status detail
@@ -145,13 +211,13 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_grpc.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 4
-#error "tfrdv_grpc.h 0.3 needs tfrdv.h 0.4 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 5
+#error "tfrdv_grpc.h 0.4 needs tfrdv.h 0.5 or a later 0.x"
 #endif
 
 #define TFRDV_GRPC_VERSION_MAJOR 0
-#define TFRDV_GRPC_VERSION_MINOR 3
-#define TFRDV_GRPC_VERSION_STRING "0.3.0"
+#define TFRDV_GRPC_VERSION_MINOR 4
+#define TFRDV_GRPC_VERSION_STRING "0.4.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -180,6 +246,11 @@ TFRDV_API tfrdv_code tfrdv_grpc_decode_request(const tfrdv_str* segs, size_t nse
                                                size_t* key_len, int64_t* request_id,
                                                tfrdv_status* st);
 
+/* 1 if a RecvTensorRequest carries tfrdv's receipts mark (field TFRDV_GRPC_RECEIPTS_FIELD, a
+   non-zero varint: the client sends receipts), else 0 (also for malformed input). A marked
+   request is tfrdv_grpc_encode_request's bytes followed by 0x78 0x01. */
+TFRDV_API int tfrdv_grpc_request_marked(const tfrdv_str* segs, size_t nsegs);
+
 /* Room needed for the head of a response with a value of this rank. */
 #define TFRDV_GRPC_HEAD_MAX(rank) ((size_t)64 + (size_t)13 * (size_t)(rank))
 /* A RecvTensorResponse is head + the value's bytes (v->data, v->size) + tail. value may be NULL
@@ -196,6 +267,7 @@ typedef struct tfrdv_grpc_response_info {
     int is_dead, require_ack;
     int64_t send_start_micros;
     int has_tensor;
+    int receipts_inline; /* tfrdv's field 15: the server takes receipts inside later requests */
 } tfrdv_grpc_response_info;
 /* Decodes a RecvTensorResponse: alloc(alloc_user, dtype, rank, dims, size) is called at most
    once, after the whole message was validated, for a tensor of at most max_bytes (0: 2^31 - 1)
@@ -255,8 +327,19 @@ typedef struct tfrdv_grpc_config {
                                      wait inside gRPC until one is re-posted, they are not lost */
     uint64_t max_message_bytes;   /* largest RecvTensor response sent or accepted (0: 2^31 - 1) */
     size_t max_key_len;           /* longest rendezvous key served (0: 4096) */
-    int require_ack;              /* mark responses to non-zero request ids require_ack (use
-                                     with tfrdv_mgr_config.response_cache) */
+    int require_ack;              /* mark every response to a non-zero request id require_ack,
+                                     TensorFlow clients' too (use with tfrdv_mgr_config.
+                                     response_cache); the client then sends MarkRecvFinished, and
+                                     this server keeps each answer until it arrives. 0: only for
+                                     tfrdv clients' marked requests (receipts): DELIVERY RECEIPTS */
+    int receipts;                 /* DELIVERY RECEIPTS between tfrdv peers: 0 (default) or 1 on: this
+                                     client marks its RecvTensor requests (field 15) and sends a
+                                     receipt for each, and this server holds the answer to a
+                                     marked request until its receipt; TFRDV_OFF: never (requests
+                                     go unmarked, marks are ignored; require_ack still applies) */
+    int64_t receipt_ttl_ns;       /* server holding answers (receipts, require_ack): how long an answer waits for its
+                                     MarkRecvFinished before it counts as delivered and is
+                                     released (0: TFRDV_GRPC_RECEIPT_TTL_NS) */
     int64_t expire_interval_ns;   /* tfrdv_mgr_expire period for the attached manager (0: 20 ms) */
     int64_t recv_timeout_ns;      /* client: the gRPC deadline of a RecvTensor call whose receive
                                      has none (tfrdv_mgr_config.call_timeout_ns 0, the default), so
@@ -286,6 +369,16 @@ typedef struct tfrdv_grpc_config {
 TFRDV_API tfrdv_grpc_config tfrdv_grpc_config_init(void);
 #define TFRDV_GRPC_SERVE_MARGIN_NS 20000000 /* 20 ms: serve_deadline_margin_ns by default */
 #define TFRDV_GRPC_RECV_TIMEOUT_NS 600000000000LL /* 10 min: recv_timeout_ns by default */
+#define TFRDV_GRPC_RECEIPT_TTL_NS 60000000000LL /* 60 s: receipt_ttl_ns by default */
+/* tfrdv's extension field (TensorFlow's messages do not use it; TensorFlow skips it): in a
+   RecvTensorRequest, varint 1 = "this client sends a MarkRecvFinished receipt for the answer";
+   in a MarkRecvFinishedRequest, varint 1 = "the answer was not taken" (DELIVERY RECEIPTS) */
+#define TFRDV_GRPC_RECEIPTS_FIELD 15
+/* RecvTensorRequest, repeated varint: request ids of earlier answers taken (receipts carried
+   inline, to a server whose answer said receipts_inline) */
+#define TFRDV_GRPC_TAKEN_FIELD 16
+#define TFRDV_GRPC_INLINE_MAX 32 /* receipts carried by one request at most */
+#define TFRDV_GRPC_INLINE_DELAY_NS 2000000 /* 2 ms: receipts no request carried go as calls */
 
 TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc** out,
                                        tfrdv_status* st);
@@ -314,7 +407,8 @@ TFRDV_API tfrdv_code tfrdv_grpc_get_status(tfrdv_grpc* g, const char* target, in
                                            tfrdv_status* st);
 
 typedef struct tfrdv_grpc_stats {
-    uint64_t calls_started, calls_ok, calls_failed, acks_sent;       /* client */
+    uint64_t calls_started, calls_ok, calls_failed, acks_sent;       /* client: RecvTensor and
+                                GetStatus calls (receipts count in acks_sent and nacks_sent) */
     uint64_t bytes_received;                                         /* tensor bytes fetched */
     uint64_t served, serve_ok, serve_cancelled, unimplemented;       /* server */
     uint64_t serve_returned; /* server: answers given back to the table, undeliverable (the call's
@@ -323,6 +417,16 @@ typedef struct tfrdv_grpc_stats {
                                                             WorkerSession, MarkRecvFinished */
     uint64_t bytes_sent;                                             /* tensor bytes served */
     uint64_t client_calls_live, server_calls_live, server_requests_posted;
+    uint64_t receipts_returned, receipts_expired; /* server with require_ack: answers given back
+                                on a MarkRecvFinished saying the client did not take them (also in
+                                serve_returned); answers released as delivered when no
+                                MarkRecvFinished came within receipt_ttl_ns */
+    uint64_t nacks_sent;     /* client: MarkRecvFinished saying an answer was not taken */
+    uint64_t acks_inline;    /* client: of acks_sent, those carried inside a later RecvTensorRequest
+                                (the others went as MarkRecvFinished calls) */
+    uint64_t receipts_unmatched; /* server: MarkRecvFinished for an id with no answer held or on
+                                its way (its call ended without one, or a TensorFlow client's
+                                receipt for an answer this server did not hold): dropped */
 } tfrdv_grpc_stats;
 TFRDV_API void tfrdv_grpc_get_stats(tfrdv_grpc* g, tfrdv_grpc_stats* out);
 
@@ -623,6 +727,33 @@ TFRDV_API tfrdv_code tfrdv_grpc_decode_request(const tfrdv_str* segs, size_t nse
     }
     tfrdv_grpc__ok(st);
     return TFRDV_OK;
+}
+
+/* the mark, and up to cap ids of field 16 (taken receipts) into ids; 0 and *n 0 when malformed */
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__request_ext(const tfrdv_str* segs, size_t nsegs, int64_t* ids, size_t cap, size_t* n) {
+    tfrdv_grpc__rd r;
+    tfrdv_status st;
+    uint32_t f;
+    int wt, marked = 0, bad = 0;
+    uint64_t len, v;
+    *n = 0;
+    tfrdv_grpc__rd_init(&r, segs, nsegs);
+    while (!bad && r.pos < r.end) {
+        if (tfrdv_grpc__rd_tag(&r, "RecvTensorRequest", &f, &wt, &len, &st) != TFRDV_OK) bad = 1;
+        else if ((f == TFRDV_GRPC_RECEIPTS_FIELD || f == TFRDV_GRPC_TAKEN_FIELD) && wt == 0) {
+            if (tfrdv_grpc__rd_uvarint(&r, "RecvTensorRequest", f, wt, &v, &st) != TFRDV_OK) bad = 1;
+            else if (f == TFRDV_GRPC_RECEIPTS_FIELD) marked = v != 0;
+            else if (v && *n < cap) ids[(*n)++] = (int64_t)v;
+        } else if (tfrdv_grpc__rd_skip(&r, "RecvTensorRequest", f, wt, len, &st) != TFRDV_OK) {
+            bad = 1;
+        }
+    }
+    if (bad) { *n = 0; return 0; }
+    return marked;
+}
+TFRDV_API int tfrdv_grpc_request_marked(const tfrdv_str* segs, size_t nsegs) {
+    size_t n;
+    return tfrdv_grpc__request_ext(segs, nsegs, 0, 0, &n);
 }
 
 /* >>response encoding ------------------------------------------------------------------------ */
@@ -960,11 +1091,12 @@ TFRDV_API tfrdv_code tfrdv_grpc_decode_response(const tfrdv_str* segs, size_t ns
             if (wt != 2) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "%s: tensor has wire type %d", what, wt);
             if (ntensor++) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "%s: tensor appears twice", what);
             tensor = tfrdv_grpc__rd_sub(&r, len);
-        } else if (f == 2 || f == 3 || f == 5) {
+        } else if (f == 2 || f == 3 || f == 5 || (f == TFRDV_GRPC_RECEIPTS_FIELD && wt == 0)) {
             if ((c = tfrdv_grpc__rd_uvarint(&r, what, f, wt, &v, st)) != TFRDV_OK) return c;
             if (f == 2) inf.is_dead = v != 0;
             else if (f == 3) inf.send_start_micros = (int64_t)v;
-            else inf.require_ack = v != 0;
+            else if (f == 5) inf.require_ack = v != 0;
+            else inf.receipts_inline = v != 0;
         } else if ((c = tfrdv_grpc__rd_skip(&r, what, f, wt, len, st)) != TFRDV_OK) {
             return c;
         }
@@ -1212,6 +1344,9 @@ typedef struct tfrdv_grpc__chan {
     char* address;
     grpc_channel* ch;
     void* reg[3]; /* RecvTensor, GetStatus, MarkRecvFinished */
+    int64_t inl[TFRDV_GRPC_INLINE_MAX]; /* taken receipts for the next request (under g->mu) */
+    int ninl;
+    int64_t inl_since; /* tfrdv_now_ns when the oldest of them was queued */
 } tfrdv_grpc__chan;
 typedef struct tfrdv_grpc__wk {
     char* name;
@@ -1238,6 +1373,7 @@ typedef struct tfrdv_grpc__ccall { /* one client call */
     grpc_slice details;
     int64_t request_id;
     int default_deadline; /* RecvTensor: the deadline is recv_timeout_ns, not the receive's */
+    int marked;           /* RecvTensor: the request carried the receipts mark */
     tfrdv_grpc__waiter* w;
     struct tfrdv_grpc__ccall *prev, *next;
 } tfrdv_grpc__ccall;
@@ -1264,11 +1400,34 @@ typedef struct tfrdv_grpc__sctx { /* one server call (posted request, then the c
     tfrdv_value* held;
     int holding, held_dead;
     int closed; /* the close was handled: 1 delivered, 2 cancelled */
+    int ack;    /* the answer is marked require_ack and held until its receipt (DELIVERY RECEIPTS) */
+    int inline_ok; /* a tfrdv client's marked request: the answer says receipts_inline */
+    int plinked, receipt; /* ack: in g->pend until the close is handled; a receipt that came
+                             before it: 1 taken, 2 not taken */
+    struct tfrdv_grpc__sctx* pnext;
     size_t key_len;
     char* key;   /* key_inline, or a heap block of key_cap bytes for a longer key */
     size_t key_cap;
     char key_inline[TFRDV_GRPC__KEY_INLINE];
 } tfrdv_grpc__sctx;
+
+/* DELIVERY RECEIPTS (server): an answer that reached its client's stream waits here for the
+   MarkRecvFinished of its request id (held 1). By request id in rc_hash, by age in the
+   rc_old..rc_new list (one ttl for all: the oldest expires first). A MarkRecvFinished that comes
+   before gRPC reported the answer's call closed is kept by the call (g->pend, sctx.receipt); one
+   for an id with neither is dropped (stats.receipts_unmatched): nothing waits for it. */
+typedef struct tfrdv_grpc__rcpt {
+    struct tfrdv_grpc__rcpt *hnext, *older, *newer;
+    int64_t request_id, step_id, expires;
+    int held, not_taken, dead;
+    tfrdv_value* value;
+    tfrdv_args send_args;
+    size_t key_len, size;
+    char key[1];
+} tfrdv_grpc__rcpt;
+#define TFRDV_GRPC__RC_BUCKETS 256
+#define TFRDV_GRPC__NOT_TAKEN_FIELD TFRDV_GRPC_RECEIPTS_FIELD /* MarkRecvFinishedRequest: 1 = not taken */
+#define TFRDV_GRPC__RC_MAX 65536 /* entries at most: beyond, the oldest goes as if it expired */
 
 struct tfrdv_grpc {
     tfrdv_grpc_config cfg; /* strings and arrays point at owned copies */
@@ -1280,6 +1439,7 @@ struct tfrdv_grpc {
     int deferred;                 /* destroyed from a callback in host-driven mode: the
                                      tfrdv_grpc_poll that ran it finishes the shutdown */
     int64_t next_expire_ns;
+    int64_t flush_at; /* receipts waiting inline (tfrdv_now_ns): sent as calls from then on; 0 none */
     grpc_completion_queue* cq;
     pthread_t* threads;
     int nthreads, cap_threads;
@@ -1295,6 +1455,10 @@ struct tfrdv_grpc {
     int port;
     tfrdv_grpc__tag shutdown_tag;
     tfrdv_mgr* mgr;
+    tfrdv_grpc__rcpt* rc_hash[TFRDV_GRPC__RC_BUCKETS]; /* DELIVERY RECEIPTS, under mu */
+    struct tfrdv_grpc__sctx* pend[TFRDV_GRPC__RC_BUCKETS]; /* ack calls not closed yet, by id */
+    tfrdv_grpc__rcpt *rc_old, *rc_new;
+    size_t rc_n;
     tfrdv_cancel_mgr** cm_free; /* reset cancellation managers kept for reuse */
     size_t ncm_free, cap_cm_free;
     tfrdv_grpc_stats stats;
@@ -1330,11 +1494,11 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__log(tfrdv_grpc* g, int level, const char* f
     va_end(ap);
     g->cfg.hooks.logger.fn(g->cfg.hooks.logger.user, level, buf);
 }
+/* Bytes from the wire (status details, a method name the peer asked for) as printable ASCII
+   (tfrdv_escape): they end up in statuses and log lines, where a line break would forge a line
+   and an escape sequence would reach the operator's terminal. Cut short to fit out. */
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__slice_msg(grpc_slice s, char* out, size_t cap) {
-    size_t n = GRPC_SLICE_LENGTH(s);
-    if (n >= cap) n = cap - 1;
-    if (n) memcpy(out, GRPC_SLICE_START_PTR(s), n);
-    out[n] = 0;
+    tfrdv_escape(out, cap, (const char*)GRPC_SLICE_START_PTR(s), GRPC_SLICE_LENGTH(s));
 }
 
 /* The segments of a received message: its slices (no copy), or one flattened slice when it is
@@ -1407,6 +1571,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__unref(tfrdv_grpc* g) {
 }
 
 /* >>transport: polling ----------------------------------------------------------------------- */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_due_locked(tfrdv_grpc* g, int64_t now, tfrdv_grpc__rcpt** out);
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_run_due(tfrdv_grpc* g, tfrdv_grpc__rcpt* due);
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__maybe_expire(tfrdv_grpc* g) {
     tfrdv_mgr* mgr;
     int64_t now, next;
@@ -1419,6 +1585,15 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__maybe_expire(tfrdv_grpc* g) {
     pthread_mutex_unlock(&g->mu);
     next = tfrdv_mgr_expire(mgr, now);
     pthread_mutex_lock(&g->mu);
+    {
+        tfrdv_grpc__rcpt* due = 0;
+        tfrdv_grpc__rc_due_locked(g, now, &due);
+        if (due) {
+            pthread_mutex_unlock(&g->mu);
+            tfrdv_grpc__rc_run_due(g, due);
+            pthread_mutex_lock(&g->mu);
+        }
+    }
     g->expiring = 0;
     g->next_expire_ns = now + g->cfg.expire_interval_ns;
     if (next < g->next_expire_ns && next > now) g->next_expire_ns = next;
@@ -1444,11 +1619,15 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__next(tfrdv_grpc* g, gpr_timespec deadline) {
     tfrdv_grpc__handling = outer;
     return 1;
 }
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__flush(tfrdv_grpc* g, int force);
 TFRDV_GRPC__PRIVATE void* tfrdv_grpc__thread(void* arg) {
     tfrdv_grpc* g = (tfrdv_grpc*)arg;
     for (;;) {
-        if (tfrdv_grpc__next(g, tfrdv_grpc__in(g->cfg.expire_interval_ns)) < 0) break;
+        int64_t wait = g->cfg.expire_interval_ns;
+        if (__atomic_load_n(&g->flush_at, __ATOMIC_RELAXED) && wait > TFRDV_GRPC_INLINE_DELAY_NS) wait = TFRDV_GRPC_INLINE_DELAY_NS;
+        if (tfrdv_grpc__next(g, tfrdv_grpc__in(wait)) < 0) break;
         tfrdv_grpc__maybe_expire(g);
+        tfrdv_grpc__flush(g, 0);
     }
     return 0;
 }
@@ -1462,6 +1641,7 @@ TFRDV_API int tfrdv_grpc_poll(tfrdv_grpc* g, int64_t timeout_ns) {
         rc = tfrdv_grpc__next(g, gpr_inf_past(GPR_CLOCK_MONOTONIC));
     }
     tfrdv_grpc__maybe_expire(g);
+    tfrdv_grpc__flush(g, 0);
     pthread_mutex_lock(&g->mu);
     deferred = g->deferred && !tfrdv_grpc__handling; /* not from a callback's own poll */
     if (deferred) g->deferred = 0;
@@ -1479,6 +1659,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__wait_locked(tfrdv_grpc* g, int (*cond)(tfrd
             pthread_mutex_unlock(&g->mu);
             tfrdv_grpc__next(g, tfrdv_grpc__in(10000000));
             tfrdv_grpc__maybe_expire(g);
+            tfrdv_grpc__flush(g, 0);
             pthread_mutex_lock(&g->mu);
         }
     }
@@ -1505,6 +1686,7 @@ TFRDV_GRPC__PRIVATE tfrdv_grpc__chan* tfrdv_grpc__chan_locked(tfrdv_grpc* g, con
         g->capch = nc;
     }
     c = (tfrdv_grpc__chan*)tfrdv_grpc__alloc(&g->a, sizeof *c);
+    if (c) c->ninl = 0;
     if (c) c->address = tfrdv_grpc__strdup(&g->a, address);
     if (!c || !c->address) {
         tfrdv_grpc__free(&g->a, c, sizeof *c);
@@ -1649,6 +1831,7 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__ccall_start(tfrdv_grpc* g, int kind, 
     c->w = w;
     c->request_id = request_id;
     c->default_deadline = call && tfrdv_call_deadline(call) == INT64_MAX && g->cfg.recv_timeout_ns > 0;
+    c->marked = kind == TFRDV_GRPC__C_RECV && request_id != 0 && g->cfg.receipts != TFRDV_OFF; /* as tfrdv_grpc__t_start */
     c->details = grpc_empty_slice();
     grpc_metadata_array_init(&c->imd);
     grpc_metadata_array_init(&c->tmd);
@@ -1656,7 +1839,9 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__ccall_start(tfrdv_grpc* g, int kind, 
     c->req = grpc_raw_byte_buffer_create(&s, 1);
     grpc_slice_unref(s);
     pthread_mutex_lock(&g->mu);
-    if (g->shut) {
+    /* a receipt still goes out during the shutdown: only a live RecvTensor call (whose completion
+       the shutdown waits for) starts one, before the channels go */
+    if (g->shut && !(kind == TFRDV_GRPC__C_MARK && !g->closed)) {
         pthread_mutex_unlock(&g->mu);
         grpc_byte_buffer_destroy(c->req);
         grpc_metadata_array_destroy(&c->imd);
@@ -1701,7 +1886,7 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__ccall_start(tfrdv_grpc* g, int kind, 
         tfrdv_grpc__ccall_free(g, c);
         return tfrdv_grpc__err(st, TFRDV_INTERNAL, "tfrdv_grpc: grpc_call_start_batch: %s", grpc_call_error_to_string(err));
     }
-    TFRDV_GRPC__ADD(g, calls_started, 1);
+    if (kind != TFRDV_GRPC__C_MARK) TFRDV_GRPC__ADD(g, calls_started, 1); /* receipts: acks_sent, nacks_sent */
     return TFRDV_OK;
 }
 
@@ -1731,10 +1916,77 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__restarted(const grpc_metadata_array* md) {
     }
     return 0;
 }
+/* MarkRecvFinishedRequest {1: request_id[, 15: 1 when the answer was not taken]}, fire and forget */
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__mark(tfrdv_grpc* g, tfrdv_grpc__chan* chan, int64_t request_id, int not_taken) {
+    uint8_t buf[16];
+    tfrdv_grpc__wr w;
+    int shut;
+    w.buf = buf;
+    w.cap = sizeof buf;
+    w.len = 0;
+    tfrdv_grpc__put(&w, 0x08);
+    tfrdv_grpc__putv(&w, (uint64_t)request_id);
+    if (not_taken) {
+        tfrdv_grpc__put(&w, (uint8_t)(TFRDV_GRPC__NOT_TAKEN_FIELD << 3));
+        tfrdv_grpc__put(&w, 1);
+    }
+    pthread_mutex_lock(&g->mu);
+    shut = g->shut;
+    pthread_mutex_unlock(&g->mu);
+    /* 10 s; 1 s during the shutdown, which waits for it */
+    return tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_MARK, chan, buf, w.len, tfrdv_grpc__in(shut ? 1000000000LL : 10000000000LL), 0, 0,
+                                   0, tfrdv_grpc__mark_done, 0) == TFRDV_OK;
+}
+/* A taken receipt for a server that takes them inline: waits for the next request to it, at most
+   TFRDV_GRPC_INLINE_DELAY_NS (then tfrdv_grpc__flush sends it as a call). 0: send it now. */
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__inline(tfrdv_grpc* g, tfrdv_grpc__chan* chan, int64_t id) {
+    int ok = 0;
+    int64_t now = tfrdv_now_ns();
+    pthread_mutex_lock(&g->mu);
+    if (!g->shut && chan->ninl < TFRDV_GRPC_INLINE_MAX) {
+        if (!chan->ninl) chan->inl_since = now;
+        chan->inl[chan->ninl++] = id;
+        if (!g->flush_at) __atomic_store_n(&g->flush_at, chan->inl_since + TFRDV_GRPC_INLINE_DELAY_NS, __ATOMIC_RELAXED);
+        ok = 1;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return ok;
+}
+/* Receipts no request carried within the delay (force: all, at the shutdown) go as
+   MarkRecvFinished calls; g->flush_at becomes the time the oldest of the others is due (it may
+   come early: a request that carried some does not move it). */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__flush(tfrdv_grpc* g, int force) {
+    int64_t ids[TFRDV_GRPC_INLINE_MAX], at = __atomic_load_n(&g->flush_at, __ATOMIC_RELAXED), now, next = 0;
+    size_t i;
+    int n, k;
+    if (!at) return;
+    now = tfrdv_now_ns();
+    if (!force && now < at) return;
+    pthread_mutex_lock(&g->mu);
+    __atomic_store_n(&g->flush_at, 0, __ATOMIC_RELAXED); /* one queued meanwhile sets it again */
+    for (i = 0; i < g->nch; i++) {
+        tfrdv_grpc__chan* ch = g->ch[i];
+        if (!ch->ninl) continue;
+        if (!force && now < ch->inl_since + TFRDV_GRPC_INLINE_DELAY_NS) { /* not due yet */
+            if (!next || ch->inl_since + TFRDV_GRPC_INLINE_DELAY_NS < next) next = ch->inl_since + TFRDV_GRPC_INLINE_DELAY_NS;
+            continue;
+        }
+        n = ch->ninl;
+        memcpy(ids, ch->inl, (size_t)n * sizeof ids[0]);
+        ch->ninl = 0;
+        pthread_mutex_unlock(&g->mu); /* the channel stays: channels go only at the shutdown's end */
+        for (k = 0; k < n; k++) tfrdv_grpc__mark(g, ch, ids[k], 0);
+        pthread_mutex_lock(&g->mu);
+    }
+    at = __atomic_load_n(&g->flush_at, __ATOMIC_RELAXED); /* the ones not due yet: when they are */
+    if (next && (!at || next < at)) __atomic_store_n(&g->flush_at, next, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&g->mu);
+}
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
     tfrdv_grpc__ccall* c = TFRDV_GRPC__OF(tag, tfrdv_grpc__ccall, tag);
     tfrdv_call* call;
     tfrdv_status st;
+    int taken, refused;
     tfrdv_value* value = 0;
     tfrdv_grpc_response_info info;
     (void)ok;
@@ -1774,23 +2026,45 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* t
     if (st.code == TFRDV_OK) {
         TFRDV_GRPC__ADD(g, calls_ok, 1);
         if (value) TFRDV_GRPC__ADD(g, bytes_received, value->size);
-        if (info.require_ack && c->request_id) {
-            uint8_t buf[16];
-            tfrdv_grpc__wr w;
-            w.buf = buf;
-            w.cap = sizeof buf;
-            w.len = 0;
-            tfrdv_grpc__put(&w, 0x08);
-            tfrdv_grpc__putv(&w, (uint64_t)c->request_id);
-            if (tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_MARK, c->chan, buf, w.len, tfrdv_grpc__in(10000000000LL), 0, 0, 0,
-                                        tfrdv_grpc__mark_done, 0) == TFRDV_OK)
-                TFRDV_GRPC__ADD(g, acks_sent, 1);
-        }
     } else {
         TFRDV_GRPC__ADD(g, calls_failed, 1);
     }
-    if (call) tfrdv_call_finish_status(call, &st, value, info.is_dead, 0);
-    else tfrdv_value_release(value);
+    /* an OK answer the core refuses (the receive was cancelled, timed out or aborted meanwhile)
+       is not taken: the MarkRecvFinished below says so */
+    taken = refused = 0;
+    if (!call) {
+        tfrdv_value_release(value);
+        refused = c->status == GRPC_STATUS_OK; /* an answer whose receive was withdrawn here */
+    } else if (tfrdv_call_finish_status(call, &st, value, info.is_dead, st.code == TFRDV_OK)) {
+        tfrdv_value_release(value); /* refused: still ours */
+        refused = 1;
+    } else {
+        taken = st.code == TFRDV_OK;
+    }
+    /* DELIVERY RECEIPTS: a server keeps a require_ack answer (to our marked request, or to any
+       with its require_ack) until MarkRecvFinished; ours also says when the answer was not taken
+       (field 15), so the server gives it back. Taken: the receiver got it. Not taken: an answer
+       that arrived after its receive had ended, or with require_ack that failed to decode here
+       (a tensor above max_message_bytes, no memory: the value goes back), and a call that
+       ended CANCELLED or DEADLINE_EXCEEDED (any request: the server may have sent its answer
+       before it learnt of the end) or, for a marked request, UNAVAILABLE, UNKNOWN, INTERNAL or
+       RESOURCE_EXHAUSTED (the connection broke or gRPC refused the reply after the server sent
+       it). A server that holds nothing for the id keeps the receipt until receipt_ttl_ns. */
+    if (c->request_id) {
+        int nack = 0;
+        if (c->status == GRPC_STATUS_OK) nack = !taken && (refused || info.require_ack);
+        else if (c->status == GRPC_STATUS_CANCELLED || c->status == GRPC_STATUS_DEADLINE_EXCEEDED) nack = 1;
+        else if (c->marked)
+            nack = c->status == GRPC_STATUS_UNAVAILABLE || c->status == GRPC_STATUS_UNKNOWN || c->status == GRPC_STATUS_INTERNAL ||
+                   c->status == GRPC_STATUS_RESOURCE_EXHAUSTED;
+        if (taken && info.require_ack && c->marked && info.receipts_inline && tfrdv_grpc__inline(g, c->chan, c->request_id)) {
+            TFRDV_GRPC__ADD(g, acks_sent, 1); /* carried by the next request to the server, or a call */
+        } else if (taken && info.require_ack) {
+            if (tfrdv_grpc__mark(g, c->chan, c->request_id, 0)) TFRDV_GRPC__ADD(g, acks_sent, 1);
+        } else if (nack) {
+            if (tfrdv_grpc__mark(g, c->chan, c->request_id, 1)) TFRDV_GRPC__ADD(g, nacks_sent, 1);
+        }
+    }
     tfrdv_grpc__ccall_free(g, c);
 }
 
@@ -1804,17 +2078,28 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
     size_t n;
     tfrdv_status st;
     tfrdv_grpc__chan* chan = 0;
+    int marked, ninl = 0, k;
+    int64_t inl[TFRDV_GRPC_INLINE_MAX];
+    size_t extra = 0;
     int64_t dl = tfrdv_call_deadline(call), request_id = tfrdv_call_request_id(call);
     gpr_timespec deadline = gpr_inf_future(GPR_CLOCK_MONOTONIC);
     *(tfrdv_grpc__ccall**)tfrdv_call_scratch(call) = 0;
     if (!tfrdv_grpc__resolve(g, w.ptr, w.len, addr, sizeof addr)) {
-        tfrdv_grpc__err(&st, TFRDV_INTERNAL, "No worker known as %.*s (tfrdv_grpc has no address for it)", (int)w.len, w.ptr);
+        char ew[4 * 256 + 1];
+        tfrdv_escape(ew, sizeof ew, w.ptr, w.len > 256 ? 256 : w.len);
+        tfrdv_grpc__err(&st, TFRDV_INTERNAL, "No worker known as %s (tfrdv_grpc has no address for it)", ew);
         tfrdv_call_finish(call, st.code, st.msg, 0, 0);
         return;
     }
     pthread_mutex_lock(&g->mu);
     if (!g->shut) chan = tfrdv_grpc__chan_locked(g, addr, &st);
     else tfrdv_grpc__err(&st, TFRDV_UNAVAILABLE, "tfrdv_grpc: transport shut down");
+    marked = request_id != 0 && g->cfg.receipts != TFRDV_OFF;
+    if (chan && marked && chan->ninl) { /* taken receipts waiting for this server ride along */
+        ninl = chan->ninl;
+        memcpy(inl, chan->inl, (size_t)ninl * sizeof inl[0]);
+        chan->ninl = 0;
+    }
     if (dl != INT64_MAX) {
         int64_t rem = dl - tfrdv_mgr_now(tfrdv_call_mgr(call)); /* on the call's own manager's clock */
         deadline = tfrdv_grpc__in(rem > 0 ? rem : 0);
@@ -1826,18 +2111,39 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
         tfrdv_call_finish(call, st.code, st.msg, 0, 0);
         return;
     }
-    n = tfrdv_grpc_encode_request(tfrdv_call_step_id(call), key.ptr, key.len, request_id, 0, 0);
+    /* DELIVERY RECEIPTS: the mark (0x78 0x01, a field TensorFlow skips) after TensorFlow's fields,
+       then taken receipts (field 16: 0x80 0x01 <id>) */
+    for (k = 0; k < ninl; k++) {
+        uint64_t v = (uint64_t)inl[k];
+        extra += 3;
+        while (v >= 0x80) { v >>= 7; extra++; }
+    }
+    n = tfrdv_grpc_encode_request(tfrdv_call_step_id(call), key.ptr, key.len, request_id, 0, 0) + (marked ? 2 : 0) + extra;
     if (n > sizeof stackbuf && !(req = (uint8_t*)tfrdv_grpc__alloc(&g->a, n))) {
         tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_grpc: out of memory", 0, 0);
         return;
     }
-    tfrdv_grpc_encode_request(tfrdv_call_step_id(call), key.ptr, key.len, request_id, req, n);
+    {
+        size_t at = tfrdv_grpc_encode_request(tfrdv_call_step_id(call), key.ptr, key.len, request_id, req, n);
+        if (marked) {
+            req[at++] = (uint8_t)(TFRDV_GRPC_RECEIPTS_FIELD << 3);
+            req[at++] = 1;
+        }
+        for (k = 0; k < ninl; k++) {
+            uint64_t v = (uint64_t)inl[k];
+            req[at++] = (uint8_t)(((TFRDV_GRPC_TAKEN_FIELD << 3) & 0x7f) | 0x80);
+            req[at++] = (uint8_t)(TFRDV_GRPC_TAKEN_FIELD >> 4);
+            while (v >= 0x80) { req[at++] = (uint8_t)(v | 0x80); v >>= 7; }
+            req[at++] = (uint8_t)v;
+        }
+    }
     if (tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_RECV, chan, req, n, deadline, call, request_id, 0, tfrdv_grpc__recv_done, &st) != TFRDV_OK) {
         if (req != stackbuf) tfrdv_grpc__free(&g->a, req, n);
         tfrdv_call_finish(call, st.code, st.msg, 0, 0);
         return;
     }
     if (req != stackbuf) tfrdv_grpc__free(&g->a, req, n);
+    if (ninl) TFRDV_GRPC__ADD(g, acks_inline, (uint64_t)ninl);
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_cancel(void* user, tfrdv_call* call) {
     tfrdv_grpc* g = (tfrdv_grpc*)user;
@@ -1968,7 +2274,13 @@ TFRDV_GRPC__PRIVATE size_t tfrdv_grpc__sctx_size(tfrdv_grpc* g, int method) {
     return sizeof(tfrdv_grpc__sctx);
 }
 /* frees a server context (never linked anywhere but the in-flight count) */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__pend_unlink_locked(tfrdv_grpc* g, tfrdv_grpc__sctx* x);
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__sctx_free(tfrdv_grpc* g, tfrdv_grpc__sctx* x) {
+    if (x->plinked) { /* only when its close was never handled */
+        pthread_mutex_lock(&g->mu);
+        tfrdv_grpc__pend_unlink_locked(g, x);
+        pthread_mutex_unlock(&g->mu);
+    }
     if (x->gc) grpc_call_unref(x->gc);
     grpc_metadata_array_destroy(&x->md);
     if (x->payload) grpc_byte_buffer_destroy(x->payload);
@@ -2005,12 +2317,136 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__give_back(tfrdv_grpc* g, tfrdv_grpc__sctx* 
     else /* the step is gone or aborted: nobody can receive the value any more (it was released) */
         tfrdv_grpc__log(g, 1, "tfrdv_grpc: an undelivered RecvTensor answer was dropped: %s", st.msg);
 }
+/* ---- DELIVERY RECEIPTS ---- */
+TFRDV_GRPC__PRIVATE tfrdv_grpc__rcpt** tfrdv_grpc__rc_slot(tfrdv_grpc* g, int64_t id) {
+    uint64_t h = (uint64_t)id * 0x9e3779b97f4a7c15ull;
+    return &g->rc_hash[(h >> 32) % TFRDV_GRPC__RC_BUCKETS];
+}
+/* g->mu held: the first entry of id with held == want (want < 0: any), unlinked; or NULL */
+TFRDV_GRPC__PRIVATE tfrdv_grpc__rcpt* tfrdv_grpc__rc_take_locked(tfrdv_grpc* g, int64_t id, int want) {
+    tfrdv_grpc__rcpt** pp = tfrdv_grpc__rc_slot(g, id);
+    tfrdv_grpc__rcpt* e;
+    while ((e = *pp) && !(e->request_id == id && (want < 0 || e->held == want))) pp = &e->hnext;
+    if (!e) return 0;
+    *pp = e->hnext;
+    if (e->older) e->older->newer = e->newer;
+    else g->rc_old = e->newer;
+    if (e->newer) e->newer->older = e->older;
+    else g->rc_new = e->older;
+    g->rc_n--;
+    return e;
+}
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_insert_locked(tfrdv_grpc* g, tfrdv_grpc__rcpt* e) {
+    tfrdv_grpc__rcpt** slot = tfrdv_grpc__rc_slot(g, e->request_id);
+    e->hnext = *slot;
+    *slot = e;
+    e->newer = 0;
+    e->older = g->rc_new;
+    if (g->rc_new) g->rc_new->newer = e;
+    else g->rc_old = e;
+    g->rc_new = e;
+    g->rc_n++;
+}
+/* an entry that left the table: a held answer goes back (not_taken) or is released (delivered) */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_settle(tfrdv_grpc* g, tfrdv_grpc__rcpt* e, int not_taken, int expired) {
+    if (e->held && not_taken) {
+        tfrdv_status st;
+        TFRDV_GRPC__ADD(g, receipts_returned, 1);
+        if (tfrdv_mgr_serve_return(g->mgr, e->step_id, e->key, e->key_len, e->request_id, &e->send_args, e->value, e->dead, &st) == TFRDV_OK)
+            TFRDV_GRPC__ADD(g, serve_returned, 1);
+        else
+            tfrdv_grpc__log(g, 1, "tfrdv_grpc: an answer its client did not take was dropped: %s", st.msg);
+    } else if (e->held) {
+        if (expired) TFRDV_GRPC__ADD(g, receipts_expired, 1);
+        tfrdv_value_release(e->value);
+    }
+    tfrdv_grpc__free(&g->a, e, e->size);
+}
+/* g->mu held: unlinks what is due (now, or beyond TFRDV_GRPC__RC_MAX) onto *out (by hnext) */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_due_locked(tfrdv_grpc* g, int64_t now, tfrdv_grpc__rcpt** out) {
+    while (g->rc_old && (g->rc_old->expires <= now || g->rc_n > TFRDV_GRPC__RC_MAX)) {
+        tfrdv_grpc__rcpt* e = g->rc_old;
+        tfrdv_grpc__rcpt** pp = tfrdv_grpc__rc_slot(g, e->request_id);
+        while (*pp != e) pp = &(*pp)->hnext;
+        *pp = e->hnext;
+        g->rc_old = e->newer;
+        if (g->rc_old) g->rc_old->older = 0;
+        else g->rc_new = 0;
+        g->rc_n--;
+        e->hnext = *out;
+        *out = e;
+    }
+}
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_run_due(tfrdv_grpc* g, tfrdv_grpc__rcpt* due) {
+    while (due) {
+        tfrdv_grpc__rcpt* e = due;
+        due = e->hnext;
+        tfrdv_grpc__rc_settle(g, e, 0, 1);
+    }
+}
+TFRDV_GRPC__PRIVATE tfrdv_grpc__rcpt* tfrdv_grpc__rc_new(tfrdv_grpc* g, int64_t id, size_t key_len) {
+    size_t size = sizeof(tfrdv_grpc__rcpt) + key_len;
+    tfrdv_grpc__rcpt* e = (tfrdv_grpc__rcpt*)tfrdv_grpc__alloc(&g->a, size);
+    if (!e) return 0;
+    memset(e, 0, sizeof *e);
+    e->size = size;
+    e->request_id = id;
+    e->expires = tfrdv_mgr_now(g->mgr) + g->cfg.receipt_ttl_ns;
+    return e;
+}
+TFRDV_GRPC__PRIVATE struct tfrdv_grpc__sctx** tfrdv_grpc__pend_slot(tfrdv_grpc* g, int64_t id) {
+    uint64_t h = (uint64_t)id * 0x9e3779b97f4a7c15ull;
+    return &g->pend[(h >> 32) % TFRDV_GRPC__RC_BUCKETS];
+}
+/* g->mu held: x (an ack call, its request accepted) waits for its close in g->pend */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__pend_link_locked(tfrdv_grpc* g, tfrdv_grpc__sctx* x) {
+    struct tfrdv_grpc__sctx** slot = tfrdv_grpc__pend_slot(g, x->request_id);
+    x->receipt = 0;
+    x->pnext = *slot;
+    *slot = x;
+    x->plinked = 1;
+}
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__pend_unlink_locked(tfrdv_grpc* g, tfrdv_grpc__sctx* x) {
+    struct tfrdv_grpc__sctx** pp = tfrdv_grpc__pend_slot(g, x->request_id);
+    if (!x->plinked) return;
+    while (*pp && *pp != x) pp = &(*pp)->pnext;
+    if (*pp) *pp = x->pnext;
+    x->pnext = 0;
+    x->plinked = 0;
+}
+/* MarkRecvFinished{1: id, 15: not_taken}: settles the held answer of id, or is kept by the call of
+   id whose close is not handled yet (its answer may still be on the way), or is dropped */
+TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_receipt(tfrdv_grpc* g, int64_t id, int not_taken) {
+    tfrdv_grpc__rcpt *e, *due = 0;
+    struct tfrdv_grpc__sctx* x = 0;
+    int64_t now = tfrdv_mgr_now(g->mgr); /* the clock hook is user code: not under mu */
+    pthread_mutex_lock(&g->mu);
+    e = tfrdv_grpc__rc_take_locked(g, id, 1);
+    if (!e) {
+        for (x = *tfrdv_grpc__pend_slot(g, id); x && !(x->request_id == id && !x->receipt); x = x->pnext) {}
+        if (x) x->receipt = not_taken ? 2 : 1;
+    }
+    tfrdv_grpc__rc_due_locked(g, now, &due);
+    pthread_mutex_unlock(&g->mu);
+    if (e) tfrdv_grpc__rc_settle(g, e, not_taken, 0);
+    else if (!x) TFRDV_GRPC__ADD(g, receipts_unmatched, 1);
+    tfrdv_grpc__rc_run_due(g, due);
+}
 /* gRPC reported the RecvTensor call closed (RECV_CLOSE_ON_SERVER): cancelled (the client's cancel
    or deadline, a broken connection, shutdown: the status did not reach the client) withdraws a
-   request not answered yet and gives a held answer back; otherwise the held reference goes. */
+   request not answered yet and gives a held answer back; otherwise the held reference goes, or,
+   for an ack call, the answer waits for its receipt (DELIVERY RECEIPTS; one that came first
+   settles it now). Leaving g->pend and entering the receipt table happen under one lock, so a
+   receipt always finds one of them. */
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__closed(tfrdv_grpc* g, tfrdv_grpc__sctx* x, int cancelled) {
     tfrdv_value* v;
-    int holding, dead;
+    tfrdv_grpc__rcpt *e = 0, *due = 0;
+    int holding, dead, receipt = 0;
+    int64_t now = 0;
+    if (x->ack && !cancelled) { /* room for the held answer, made outside the lock */
+        e = tfrdv_grpc__rc_new(g, x->request_id, x->key_len);
+        now = tfrdv_mgr_now(g->mgr);
+    }
     pthread_mutex_lock(&g->mu);
     x->closed = cancelled ? 2 : 1;
     holding = x->holding;
@@ -2018,13 +2454,36 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__closed(tfrdv_grpc* g, tfrdv_grpc__sctx* x, 
     dead = x->held_dead;
     x->holding = 0;
     x->held = 0;
+    if (x->ack) {
+        tfrdv_grpc__pend_unlink_locked(g, x);
+        receipt = x->receipt;
+    }
+    if (holding && !cancelled && x->ack && !receipt && e) {
+        e->held = 1;
+        e->step_id = x->step_id;
+        e->value = v;
+        e->dead = dead;
+        e->send_args = x->send_args;
+        e->key_len = x->key_len;
+        memcpy(e->key, x->key, x->key_len);
+        tfrdv_grpc__rc_insert_locked(g, e);
+        tfrdv_grpc__rc_due_locked(g, now, &due);
+        e = 0;
+        holding = 0; /* the table holds it now */
+    }
     pthread_mutex_unlock(&g->mu);
+    if (e) tfrdv_grpc__free(&g->a, e, e->size);
     if (cancelled) {
         TFRDV_GRPC__ADD(g, serve_cancelled, 1);
         if (x->cm) tfrdv_cancel_start(x->cm); /* withdraws the serve request (harmless once answered) */
     }
-    if (holding && cancelled) tfrdv_grpc__give_back(g, x, v, dead);
-    else if (holding) tfrdv_value_release(v);
+    if (holding && (cancelled || receipt == 2)) {
+        if (!cancelled) TFRDV_GRPC__ADD(g, receipts_returned, 1); /* the not-taken receipt came first */
+        tfrdv_grpc__give_back(g, x, v, dead);
+    } else if (holding) {
+        tfrdv_value_release(v); /* delivered (a receipt said so, none is expected, or no memory) */
+    }
+    tfrdv_grpc__rc_run_due(g, due);
 }
 TFRDV_GRPC__PRIVATE void tfrdv_grpc__send_done(tfrdv_grpc* g, tfrdv_grpc__tag* tag, int ok) {
     tfrdv_grpc__sctx* x = TFRDV_GRPC__OF(tag, tfrdv_grpc__sctx, send);
@@ -2175,7 +2634,11 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* stat
     } else {
         now = gpr_now(GPR_CLOCK_REALTIME);
         micros = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
-        tfrdv_grpc_encode_response(value, is_dead, g->cfg.require_ack && x->request_id != 0, micros, head, head_cap, &head_len, tail, &tail_len, &st);
+        tfrdv_grpc_encode_response(value, is_dead, x->ack, micros, head, head_cap, &head_len, tail, &tail_len, &st);
+        if (st.code == TFRDV_OK && x->inline_ok && x->ack && tail_len + 2 <= sizeof tail) { /* field 15: receipts inline */
+            tail[tail_len++] = (uint8_t)(TFRDV_GRPC_RECEIPTS_FIELD << 3);
+            tail[tail_len++] = 1;
+        }
     }
     if (st.code != TFRDV_OK) { /* a value this transport can never carry: consumed, as an error */
         if (head != stackhead) tfrdv_grpc__free(&g->a, head, head_cap);
@@ -2222,7 +2685,9 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag*
     tfrdv_status st;
     int64_t step_id = 0, request_id = 0;
     tfrdv_code c;
-    int zero = 0;
+    int zero = 0, marked = 0;
+    int64_t taken[2 * TFRDV_GRPC_INLINE_MAX];
+    size_t ntaken = 0, k;
     if (!ok) { tfrdv_grpc__sctx_free(g, x); return; } /* server shutting down */
     tfrdv_grpc__post(g, TFRDV_GRPC__M_RECV);
     TFRDV_GRPC__ADD(g, served, 1);
@@ -2254,6 +2719,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag*
                 }
             }
             if (c == TFRDV_OK) c = tfrdv_grpc_decode_request(segs, n, &step_id, x->key, x->key_cap, &x->key_len, &request_id, &st);
+            if (c == TFRDV_OK && g->cfg.receipts != TFRDV_OFF) marked = tfrdv_grpc__request_ext(segs, n, taken, 2 * TFRDV_GRPC_INLINE_MAX, &ntaken);
         }
         if (heap) tfrdv_grpc__free(&g->a, segs, heap * sizeof *segs);
         if (has_flat) grpc_slice_unref(flat);
@@ -2275,6 +2741,16 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag*
     }
     x->step_id = step_id;
     x->request_id = request_id; /* the key lives in x until the context is freed */
+    /* DELIVERY RECEIPTS: a tfrdv client's marked request (or any, with require_ack) gets a
+       require_ack answer held until its receipt; TensorFlow's requests are answered as before */
+    x->ack = request_id != 0 && (g->cfg.require_ack || marked);
+    x->inline_ok = marked;
+    for (k = 0; k < ntaken; k++) tfrdv_grpc__rc_receipt(g, taken[k], 0); /* receipts carried inline */
+    if (x->ack) {
+        pthread_mutex_lock(&g->mu);
+        tfrdv_grpc__pend_link_locked(g, x);
+        pthread_mutex_unlock(&g->mu);
+    }
     c = tfrdv_mgr_serve(g->mgr, step_id, x->key, x->key_len, request_id, x->cm, tfrdv_grpc__served, x);
     if (c != TFRDV_OK) { /* refused without a callback (only for NULL arguments) */
         x->phase = 1;
@@ -2343,13 +2819,15 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__simple_accept(tfrdv_grpc* g, tfrdv_grpc__ta
                 tfrdv_grpc__rd r;
                 uint32_t f;
                 int wt;
-                uint64_t len, v, id = 0;
+                uint64_t len, v, id = 0, not_taken = 0;
                 tfrdv_status st;
                 tfrdv_grpc__rd_init(&r, segs, n);
                 while (r.pos < r.end && code == TFRDV_OK) {
                     if ((code = tfrdv_grpc__rd_tag(&r, "MarkRecvFinishedRequest", &f, &wt, &len, &st)) != TFRDV_OK) break;
                     if (f == 1) {
                         if ((code = tfrdv_grpc__rd_uvarint(&r, "MarkRecvFinishedRequest", f, wt, &v, &st)) == TFRDV_OK) id = v;
+                    } else if (f == TFRDV_GRPC__NOT_TAKEN_FIELD) { /* tfrdv's: the answer was not taken */
+                        if ((code = tfrdv_grpc__rd_uvarint(&r, "MarkRecvFinishedRequest", f, wt, &v, &st)) == TFRDV_OK) not_taken = v != 0;
                     } else {
                         code = tfrdv_grpc__rd_skip(&r, "MarkRecvFinishedRequest", f, wt, len, &st);
                     }
@@ -2357,6 +2835,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__simple_accept(tfrdv_grpc* g, tfrdv_grpc__ta
                 if (code != TFRDV_OK) snprintf(msg, sizeof msg, "%s", st.msg);
                 else TFRDV_GRPC__ADD(g, acks_received, 1);
                 if (code == TFRDV_OK && id) tfrdv_mgr_ack(g->mgr, (int64_t)id);
+                if (code == TFRDV_OK && id && (g->cfg.require_ack || g->cfg.receipts != TFRDV_OFF))
+                    tfrdv_grpc__rc_receipt(g, (int64_t)id, (int)not_taken);
                 if (heap) tfrdv_grpc__free(&g->a, segs, heap * sizeof *segs);
                 if (has_flat) grpc_slice_unref(flat);
             }
@@ -2497,6 +2977,8 @@ TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc*
     if (!cfg || !out) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_create: NULL argument");
     a = cfg->hooks.allocator;
     if (!a.alloc_fn != !a.free_fn) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_create: allocator needs both functions");
+    if (cfg->receipts != 0 && cfg->receipts != 1 && cfg->receipts != TFRDV_OFF)
+        return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_create: receipts is %d (0 or 1: on, TFRDV_OFF: off)", cfg->receipts);
     g = (tfrdv_grpc*)tfrdv_grpc__alloc(&a, sizeof *g);
     if (!g) return tfrdv_grpc__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_grpc_create: out of memory");
     memset(g, 0, sizeof *g);
@@ -2508,6 +2990,7 @@ TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc*
     if (!g->cfg.max_message_bytes) g->cfg.max_message_bytes = TFRDV_GRPC__MAX_DEFAULT;
     if (!g->cfg.max_key_len) g->cfg.max_key_len = 4096;
     if (g->cfg.expire_interval_ns <= 0) g->cfg.expire_interval_ns = 20000000;
+    if (g->cfg.receipt_ttl_ns <= 0) g->cfg.receipt_ttl_ns = TFRDV_GRPC_RECEIPT_TTL_NS;
     if (g->cfg.serve_deadline_margin_ns == 0) g->cfg.serve_deadline_margin_ns = TFRDV_GRPC_SERVE_MARGIN_NS;
     if (g->cfg.recv_timeout_ns == 0) g->cfg.recv_timeout_ns = TFRDV_GRPC_RECV_TIMEOUT_NS;
     /* owned copies */
@@ -2628,8 +3111,12 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__shutdown(tfrdv_grpc* g) {
         grpc_server_shutdown_and_notify(srv, g->cq, &g->shutdown_tag);
         grpc_server_cancel_all_calls(srv); /* RecvTensor calls may wait forever: cancel them now */
     }
+    tfrdv_grpc__flush(g, 1); /* taken receipts waiting for a request: as calls, while channels live */
     pthread_mutex_lock(&g->mu);
-    for (c = g->live; c; c = c->next) grpc_call_cancel(c->gc, NULL);
+    /* receipts in flight are not cancelled (a lost not-taken receipt would lose its value): they
+       end by their deadline at the latest (10 s, 1 s for those started from here on) */
+    for (c = g->live; c; c = c->next)
+        if (c->kind != TFRDV_GRPC__C_MARK) grpc_call_cancel(c->gc, NULL);
     tfrdv_grpc__wait_locked(g, tfrdv_grpc__quiet, 0);
     mgr = g->mgr;
     pthread_mutex_unlock(&g->mu);
@@ -2652,6 +3139,13 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__shutdown(tfrdv_grpc* g) {
     grpc_completion_queue_destroy(g->cq);
     g->cq = 0;
     while (g->ncm_free) tfrdv_cancel_mgr_destroy(g->cm_free[--g->ncm_free]);
+    { /* answers still waiting for their receipts: delivered as far as anyone can tell */
+        tfrdv_grpc__rcpt* due = 0;
+        pthread_mutex_lock(&g->mu);
+        tfrdv_grpc__rc_due_locked(g, INT64_MAX, &due);
+        pthread_mutex_unlock(&g->mu);
+        tfrdv_grpc__rc_run_due(g, due);
+    }
     if (mgr) tfrdv_mgr_unref(mgr);
     grpc_shutdown();
     tfrdv_grpc__unref(g);

@@ -1,4 +1,4 @@
-/* tfrdv_verbs.h - v0.4.0 - RDMA verbs transport for tfrdv - MIT or public domain (see tfrdv.h)
+/* tfrdv_verbs.h - v0.5.0 - RDMA verbs transport for tfrdv - MIT or public domain (see tfrdv.h)
 
    USAGE
      Include tfrdv.h first. In exactly ONE .c or .cpp file:
@@ -107,6 +107,21 @@
      peer_timeout_ns must exceed the longest transfer. A cancelled request whose buffer was
      advertised keeps the buffer until the sender answered (or the connection broke), so a late
      write never lands in freed memory.
+     No value is lost to a receive that gives up: the sender keeps a reference to every answer it
+     wrote (or sent dead) until the receiver's fate for that request slot is known. A CANCEL of the
+     slot (sent when the receive is cancelled or passes its deadline before the answer arrived)
+     gives the value back to the sender's table (tfrdv_mgr_serve_return: the key's next receiver
+     gets it, in send order; stats.serves_returned), whether the answer was still being served,
+     waiting for the receiver's RE-REQUEST, queued or already written; the receiver's next REQUEST
+     on the slot means it took it (CANCEL and REQUEST travel in order in the control ring). An
+     answer that arrives for a call the core had already completed (cancelled, timed out or
+     aborted a moment earlier) is refused by the core (tfrdv_call_finish_status with give_back):
+     the receiver then sends the CANCEL itself before it frees the slot. So an answer costs its
+     value reference until the receiver reuses the slot (the lowest free one, so at most as many
+     values as fetches were in flight at once stay held per peer). What remains: a connection
+     that breaks while an answer is held (WRITTEN) releases it, as delivered: the receiver may
+     have dropped it in the same moment, and the CANCEL that said so was lost with the
+     connection. Answers not yet written when the connection breaks go back to the table.
 
    MEMORY REGISTRATION
      Tensor memory is registered through a cache with reference counts and a byte bound
@@ -137,7 +152,9 @@
    THREADS
      Every function is thread-safe except create/destroy. No user callback (done callbacks, alloc
      hooks, tfrdv_mgr_serve, the logger) runs under a lock of this transport; the functions of
-     hooks.allocator may (CALLBACK RULES in tfrdv.h: they must not call into tfrdv). State: one
+     hooks.allocator may (CALLBACK RULES in tfrdv.h: they must not call into tfrdv). Bytes a peer
+     chose (its worker name, the text of its ERROR messages and of its bootstrap farewell) reach
+     statuses and log lines only as printable ASCII (tfrdv_escape: \xNN, \\). State: one
      thread-local pointer, the transport whose code the thread runs (how destroy from a callback
      is recognised). A tfrdv_recv in a callback of the progress fails FAILED_PRECONDITION at once
      (the progress that would complete it is that thread's); use tfrdv_recv_async there.
@@ -156,13 +173,13 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_verbs.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 4
-#error "tfrdv_verbs.h 0.4 needs tfrdv.h 0.4 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 5
+#error "tfrdv_verbs.h 0.5 needs tfrdv.h 0.5 or a later 0.x"
 #endif
 
 #define TFRDV_VERBS_VERSION_MAJOR 0
-#define TFRDV_VERBS_VERSION_MINOR 4
-#define TFRDV_VERBS_VERSION_STRING "0.4.0"
+#define TFRDV_VERBS_VERSION_MINOR 5
+#define TFRDV_VERBS_VERSION_STRING "0.5.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -279,6 +296,8 @@ typedef struct tfrdv_verbs_stats {
     uint64_t registered_bytes;
     uint64_t reconnects, reconnect_failures; /* attempts that succeeded / failed */
     uint64_t bootstraps_dropped;  /* accepted connections dropped before the exchange finished */
+    uint64_t serves_returned;     /* answers given back to the table: the receiver had given up
+                                     before they arrived (tfrdv_mgr_serve_return) */
     int peers;                    /* peer records: connected, broken, or kept to reconnect */
     int bootstraps_pending;       /* exchanges under way */
 } tfrdv_verbs_stats;
@@ -921,8 +940,13 @@ typedef struct tfrdv_verbs__lib {
 } tfrdv_verbs__lib;
 
 enum { TFRDV_VERBS__REQ_FREE, TFRDV_VERBS__REQ_QUEUED, TFRDV_VERBS__REQ_PREP, TFRDV_VERBS__REQ_META,
-       TFRDV_VERBS__REQ_DATA, TFRDV_VERBS__REQ_ZOMBIE };
-enum { TFRDV_VERBS__SRV_FREE, TFRDV_VERBS__SRV_SERVING, TFRDV_VERBS__SRV_WAIT_RE, TFRDV_VERBS__SRV_QUEUED };
+       TFRDV_VERBS__REQ_DATA, TFRDV_VERBS__REQ_ZOMBIE,
+       TFRDV_VERBS__REQ_DELIVER }; /* answered: the slot stays ours until the call took the value */
+/* WRITTEN: the value's bytes were written (or its dead META sent); the value stays referenced until
+   the receiver's fate for the slot is known: a CANCEL of that slot (it had given up before the
+   bytes arrived: the value goes back to the table) or its next REQUEST on the slot (it took it) */
+enum { TFRDV_VERBS__SRV_FREE, TFRDV_VERBS__SRV_SERVING, TFRDV_VERBS__SRV_WAIT_RE, TFRDV_VERBS__SRV_QUEUED,
+       TFRDV_VERBS__SRV_WRITTEN };
 enum { TFRDV_VERBS__PEER_UP, TFRDV_VERBS__PEER_BROKEN };
 /* wr_id: kind in the top byte, slot index below */
 #define TFRDV_VERBS__WR_RECV ((uint64_t)1 << 56)
@@ -955,6 +979,10 @@ typedef struct tfrdv_verbs__srv {
     tfrdv_value* val;
     tfrdv_verbs__reg* mr;
     tfrdv_cancel_mgr* cm;
+    char* key;                     /* the request's step, key, id and the sender's args: what */
+    size_t key_len, key_cap;       /* tfrdv_mgr_serve_return needs to give the value back */
+    int64_t step, rid;
+    tfrdv_args sargs;
 } tfrdv_verbs__srv;
 /* one RDMA write in flight: the value stays referenced (and registered) until its completion,
    while its request slot is already free (the receiver may reuse it as soon as the bytes land) */
@@ -974,6 +1002,8 @@ typedef struct tfrdv_verbs__cnode {
 struct tfrdv_verbs__peer {
     tfrdv_verbs* v;
     char name[TFRDV_VERBS_WORKER_MAX];
+    char ename[4 * TFRDV_VERBS_WORKER_MAX]; /* name as printable ASCII (tfrdv_escape): the peer
+                                               chose it; every message and log line uses this */
     int state;
     tfrdv_status broken;
     struct ibv_cq* cq;
@@ -1336,6 +1366,8 @@ typedef struct tfrdv_verbs__todo {
     int dead;
     tfrdv_verbs__srv* srv;
     int64_t step, rid;
+    size_t key_cap;   /* 7: the key's allocation */
+    tfrdv_args sargs; /* 7: the sender's args */
     char msg[TFRDV_STATUS_MSG_MAX];
 } tfrdv_verbs__todo;
 /* the first few entries live in the list itself: the usual list (finish a call, release a
@@ -1380,6 +1412,10 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__todos_free(tfrdv_verbs__todos* l) {
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__serve_done(void* user, const tfrdv_status* status, const tfrdv_args* send_args,
                                                   tfrdv_value* value, int is_dead);
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__launch(tfrdv_verbs* v, tfrdv_verbs__req* req, const tfrdv_verbs__meta* meta);
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__send_simple(tfrdv_verbs* v, tfrdv_verbs__peer* p, int type, uint32_t slot,
+                                                   tfrdv_verbs__todos* todo);
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__req_done(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__req* r,
+                                                tfrdv_verbs__todos* todo);
 /* runs and empties the list; v->mu NOT held */
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__todo_run(tfrdv_verbs* v, tfrdv_verbs__todos* l) {
     size_t i;
@@ -1417,6 +1453,29 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__todo_run(tfrdv_verbs* v, tfrdv_verbs__tod
             tfrdv_value_release(t->val);
         } else if (t->kind == 6) {
             tfrdv_verbs__log(v, 2, t->msg);
+        } else if (t->kind == 8) { /* an answer: the slot is freed once the call took it */
+            tfrdv_verbs__req* r = t->req;
+            tfrdv_verbs__peer* p = r->p;
+            tfrdv_verbs__todos more = TFRDV_VERBS__TODOS(v);
+            int kept = tfrdv_call_finish_status(t->call, 0, t->val, t->dead, 1);
+            pthread_mutex_lock(&v->mu);
+            p->pins--;
+            if (r->state == TFRDV_VERBS__REQ_DELIVER) {
+                /* the receiver had given up meanwhile (a cancel or deadline the core saw first):
+                   the sender still holds the value and gives it back on this CANCEL, which goes
+                   out before any new request on the slot */
+                if (kept && p->state == TFRDV_VERBS__PEER_UP)
+                    tfrdv_verbs__send_simple(v, p, TFRDV_VERBS__CANCEL, r->idx | ((uint32_t)r->gen << 16), &more);
+                tfrdv_verbs__req_done(v, p, r, &more);
+            }
+            pthread_mutex_unlock(&v->mu);
+            if (kept) tfrdv_value_release(t->val);
+            tfrdv_verbs__todo_run(v, &more);
+            tfrdv_verbs__todos_free(&more);
+        } else if (t->kind == 7) { /* an answer the receiver never took goes back to the table */
+            if (v->mgr) tfrdv_mgr_serve_return(v->mgr, t->step, t->key, t->key_len, t->rid, &t->sargs, t->val, t->dead, 0);
+            else tfrdv_value_release(t->val);
+            tfrdv_verbs__free(&v->a, t->key, t->key_cap);
         }
     }
     l->n = 0;
@@ -1449,7 +1508,7 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__post_send(tfrdv_verbs* v, tfrdv_verbs__pee
     int rc = ibv_post_send(p->qp, wr, &bad);
     if (rc) {
         char m[160];
-        tfrdv_verbs__fmt(m, sizeof m, "verbs: posting %s to %s failed: %s", what, p->name, strerror(rc));
+        tfrdv_verbs__fmt(m, sizeof m, "verbs: posting %s to %s failed: %s", what, p->ename, strerror(rc));
         tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, m, todo);
         return 0;
     }
@@ -1522,11 +1581,11 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__post_write(tfrdv_verbs* v, tfrdv_verbs__pe
     w->next = 0;
     w->busy = 1;
     w->val = s->val;
+    if (s->val) tfrdv_value_retain(s->val); /* the write's reference; s keeps its own (WRITTEN) */
     w->mr = s->mr;
     w->nwr = n;
-    s->val = 0;
     s->mr = 0;
-    s->state = TFRDV_VERBS__SRV_FREE;
+    s->state = TFRDV_VERBS__SRV_WRITTEN;
     p->sq_used += n;
     v->stats.bytes_written += size;
     return 1;
@@ -1690,6 +1749,23 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__req_fail_detail(tfrdv_verbs* v, tfrdv_ver
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__req_fail(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__req* r, tfrdv_code code,
                                                 const char* msg, tfrdv_verbs__todos* todo) {
     tfrdv_verbs__req_fail_detail(v, p, r, code, 0, msg, todo);
+}
+/* r's answer arrived (val, dead): finish its call after unlocking, keeping the slot until the call
+   took the value (tfrdv_verbs__todo kind 8). 0 when out of memory: the caller finishes it. */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__deliver(tfrdv_verbs__peer* p, tfrdv_verbs__req* r, tfrdv_value* val, int dead,
+                                              tfrdv_verbs__todos* todo) {
+    tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(todo);
+    if (!t) return 0;
+    *(tfrdv_verbs__req**)tfrdv_call_scratch(r->call) = 0;
+    t->kind = 8;
+    t->call = r->call;
+    t->val = val;
+    t->dead = dead;
+    t->req = r;
+    r->call = 0;
+    r->state = TFRDV_VERBS__REQ_DELIVER;
+    p->pins++;
+    return 1;
 }
 /* the call gives up (cancel, deadline) while the sender may still write into its buffer: the slot
    stays reserved (a zombie) until the sender answers the CANCEL or the connection breaks */
@@ -1876,7 +1952,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
         int64_t now = tfrdv_now_ns();
         if (!p->pend && now < p->retry_at)
             tfrdv_verbs__err(&st, TFRDV_UNAVAILABLE, "verbs: %s unreachable, reconnect backoff: next attempt in %lld ms (after %d failed; last: %.200s)",
-                             p->name, (long long)((p->retry_at - now + 999999) / 1000000), p->fails, p->broken.msg);
+                             p->ename, (long long)((p->retry_at - now + 999999) / 1000000), p->fails, p->broken.msg);
         else
             reconnect = 1; /* the call waits in p's queue for the reconnect progress makes */
     }
@@ -1936,6 +2012,29 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__srv_free(tfrdv_verbs* v, tfrdv_verbs__srv
     s->val = 0;
     s->state = TFRDV_VERBS__SRV_FREE;
 }
+/* s's value was not delivered (the receiver gave up, or its answer failed): back to the front of
+   its key's queue in the attached manager, after unlocking (tfrdv_mgr_serve_return may complete a
+   waiting receiver inline). Frees s. */
+TFRDV_VERBS__PRIVATE void tfrdv_verbs__give_back(tfrdv_verbs* v, tfrdv_verbs__srv* s, tfrdv_verbs__todos* todo) {
+    tfrdv_verbs__todo* t = s->val || s->dead ? tfrdv_verbs__todo_add(todo) : 0;
+    if (t) {
+        t->kind = 7;
+        t->val = s->val;
+        t->dead = s->dead;
+        t->step = s->step;
+        t->rid = s->rid;
+        t->key = s->key;
+        t->key_len = s->key_len;
+        t->key_cap = s->key_cap;
+        t->sargs = s->sargs;
+        s->key = 0;
+        s->key_len = s->key_cap = 0;
+        s->val = 0;
+        s->dead = 0;
+        v->stats.serves_returned++;
+    }
+    tfrdv_verbs__srv_free(v, s, todo);
+}
 /* register the value and queue its write (v->mu held) */
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__srv_write(tfrdv_verbs* v, tfrdv_verbs__peer* p, tfrdv_verbs__srv* s,
                                                  tfrdv_verbs__todos* todo) {
@@ -1944,7 +2043,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__srv_write(tfrdv_verbs* v, tfrdv_verbs__pe
         s->mr = tfrdv_verbs__rc_get(&v->rc, s->val->data, (size_t)s->val->size, 0, &st);
         if (!s->mr) {
             tfrdv_verbs__send_error(v, p, s->slot, st.code, st.msg, todo);
-            tfrdv_verbs__srv_free(v, s, todo);
+            tfrdv_verbs__give_back(v, s, todo);
             return;
         }
     }
@@ -1960,15 +2059,24 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__serve_done(void* user, const tfrdv_status
     tfrdv_verbs__peer* p = s->p;
     tfrdv_verbs* v = p->v;
     tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
-    (void)send_args;
     pthread_mutex_lock(&v->mu);
+    if (status->code == TFRDV_OK && s->state == TFRDV_VERBS__SRV_SERVING) {
+        if (send_args) s->sargs = *send_args;
+        else memset(&s->sargs, 0, sizeof s->sargs);
+        s->val = value;
+        s->dead = is_dead || !value;
+    }
     if (p->state != TFRDV_VERBS__PEER_UP || s->state != TFRDV_VERBS__SRV_SERVING) {
-        tfrdv_verbs__release_later(&todo, value);
+        if (s->state == TFRDV_VERBS__SRV_SERVING && status->code == TFRDV_OK) tfrdv_verbs__give_back(v, s, &todo); /* never sent */
+        else tfrdv_verbs__release_later(&todo, value);
         if (s->state == TFRDV_VERBS__SRV_SERVING) s->state = TFRDV_VERBS__SRV_FREE;
     } else if (status->code != TFRDV_OK) {
         tfrdv_verbs__send_error_detail(v, p, s->slot, status->code, status->detail, status->msg, &todo);
         tfrdv_verbs__release_later(&todo, value);
         s->state = TFRDV_VERBS__SRV_FREE;
+    } else if (s->cancel_req) { /* withdrawn while the answer was on its way: the receiver gave up */
+        tfrdv_verbs__send_error(v, p, s->slot, TFRDV_CANCELLED, "verbs: request withdrawn", &todo);
+        tfrdv_verbs__give_back(v, s, &todo);
     } else if (is_dead || !value) {
         tfrdv_verbs__msg m;
         memset(&m, 0, sizeof m);
@@ -1983,21 +2091,14 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__serve_done(void* user, const tfrdv_status
             if (m.meta.rank > TFRDV_VERBS__MAX_RANK) m.meta.rank = 0;
         }
         tfrdv_verbs__send_msg(v, p, &m, &todo);
-        tfrdv_verbs__release_later(&todo, value);
-        s->state = TFRDV_VERBS__SRV_FREE;
+        s->state = TFRDV_VERBS__SRV_WRITTEN; /* held (s->val, s->dead) until the slot's fate is known */
     } else if (value->rank < 0 || value->rank > TFRDV_VERBS__MAX_RANK) {
         tfrdv_verbs__send_error(v, p, s->slot, TFRDV_UNIMPLEMENTED, "verbs: tensor rank above 254", &todo);
-        tfrdv_verbs__release_later(&todo, value);
-        s->state = TFRDV_VERBS__SRV_FREE;
+        tfrdv_verbs__srv_free(v, s, &todo); /* no receiver could take it */
     } else {
-        s->val = value;
-        s->dead = 0;
         if (s->has_buf && s->has_meta && s->cap >= value->size &&
             tfrdv_verbs__meta_same(&s->meta, value->dtype, value->rank, value->dims, value->size)) {
             tfrdv_verbs__srv_write(v, p, s, &todo);
-        } else if (s->cancel_req) { /* withdrawn while the answer was on its way: no round trip */
-            tfrdv_verbs__send_error(v, p, s->slot, TFRDV_CANCELLED, "verbs: request withdrawn", &todo);
-            tfrdv_verbs__srv_free(v, s, &todo);
         } else {
             tfrdv_verbs__msg m;
             memset(&m, 0, sizeof m);
@@ -2009,7 +2110,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__serve_done(void* user, const tfrdv_status
             m.meta.dims = (int64_t*)value->dims;
             if (!tfrdv_verbs__send_msg(v, p, &m, &todo)) {
                 tfrdv_verbs__send_error(v, p, s->slot, TFRDV_UNIMPLEMENTED, "verbs: shape too large for a control slot", &todo);
-                tfrdv_verbs__srv_free(v, s, &todo);
+                tfrdv_verbs__srv_free(v, s, &todo); /* no receiver could take it */
             } else {
                 s->state = TFRDV_VERBS__SRV_WAIT_RE;
                 v->stats.meta_updates++;
@@ -2061,7 +2162,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__break(tfrdv_verbs* v, tfrdv_verbs__peer* 
     for (i = 0; i < p->nreq_slots; i++) {
         tfrdv_verbs__req* r = p->reqs[i];
         if (!r) continue;
-        if (r->state == TFRDV_VERBS__REQ_PREP) continue; /* its launcher sees the broken state */
+        if (r->state == TFRDV_VERBS__REQ_PREP || r->state == TFRDV_VERBS__REQ_DELIVER) continue; /* its launcher / deliverer */
         tfrdv_verbs__req_fail(v, p, r, code, msg, todo);
     }
     while (p->wait_head) {
@@ -2079,8 +2180,10 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__break(tfrdv_verbs* v, tfrdv_verbs__peer* 
                 t->srv = s;
                 p->pins++;
             }
+        } else if (s->state == TFRDV_VERBS__SRV_QUEUED || s->state == TFRDV_VERBS__SRV_WAIT_RE) {
+            tfrdv_verbs__give_back(v, s, todo); /* never written */
         } else if (s->state != TFRDV_VERBS__SRV_FREE) {
-            tfrdv_verbs__srv_free(v, s, todo);
+            tfrdv_verbs__srv_free(v, s, todo); /* WRITTEN: the receiver most likely took it */
         }
     }
     for (i = 0; i < p->sq_depth && p->wrecs; i++) {
@@ -2110,12 +2213,12 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
     uint32_t idx, gen;
     v->stats.ctrl_received++;
     if (!tfrdv_verbs__decode(buf, len, &m, v->rxdims, &why)) {
-        tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: %s", p->name, why);
+        tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: %s", p->ename, why);
         tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
         return;
     }
     if (!tfrdv_verbs__credits_return(&p->cr, m.credits)) {
-        tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: %u credits returned, more than its ring holds", p->name, m.credits);
+        tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: %u credits returned, more than its ring holds", p->ename, m.credits);
         tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
         return;
     }
@@ -2125,8 +2228,10 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
     case TFRDV_VERBS__REQUEST: {
         tfrdv_verbs__srv* s;
         tfrdv_verbs__todo* t;
+        if (idx < p->nsrv && p->srv[idx].state == TFRDV_VERBS__SRV_WRITTEN)
+            tfrdv_verbs__srv_free(v, &p->srv[idx], todo); /* no CANCEL came before: the receiver took it */
         if (idx >= p->nsrv || gen > 0x7fff || p->srv[idx].state != TFRDV_VERBS__SRV_FREE) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: request for slot %u which is %s", p->name, idx,
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: request for slot %u which is %s", p->ename, idx,
                      idx >= p->nsrv ? "out of range" : "busy");
             tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             return;
@@ -2156,6 +2261,20 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
             tfrdv_verbs__send_error(v, p, m.slot, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory on the serving side", todo);
             return;
         }
+        if (s->key_cap < (size_t)m.key_len + 1) {
+            char* k = (char*)tfrdv_verbs__alloc(&v->a, (size_t)m.key_len + 1);
+            if (!k) {
+                tfrdv_verbs__free(&v->a, t->key, (size_t)m.key_len + 1);
+                todo->n--;
+                tfrdv_verbs__send_error(v, p, m.slot, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory on the serving side", todo);
+                return;
+            }
+            tfrdv_verbs__free(&v->a, s->key, s->key_cap);
+            s->key = k;
+            s->key_cap = (size_t)m.key_len + 1;
+        }
+        memcpy(s->key, m.key, m.key_len);
+        s->key_len = m.key_len;
         memcpy(t->key, m.key, m.key_len);
         t->key[m.key_len] = 0;
         t->key_len = m.key_len;
@@ -2163,6 +2282,9 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
         t->srv = s;
         t->step = m.step_id;
         t->rid = m.request_id;
+        s->step = m.step_id;
+        s->rid = m.request_id;
+        s->dead = 0;
         s->slot = m.slot;
         s->has_buf = (m.flags & TFRDV_VERBS__F_BUFFER) != 0;
         s->has_meta = (m.flags & TFRDV_VERBS__F_META) != 0;
@@ -2183,13 +2305,13 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
     case TFRDV_VERBS__RE_REQUEST: {
         tfrdv_verbs__srv* s = idx < p->nsrv ? &p->srv[idx] : 0;
         if (!s || s->slot != m.slot || s->state != TFRDV_VERBS__SRV_WAIT_RE) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: re-request for slot %u not waiting for one", p->name, idx);
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: re-request for slot %u not waiting for one", p->ename, idx);
             tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             return;
         }
         if (m.cap < s->val->size) {
             tfrdv_verbs__send_error(v, p, s->slot, TFRDV_INTERNAL, "verbs: re-requested buffer smaller than the tensor", todo);
-            tfrdv_verbs__srv_free(v, s, todo);
+            tfrdv_verbs__give_back(v, s, todo);
             return;
         }
         s->addr = m.addr;
@@ -2211,21 +2333,37 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
             }
         } else if (s->state == TFRDV_VERBS__SRV_WAIT_RE) {
             tfrdv_verbs__send_error(v, p, s->slot, TFRDV_CANCELLED, "verbs: request withdrawn", todo);
-            tfrdv_verbs__srv_free(v, s, todo);
+            tfrdv_verbs__give_back(v, s, todo);
+        } else if (s->state == TFRDV_VERBS__SRV_QUEUED) { /* not written yet: never will be */
+            tfrdv_verbs__srv** pp = &p->wq_head;
+            tfrdv_verbs__srv* prev = 0;
+            while (*pp && *pp != s) {
+                prev = *pp;
+                pp = &(*pp)->qnext;
+            }
+            if (*pp) *pp = s->qnext;
+            if (p->wq_tail == s) p->wq_tail = prev;
+            s->qnext = 0;
+            tfrdv_verbs__send_error(v, p, s->slot, TFRDV_CANCELLED, "verbs: request withdrawn", todo);
+            tfrdv_verbs__give_back(v, s, todo);
+        } else if (s->state == TFRDV_VERBS__SRV_WRITTEN) {
+            /* the receiver gave up before the bytes (or the dead META) arrived: its zombie slot
+               drops them, so the value was not delivered */
+            tfrdv_verbs__give_back(v, s, todo);
         }
-        return; /* queued or being written: the receiver's zombie slot takes the bytes */
+        return;
     }
     case TFRDV_VERBS__META:
     case TFRDV_VERBS__ERROR: {
         tfrdv_verbs__req* r = idx < p->nreq_slots ? p->reqs[idx] : 0;
         if (!r || r->gen != gen ||
             (r->state != TFRDV_VERBS__REQ_META && r->state != TFRDV_VERBS__REQ_DATA && r->state != TFRDV_VERBS__REQ_ZOMBIE)) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: answer for slot %u which has no request", p->name, idx);
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: answer for slot %u which has no request", p->ename, idx);
             tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             return;
         }
         if (m.type == TFRDV_VERBS__ERROR) {
-            tfrdv_verbs__fmt(em, sizeof em, "%.*s", (int)m.text_len, m.text);
+            tfrdv_escape(em, sizeof em, m.text, m.text_len); /* the peer's words: printable only */
             tfrdv_verbs__req_fail_detail(v, p, r, (tfrdv_code)m.code, m.detail, em, todo);
             return;
         }
@@ -2236,6 +2374,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
         }
         if (m.meta.is_dead) {
             v->stats.calls_ok++;
+            if (tfrdv_verbs__deliver(p, r, 0, 1, todo)) return;
             tfrdv_verbs__finish_later(todo, r->call, TFRDV_OK, 0, "", 0, 1);
             r->call = 0;
             tfrdv_verbs__req_done(v, p, r, todo);
@@ -2284,7 +2423,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* 
     if (wc->status != IBV_WC_SUCCESS) {
         tfrdv_verbs__fmt(em, sizeof em, "verbs: %s %s failed: %s (status %d)",
                  kind == TFRDV_VERBS__WR_RECV ? "receive from" : kind == TFRDV_VERBS__WR_CTRL ? "control write to" : "RDMA write to",
-                 p->name, v->lib.wc_status_str(wc->status), (int)wc->status);
+                 p->ename, v->lib.wc_status_str(wc->status), (int)wc->status);
         if (kind == TFRDV_VERBS__WR_RECV && p->fd >= 0) {
             /* our receives are flushed because the peer's side failed: its reason (e.g. "remote
                access error" for the rkey we advertised) is on its way over the bootstrap
@@ -2326,14 +2465,14 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* 
         memset(&rw, 0, sizeof rw);
         rw.wr_id = TFRDV_VERBS__WR_RECV;
         if (ibv_post_recv(p->qp, &rw, &bad) != 0) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: reposting a receive for %s failed", p->name);
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: reposting a receive for %s failed", p->ename);
             tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             return;
         }
         p->last_rx = tfrdv_verbs__now(v);
         p->ping_out = 0;
         if (!(wc->wc_flags & IBV_WC_WITH_IMM)) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: a receive without immediate", p->name);
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: a receive without immediate", p->ename);
             tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             return;
         }
@@ -2349,7 +2488,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* 
             uint32_t idx = imm & 0xffffu, gen = imm >> 16;
             tfrdv_verbs__req* r = idx < p->nreq_slots ? p->reqs[idx] : 0;
             if (!r || r->gen != gen || (r->state != TFRDV_VERBS__REQ_DATA && r->state != TFRDV_VERBS__REQ_ZOMBIE)) {
-                tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: tensor bytes for slot %u which expects none", p->name, idx);
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s: tensor bytes for slot %u which expects none", p->ename, idx);
                 tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
                 return;
             }
@@ -2359,13 +2498,14 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_wc(tfrdv_verbs* v, tfrdv_verbs__peer* 
                 r->val = 0;
                 v->stats.bytes_received += want;
                 if (want <= p->max_msg && wc->byte_len != want) {
-                    tfrdv_verbs__fmt(em, sizeof em, "verbs: %u bytes arrived from %s, %llu expected", wc->byte_len, p->name,
+                    tfrdv_verbs__fmt(em, sizeof em, "verbs: %u bytes arrived from %s, %llu expected", wc->byte_len, p->ename,
                              (unsigned long long)want);
                     tfrdv_verbs__release_later(todo, val);
                     tfrdv_verbs__req_fail(v, p, r, TFRDV_DATA_LOSS, em, todo);
                     return;
                 }
                 v->stats.calls_ok++;
+                if (tfrdv_verbs__deliver(p, r, val, 0, todo)) return;
                 tfrdv_verbs__finish_later(todo, r->call, TFRDV_OK, 0, "", val, 0);
                 r->call = 0;
             }
@@ -2394,7 +2534,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
             continue;
         }
         if (p->lost) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: out of memory: a control message to %s was lost", p->name);
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: out of memory: a control message to %s was lost", p->ename);
             tfrdv_verbs__break(v, p, TFRDV_RESOURCE_EXHAUSTED, em, todo);
             continue;
         }
@@ -2403,8 +2543,9 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
             if (r && r->call && r->deadline <= now &&
                 (r->state == TFRDV_VERBS__REQ_META || r->state == TFRDV_VERBS__REQ_DATA)) {
                 tfrdv_str key = tfrdv_call_key(r->call);
-                tfrdv_verbs__fmt(em, sizeof em, "verbs: fetch of %.*s from %s passed its deadline", (int)(key.len > 120 ? 120 : key.len),
-                         key.ptr, p->name);
+                char ek[4 * 120 + 1];
+                tfrdv_escape(ek, sizeof ek, key.ptr, key.len > 120 ? 120 : key.len);
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: fetch of %s from %s passed its deadline", ek, p->ename);
                 tfrdv_verbs__req_abandon(v, p, r, TFRDV_DEADLINE_EXCEEDED, em, todo);
             }
         }
@@ -2416,7 +2557,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
             int64_t quiet = now - p->last_rx;
             if (quiet > v->cfg.peer_timeout_ns) {
                 tfrdv_verbs__fmt(em, sizeof em, "verbs: %s sent nothing for %lld ms with requests outstanding (keep-alive): presumed dead",
-                         p->name, (long long)(quiet / 1000000));
+                         p->ename, (long long)(quiet / 1000000));
                 tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             } else if (quiet > v->cfg.keepalive_ns && (!p->ping_out || now - p->last_ping > v->cfg.keepalive_ns)) {
                 p->ping_out = 1;
@@ -2475,6 +2616,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__peer_release(tfrdv_verbs* v, tfrdv_verbs_
     }
     for (i = 0; i < p->nsrv; i++) {
         tfrdv_verbs__free(&v->a, p->srv[i].dims, TFRDV_VERBS__MAX_RANK * sizeof *p->srv[i].dims);
+        tfrdv_verbs__free(&v->a, p->srv[i].key, p->srv[i].key_cap);
         if (p->srv[i].cm) tfrdv_cancel_mgr_destroy(p->srv[i].cm);
     }
     while (p->cq_head) {
@@ -2554,6 +2696,7 @@ TFRDV_VERBS__PRIVATE tfrdv_verbs__peer* tfrdv_verbs__peer_new(tfrdv_verbs* v, co
     p->v = v;
     p->fd = -1;
     tfrdv_verbs__fmt(p->name, sizeof p->name, "%s", name);
+    tfrdv_escape(p->ename, sizeof p->ename, p->name, strlen(p->name));
     p->nreq_slots = (uint32_t)v->cfg.max_requests;
     rq = (uint32_t)v->cfg.ctrl_slots + p->nreq_slots;
     sq = (uint32_t)v->cfg.ctrl_slots + 2 * p->nreq_slots + 8;
@@ -2900,7 +3043,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_done(tfrdv_verbs* v, tfrdv_verbs__pe
 /* drive one exchange as far as its socket allows */
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pend* e) {
     char em[TFRDV_STATUS_MSG_MAX];
-    const char* who = e->p ? e->p->name : "a bootstrap peer";
+    const char* who = e->p ? e->p->ename : "a bootstrap peer";
     tfrdv_verbs_info remote, local;
     tfrdv_status st;
     size_t n;
@@ -2970,8 +3113,11 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
         return;
     }
     if (e->outgoing) {
-        if (strcmp(remote.worker, e->p->name) != 0)
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: connected to %s but it says it is %s", e->p->name, remote.worker);
+        if (strcmp(remote.worker, e->p->name) != 0) {
+            char ew[4 * TFRDV_VERBS_WORKER_MAX];
+            tfrdv_escape(ew, sizeof ew, remote.worker, strlen(remote.worker));
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: connected to %s but it says it is %s", e->p->ename, ew);
+        }
         else if (tfrdv_verbs__peer_up(v, e->p, &remote, &st) != TFRDV_OK)
             tfrdv_verbs__fmt(em, sizeof em, "%s", st.msg);
         else em[0] = 0;
@@ -2991,7 +3137,9 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
         tfrdv_verbs__todo_run(v, &todo);
         tfrdv_verbs__todos_free(&todo);
         if (dup) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: %s connected again while connected; refused", remote.worker);
+            char ew[4 * TFRDV_VERBS_WORKER_MAX];
+            tfrdv_escape(ew, sizeof ew, remote.worker, strlen(remote.worker));
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: %s connected again while connected; refused", ew);
             tfrdv_verbs__pend_fail(v, e, em);
             return;
         }
@@ -3050,7 +3198,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_reconnect(tfrdv_verbs* v, tfrdv_verb
     e->out_len = n + 4;
     rc = tfrdv_verbs__tcp_start((const struct sockaddr*)&q->addr, q->addrlen, &e->fd);
     if (rc < 0) {
-        tfrdv_verbs__fmt(em, sizeof em, "verbs: cannot connect to %s at %s:%d: %s", q->name, q->host, q->port, strerror(errno));
+        tfrdv_verbs__fmt(em, sizeof em, "verbs: cannot connect to %s at %s:%d: %s", q->ename, q->host, q->port, strerror(errno));
         tfrdv_verbs__pend_fail(v, e, em);
         return;
     }
@@ -3081,7 +3229,7 @@ TFRDV_VERBS__PRIVATE int64_t tfrdv_verbs__pend_timers(tfrdv_verbs* v) {
             tfrdv_verbs__pend_fail(v, e, "verbs: reconnect superseded");
         } else if (now >= e->deadline) {
             tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap exchange %s %s did not finish within connect_timeout_ns (%lld ms); dropped",
-                             e->outgoing ? "to" : "from", e->p ? e->p->name : "a peer", (long long)(v->cfg.connect_timeout_ns / 1000000));
+                             e->outgoing ? "to" : "from", e->p ? e->p->ename : "a peer", (long long)(v->cfg.connect_timeout_ns / 1000000));
             tfrdv_verbs__pend_fail(v, e, em);
         } else if (soonest < 0 || e->deadline - now < soonest) {
             soonest = e->deadline - now;
@@ -3192,9 +3340,11 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
         return st ? st->code : TFRDV_INVALID_ARGUMENT;
     }
     if (strcmp(remote.worker, peer_worker) != 0) {
+        char ew[4 * TFRDV_VERBS_WORKER_MAX];
         if (fd >= 0) close(fd);
         tfrdv_verbs__peer_free(v, p);
-        return tfrdv_verbs__err(st, TFRDV_FAILED_PRECONDITION, "verbs: connected to %s but it says it is %s", peer_worker, remote.worker);
+        tfrdv_escape(ew, sizeof ew, remote.worker, strlen(remote.worker));
+        return tfrdv_verbs__err(st, TFRDV_FAILED_PRECONDITION, "verbs: connected to %s but it says it is %s", peer_worker, ew);
     }
     if (tfrdv_verbs__peer_up(v, p, &remote, st) != TFRDV_OK) {
         if (fd >= 0) close(fd);
@@ -3220,7 +3370,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_sock(tfrdv_verbs* v, tfrdv_verbs__peer
         k = recv(p->fd, p->sockbuf + p->socklen, sizeof p->sockbuf - p->socklen, MSG_DONTWAIT);
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
         if (k <= 0) {
-            tfrdv_verbs__fmt(em, sizeof em, "verbs: connection to %s closed (its process exited?)", p->name);
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: connection to %s closed (its process exited?)", p->ename);
             tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
             return;
         }
@@ -3232,13 +3382,15 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_sock(tfrdv_verbs* v, tfrdv_verbs__peer
         while (p->socklen >= 5) {
             uint32_t n = tfrdv_verbs__get32(p->sockbuf);
             if (n < 1 || n > sizeof p->sockbuf - 4) {
-                tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s on its bootstrap connection", p->name);
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: protocol error from %s on its bootstrap connection", p->ename);
                 tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
                 return;
             }
             if (p->socklen < 4 + (size_t)n) break;
             if (p->sockbuf[4] == 'B' && n >= 5) {
-                tfrdv_verbs__fmt(em, sizeof em, "verbs: %s broke the connection: %.*s", p->name, (int)(n - 5), (const char*)p->sockbuf + 9);
+                char why[4 * 255 + 1];
+                tfrdv_escape(why, sizeof why, (const char*)p->sockbuf + 9, n - 5);
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: %s broke the connection: %s", p->ename, why);
                 tfrdv_verbs__break(v, p, TFRDV_UNAVAILABLE, em, todo);
                 return;
             }

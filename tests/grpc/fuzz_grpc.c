@@ -86,6 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         tfrdv_code c0 = tfrdv_grpc_decode_request(segs, nseg, &step, 0, 0, &kl0, &rid, &st); /* sizing */
         tfrdv_code c1 = tfrdv_grpc_decode_request(segs, nseg, &step, key, sizeof key, &kl, &rid, &st);
         if (c0 == TFRDV_OK && kl0 <= sizeof key && (c1 != TFRDV_OK || kl > kl0)) abort(); /* the sizing is enough */
+        (void)tfrdv_grpc_request_marked(segs, nseg); /* the receipts mark: never reads past the input */
     } else {
         tfrdv_grpc_device d[4];
         size_t n;

@@ -44,8 +44,8 @@ def fetch(addr, step, inc, edges):
         rid = random.randint(1, 2**63 - 1)
         r = recv(w.RecvTensorRequest(step_id=step, rendezvous_key=key(inc, edge), request_id=rid), timeout=10)
         t = r.tensor
-        print("%s dtype=%d shape=%s dead=%d content=%s" % (edge, t.dtype, [d.size for d in t.tensor_shape.dim],
-                                                            int(r.is_dead), t.tensor_content.hex()))
+        print("%s dtype=%d shape=%s dead=%d ack=%d content=%s" % (edge, t.dtype, [d.size for d in t.tensor_shape.dim],
+                                                                   int(r.is_dead), int(r.require_ack), t.tensor_content.hex()))
     try:
         recv(w.RecvTensorRequest(step_id=step, rendezvous_key=key(inc + 1, edges[0]), request_id=0), timeout=10)
         print("mismatch code=OK")

@@ -529,7 +529,7 @@ typedef struct cmd {
 typedef struct reply {
     int code;
     int port;
-    uint64_t v[8];
+    uint64_t v[11];
 } reply;
 enum { F_ACK = 1, F_POLL = 2, F_TLS = 4, F_MTLS = 8, F_SMALL = 16 };
 
@@ -735,6 +735,9 @@ static int serve_main(int in, int out, int port, uint64_t inc, int flags) {
             r.v[5] = s.unimplemented;
             r.v[6] = s.bytes_sent;
             r.v[7] = ms.cache_hits;
+            r.v[8] = s.acks_received; /* MarkRecvFinished calls */
+            r.v[9] = s.receipts_returned;
+            r.v[10] = s.receipts_unmatched;
         }
         write_full(out, &r, sizeof r);
     }
@@ -1914,6 +1917,7 @@ static void test_shutdown_in_flight(void) {
     fres r[3];
     int64_t step = next_step++, t0;
     int i;
+    reply before, after;
     TT_CHECK(spawn(&s2, 0, 5, 0));
     TT_CHECK(client_up(&c2, &s2, 0, 1));
     srv_simple(&s2, C_INIT, step);
@@ -1931,7 +1935,7 @@ static void test_shutdown_in_flight(void) {
         TT_CHECK(r[i].st.code != TFRDV_OK && r[i].done == 1);
     }
     for (i = 0; i < 3; i++) fres_clear(&r[i]);
-    /* client-side destroy with a call in flight to a live server */
+    /* client-side destroy with a call in flight */
     TT_CHECK(fetch(&c2, step, S.inc, "never", 0, &r[0]));
     tfrdv_grpc_set_worker(c2.g, PS, "127.0.0.1:1", 0); /* later calls go nowhere; this one is on the old address */
     t0 = now_ms();
@@ -1939,6 +1943,22 @@ static void test_shutdown_in_flight(void) {
     TT_CHECK(now_ms() - t0 < 3000);
     TT_CHECK(fwait(&r[0], 5000) && r[0].done == 1 && r[0].st.code != TFRDV_OK);
     fres_clear(&r[0]);
+    /* destroy with a call waiting on a live server: the cancelled call's not-taken receipt still
+       goes out (destroy waits for it), so a server that answered meanwhile gives the value back */
+    TT_CHECK(client_up(&c2, &S, 0, 1));
+    before = srv_simple(&S, C_STATS, 0);
+    TT_CHECK(fetch(&c2, step, S.inc, "never", 0, &r[0]));
+    t0 = now_ms();
+    do {
+        sleep_ms(5);
+        after = srv_simple(&S, C_STATS, 0);
+    } while (after.v[2] == before.v[2] && now_ms() - t0 < 5000);
+    TT_CHECK_EQ_INT(after.v[2], before.v[2] + 1); /* the request is waiting there */
+    client_down(&c2);
+    TT_CHECK(fwait(&r[0], 5000) && r[0].done == 1 && r[0].st.code == TFRDV_CANCELLED);
+    fres_clear(&r[0]);
+    after = srv_simple(&S, C_STATS, 0);
+    TT_CHECK_EQ_INT(after.v[8], before.v[8] + 1);
 }
 /* response cache + require_ack: the client sends MarkRecvFinished; host-driven polling on the
    server side */
@@ -1985,6 +2005,95 @@ static void test_ack_and_poll(void) {
         TT_CHECK_CONTAINS(det, "received twice");
     }
     srv_stop(&s2);
+}
+/* DELIVERY RECEIPTS by default, between tfrdv peers only: a default-config server answers a
+   TensorFlow-style request (no mark) exactly as before, without require_ack, and the value is
+   gone from its table; a request carrying tfrdv's mark (field 15) gets require_ack and its value
+   stays held until the receipt: a not-taken MarkRecvFinished{1: id, 15: 1} puts it back in the
+   table, where the next fetch finds it */
+static size_t ack_at(const unsigned char* resp, size_t rl) { /* offset after 18 <send_start_micros> */
+    size_t i = 1;
+    if (rl < 2 || resp[0] != 0x18) return rl;
+    while (i < rl && (resp[i] & 0x80)) i++;
+    return i + 1;
+}
+static void test_receipts_only_for_marked(void) {
+    unsigned char req[512], resp[256];
+    char det[512];
+    size_t n, rl, i;
+    int64_t step = next_step++, d1[1] = {3};
+    reply pend, st0, st1;
+    fres r;
+    st0 = srv_simple(&S, C_STATS, 0);
+    /* TensorFlow's request bytes {1: step, 2: key, 7: id}: no require_ack, nothing held */
+    TT_CHECK_EQ_INT(srv_send(&S, step, "tf", 1, 1, d1, 0, 4), TFRDV_OK);
+    n = raw_request(step, S.inc, "tf", 0x1234, req, sizeof req);
+    TT_CHECK(n > 0);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    i = ack_at(resp, rl);
+    TT_CHECK(i < rl && resp[i] == 0x0a); /* 18 <us> 0a: the tensor right after the micros */
+    /* a receipt for it is harmless: nothing is held, nothing comes back, nothing waits for it */
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/MarkRecvFinished", "\x08\xb4\x24\x78\x01", 5, 5000, det, sizeof det, resp,
+                             sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    pend = srv_simple(&S, C_PENDING, step);
+    TT_CHECK_EQ_INT(pend.v[0], 0);
+    st1 = srv_simple(&S, C_STATS, 0);
+    TT_CHECK_EQ_INT(st1.v[10], st0.v[10] + 1); /* receipts_unmatched */
+    /* the same request with tfrdv's mark: require_ack, the value held until the receipt */
+    TT_CHECK_EQ_INT(srv_send(&S, step, "marked", 1, 1, d1, 0, 5), TFRDV_OK);
+    n = raw_request(step, S.inc, "marked", 0x1235, req, sizeof req - 2);
+    req[n++] = 0x78;
+    req[n++] = 0x01;
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    i = ack_at(resp, rl);
+    TT_CHECK(i + 1 < rl && resp[i] == 0x28 && resp[i + 1] == 0x01); /* 18 <us> 28 01 */
+    TT_CHECK(rl > 2 && resp[rl - 2] == 0x78 && resp[rl - 1] == 0x01); /* ... 78 01: receipts may ride inline */
+    pend = srv_simple(&S, C_PENDING, step);
+    TT_CHECK_EQ_INT(pend.v[0], 0);
+    /* not taken: back in the table, and a tfrdv client fetches it */
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/MarkRecvFinished", "\x08\xb5\x24\x78\x01", 5, 5000, det, sizeof det, resp,
+                             sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    pend = srv_simple(&S, C_PENDING, step);
+    TT_CHECK_EQ_INT(pend.v[0], 1);
+    st0 = srv_simple(&S, C_STATS, 0);
+    TT_CHECK_EQ_INT(st0.v[9], st1.v[9] + 1); /* receipts_returned */
+    TT_CHECK(fetch(&C, step, S.inc, "marked", 0, &r));
+    TT_CHECK(fwait(&r, 10000));
+    TT_CHECK_EQ_INT(r.st.code, TFRDV_OK);
+    TT_CHECK(r.v && r.v->size == 12);
+    fres_clear(&r);
+    pend = srv_simple(&S, C_PENDING, step);
+    TT_CHECK_EQ_INT(pend.v[0], 0);
+    /* a taken receipt carried inline (field 16 of a later marked request) settles a held answer:
+       a not-taken receipt for it afterwards finds nothing (unmatched), the value stays delivered */
+    TT_CHECK_EQ_INT(srv_send(&S, step, "in1", 1, 1, d1, 0, 6), TFRDV_OK);
+    TT_CHECK_EQ_INT(srv_send(&S, step, "in2", 1, 1, d1, 0, 7), TFRDV_OK);
+    n = raw_request(step, S.inc, "in1", 0x1236, req, sizeof req - 2);
+    req[n++] = 0x78;
+    req[n++] = 0x01;
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    n = raw_request(step, S.inc, "in2", 0x1237, req, sizeof req - 6);
+    memcpy(req + n, "\x78\x01\x80\x01\xb6\x24", 6); /* mark, 16: 0x1236 */
+    n += 6;
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    st0 = srv_simple(&S, C_STATS, 0);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/MarkRecvFinished", "\x08\xb6\x24\x78\x01", 5, 5000, det, sizeof det, resp,
+                             sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    st1 = srv_simple(&S, C_STATS, 0);
+    TT_CHECK_EQ_INT(st1.v[10], st0.v[10] + 1); /* unmatched: the inline receipt had settled it */
+    TT_CHECK_EQ_INT(st1.v[9], st0.v[9]);
+    pend = srv_simple(&S, C_PENDING, step);
+    TT_CHECK_EQ_INT(pend.v[0], 0);
+    srv_simple(&S, C_CLEANUP, step);
+    { /* the knob: 0 or 1 on, TFRDV_OFF off, anything else refused */
+        tfrdv_grpc_config gc = tfrdv_grpc_config_init();
+        tfrdv_grpc* g = 0;
+        tfrdv_status st;
+        gc.receipts = 2;
+        TT_CHECK_EQ_INT(tfrdv_grpc_create(&gc, &g, &st), TFRDV_INVALID_ARGUMENT);
+        TT_CHECK_CONTAINS(st.msg, "receipts");
+        TT_CHECK(g == 0);
+    }
 }
 /* the message size limit (gRPC's is 2 GiB; TensorFlow kills its process above it): a clear
    RESOURCE_EXHAUSTED on the serving side and on the receiving side */
@@ -2110,7 +2219,7 @@ static void test_peer_fetches_from_tfrdv(void) {
     snprintf(args, sizeof args, "fetch 127.0.0.1:%d %lld %llu %s", S.port, (long long)step, (unsigned long long)S.inc, "f,s,dead");
     TT_CHECK_EQ_INT(run_peer(args, out, sizeof out), 0);
     TT_CHECK_CONTAINS(out, "status " PS_DEV " CPU");
-    TT_CHECK_CONTAINS(out, "f dtype=1 shape=[2, 3] dead=0 content=");
+    TT_CHECK_CONTAINS(out, "f dtype=1 shape=[2, 3] dead=0 ack=0 content=");
     {
         unsigned char want[24];
         char hex[64], line[128];
@@ -2120,8 +2229,11 @@ static void test_peer_fetches_from_tfrdv(void) {
         snprintf(line, sizeof line, "content=%s", hex);
         TT_CHECK_CONTAINS(out, line);
     }
-    TT_CHECK_CONTAINS(out, "s dtype=7 shape=[3] dead=0 content=0001");
-    TT_CHECK_CONTAINS(out, "dead dtype=1 shape=[0] dead=1");
+    TT_CHECK_CONTAINS(out, "s dtype=7 shape=[3] dead=0 ack=0 content=0001");
+    TT_CHECK_CONTAINS(out, "dead dtype=1 shape=[0] dead=1 ack=0");
+    /* a TensorFlow-style client (protobuf's RecvTensorRequest: no tfrdv mark) gets no require_ack */
+    TT_CHECK(!strstr(out, "ack=1"));
+    TT_CHECK_CONTAINS(out, "f dtype=1 shape=[2, 3] dead=0 ack=0");
     TT_CHECK_CONTAINS(out, "mismatch code=ABORTED restarted=1");
     if (strstr(out, "Traceback")) printf("%s", out);
     srv_simple(&S, C_CLEANUP, step);
@@ -2275,6 +2387,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_blocking_recv_in_cq_thread_callback);
     TT_RUN(test_blocking_recv_in_poll_callback);
     TT_RUN(test_ack_and_poll);
+    TT_RUN(test_receipts_only_for_marked);
     TT_RUN(test_size_limit);
     TT_RUN(test_tls);
     TT_RUN(test_peer_fetches_from_tfrdv);

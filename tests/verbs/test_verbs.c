@@ -512,6 +512,7 @@ static int si_corrupt;        /* the next siw_make advertises bad rkeys (standin
 static tfrdv_allocator si_alloc, si_mgr_alloc; /* and allocates through these */
 static int64_t si_call_timeout_ns;              /* and times calls out after this (0: 20 s) */
 static int64_t si_backoff_ns; /* and uses this reconnect_backoff_ns */
+static tfrdv_logger si_logger; /* and logs through this */
 /* a worker on the stand-in libibverbs */
 static int siw_make(worker* w, int task, int thread, int port, int64_t connect_timeout_ns) {
     wopts o;
@@ -526,6 +527,8 @@ static int siw_make(worker* w, int task, int thread, int port, int64_t connect_t
     o.call_timeout_ns = si_call_timeout_ns ? si_call_timeout_ns : (int64_t)20 * 1000000000;
     o.alloc = si_alloc;
     o.mgr_alloc = si_mgr_alloc;
+    o.logger = si_logger;
+    memset(&si_logger, 0, sizeof si_logger);
     si_backoff_ns = 0;
     si_call_timeout_ns = 0;
     memset(&si_alloc, 0, sizeof si_alloc);
@@ -1446,6 +1449,397 @@ static void test_allocator_failures(void) {
 }
 #endif
 
+/* ---- exactly once under racing timeouts and cancels: values sent = received + still buffered.
+   EO_T consumer threads on the receiving worker each fetch EO_F values of their own key; every
+   fetch is a plain receive (60%), a receive with a short timeout (20%, 1 us..2 ms) or a receive
+   whose cancellation manager is cancelled at once or up to 1.5 ms later (20%). A producer on the
+   serving worker sends the EO_F values of every key meanwhile. At the end, after the transports
+   settled, the values still buffered on the serving worker are counted (tfrdv_pending) and
+   drained: every value sent must have been received exactly once or be buffered, intact. ---- */
+#define EO_T 6
+#define EO_F 150
+#define EO_N (EO_T * EO_F)
+typedef struct eo_run {
+    tfrdv_rendezvous *client, *server;
+    tfrdv_parsed_key* keys; /* EO_T keys, source on the serving worker */
+    int seen[EO_N];         /* receptions per value id (atomic) */
+    int corrupt, plain_failed, received, cancelled, timed_out;
+    uint32_t seed;
+} eo_run;
+typedef struct eo_one {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    tfrdv_status st;
+    tfrdv_value* v;
+} eo_one;
+static void eo_free(tfrdv_value* v) { free(v); }
+static uint8_t eo_byte(uint64_t id, uint64_t i) { return (uint8_t)(id * 2654435761u + i * 40503u + (id >> 8)); }
+static tfrdv_value* eo_val(int id) { /* id in the first 8 bytes; every 3rd one above 1 KiB */
+    uint64_t n = id % 3 == 0 ? 3000 : 40, i;
+    tfrdv_value* v = (tfrdv_value*)malloc(sizeof *v + 8 + n);
+    int64_t* dims = (int64_t*)(v + 1);
+    uint8_t* d = (uint8_t*)(dims + 1);
+    memset(v, 0, sizeof *v);
+    dims[0] = (int64_t)n;
+    v->dtype = 4; /* DT_UINT8 */
+    v->rank = 1;
+    v->dims = dims;
+    v->data = d;
+    v->size = n;
+    v->release = eo_free;
+    for (i = 0; i < n; i++) d[i] = eo_byte((uint64_t)id, i);
+    memcpy(d, &id, sizeof id);
+    return v;
+}
+/* the value's id, or -1 when it is not one of ours intact */
+static int eo_id(const tfrdv_value* v) {
+    int id;
+    uint64_t i;
+    if (!v || v->dtype != 4 || v->rank != 1 || v->size < sizeof id || v->dims[0] != (int64_t)v->size) return -1;
+    memcpy(&id, v->data, sizeof id);
+    if (id < 0 || id >= EO_N || v->size != (id % 3 == 0 ? 3000u : 40u)) return -1;
+    for (i = sizeof id; i < v->size; i++)
+        if (((const uint8_t*)v->data)[i] != eo_byte((uint64_t)id, i)) return -1;
+    return id;
+}
+static void eo_take(eo_run* x, tfrdv_value* v) {
+    int id = eo_id(v);
+    if (id < 0) __atomic_add_fetch(&x->corrupt, 1, __ATOMIC_SEQ_CST);
+    else __atomic_add_fetch(&x->seen[id], 1, __ATOMIC_SEQ_CST);
+    tfrdv_value_release(v);
+}
+static void eo_done(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    eo_one* o = (eo_one*)u;
+    (void)sa;
+    (void)ra;
+    (void)dead;
+    pthread_mutex_lock(&o->mu);
+    o->done++;
+    o->st = *st;
+    o->v = v;
+    pthread_cond_signal(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+static void eo_sleep_us(uint32_t us) {
+    struct timespec ts;
+    ts.tv_sec = 0;
+    ts.tv_nsec = (long)us * 1000;
+    if (us) nanosleep(&ts, 0);
+}
+typedef struct eo_arg { eo_run* x; int t; } eo_arg;
+static uint32_t eo_rnd(uint32_t* s) {
+    *s = *s * 1103515245u + 12345u;
+    return (*s >> 8) & 0xffffu;
+}
+static void* eo_consumer(void* p) {
+    eo_arg* a = (eo_arg*)p;
+    eo_run* x = a->x;
+    uint32_t s = x->seed + (uint32_t)a->t * 7919u;
+    int j;
+    for (j = 0; j < EO_F; j++) {
+        uint32_t mode = eo_rnd(&s) % 10;
+        tfrdv_value* v = 0;
+        int dead = 0;
+        tfrdv_status st;
+        tfrdv_code rc;
+        if (mode < 6) { /* plain: there is always a value for it unless one was lost */
+            rc = tfrdv_recv(x->client, &x->keys[a->t], 0, (int64_t)5 * 1000000000, &v, &dead, &st);
+            if (rc != TFRDV_OK) __atomic_add_fetch(&x->plain_failed, 1, __ATOMIC_SEQ_CST);
+        } else if (mode < 8) { /* a short timeout */
+            rc = tfrdv_recv(x->client, &x->keys[a->t], 0, (int64_t)(1 + eo_rnd(&s) % 2000) * 1000, &v, &dead, &st);
+            if (rc == TFRDV_DEADLINE_EXCEEDED) __atomic_add_fetch(&x->timed_out, 1, __ATOMIC_SEQ_CST);
+            else if (rc != TFRDV_OK) printf("    short receive: %s %s\n", tfrdv_code_str(rc), st.msg);
+        } else { /* cancelled at once or a little later, from this thread */
+            eo_one o;
+            tfrdv_cancel_mgr* cm = 0;
+            tfrdv_args args;
+            uint32_t at = eo_rnd(&s) % 4 == 0 ? 0 : eo_rnd(&s) % 1500;
+            memset(&o, 0, sizeof o);
+            pthread_mutex_init(&o.mu, 0);
+            pthread_cond_init(&o.cv, 0);
+            memset(&args, 0, sizeof args);
+            if (tfrdv_cancel_mgr_create(0, &cm, &st) != TFRDV_OK) break;
+            args.cancel = cm;
+            if (tfrdv_recv_async(x->client, &x->keys[a->t], &args, eo_done, &o, &st) != TFRDV_OK) printf("    recv_async: %s\n", st.msg);
+            eo_sleep_us(at);
+            tfrdv_cancel_start(cm);
+            pthread_mutex_lock(&o.mu);
+            while (!o.done) pthread_cond_wait(&o.cv, &o.mu);
+            pthread_mutex_unlock(&o.mu);
+            rc = o.st.code;
+            v = o.v;
+            if (rc == TFRDV_CANCELLED) __atomic_add_fetch(&x->cancelled, 1, __ATOMIC_SEQ_CST);
+            else if (rc != TFRDV_OK) printf("    cancelled receive: %s %s\n", tfrdv_code_str(rc), o.st.msg);
+            tfrdv_cancel_mgr_destroy(cm);
+            pthread_cond_destroy(&o.cv);
+            pthread_mutex_destroy(&o.mu);
+        }
+        if (rc == TFRDV_OK) {
+            __atomic_add_fetch(&x->received, 1, __ATOMIC_SEQ_CST);
+            eo_take(x, v);
+        } else {
+            tfrdv_value_release(v);
+        }
+    }
+    return 0;
+}
+static void* eo_producer(void* p) {
+    eo_run* x = (eo_run*)p;
+    uint32_t s = x->seed ^ 0x5bd1e995u;
+    int j, t;
+    tfrdv_status st;
+    for (j = 0; j < EO_F; j++)
+        for (t = 0; t < EO_T; t++) {
+            tfrdv_value* v = eo_val(t * EO_F + j);
+            if (tfrdv_send(x->server, &x->keys[t], 0, v, 0, &st) != TFRDV_OK) {
+                printf("    send: %s\n", st.msg);
+                tfrdv_value_release(v);
+            }
+            if (eo_rnd(&s) % 4 == 0) eo_sleep_us(eo_rnd(&s) % 300);
+        }
+    return 0;
+}
+typedef struct eo_pend { const tfrdv_parsed_key* keys; size_t per_key[EO_T], total; } eo_pend;
+static void eo_count_pending(void* u, int64_t step, tfrdv_pending_kind kind, const char* key, size_t key_len, size_t count) {
+    eo_pend* p = (eo_pend*)u;
+    int t;
+    (void)step;
+    if (kind != TFRDV_PENDING_SEND) return;
+    p->total += count;
+    for (t = 0; t < EO_T; t++)
+        if (p->keys[t].full.len == key_len && memcmp(p->keys[t].full.ptr, key, key_len) == 0) p->per_key[t] += count;
+}
+typedef struct eo_drain { eo_run* x; int n, failed; } eo_drain;
+static void eo_served(void* u, const tfrdv_status* st, const tfrdv_args* sa, tfrdv_value* v, int dead) {
+    eo_drain* d = (eo_drain*)u;
+    (void)sa;
+    (void)dead;
+    if (st->code == TFRDV_OK) {
+        d->n++;
+        eo_take(d->x, v);
+    } else {
+        d->failed++;
+        printf("    drain: %s %s\n", tfrdv_code_str(st->code), st->msg);
+        tfrdv_value_release(v);
+    }
+}
+/* runs the workload; settle(user) returns once the transports have no call in flight. The values
+   left are taken from the serving manager's table as a remote request would (tfrdv_mgr_serve,
+   step `step`). Prints the counts and returns the number of values lost. */
+static int eo_workload(const char* name, tfrdv_rendezvous* client, tfrdv_rendezvous* server, tfrdv_mgr* server_mgr,
+                       int64_t step, tfrdv_parsed_key* keys, void (*settle)(void*), void* settle_user) {
+    static eo_run x;
+    eo_arg args[EO_T];
+    pthread_t th[EO_T], prod;
+    eo_pend pend, after;
+    eo_drain dr;
+    int t, i, dups = 0, lost = 0;
+    size_t j;
+    int64_t rid = (int64_t)1 << 40;
+    memset(&x, 0, sizeof x);
+    x.client = client;
+    x.server = server;
+    x.keys = keys;
+    x.seed = (uint32_t)tfrdv_now_ns();
+    printf("    seed %u\n", x.seed);
+    for (t = 0; t < EO_T; t++) {
+        args[t].x = &x;
+        args[t].t = t;
+        pthread_create(&th[t], 0, eo_consumer, &args[t]);
+    }
+    pthread_create(&prod, 0, eo_producer, &x);
+    pthread_join(prod, 0);
+    for (t = 0; t < EO_T; t++) pthread_join(th[t], 0);
+    settle(settle_user); /* values given back by the transports are in the table now */
+    memset(&pend, 0, sizeof pend);
+    pend.keys = keys;
+    tfrdv_pending(server, eo_count_pending, &pend);
+    memset(&dr, 0, sizeof dr);
+    dr.x = &x;
+    for (t = 0; t < EO_T; t++) /* each completes inline: its value is there */
+        for (j = 0; j < pend.per_key[t]; j++)
+            tfrdv_mgr_serve(server_mgr, step, keys[t].full.ptr, keys[t].full.len, rid++, 0, eo_served, &dr);
+    memset(&after, 0, sizeof after);
+    after.keys = keys;
+    tfrdv_pending(server, eo_count_pending, &after);
+    for (i = 0; i < EO_N; i++) {
+        if (x.seen[i] > 1) dups += x.seen[i] - 1;
+        if (x.seen[i] == 0) lost++;
+    }
+    printf("    %s: %d values sent, %d received, %d still buffered, %d lost, %d duplicates, %d corrupt; "
+           "%d receives timed out, %d cancelled, %d plain receives failed\n",
+           name, EO_N, x.received, dr.n, lost, dups, x.corrupt, x.timed_out, x.cancelled, x.plain_failed);
+    TT_CHECK_EQ_INT((size_t)dr.n, pend.total);
+    TT_CHECK_EQ_INT(dr.failed, 0);
+    TT_CHECK_EQ_INT(after.total, 0);
+    TT_CHECK_EQ_INT(x.received + dr.n, EO_N);
+    TT_CHECK_EQ_INT(dups, 0);
+    TT_CHECK_EQ_INT(x.corrupt, 0);
+    TT_CHECK_EQ_INT(x.plain_failed, 0);
+    TT_CHECK_EQ_INT(lost, 0);
+    return lost;
+}
+
+/* 1 when v has nothing in flight: no serve pending, no request (zombies included), no write or
+   control message queued, every control message it posted consumed by the peer (`other`) */
+static int eo_quiet_one(tfrdv_verbs* v, tfrdv_verbs* other) {
+    int i, quiet = 1, found = 0;
+    uint32_t j, tx = 0;
+    pthread_mutex_lock(&v->mu); /* one lock at a time: progress takes them in either order */
+    if (v->serves_out) quiet = 0;
+    for (i = 0; i < v->npeers && quiet; i++) {
+        tfrdv_verbs__peer* p = v->peers[i];
+        if (p->state != TFRDV_VERBS__PEER_UP) continue;
+        if (p->outstanding || p->cq_head || p->wq_head || p->tx_seq != p->tx_done) quiet = 0;
+        for (j = 0; j < p->nsrv && quiet; j++)
+            if (p->srv[j].state == TFRDV_VERBS__SRV_SERVING || p->srv[j].state == TFRDV_VERBS__SRV_WAIT_RE ||
+                p->srv[j].state == TFRDV_VERBS__SRV_QUEUED)
+                quiet = 0;
+        if (strcmp(p->name, other->worker) == 0) tx = p->tx_seq;
+    }
+    pthread_mutex_unlock(&v->mu);
+    if (!quiet) return 0;
+    pthread_mutex_lock(&other->mu); /* the peer consumed every control message v posted */
+    for (i = 0; i < other->npeers; i++)
+        if (other->peers[i]->state == TFRDV_VERBS__PEER_UP && strcmp(other->peers[i]->name, v->worker) == 0) {
+            found = 1;
+            if (other->peers[i]->rx_head != tx) quiet = 0;
+        }
+    pthread_mutex_unlock(&other->mu);
+    return quiet && found;
+}
+static void eo_verbs_settle(void* u) {
+    worker* w = (worker*)u; /* w[0] fetches from w[1] */
+    int i, quiet = 0;
+    for (i = 0; i < 10000 && !quiet; i++) {
+        quiet = eo_quiet_one(w[0].v, w[1].v) && eo_quiet_one(w[1].v, w[0].v);
+        if (!quiet) sleep_ms(1);
+    }
+    TT_CHECK(quiet);
+}
+/* task 0 fetches from task 1 over verbs (the stand-in) while its receives time out and are
+   cancelled: nothing is lost, nothing arrives twice. Before the sender held its answers until the
+   receiver's fate for the slot was known, 102 of 900 values were lost here (the zombie slot of a
+   receive that gave up dropped the bytes). */
+static void test_exactly_once(void) {
+    worker w[2];
+    static char kb[EO_T][256];
+    tfrdv_parsed_key pk[EO_T];
+    tfrdv_rendezvous *rc = 0, *rs = 0;
+    tfrdv_status st;
+    tfrdv_verbs_stats s0, s1;
+    int t;
+    if (!standin_ok()) return;
+    TT_CHECK(siw_make(&w[0], 0, 1, 0, 0) && siw_make(&w[1], 1, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(w[0].v, w[1].name, "127.0.0.1", tfrdv_verbs_listen_port(w[1].v), &st) == TFRDV_OK);
+    for (t = 0; t < EO_T; t++) {
+        char e[16];
+        snprintf(e, sizeof e, "eo%d", t);
+        mk_key(&pk[t], kb[t], sizeof kb[t], 1, 0, e);
+    }
+    TT_CHECK(tfrdv_mgr_find(w[0].m, 9, &rc, &st) == TFRDV_OK && tfrdv_mgr_initialize(rc, 0, &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_mgr_find(w[1].m, 9, &rs, &st) == TFRDV_OK && tfrdv_mgr_initialize(rs, 0, &st) == TFRDV_OK);
+    if (rc && rs) eo_workload("verbs", rc, rs, w[1].m, 9, pk, eo_verbs_settle, w);
+    tfrdv_verbs_get_stats(w[0].v, &s0);
+    tfrdv_verbs_get_stats(w[1].v, &s1);
+    printf("    receiver: %llu calls, %llu ok, %llu failed, %llu given back; sender: %llu served, %llu given back\n",
+           (unsigned long long)s0.calls_started, (unsigned long long)s0.calls_ok, (unsigned long long)s0.calls_failed,
+           (unsigned long long)s0.serves_returned, (unsigned long long)s1.requests_served, (unsigned long long)s1.serves_returned);
+    if (rc) tfrdv_unref(rc);
+    if (rs) tfrdv_unref(rs);
+    rm_worker(&w[0]);
+    rm_worker(&w[1]);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+}
+
+
+/* Bytes a peer chooses reach log lines and statuses escaped (tfrdv_escape): a hostile bootstrap
+   peer named with a line break and an escape sequence, which then says why it leaves (the 'B'
+   frame) with the same bytes, and a serving worker whose step was aborted with such a message (the
+   ERROR message carries it to the receiver). No log line and no status holds a control byte; the
+   escaped forms are there. */
+static pthread_mutex_t esc_mu = PTHREAD_MUTEX_INITIALIZER;
+static int esc_lines, esc_raw, esc_seen_nl, esc_seen_esc;
+static int esc_has_raw(const char* m) {
+    for (; *m; m++)
+        if ((unsigned char)*m < 0x20 || (unsigned char)*m > 0x7e) return 1;
+    return 0;
+}
+static void esc_log(void* u, int level, const char* msg) {
+    (void)u;
+    (void)level;
+    pthread_mutex_lock(&esc_mu);
+    esc_lines++;
+    if (esc_has_raw(msg)) {
+        esc_raw++;
+        printf("    raw control byte in a log line: %s\n", msg);
+    }
+    if (strstr(msg, "evil\\x0aFAKE")) esc_seen_nl++;
+    if (strstr(msg, "\\x1b[31m")) esc_seen_esc++;
+    pthread_mutex_unlock(&esc_mu);
+}
+static void test_hostile_bytes_escaped(void) {
+    worker a, b, c;
+    tfrdv_verbs_stats s;
+    uint8_t fr[TFRDV_VERBS_INFO_MAX + 4], rep[TFRDV_VERBS_INFO_MAX + 4], bye[64];
+    const char* why = "bye\n2026-01-01 FAKE LINE \x1b[31mred";
+    size_t n = hello(fr, sizeof fr, "/job:evil\nFAKE\x1b[31m/replica:0/task:0"), wl = strlen(why);
+    si_fetch f;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_status st;
+    int fd, k, seen_nl, seen_esc, raw;
+    if (!standin_ok()) return;
+    si_logger.fn = esc_log;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0));
+    /* the hostile bootstrap peer: its hello, then the 'B' frame, then it closes */
+    fd = tcp_to(tfrdv_verbs_listen_port(a.v));
+    TT_CHECK(fd >= 0);
+    tfrdv_verbs__put32(bye, (uint32_t)(5 + wl));
+    bye[4] = 'B';
+    tfrdv_verbs__put32(bye + 5, (uint32_t)TFRDV_ABORTED);
+    memcpy(bye + 9, why, wl);
+    if (fd >= 0) {
+        struct timeval tv = {10, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        TT_CHECK(send(fd, fr, n, 0) == (ssize_t)n && recv(fd, rep, 4, MSG_WAITALL) == 4);
+        TT_CHECK(send(fd, bye, 9 + wl, 0) == (ssize_t)(9 + wl));
+        close(fd);
+    }
+    for (k = 0; k < 10000; k++) {
+        tfrdv_verbs_get_stats(a.v, &s);
+        if (s.peers_broken >= 1) break;
+        sleep_ms(1);
+    }
+    TT_CHECK_EQ_INT(s.peers_broken, 1);
+    /* a serving worker's status message with the same bytes reaches the receiver's status */
+    TT_CHECK(siw_make(&b, 1, 1, 0, 0) && siw_make(&c, 2, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(b.v, c.name, "127.0.0.1", tfrdv_verbs_listen_port(c.v), &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_mgr_find(c.m, 4, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK);
+    if (r) {
+        tfrdv_abort(r, TFRDV_ABORTED, why);
+        tfrdv_unref(r);
+    }
+    TT_CHECK_EQ_INT(si_fetch_wait(&b, 2, 4, "x", &f), TFRDV_ABORTED);
+    printf("    the receiver's status: %s\n", f.st.msg);
+    TT_CHECK(!esc_has_raw(f.st.msg));
+    TT_CHECK_CONTAINS(f.st.msg, "\\x1b[31m");
+    TT_CHECK_CONTAINS(f.st.msg, "bye\\x0a2026");
+    si_fetch_fini(&f);
+    rm_worker(&b);
+    rm_worker(&c);
+    rm_worker(&a);
+    pthread_mutex_lock(&esc_mu);
+    seen_nl = esc_seen_nl;
+    seen_esc = esc_seen_esc;
+    raw = esc_raw;
+    printf("    %d log lines, %d naming the peer escaped, %d with the escaped ESC sequence\n", esc_lines, seen_nl, seen_esc);
+    pthread_mutex_unlock(&esc_mu);
+    TT_CHECK_EQ_INT(raw, 0);
+    TT_CHECK(seen_nl >= 1);
+    TT_CHECK(seen_esc >= 1);
+}
+
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
 #ifdef TT_HAVE_IBV
@@ -1481,6 +1875,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_two_managers_one_transport);
     TT_RUN(test_allocator_counts);
     TT_RUN(test_allocator_failures);
+    TT_RUN(test_exactly_once);
+    TT_RUN(test_hostile_bytes_escaped);
 #endif
     return TT_MAIN_END();
 }

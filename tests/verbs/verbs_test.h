@@ -18,6 +18,7 @@ typedef struct wopts { /* zero: the defaults */
     int no_thread;       /* the test drives tfrdv_verbs_progress itself */
     const char* library; /* e.g. the stand-in libibverbs */
     tfrdv_allocator alloc, mgr_alloc; /* the transport's and the manager's hooks.allocator */
+    tfrdv_logger logger;              /* the transport's hooks.logger */
 } wopts;
 
 static int mk_worker(worker* w, int task, const wopts* o, tfrdv_status* st) {
@@ -27,6 +28,7 @@ static int mk_worker(worker* w, int task, const wopts* o, tfrdv_status* st) {
     snprintf(w->name, sizeof w->name, "/job:w/replica:0/task:%d", task);
     vc.worker_name = w->name;
     if (o) vc.hooks.allocator = o->alloc;
+    if (o) vc.hooks.logger = o->logger;
     vc.progress_thread = o && o->no_thread ? 0 : 1;
     vc.library = o ? o->library : 0;
     vc.listen_port = o ? o->listen_port : 0;
