@@ -54,10 +54,9 @@ static void grpc_destroy(conf_world* w) {
 int main(int argc, char** argv) {
     conf_transport t = conf_transport_init("grpc", grpc_make, grpc_destroy);
     TT_MAIN_BEGIN(argc, argv);
-    /* not CONF_GIVES_BACK: the server gives back what it knows was not delivered, but a reply
-       that reaches a client which already gave up is dropped there (tfrdv_grpc.h, server: "What
-       no server can see"); RecvTensor has no delivery receipt */
-    t.flags = CONF_WAIT;
+    /* delivery receipts (on by default between tfrdv peers): a reply that reaches a client which
+       already gave up goes back to the server's table */
+    t.flags = CONF_WAIT | CONF_GIVES_BACK;
     conf_run(&t);
     return TT_MAIN_END();
 }

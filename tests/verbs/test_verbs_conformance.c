@@ -68,21 +68,10 @@ int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     snprintf(standin, sizeof standin, "%.*s/libstandinverbs.so", slash ? (int)(slash - argv[0]) : 1, slash ? argv[0] : ".");
     signal(SIGPIPE, SIG_IGN);
-    /* not CONF_GIVES_BACK: tfrdv_verbs.h has no give-back; a value whose receive gave up while the
-       server was writing it is released (with the flag, exactly_once loses 1-3 of 200 values) */
-    t.flags = CONF_WAIT;
+    /* the sender keeps each answer until the receiver takes it (its next request on the slot)
+       or refuses it (CANCEL): a receive that gave up meanwhile leaves its value in the table */
+    t.flags = CONF_WAIT | CONF_GIVES_BACK;
     conf_run(&t);
-#ifdef TFRDV_CONF_VERBS_GIVES_BACK
-    /* DISABLED, fails today (reported): with CONF_GIVES_BACK, exactly_once loses 1 to 5 of 200
-       values ("eo1: 41 values sent, 40 received, the next drain receive: DEADLINE_EXCEEDED"). A
-       receive that gives up while the server writes its answer leaves a zombie slot and the
-       server releases the value (no tfrdv_mgr_serve_return in tfrdv_verbs.h); unlike
-       tfrdv_grpc.h, its documentation does not say a value can be lost. Build with
-       -DTFRDV_CONF_VERBS_GIVES_BACK to hold it to the no-loss contract. */
-    t.name = "verbs (stand-in libibverbs, gives back)";
-    t.flags |= CONF_GIVES_BACK;
-    conf_run(&t);
-#endif
     return TT_MAIN_END();
 }
 #endif
