@@ -44,9 +44,9 @@
      id is the call's wire id: chosen by the client, unique per connection (not the tfrdv request
      id, which travels in the body: two calls may carry the same request id). Bodies:
        1 HELLO     u32 magic 0x56445254 ("TRDV"), u16 version (2), u16 zero, u64 incarnation,
-                   u32 name length (<= 255), worker name. id 0. The client sends one first and
-                   may pipeline its requests behind it; the server answers with its own, carrying
-                   the lower of the two versions, which both then speak. Bad magic, version 0: CLOSE.
+                   u32 name length (<= 255), worker name. id 0. Each side sends one first; the
+                   client may pipeline its requests behind it. Both then speak the lower of the
+                   two versions. Bad magic, version 0: CLOSE.
        2 REQUEST   i64 step id, i64 request id, i64 deadline (ns left when sent; 0 none; negative:
                    malformed; any positive value up to INT64_MAX is taken, saturated),
                    u32 key length (<= max_key_len), key bytes
@@ -69,10 +69,10 @@
      value, or one still unacknowledged when its connection ends, goes back to the front of its
      key's queue (tfrdv_mgr_serve_return) for the next receiver. The client gathers its ACKs and
      sends them with its next frame (a REQUEST, usually: no system call of their own), at the end
-     of an I/O loop pass, or at the next tick (expire_interval_ns). A version 1 peer (tfrdv_tcp.h
-     0.3 and older) is served as before: values released once written, no ACK; a version 2
-     client that dials a version 1 server is refused by it (CLOSE "protocol version 2 not
-     supported"): update servers first.
+     of an I/O loop pass, or at the next tick (expire_interval_ns). A client whose HELLO says
+     version 1 is served as before: values released once written, no ACK. tfrdv_tcp.h 0.3 and
+     older accept no HELLO but version 1: such a peer refuses a version 2 one (CLOSE "protocol
+     version 2 not supported") and the calls fail UNAVAILABLE saying so; update both ends.
      Every length, rank, dimension and key is checked against the receiver's limits before
      anything is allocated; a malformed frame closes the connection (logged, counted in
      stats.protocol_errors, the peer told why by a CLOSE) and fails its calls UNAVAILABLE. A frame
@@ -255,8 +255,9 @@ typedef struct tfrdv_tcp_frame {
     /* ERROR, CLOSE */
     uint32_t code, detail;
     tfrdv_str message;
-    /* ACK: num_acks wire ids (1..TFRDV_TCP_ACK_MAX); encode reads ack_ids, decode points
-       ack_bytes at the ids as they are on the wire (little-endian u64, unaligned) */
+    /* ACK: num_acks wire ids (1..TFRDV_TCP_ACK_MAX); encode reads ack_ids (or, when NULL,
+       ack_bytes: a decoded frame re-encodes), decode points ack_bytes at the ids as they are on
+       the wire (little-endian u64, unaligned) */
     uint32_t num_acks;
     const uint64_t* ack_ids;
     const uint8_t* ack_bytes;
@@ -568,9 +569,13 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
         tfrdv_tcp__put(&w, f->message.len, 4);
         tfrdv_tcp__putb(&w, f->message.ptr, f->message.len);
         break;
-    case TFRDV_TCP_ACK: {
+    case TFRDV_TCP_ACK: { /* from ack_ids, or (a decoded frame) its ack_bytes as they are */
         uint32_t k;
-        for (k = 0; k < f->num_acks; k++) tfrdv_tcp__put(&w, f->ack_ids[k], 8);
+        if (f->ack_ids)
+            for (k = 0; k < f->num_acks; k++) tfrdv_tcp__put(&w, f->ack_ids[k], 8);
+        else if (f->ack_bytes) tfrdv_tcp__putb(&w, f->ack_bytes, 8 * (size_t)f->num_acks);
+        else
+            for (k = 0; k < f->num_acks; k++) tfrdv_tcp__put(&w, 0, 8); /* no ids given: zeros */
         break;
     }
     default: break;
@@ -1768,8 +1773,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__queue_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c)
     size_t n = strlen(name);
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_HELLO;
-    f.version = (uint16_t)(c->server ? c->peer_version : TFRDV_TCP_PROTOCOL_VERSION); /* a server
-                  answers the client's HELLO with the version both speak */
+    f.version = TFRDV_TCP_PROTOCOL_VERSION;
     f.incarnation = t->mgr ? tfrdv_mgr_incarnation(t->mgr) : 0;
     f.name.ptr = name;
     f.name.len = n > TFRDV_TCP_NAME_MAX ? TFRDV_TCP_NAME_MAX : n;
@@ -2221,10 +2225,6 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         c->peer_version = f->version < TFRDV_TCP_PROTOCOL_VERSION ? f->version : TFRDV_TCP_PROTOCOL_VERSION;
         c->hello_ok = 1;
         if (t->hello_waiters) pthread_cond_broadcast(&t->cv); /* tfrdv_tcp__peer_inc */
-        if (c->server) { /* the answer: the version both speak */
-            tfrdv_tcp__queue_hello(t, c);
-            if (!c->wblocked) tfrdv_tcp__write(t, c, td);
-        }
         c->deadline = INT64_MAX;
         if (c->peer) { c->peer->backoff = 0; c->peer->retry_at = 0; }
         for (e = c->calls.next; c->peer && e != &c->calls; e = enx) { /* calls for another worker */
@@ -2463,7 +2463,9 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
         t->stats.accepted++;
         c->state = TFRDV_TCP__C_OPEN;
         c->deadline = tfrdv_tcp__add(tfrdv_tcp__now(), t->cfg.handshake_timeout_ns);
-        tfrdv_tcp__arm(t, c); /* its HELLO answers the client's (the version both speak) */
+        tfrdv_tcp__queue_hello(t, c); /* version 2; a client's HELLO saying 1 is served as 1 */
+        tfrdv_tcp__arm(t, c);
+        tfrdv_tcp__write(t, c, td);
         pthread_mutex_unlock(&t->mu);
     }
 }
