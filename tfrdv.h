@@ -6716,8 +6716,8 @@ TFRDV__PRIVATE void tfrdv__lb_unref(void* p) {
 TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb) {
     tfrdv__lb_worker* w;
     size_t i, n;
-    if (!lb) return;
     tfrdv__lb_req *q, *taken = 0;
+    if (!lb) return;
     tfrdv__lock(&lb->mu); /* forget every worker: later fetches fail UNAVAILABLE */
     lb->destroyed = 1;
     w = lb->w;
