@@ -1711,6 +1711,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__todo_run(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
     }
     for (r = td->done; r; r = rnx) {
         rnx = r->tnext;
+        if (t->mgr && (r->value || r->is_dead)) tfrdv_mgr_serve_delivered(t->mgr, r->request_id); /* drains */
         tfrdv_value_release(r->value);
         r->value = 0;
         r->tnext = dead;
@@ -2049,7 +2050,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_request(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     t->serving_count++;
     mgr = t->mgr;
     pthread_mutex_unlock(&t->mu);
-    (void)tfrdv_mgr_serve(mgr, r->step_id, r->key, r->key_len, r->request_id, r->cm, tfrdv_tcp__serve_done, r);
+    (void)tfrdv_mgr_serve_ex(mgr, r->step_id, r->key, r->key_len, r->request_id, TFRDV_SERVE_CONFIRMS, r->cm,
+                             tfrdv_tcp__serve_done, r);
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__on_cancel(tfrdv_tcp* t, tfrdv_tcp__conn* c, uint64_t id, tfrdv_tcp__todo* td) {
     tfrdv_tcp__req* r;
