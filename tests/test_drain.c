@@ -450,24 +450,35 @@ typedef struct race {
     int steps, per_step;
     volatile int delivered, returned;
 } race;
+/* a serve answer handed to another thread: fields first, then the flag (release/acquire) */
+typedef struct handoff {
+    fx_serve s;
+    int ready;
+} handoff;
+static void handoff_done(void* u, const tfrdv_status* st, const tfrdv_args* sa, tfrdv_value* v, int dead) {
+    handoff* h = (handoff*)u;
+    fx_serve_done(&h->s, st, sa, v, dead);
+    __atomic_store_n(&h->ready, 1, __ATOMIC_RELEASE);
+}
 static void* consume(void* p) {
     race* x = (race*)p;
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     int64_t rid = 1;
     int s = 0, taken = 0;
     while (s < x->steps) {
-        fx_serve sv;
-        memset(&sv, 0, sizeof sv);
-        sv.keep = 1;
-        if (tfrdv_mgr_serve_ex(x->m, 1000 + s, x->k->buf, x->k->len, rid, TFRDV_SERVE_CONFIRMS, 0, fx_serve_done, &sv) != TFRDV_OK) break;
+        handoff h;
+        fx_serve* sv = &h.s;
+        memset(&h, 0, sizeof h);
+        sv->keep = 1;
+        if (tfrdv_mgr_serve_ex(x->m, 1000 + s, x->k->buf, x->k->len, rid, TFRDV_SERVE_CONFIRMS, 0, handoff_done, &h) != TFRDV_OK) break;
         /* the producer may not have started the step yet: then the request waits (deferred) */
-        while (__atomic_load_n(&sv.calls, __ATOMIC_SEQ_CST) == 0) sched_yield();
-        if (sv.st.code == TFRDV_OK && sv.kept) {
+        while (__atomic_load_n(&h.ready, __ATOMIC_ACQUIRE) == 0) sched_yield();
+        if (sv->st.code == TFRDV_OK && sv->kept) {
             if (fx_xorshift(&seed) % 3 == 0) {
-                tfrdv_mgr_serve_return(x->m, 1000 + s, x->k->buf, x->k->len, rid, &sv.send_args, sv.kept, 0, 0);
+                tfrdv_mgr_serve_return(x->m, 1000 + s, x->k->buf, x->k->len, rid, &sv->send_args, sv->kept, 0, 0);
                 __atomic_add_fetch(&x->returned, 1, __ATOMIC_SEQ_CST);
             } else {
-                tfrdv_value_release(sv.kept);
+                tfrdv_value_release(sv->kept);
                 tfrdv_mgr_serve_delivered(x->m, rid);
                 __atomic_add_fetch(&x->delivered, 1, __ATOMIC_SEQ_CST);
                 if (++taken == x->per_step) {
