@@ -118,20 +118,22 @@
      address NULL: EFAULT means allowed, EPERM denied: Yama ptrace_scope, a non-dumpable server,
      other uids, seccomp; a pid 0 means another pid namespace) and, if so, asks with SAMEHOST flag
      1. A server that is the process that bound the listener (not a child forked after) grants it
-     (flag 2); from then on each response of at least same_host bytes (64 KiB: below that the
-     socket's round trip is as cheap) is a RESPONSE with flag 4 carrying (address, length) of
-     the served value, and the client reads it with process_vm_readv straight into its
-     tfrdv_call_alloc_value memory: one copy instead of two. The server holds the value, alive
-     and unchanged, until the ACK or the refusal, exactly as for bytes on the socket; a value
-     refused, cancelled or unacknowledged when the connection ends goes back to the table. A read
-     that fails or comes back short (a peer that lies about its memory: EFAULT; that died: ESRCH;
-     that turned non-dumpable meanwhile: EPERM) closes the connection as a malformed frame would:
-     its calls fail UNAVAILABLE naming the cause, the peer is told by a CLOSE. Bytes are only ever
-     written into the destination's own size. When the check fails, or same_host is TFRDV_OFF,
-     the socket path is used; the reason is logged once per transport (info). An older peer never
-     sees a SAMEHOST frame (it is only sent to a version 3 HELLO). The environment variable
-     TFRDV_TCP_CMA_DENY=1 makes the check fail as EPERM would (tests). TCP peers on the same
-     host use the socket. The read runs on the thread reading the connection (64 MiB: ~10 ms).
+     (flag 2); from then on each response of at least the server's same_host bytes (64 KiB: below
+     that the socket costs about the same) is a RESPONSE with flag 4 carrying the address and
+     length of the served value, and the client reads it with process_vm_readv straight into its
+     tfrdv_call_alloc_value memory: one copy instead of two. Requests written before the answer
+     (the first ones, pipelined behind the HELLO) are answered over the socket. The server holds
+     the value, alive and unchanged, until the ACK or the refusal, exactly as for bytes on the
+     socket; a value refused, cancelled or unacknowledged when the connection ends goes back to
+     the table. A read that fails or comes back short (a peer that lies about its memory: EFAULT;
+     that died: ESRCH; that turned non-dumpable meanwhile: EPERM) closes the connection as a
+     malformed frame would: its calls fail UNAVAILABLE naming the cause, the peer gets a CLOSE.
+     Bytes are only ever written within the destination's size. When the check fails, the server
+     refuses, or same_host is TFRDV_OFF, the socket carries every byte; the reason is logged once
+     per transport (level info). An older peer never sees a SAMEHOST frame (only a version 3
+     HELLO gets one). TFRDV_TCP_CMA_DENY=1 in the environment (read by tfrdv_tcp_create) makes the
+     check fail as EPERM would, for tests. TCP peers on the same host use the socket. The read
+     runs on the thread reading the connection: a 64 MiB value holds it for its copy (~10-25 ms).
      stats.values_cma / values_cma_sent count the values that took this path.
 
    CONTRACTS
@@ -378,7 +380,8 @@ typedef struct tfrdv_tcp_config {
     int64_t same_host;             /* Unix-socket peers on this host (see SAME HOST): values of
                                       at least this many bytes are read by the client straight
                                       from the server's memory (0: 64 KiB; TFRDV_OFF: never, all
-                                      bytes go through the socket) */
+                                      bytes go through the socket). The serving side's value
+                                      sets the size; either side's TFRDV_OFF turns it off. */
 } tfrdv_tcp_config;
 TFRDV_API tfrdv_tcp_config tfrdv_tcp_config_init(void);
 
@@ -2648,7 +2651,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_remote_ok(tfrdv_tcp* t, tfrdv_tcp__conn* c,
    closes the connection (its calls fail UNAVAILABLE naming the cause; the server's values go back) */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__ent* e, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
     uint64_t got = 0;
-    int err = 0;
+    int err = 0, gave_up;
     char why[200];
 #ifdef TFRDV_TCP__CMA
     while (got < f->bytes) {
@@ -2680,8 +2683,12 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfr
              (unsigned long long)f->bytes, (unsigned long long)f->remote_addr, c->sh_pid, (unsigned long long)got,
              err ? strerror(err) : "short read");
     pthread_mutex_lock(&t->mu);
-    tfrdv_tcp__conn_bad(t, c, why, td);
+    gave_up = !e->call;
+    if (!gave_up) tfrdv_tcp__conn_bad(t, c, why, td);
     pthread_mutex_unlock(&t->mu);
+    /* its call gave up meanwhile (cancelled, timed out): its CANCEL went out, so the server may
+       have taken the value back and freed it; nothing was wrong: drop the bytes */
+    if (gave_up) tfrdv_tcp__ent_complete(t, c, e, td);
 }
 /* server (under t->mu, planning r's RESPONSE): by address? */
 TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_plan(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r, tfrdv_tcp_frame* f) {
