@@ -832,6 +832,68 @@ static void test_hostile_server_by_address(void) {
     munmap(guard, 2 * (size_t)pg);
 }
 
+/* ---- an older peer (protocol version 2) never sees a SAMEHOST frame ---- */
+typedef struct oldsrv { int lfd, saw_samehost, saw_ack; } oldsrv;
+static void* old_server(void* p) {
+    oldsrv* o = (oldsrv*)p;
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    tfrdv_tcp_frame f, g;
+    uint8_t b[128];
+    size_t n;
+    int fd = accept(o->lfd, 0, 0);
+    if (fd < 0) { free(rb); return 0; }
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = 2;
+    f.name.ptr = PS;
+    f.name.len = strlen(PS);
+    raw_put(fd, &f);
+    while (raw_next(fd, rb, &g)) {
+        if (g.type == TFRDV_TCP_SAMEHOST) o->saw_samehost = 1;
+        if (g.type == TFRDV_TCP_ACK) { o->saw_ack = 1; break; }
+        if (g.type != TFRDV_TCP_REQUEST) continue;
+        memset(&f, 0, sizeof f); /* a 4-byte value, the bytes in the frame */
+        f.type = TFRDV_TCP_RESPONSE;
+        f.id = g.id;
+        f.dtype = 4;
+        f.rank = 1;
+        f.dims[0] = 4;
+        f.bytes = 4;
+        f.data_len = 4;
+        n = tfrdv_tcp_encode(&f, b, sizeof b);
+        memcpy(b + n, "abcd", 4);
+        (void)wr_full(fd, b, n + 4);
+    }
+    close(fd);
+    free(rb);
+    return 0;
+}
+static void test_older_peer_never_asked(void) {
+    oldsrv o;
+    pthread_t th;
+    cli c;
+    tfrdv_value* v = 0;
+    tfrdv_status st;
+    const char* addr = upath("old.sock");
+    alarm(60);
+    memset(&o, 0, sizeof o);
+    o.lfd = raw_listen(addr);
+    TT_CHECK(o.lfd >= 0);
+    if (o.lfd < 0) return;
+    pthread_create(&th, 0, old_server, &o);
+    log_reset();
+    if (!cli_open(&c, addr, 1)) { TT_CHECK(0); close(o.lfd); pthread_join(th, 0); return; }
+    TT_CHECK_EQ_INT(fetch(&c, "old", &v, &st), TFRDV_OK);
+    TT_CHECK(v && v->size == 4 && memcmp(v->data, "abcd", 4) == 0);
+    tfrdv_value_release(v);
+    pthread_join(th, 0); /* it saw the ACK (sent after anything the HELLO caused) */
+    TT_CHECK(o.saw_ack);
+    TT_CHECK(!o.saw_samehost);
+    TT_CHECK_EQ_INT(log_count("the server speaks protocol version 2"), 1);
+    cli_close(&c);
+    close(o.lfd);
+}
+
 /* ---- fallbacks: each one works over the socket and is logged once per transport ---- */
 static void test_fallback_disabled(void) {
     srv s;
@@ -959,6 +1021,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_client_killed_mid_read);
     TT_RUN(test_exactly_once_by_address);
     TT_RUN(test_hostile_server_by_address);
+    TT_RUN(test_older_peer_never_asked);
     TT_RUN(test_fallback_disabled);
     TT_RUN(test_fallback_probe_denied);
     TT_RUN(test_fallback_nondumpable_server);
