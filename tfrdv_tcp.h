@@ -125,7 +125,8 @@
      (the first ones, pipelined behind the HELLO) are answered over the socket. The server holds
      the value, alive and unchanged, until the ACK or the refusal, exactly as for bytes on the
      socket; a value refused, cancelled or unacknowledged when the connection ends goes back to
-     the table. A read that fails or comes back short (a peer that lies about its memory: EFAULT;
+     the table; its stall_timeout_ns clock starts after the copy (taken at 64 MiB/s or more).
+     A read that fails or comes back short (a peer that lies about its memory: EFAULT;
      that died: ESRCH; that turned non-dumpable meanwhile: EPERM) closes the connection as a
      malformed frame would: its calls fail UNAVAILABLE naming the cause, the peer gets a CLOSE.
      Bytes are only ever written within the destination's size. When the check fails, the server
@@ -1027,6 +1028,7 @@ struct tfrdv_tcp {
 /* SAME HOST hooks (the section of that name, after the frame handlers) */
 TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_plan(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r, tfrdv_tcp_frame* f);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_sent(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r);
+TFRDV_TCP__PRIVATE int64_t tfrdv_tcp__sh_grace(const tfrdv_tcp__req* r);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_remote_ok(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td);
@@ -1535,7 +1537,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__resp_written(tfrdv_tcp* t, tfrdv_tcp__conn* c
     r->next->prev = r->prev;
     tfrdv_tcp__list_add(&c->held, r);
     r->state = TFRDV_TCP__R_HELD;
-    r->held_at = tfrdv_tcp__now();
+    r->held_at = tfrdv_tcp__now() + (r->sh_remote ? tfrdv_tcp__sh_grace(r) : 0); /* SAME HOST */
     t->nqueued--;
     t->stats.serve_ok++;
 }
@@ -2698,6 +2700,12 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_plan(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrd
     f->remote_addr = (uint64_t)(uintptr_t)r->value->data;
     f->data_len = 0;
     return 1;
+}
+/* server: the client copies a value sent by address after its RESPONSE went out, so its
+   acknowledgement may come that much later: stall_timeout_ns counts from after the copy, taken
+   at 64 MiB/s at least (1 s per 64 MiB; sanitizers and cold memory make it slow) */
+TFRDV_TCP__PRIVATE int64_t tfrdv_tcp__sh_grace(const tfrdv_tcp__req* r) {
+    return r->total > ((uint64_t)1 << 40) ? (int64_t)1 << 54 : (int64_t)(r->total * 15);
 }
 /* server (under t->mu): r's RESPONSE by address went out whole: its bytes count as written */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_sent(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r) {
