@@ -366,10 +366,10 @@ typedef struct tfrdv_grpc_config {
     tfrdv_hooks hooks;            /* allocator and logger (sync and clock are not used) */
     const char* listen_address;   /* "0.0.0.0:5000"; "127.0.0.1:0" picks a free port
                                      (tfrdv_grpc_port); NULL: client only */
-    int num_threads;              /* >= 0: one completion-queue thread; -1: none, the host calls
-                                     tfrdv_grpc_poll (as tfrdv_tcp.h); n > 1: n threads, which
-                                     tfrdv_tcp.h does not start (at most 256). gRPC's own threads
-                                     come on top: THREADS in the docs above */
+    int num_threads;              /* 0 (default) or 1: one completion-queue thread; -1: none, the
+                                     host calls tfrdv_grpc_poll (both as tfrdv_tcp.h); n > 1: n
+                                     threads (at most 256; tfrdv_tcp.h starts one). gRPC's own
+                                     threads come on top: THREADS AND CALLBACKS above */
     int recv_tensor_queue_depth;  /* RecvTensor requests kept posted (0: 256, at most 65536); calls
                                      beyond it wait inside gRPC until one is re-posted, they are
                                      not lost */
