@@ -725,6 +725,9 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
 #define MSG_NOSIGNAL 0 /* SO_NOSIGPIPE is set on each socket instead, where it exists */
 #endif
 #define TFRDV_TCP__RBUF 16384u        /* per-connection read buffer (at least) */
+#define TFRDV_TCP__RBUF_CLIENT 65536u /* a client connection's: the look-ahead that reads many small
+                                         responses per recv (values at least half of it stream
+                                         straight into the receiver's memory) */
 #define TFRDV_TCP__IOV 32             /* iovecs per sendmsg */
 #define TFRDV_TCP__SEND_MAX (4u << 20) /* bytes per sendmsg */
 #define TFRDV_TCP__GATHER 4096u       /* frame headers gathered per sendmsg */
@@ -802,6 +805,18 @@ typedef struct tfrdv_tcp__plan {
     const uint8_t* hdr;
 } tfrdv_tcp__plan;
 
+/* The spin rule of the threads lent to a client connection (tfrdv_tcp__spin_*): a record of
+   whether their recent spins saw the response arrive within the window */
+typedef struct tfrdv_tcp__spin {
+    unsigned hist;    /* the last 8 spins, newest in bit 0: 1 = the response came while spinning */
+    int n;            /* spins recorded (up to 8) */
+    int gap, since;   /* while spinning does not pay: one probing spin every gap waits */
+    int probe;        /* the spin in progress is a probe */
+    int same_host;    /* -1 unknown, 1 the peer is on this host (Unix socket or a local address) */
+    int one_cpu;      /* the waiting thread may run on one CPU only (looked at every 64 waits) */
+    int checks;       /* waits until the next look at the CPUs */
+} tfrdv_tcp__spin;
+
 struct tfrdv_tcp__conn {
     tfrdv_tcp__conn *prev, *next;              /* t->conns */
     tfrdv_tcp__conn* dnext;                    /* t->dead */
@@ -812,6 +827,7 @@ struct tfrdv_tcp__conn {
     pthread_t claimer;                         /* the lent thread, while BY_WAITER */
     int cwake[2];                              /* wakes the thread lent by tfrdv_recv (made at its
                                                   first claim; an eventfd or a pipe), or -1 */
+    tfrdv_tcp__spin spin;                      /* whether lent threads spin (under t->mu) */
     uint64_t serial;
     tfrdv_tcp__peer* peer;                     /* client side */
     int64_t deadline;                          /* connect / handshake deadline */
@@ -1741,7 +1757,7 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__conn_new(tfrdv_tcp* t, int fd, in
     tfrdv_tcp__conn* c = (tfrdv_tcp__conn*)tfrdv_tcp__alloc(t, sizeof *c);
     if (!c) return 0;
     memset(c, 0, sizeof *c);
-    c->rcap = TFRDV_TCP__RBUF;
+    c->rcap = server ? TFRDV_TCP__RBUF : TFRDV_TCP__RBUF_CLIENT;
     if (c->rcap < 64 + t->lim.max_key_len) c->rcap = 64 + t->lim.max_key_len;
     if (c->rcap < 64 + (size_t)t->lim.max_message_len) c->rcap = 64 + (size_t)t->lim.max_message_len;
     if (c->rcap < TFRDV_TCP_META_MAX + 64) c->rcap = TFRDV_TCP_META_MAX + 64;
@@ -1750,6 +1766,8 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__conn_new(tfrdv_tcp* t, int fd, in
     c->t = t;
     c->fd = fd;
     c->cwake[0] = c->cwake[1] = -1;
+    c->spin.same_host = -1;
+    c->spin.gap = 16;
     c->lfd = -1;
     c->server = server;
     c->is_unix = is_unix;
@@ -2339,7 +2357,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 c->rleft -= k;
             } else if (c->rleft) {
                 if (drained) return;
-                if (c->rx == TFRDV_TCP__RX_DATA && c->rent) {
+                if (c->rx == TFRDV_TCP__RX_DATA && c->rent && c->rleft >= c->rcap / 2) {
                     /* straight into the destination, all that is left of the frame; what follows
                        (the next frame's header) lands in the read buffer in the same call */
                     struct iovec iv[2];
@@ -2349,7 +2367,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                     iv[0].iov_base = (uint8_t*)c->rent->value->data + c->rent->got;
                     iv[0].iov_len = want;
                     iv[1].iov_base = c->rbuf;
-                    iv[1].iov_len = c->rcap < 4096 ? c->rcap : 4096;
+                    iv[1].iov_len = c->rcap;
                     memset(&mh, 0, sizeof mh);
                     mh.msg_iov = iv;
                     mh.msg_iovlen = want == c->rleft ? 2 : 1;
@@ -2363,7 +2381,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                         c->rlen = (size_t)n - d;
                         if ((size_t)n < want + (mh.msg_iovlen == 2 ? iv[1].iov_len : 0)) drained = 1;
                     }
-                } else {
+                } else { /* bytes to skip, or a small rest: through the read buffer, with the
+                            frames that follow it (many small responses per recv) */
                     c->roff = c->rlen = 0;
                     n = recv(c->fd, c->rbuf, c->rcap, 0);
                     reads++;
@@ -2859,11 +2878,78 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__peer* tfrdv_tcp__peer_get(tfrdv_tcp* t, const char
     t->peers = p;
     return p;
 }
+/* 1: c's peer runs on this host (a Unix socket, a loopback address, our own address, or we
+   cannot tell) */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__same_host(const tfrdv_tcp__conn* c) {
+    tfrdv_tcp__addr a, b;
+    if (c->is_unix) return 1;
+    a.len = b.len = (socklen_t)sizeof a.u;
+    if (getpeername(c->fd, &a.u.sa, &a.len) != 0 || getsockname(c->fd, &b.u.sa, &b.len) != 0) return 1;
+    if (a.u.sa.sa_family == AF_INET)
+        return (ntohl(a.u.in4.sin_addr.s_addr) >> 24) == 127 ||
+               (b.u.sa.sa_family == AF_INET && a.u.in4.sin_addr.s_addr == b.u.in4.sin_addr.s_addr);
+    if (a.u.sa.sa_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&a.u.in6.sin6_addr) || IN6_IS_ADDR_V4MAPPED(&a.u.in6.sin6_addr) ||
+               (b.u.sa.sa_family == AF_INET6 && memcmp(&a.u.in6.sin6_addr, &b.u.in6.sin6_addr, 16) == 0);
+    return 1;
+}
+/* Whether a lent thread spins before it sleeps (under t->mu). Spinning pays only when the
+   response comes within the window while this thread holds its CPU, i.e. when the peer runs on
+   another CPU; when it needs ours, spinning delays the very response it waits for. So: never when
+   the peer is on this host and this thread may run on one CPU only; otherwise spin while at least
+   5 of the last 8 spins saw the response within the window (the first 8 waits learn), and while
+   they do not, probe with one spin every gap waits (a paid probe probes again next time; a missed
+   one doubles gap from 16 up to 256), so a change of placement is noticed. */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__spin_decide(tfrdv_tcp__spin* s, int same_host, int one_cpu) {
+    unsigned h;
+    int paid = 0;
+    s->probe = 0;
+    if (same_host && one_cpu) return 0;
+    if (s->n < 8) return 1;
+    for (h = s->hist & 0xffu; h; h &= h - 1) paid++;
+    if (paid >= 5) { /* it pays: when it stops paying, the first probe comes after 16 waits */
+        s->gap = 16;
+        s->since = 0;
+        return 1;
+    }
+    if (++s->since < s->gap) return 0;
+    s->since = 0;
+    s->probe = 1;
+    return 1;
+}
+/* the outcome of the spin tfrdv_tcp__spin_decide allowed: paid = the response came meanwhile */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__spin_record(tfrdv_tcp__spin* s, int paid) {
+    s->hist = ((s->hist << 1) | (paid ? 1u : 0u)) & 0xffu;
+    if (s->n < 8) s->n++;
+    if (s->probe) s->gap = paid ? 1 : s->gap < 16 ? 16 : s->gap < 256 ? s->gap * 2 : 256;
+    s->probe = 0;
+}
 /* CPUs this thread may run on (spinning while the peer needs the only one would delay it) */
 TFRDV_TCP__PRIVATE long tfrdv_tcp__cpus(void) {
 #ifdef TFRDV_TCP__AFFINITY
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+#elif defined(__linux__) /* sched_getaffinity needs _GNU_SOURCE: this thread's list from /proc */
+    char line[512];
+    long n = 0;
+    FILE* f = fopen("/proc/thread-self/status", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        char* p = line + 18;
+        if (strncmp(line, "Cpus_allowed_list:", 18) != 0) continue;
+        while (*p) { /* "0-3,6,8-9" */
+            long a, b;
+            char* q;
+            while (*p == ' ' || *p == '\t' || *p == ',') p++;
+            if (*p < '0' || *p > '9') break;
+            a = b = strtol(p, &q, 10);
+            if (*q == '-') b = strtol(q + 1, &q, 10);
+            n += b >= a ? b - a + 1 : 1;
+            p = q;
+        }
+        break;
+    }
+    if (f) fclose(f);
+    if (n > 0) return n;
 #endif
 #ifdef _SC_NPROCESSORS_ONLN
     return sysconf(_SC_NPROCESSORS_ONLN);
@@ -3110,8 +3196,8 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     tfrdv_tcp__conn* c;
     uint64_t id;
     int64_t now = tfrdv_tcp__now(), end = timeout_ns >= 0 ? tfrdv_tcp__add(now, timeout_ns) : INT64_MAX;
-    int64_t spin_until = t->cfg.spin_ns > 0 ? tfrdv_tcp__add(now, t->cfg.spin_ns) : 0;
-    int last;
+    int64_t spin_until = 0;
+    int last, spun = 0;
     pthread_mutex_lock(&t->mu);
     memcpy(&id, tfrdv_call_scratch(call), sizeof id);
     for (;;) { /* the loop reads the connection for one event (it may be finishing the previous
@@ -3156,6 +3242,15 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     c->claimed = TFRDV_TCP__BY_WAITER;
     c->claimer = pthread_self();
     t->nclaims++;
+    if (t->cfg.spin_ns > 0) {
+        if (c->spin.same_host < 0) c->spin.same_host = tfrdv_tcp__same_host(c);
+        if (c->spin.checks-- <= 0) { /* this thread's CPUs, now and then (a system call) */
+            c->spin.one_cpu = tfrdv_tcp__cpus() <= 1;
+            c->spin.checks = 63;
+        }
+        if (tfrdv_tcp__spin_decide(&c->spin, c->spin.same_host, c->spin.one_cpu))
+            spin_until = tfrdv_tcp__add(now, t->cfg.spin_ns);
+    }
 #ifdef TFRDV_TCP__EPOLL
     if (c->in_epoll) (void)epoll_ctl(t->efd, EPOLL_CTL_DEL, c->fd, 0);
     c->in_epoll = 0;
@@ -3177,6 +3272,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
             do n = poll(pf, 2, 0);
             while (n == 0 && tfrdv_tcp__now() < spin_until && tfrdv_tcp__now() < end);
             spin_until = 0;
+            spun = n > 0 && pf[0].revents ? 2 : 1;
         }
         if (n == 0)
             n = poll(pf, 2, left == INT64_MAX ? -1 : left > 3600000000000LL ? 3600000 : (int)((left + 999999) / 1000000));
@@ -3185,6 +3281,8 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
             tfrdv_tcp__conn_io(t, c, (pf[0].revents & POLLIN) != 0, (pf[0].revents & POLLOUT) != 0,
                                (pf[0].revents & (POLLERR | POLLHUP)) != 0);
         pthread_mutex_lock(&t->mu);
+        if (spun) tfrdv_tcp__spin_record(&c->spin, spun == 2);
+        spun = 0;
     }
     c->claimed = TFRDV_TCP__BY_NONE;
     t->nclaims--;
@@ -3519,7 +3617,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     if (!c.user_timeout_ns) c.user_timeout_ns = 30000000000LL;
     if (!c.expire_interval_ns) c.expire_interval_ns = 20000000LL;
     if (!c.stall_timeout_ns) c.stall_timeout_ns = 5000000000LL;
-    if (!c.spin_ns) c.spin_ns = tfrdv_tcp__cpus() > 1 ? 50000 : -1;
+    if (!c.spin_ns) c.spin_ns = 50000;
     {
         tfrdv_tcp tmp;
         memset(&tmp, 0, sizeof tmp.cfg);
