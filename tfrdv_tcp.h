@@ -155,9 +155,12 @@
      hand-off; the rest is written by the I/O loop. Per small fetch: the server makes one
      epoll_wait + one recv + one sendmsg (answered inline when the value is there); the client one
      sendmsg, then either its loop one epoll_wait + one recv, or (below) the waiting thread two
-     epoll_ctl + poll + one recv. A thread blocked in tfrdv_recv lends
-     itself (tfrdv_transport.wait): it takes its call's connection out of the event loop, checks
-     it without sleeping for up to spin_ns (50 us), then sleeps on the socket, and reads and
+     epoll_ctl + poll + one recv. A client reads up to 64 KiB per recv: small responses that
+     arrive together are read together; a value of 32 KiB or more streams straight into the
+     receiver's memory. A thread blocked in tfrdv_recv lends
+     itself (tfrdv_transport.wait): it takes its call's connection out of the event loop, may
+     check it without sleeping for up to spin_ns (50 us; the spin rule below), then sleeps on the
+     socket, and reads and
      completes the response itself: no hand-off, in either progress mode (stats.waits_lent). A
      connection the loop is reading is taken over as soon as the loop lets go of it; one that
      another lent thread reads, or one still connecting, is left to that reader
@@ -171,6 +174,15 @@
      before it returns) finishes the shutdown, and the other calls in flight complete then. A
      tfrdv_recv in a callback of the thread that reads its connection fails FAILED_PRECONDITION
      at once (nobody else could read its response); use tfrdv_recv_async there.
+     Spin rule (per connection): spinning pays only when the response comes within the window
+     while the waiting thread holds its CPU, i.e. when the peer runs on another CPU; when the
+     peer needs ours, it delays the very response it waits for. So a lent thread spins while at
+     least 5 of the last 8 spins on its connection saw the response within the window (the first
+     8 waits learn); otherwise it sleeps at once and probes with one spin after 16 waits (a
+     missed probe doubles that, up to 256; a paid one probes again next wait): when the peer
+     needs the waiter's CPU the spins miss and stop. It never spins when it knows that the peer
+     shares its only CPU: a Unix socket whose peer process (SO_PEERCRED) may run only on the one
+     CPU the waiting thread may run on (looked at every 64 waits; needs _GNU_SOURCE).
 
    LIFE CYCLE
        tfrdv_tcp_config tc = tfrdv_tcp_config_init();  tc.listen_address = "127.0.0.1:0"; ...
@@ -327,10 +339,10 @@ typedef struct tfrdv_tcp_config {
     int64_t user_timeout_ns;       /* TCP_USER_TIMEOUT: unacknowledged data fails the connection
                                       after (0: 30 s; < 0: off) */
     int64_t expire_interval_ns;    /* timers and tfrdv_mgr_expire period (0: 20 ms) */
-    int64_t spin_ns;               /* a thread blocked in tfrdv_recv checks its connection without
-                                      sleeping for up to this long after each request, then sleeps
-                                      (0: 50 us when the creating thread may run on more than
-                                      one CPU, else none;
+    int64_t spin_ns;               /* a thread blocked in tfrdv_recv may check its connection
+                                      without sleeping for up to this long after each request,
+                                      then sleeps; it spins only while spinning paid recently
+                                      (the spin rule, PROGRESS AND THREADS) (0: 50 us;
                                       < 0 (TFRDV_OFF): never). A sleeping thread costs a wake-up
                                       when its response comes: on a VM with idle CPUs ~20-50 us. */
     int unix_mode;                 /* permission bits of a Unix socket file (0: 0600; 1..0777;
@@ -812,9 +824,8 @@ typedef struct tfrdv_tcp__spin {
     int n;            /* spins recorded (up to 8) */
     int gap, since;   /* while spinning does not pay: one probing spin every gap waits */
     int probe;        /* the spin in progress is a probe */
-    int same_host;    /* -1 unknown, 1 the peer is on this host (Unix socket or a local address) */
-    int one_cpu;      /* the waiting thread may run on one CPU only (looked at every 64 waits) */
-    int checks;       /* waits until the next look at the CPUs */
+    int shares_cpu;   /* tfrdv_tcp__shares_cpu, looked at every 64 waits */
+    int checks;       /* waits until the next look */
 } tfrdv_tcp__spin;
 
 struct tfrdv_tcp__conn {
@@ -1766,7 +1777,6 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__conn_new(tfrdv_tcp* t, int fd, in
     c->t = t;
     c->fd = fd;
     c->cwake[0] = c->cwake[1] = -1;
-    c->spin.same_host = -1;
     c->spin.gap = 16;
     c->lfd = -1;
     c->server = server;
@@ -2878,33 +2888,36 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__peer* tfrdv_tcp__peer_get(tfrdv_tcp* t, const char
     t->peers = p;
     return p;
 }
-/* 1: c's peer runs on this host (a Unix socket, a loopback address, our own address, or we
-   cannot tell) */
-TFRDV_TCP__PRIVATE int tfrdv_tcp__same_host(const tfrdv_tcp__conn* c) {
-    tfrdv_tcp__addr a, b;
-    if (c->is_unix) return 1;
-    a.len = b.len = (socklen_t)sizeof a.u;
-    if (getpeername(c->fd, &a.u.sa, &a.len) != 0 || getsockname(c->fd, &b.u.sa, &b.len) != 0) return 1;
-    if (a.u.sa.sa_family == AF_INET)
-        return (ntohl(a.u.in4.sin_addr.s_addr) >> 24) == 127 ||
-               (b.u.sa.sa_family == AF_INET && a.u.in4.sin_addr.s_addr == b.u.in4.sin_addr.s_addr);
-    if (a.u.sa.sa_family == AF_INET6)
-        return IN6_IS_ADDR_LOOPBACK(&a.u.in6.sin6_addr) || IN6_IS_ADDR_V4MAPPED(&a.u.in6.sin6_addr) ||
-               (b.u.sa.sa_family == AF_INET6 && memcmp(&a.u.in6.sin6_addr, &b.u.in6.sin6_addr, 16) == 0);
-    return 1;
+/* 1: this thread and c's peer share one CPU for sure: a Unix socket whose peer process (its
+   credentials; the affinity of its main thread) may run only on the one CPU this thread may run
+   on. Elsewhere nothing tells where the peer runs (a TCP peer, even on this host): the record of
+   the spins decides. */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__shares_cpu(const tfrdv_tcp__conn* c) {
+#if defined(TFRDV_TCP__AFFINITY) && defined(SO_PEERCRED)
+    cpu_set_t mine, peer;
+    struct ucred cr;
+    socklen_t l = (socklen_t)sizeof cr;
+    if (!c->is_unix || sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) != 1) return 0;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) != 0 || sched_getaffinity(cr.pid, sizeof peer, &peer) != 0)
+        return 0;
+    return CPU_EQUAL(&mine, &peer);
+#else
+    (void)c;
+    return 0;
+#endif
 }
 /* Whether a lent thread spins before it sleeps (under t->mu). Spinning pays only when the
    response comes within the window while this thread holds its CPU, i.e. when the peer runs on
    another CPU; when it needs ours, spinning delays the very response it waits for. So: never when
-   the peer is on this host and this thread may run on one CPU only; otherwise spin while at least
+   the peer shares this thread's only CPU (shares_cpu); otherwise spin while at least
    5 of the last 8 spins saw the response within the window (the first 8 waits learn), and while
    they do not, probe with one spin every gap waits (a paid probe probes again next time; a missed
    one doubles gap from 16 up to 256), so a change of placement is noticed. */
-TFRDV_TCP__PRIVATE int tfrdv_tcp__spin_decide(tfrdv_tcp__spin* s, int same_host, int one_cpu) {
+TFRDV_TCP__PRIVATE int tfrdv_tcp__spin_decide(tfrdv_tcp__spin* s, int shares_cpu) {
     unsigned h;
     int paid = 0;
     s->probe = 0;
-    if (same_host && one_cpu) return 0;
+    if (shares_cpu) return 0;
     if (s->n < 8) return 1;
     for (h = s->hist & 0xffu; h; h &= h - 1) paid++;
     if (paid >= 5) { /* it pays: when it stops paying, the first probe comes after 16 waits */
@@ -2929,27 +2942,6 @@ TFRDV_TCP__PRIVATE long tfrdv_tcp__cpus(void) {
 #ifdef TFRDV_TCP__AFFINITY
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-#elif defined(__linux__) /* sched_getaffinity needs _GNU_SOURCE: this thread's list from /proc */
-    char line[512];
-    long n = 0;
-    FILE* f = fopen("/proc/thread-self/status", "r");
-    while (f && fgets(line, sizeof line, f)) {
-        char* p = line + 18;
-        if (strncmp(line, "Cpus_allowed_list:", 18) != 0) continue;
-        while (*p) { /* "0-3,6,8-9" */
-            long a, b;
-            char* q;
-            while (*p == ' ' || *p == '\t' || *p == ',') p++;
-            if (*p < '0' || *p > '9') break;
-            a = b = strtol(p, &q, 10);
-            if (*q == '-') b = strtol(q + 1, &q, 10);
-            n += b >= a ? b - a + 1 : 1;
-            p = q;
-        }
-        break;
-    }
-    if (f) fclose(f);
-    if (n > 0) return n;
 #endif
 #ifdef _SC_NPROCESSORS_ONLN
     return sysconf(_SC_NPROCESSORS_ONLN);
@@ -3243,12 +3235,11 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     c->claimer = pthread_self();
     t->nclaims++;
     if (t->cfg.spin_ns > 0) {
-        if (c->spin.same_host < 0) c->spin.same_host = tfrdv_tcp__same_host(c);
-        if (c->spin.checks-- <= 0) { /* this thread's CPUs, now and then (a system call) */
-            c->spin.one_cpu = tfrdv_tcp__cpus() <= 1;
+        if (c->spin.checks-- <= 0) { /* where the two ends run, now and then (system calls) */
+            c->spin.shares_cpu = tfrdv_tcp__shares_cpu(c);
             c->spin.checks = 63;
         }
-        if (tfrdv_tcp__spin_decide(&c->spin, c->spin.same_host, c->spin.one_cpu))
+        if (tfrdv_tcp__spin_decide(&c->spin, c->spin.shares_cpu))
             spin_until = tfrdv_tcp__add(now, t->cfg.spin_ns);
     }
 #ifdef TFRDV_TCP__EPOLL
