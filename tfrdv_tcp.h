@@ -2898,7 +2898,8 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__shares_cpu(const tfrdv_tcp__conn* c) {
     struct ucred cr;
     socklen_t l = (socklen_t)sizeof cr;
     if (!c->is_unix || sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) != 1) return 0;
-    if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) != 0 || sched_getaffinity(cr.pid, sizeof peer, &peer) != 0)
+    if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) != 0 || cr.pid <= 0 || /* 0: another pid namespace */
+        sched_getaffinity(cr.pid, sizeof peer, &peer) != 0)
         return 0;
     return CPU_EQUAL(&mine, &peer);
 #else
