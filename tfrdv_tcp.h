@@ -187,9 +187,12 @@
      hand-off; the rest is written by the I/O loop. Per small fetch: the server makes one
      epoll_wait + one recv + one sendmsg (answered inline when the value is there); the client one
      sendmsg, then either its loop one epoll_wait + one recv, or (below) the waiting thread two
-     epoll_ctl + poll + one recv. A thread blocked in tfrdv_recv lends
-     itself (tfrdv_transport.wait): it takes its call's connection out of the event loop, checks
-     it without sleeping for up to spin_ns (50 us), then sleeps on the socket, and reads and
+     epoll_ctl + poll + one recv. A client reads up to 64 KiB per recv: small responses that
+     arrive together are read together; a value of 32 KiB or more streams straight into the
+     receiver's memory. A thread blocked in tfrdv_recv lends
+     itself (tfrdv_transport.wait): it takes its call's connection out of the event loop, may
+     check it without sleeping for up to spin_ns (50 us; the spin rule below), then sleeps on the
+     socket, and reads and
      completes the response itself: no hand-off, in either progress mode (stats.waits_lent). A
      connection the loop is reading is taken over as soon as the loop lets go of it; one that
      another lent thread reads, or one still connecting, is left to that reader
@@ -203,6 +206,15 @@
      before it returns) finishes the shutdown, and the other calls in flight complete then. A
      tfrdv_recv in a callback of the thread that reads its connection fails FAILED_PRECONDITION
      at once (nobody else could read its response); use tfrdv_recv_async there.
+     Spin rule (per connection): spinning pays only when the response comes within the window
+     while the waiting thread holds its CPU, i.e. when the peer runs on another CPU; when the
+     peer needs ours, it delays the very response it waits for. So a lent thread spins while at
+     least 5 of the last 8 spins on its connection saw the response within the window (the first
+     8 waits learn); otherwise it sleeps at once and probes with one spin after 16 waits (a
+     missed probe doubles that, up to 256; a paid one probes again next wait): when the peer
+     needs the waiter's CPU the spins miss and stop. It never spins when it knows that the peer
+     shares its only CPU: a Unix socket whose peer process (SO_PEERCRED) may run only on the one
+     CPU the waiting thread may run on (looked at every 64 waits; needs _GNU_SOURCE).
 
    LIFE CYCLE
        tfrdv_tcp_config tc = tfrdv_tcp_config_init();  tc.listen_address = "127.0.0.1:0"; ...
@@ -366,10 +378,10 @@ typedef struct tfrdv_tcp_config {
     int64_t user_timeout_ns;       /* TCP_USER_TIMEOUT: unacknowledged data fails the connection
                                       after (0: 30 s; < 0: off) */
     int64_t expire_interval_ns;    /* timers and tfrdv_mgr_expire period (0: 20 ms) */
-    int64_t spin_ns;               /* a thread blocked in tfrdv_recv checks its connection without
-                                      sleeping for up to this long after each request, then sleeps
-                                      (0: 50 us when the creating thread may run on more than
-                                      one CPU, else none;
+    int64_t spin_ns;               /* a thread blocked in tfrdv_recv may check its connection
+                                      without sleeping for up to this long after each request,
+                                      then sleeps; it spins only while spinning paid recently
+                                      (the spin rule, PROGRESS AND THREADS) (0: 50 us;
                                       < 0 (TFRDV_OFF): never). A sleeping thread costs a wake-up
                                       when its response comes: on a VM with idle CPUs ~20-50 us. */
     int unix_mode;                 /* permission bits of a Unix socket file (0: 0600; 1..0777;
@@ -798,6 +810,9 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
 #define MSG_NOSIGNAL 0 /* SO_NOSIGPIPE is set on each socket instead, where it exists */
 #endif
 #define TFRDV_TCP__RBUF 16384u        /* per-connection read buffer (at least) */
+#define TFRDV_TCP__RBUF_CLIENT 65536u /* a client connection's: the look-ahead that reads many small
+                                         responses per recv (values at least half of it stream
+                                         straight into the receiver's memory) */
 #define TFRDV_TCP__IOV 32             /* iovecs per sendmsg */
 #define TFRDV_TCP__SEND_MAX (4u << 20) /* bytes per sendmsg */
 #define TFRDV_TCP__GATHER 4096u       /* frame headers gathered per sendmsg */
@@ -876,6 +891,17 @@ typedef struct tfrdv_tcp__plan {
     const uint8_t* hdr;
 } tfrdv_tcp__plan;
 
+/* The spin rule of the threads lent to a client connection (tfrdv_tcp__spin_*): a record of
+   whether their recent spins saw the response arrive within the window */
+typedef struct tfrdv_tcp__spin {
+    unsigned hist;    /* the last 8 spins, newest in bit 0: 1 = the response came while spinning */
+    int n;            /* spins recorded (up to 8) */
+    int gap, since;   /* while spinning does not pay: one probing spin every gap waits */
+    int probe;        /* the spin in progress is a probe */
+    int shares_cpu;   /* tfrdv_tcp__shares_cpu, looked at every 64 waits */
+    int checks;       /* waits until the next look */
+} tfrdv_tcp__spin;
+
 struct tfrdv_tcp__conn {
     tfrdv_tcp__conn *prev, *next;              /* t->conns */
     tfrdv_tcp__conn* dnext;                    /* t->dead */
@@ -886,6 +912,7 @@ struct tfrdv_tcp__conn {
     pthread_t claimer;                         /* the lent thread, while BY_WAITER */
     int cwake[2];                              /* wakes the thread lent by tfrdv_recv (made at its
                                                   first claim; an eventfd or a pipe), or -1 */
+    tfrdv_tcp__spin spin;                      /* whether lent threads spin (under t->mu) */
     uint64_t serial;
     tfrdv_tcp__peer* peer;                     /* client side */
     int64_t deadline;                          /* connect / handshake deadline */
@@ -1835,7 +1862,7 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__conn_new(tfrdv_tcp* t, int fd, in
     tfrdv_tcp__conn* c = (tfrdv_tcp__conn*)tfrdv_tcp__alloc(t, sizeof *c);
     if (!c) return 0;
     memset(c, 0, sizeof *c);
-    c->rcap = TFRDV_TCP__RBUF;
+    c->rcap = server ? TFRDV_TCP__RBUF : TFRDV_TCP__RBUF_CLIENT;
     if (c->rcap < 64 + t->lim.max_key_len) c->rcap = 64 + t->lim.max_key_len;
     if (c->rcap < 64 + (size_t)t->lim.max_message_len) c->rcap = 64 + (size_t)t->lim.max_message_len;
     if (c->rcap < TFRDV_TCP_META_MAX + 64) c->rcap = TFRDV_TCP_META_MAX + 64;
@@ -1844,6 +1871,7 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__conn_new(tfrdv_tcp* t, int fd, in
     c->t = t;
     c->fd = fd;
     c->cwake[0] = c->cwake[1] = -1;
+    c->spin.gap = 16;
     c->lfd = -1;
     c->server = server;
     c->is_unix = is_unix;
@@ -2440,7 +2468,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 c->rleft -= k;
             } else if (c->rleft) {
                 if (drained) return;
-                if (c->rx == TFRDV_TCP__RX_DATA && c->rent) {
+                if (c->rx == TFRDV_TCP__RX_DATA && c->rent && c->rleft >= c->rcap / 2) {
                     /* straight into the destination, all that is left of the frame; what follows
                        (the next frame's header) lands in the read buffer in the same call */
                     struct iovec iv[2];
@@ -2450,7 +2478,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                     iv[0].iov_base = (uint8_t*)c->rent->value->data + c->rent->got;
                     iv[0].iov_len = want;
                     iv[1].iov_base = c->rbuf;
-                    iv[1].iov_len = c->rcap < 4096 ? c->rcap : 4096;
+                    iv[1].iov_len = c->rcap;
                     memset(&mh, 0, sizeof mh);
                     mh.msg_iov = iv;
                     mh.msg_iovlen = want == c->rleft ? 2 : 1;
@@ -2464,7 +2492,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                         c->rlen = (size_t)n - d;
                         if ((size_t)n < want + (mh.msg_iovlen == 2 ? iv[1].iov_len : 0)) drained = 1;
                     }
-                } else {
+                } else { /* bytes to skip, or a small rest: through the read buffer, with the
+                            frames that follow it (many small responses per recv) */
                     c->roff = c->rlen = 0;
                     n = recv(c->fd, c->rbuf, c->rcap, 0);
                     reads++;
@@ -3157,6 +3186,56 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__peer* tfrdv_tcp__peer_get(tfrdv_tcp* t, const char
     t->peers = p;
     return p;
 }
+/* 1: this thread and c's peer share one CPU for sure: a Unix socket whose peer process (its
+   credentials; the affinity of its main thread) may run only on the one CPU this thread may run
+   on. Elsewhere nothing tells where the peer runs (a TCP peer, even on this host): the record of
+   the spins decides. */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__shares_cpu(const tfrdv_tcp__conn* c) {
+#if defined(TFRDV_TCP__AFFINITY) && defined(SO_PEERCRED)
+    cpu_set_t mine, peer;
+    struct ucred cr;
+    socklen_t l = (socklen_t)sizeof cr;
+    if (!c->is_unix || sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) != 1) return 0;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) != 0 || cr.pid <= 0 || /* 0: another pid namespace */
+        sched_getaffinity(cr.pid, sizeof peer, &peer) != 0)
+        return 0;
+    return CPU_EQUAL(&mine, &peer);
+#else
+    (void)c;
+    return 0;
+#endif
+}
+/* Whether a lent thread spins before it sleeps (under t->mu). Spinning pays only when the
+   response comes within the window while this thread holds its CPU, i.e. when the peer runs on
+   another CPU; when it needs ours, spinning delays the very response it waits for. So: never when
+   the peer shares this thread's only CPU (shares_cpu); otherwise spin while at least
+   5 of the last 8 spins saw the response within the window (the first 8 waits learn), and while
+   they do not, probe with one spin every gap waits (a paid probe probes again next time; a missed
+   one doubles gap from 16 up to 256), so a change of placement is noticed. */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__spin_decide(tfrdv_tcp__spin* s, int shares_cpu) {
+    unsigned h;
+    int paid = 0;
+    s->probe = 0;
+    if (shares_cpu) return 0;
+    if (s->n < 8) return 1;
+    for (h = s->hist & 0xffu; h; h &= h - 1) paid++;
+    if (paid >= 5) { /* it pays: when it stops paying, the first probe comes after 16 waits */
+        s->gap = 16;
+        s->since = 0;
+        return 1;
+    }
+    if (++s->since < s->gap) return 0;
+    s->since = 0;
+    s->probe = 1;
+    return 1;
+}
+/* the outcome of the spin tfrdv_tcp__spin_decide allowed: paid = the response came meanwhile */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__spin_record(tfrdv_tcp__spin* s, int paid) {
+    s->hist = ((s->hist << 1) | (paid ? 1u : 0u)) & 0xffu;
+    if (s->n < 8) s->n++;
+    if (s->probe) s->gap = paid ? 1 : s->gap < 16 ? 16 : s->gap < 256 ? s->gap * 2 : 256;
+    s->probe = 0;
+}
 /* CPUs this thread may run on (spinning while the peer needs the only one would delay it) */
 TFRDV_TCP__PRIVATE long tfrdv_tcp__cpus(void) {
 #ifdef TFRDV_TCP__AFFINITY
@@ -3408,8 +3487,8 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     tfrdv_tcp__conn* c;
     uint64_t id;
     int64_t now = tfrdv_tcp__now(), end = timeout_ns >= 0 ? tfrdv_tcp__add(now, timeout_ns) : INT64_MAX;
-    int64_t spin_until = t->cfg.spin_ns > 0 ? tfrdv_tcp__add(now, t->cfg.spin_ns) : 0;
-    int last;
+    int64_t spin_until = 0;
+    int last, spun = 0;
     pthread_mutex_lock(&t->mu);
     memcpy(&id, tfrdv_call_scratch(call), sizeof id);
     for (;;) { /* the loop reads the connection for one event (it may be finishing the previous
@@ -3454,6 +3533,14 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     c->claimed = TFRDV_TCP__BY_WAITER;
     c->claimer = pthread_self();
     t->nclaims++;
+    if (t->cfg.spin_ns > 0) {
+        if (c->spin.checks-- <= 0) { /* where the two ends run, now and then (system calls) */
+            c->spin.shares_cpu = tfrdv_tcp__shares_cpu(c);
+            c->spin.checks = 63;
+        }
+        if (tfrdv_tcp__spin_decide(&c->spin, c->spin.shares_cpu))
+            spin_until = tfrdv_tcp__add(now, t->cfg.spin_ns);
+    }
 #ifdef TFRDV_TCP__EPOLL
     if (c->in_epoll) (void)epoll_ctl(t->efd, EPOLL_CTL_DEL, c->fd, 0);
     c->in_epoll = 0;
@@ -3475,6 +3562,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
             do n = poll(pf, 2, 0);
             while (n == 0 && tfrdv_tcp__now() < spin_until && tfrdv_tcp__now() < end);
             spin_until = 0;
+            spun = n > 0 && pf[0].revents ? 2 : 1;
         }
         if (n == 0)
             n = poll(pf, 2, left == INT64_MAX ? -1 : left > 3600000000000LL ? 3600000 : (int)((left + 999999) / 1000000));
@@ -3483,6 +3571,8 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
             tfrdv_tcp__conn_io(t, c, (pf[0].revents & POLLIN) != 0, (pf[0].revents & POLLOUT) != 0,
                                (pf[0].revents & (POLLERR | POLLHUP)) != 0);
         pthread_mutex_lock(&t->mu);
+        if (spun) tfrdv_tcp__spin_record(&c->spin, spun == 2);
+        spun = 0;
     }
     c->claimed = TFRDV_TCP__BY_NONE;
     t->nclaims--;
@@ -3818,7 +3908,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     if (!c.user_timeout_ns) c.user_timeout_ns = 30000000000LL;
     if (!c.expire_interval_ns) c.expire_interval_ns = 20000000LL;
     if (!c.stall_timeout_ns) c.stall_timeout_ns = 5000000000LL;
-    if (!c.spin_ns) c.spin_ns = tfrdv_tcp__cpus() > 1 ? 50000 : -1;
+    if (!c.spin_ns) c.spin_ns = 50000;
     {
         tfrdv_tcp tmp;
         memset(&tmp, 0, sizeof tmp.cfg);
