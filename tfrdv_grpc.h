@@ -1433,6 +1433,9 @@ typedef struct tfrdv_grpc__ccall { /* one client call */
     int64_t request_id;
     int default_deadline; /* RecvTensor: the deadline is recv_timeout_ns, not the receive's */
     int marked;           /* RecvTensor: the request carried the receipts mark */
+    int ninl;             /* RecvTensor: taken receipts the request carried (sent again as calls
+                             when it fails: the server may never have read them) */
+    int64_t inl[TFRDV_GRPC_INLINE_MAX];
     tfrdv_grpc__waiter* w;
     struct tfrdv_grpc__ccall *prev, *next;
 } tfrdv_grpc__ccall;
@@ -1973,8 +1976,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__unlink_locked(tfrdv_grpc* g, tfrdv_grpc__cc
    context before the batch starts. */
 TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__ccall_start(tfrdv_grpc* g, int kind, tfrdv_grpc__chan* chan, const uint8_t* req,
                                                        size_t req_len, gpr_timespec deadline, tfrdv_call* call,
-                                                       int64_t request_id, tfrdv_grpc__waiter* w, tfrdv_grpc__tag_fn fn,
-                                                       tfrdv_status* st) {
+                                                       int64_t request_id, const int64_t* inl, int ninl,
+                                                       tfrdv_grpc__waiter* w, tfrdv_grpc__tag_fn fn, tfrdv_status* st) {
     tfrdv_grpc__ccall* c = (tfrdv_grpc__ccall*)tfrdv_grpc__alloc(&g->a, sizeof *c);
     grpc_slice s;
     grpc_op ops[6];
@@ -1986,6 +1989,8 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__ccall_start(tfrdv_grpc* g, int kind, 
     c->chan = chan;
     c->w = w;
     c->request_id = request_id;
+    c->ninl = ninl;
+    if (ninl) memcpy(c->inl, inl, (size_t)ninl * sizeof inl[0]);
     c->default_deadline = call && tfrdv_call_deadline(call) == INT64_MAX && g->cfg.recv_timeout_ns > 0;
     c->marked = kind == TFRDV_GRPC__C_RECV && request_id != 0 && g->cfg.receipts != TFRDV_OFF; /* as tfrdv_grpc__t_start */
     c->details = grpc_empty_slice();
@@ -2091,7 +2096,7 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__mark(tfrdv_grpc* g, tfrdv_grpc__chan* chan, 
     shut = g->shut;
     pthread_mutex_unlock(&g->mu);
     /* 10 s; 1 s during the shutdown, which waits for it */
-    return tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_MARK, chan, buf, w.len, tfrdv_grpc__in(shut ? 1000000000LL : 10000000000LL), 0, 0,
+    return tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_MARK, chan, buf, w.len, tfrdv_grpc__in(shut ? 1000000000LL : 10000000000LL), 0, 0, 0, 0,
                                    0, tfrdv_grpc__mark_done, 0) == TFRDV_OK;
 }
 /* A taken receipt for a server that takes them inline: waits for the next request to it, at most
@@ -2222,6 +2227,11 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* t
             if (tfrdv_grpc__mark(g, c->chan, c->request_id, 1)) TFRDV_GRPC__ADD(g, nacks_sent, 1);
         }
     }
+    if (c->status != GRPC_STATUS_OK) { /* receipts it carried may never have arrived: again, as
+                                          calls (a server that had them counts them unmatched) */
+        int k;
+        for (k = 0; k < c->ninl; k++) (void)tfrdv_grpc__mark(g, c->chan, c->inl[k], 0);
+    }
     tfrdv_grpc__ccall_free(g, c);
 }
 
@@ -2294,8 +2304,9 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
             req[at++] = (uint8_t)v;
         }
     }
-    if (tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_RECV, chan, req, n, deadline, call, request_id, 0, tfrdv_grpc__recv_done, &st) != TFRDV_OK) {
+    if (tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_RECV, chan, req, n, deadline, call, request_id, inl, ninl, 0, tfrdv_grpc__recv_done, &st) != TFRDV_OK) {
         if (req != stackbuf) tfrdv_grpc__free(&g->a, req, n);
+        for (k = 0; k < ninl; k++) (void)tfrdv_grpc__mark(g, chan, inl[k], 0); /* not carried */
         tfrdv_call_finish(call, st.code, st.msg, 0, 0);
         return;
     }
@@ -2404,7 +2415,7 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__status_call(tfrdv_grpc* g, const char
     else tfrdv_grpc__err(&s, TFRDV_UNAVAILABLE, "tfrdv_grpc: transport shut down");
     pthread_mutex_unlock(&g->mu);
     if (!chan) return tfrdv_grpc__err(st, s.code, "%s", s.msg);
-    if (tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_STATUS, chan, 0, 0, tfrdv_grpc__in(deadline_ns), 0, 0, &w,
+    if (tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_STATUS, chan, 0, 0, tfrdv_grpc__in(deadline_ns), 0, 0, 0, 0, &w,
                                 tfrdv_grpc__status_done, &s) != TFRDV_OK)
         return tfrdv_grpc__err(st, s.code, "%s", s.msg);
     pthread_mutex_lock(&g->mu);
