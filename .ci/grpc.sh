@@ -22,9 +22,14 @@ check() { # the last line of a test run must be "N passed, 0 failed", and the pe
   if grep -q '^\[SKIP\]' "$log"; then echo "FAILED: a part was skipped"; grep '^\[SKIP\]' "$log"; exit 1; fi
 }
 log=$(mktemp -d); trap 'rm -rf "$log"' EXIT
-echo "== test_grpc";       make --no-print-directory build/default/test_grpc && build/default/test_grpc | tee "$log/plain"; check "$log/plain"
-echo "== test_grpc asan";  make --no-print-directory grpc-asan | tee "$log/asan"; check "$log/asan"
-echo "== test_grpc tsan";  make --no-print-directory grpc-tsan | tee "$log/tsan"; check "$log/tsan"
+if [ "${TFRDV_CI_RUN:-0}" = 1 ]; then
+  # .ci/run's make test, make asan and make tsan run build/*/test_grpc (the same sources and flags)
+  echo "== test_grpc plain, ASan, TSan: run by .ci/run's make test / asan / tsan"
+else
+  echo "== test_grpc";       make --no-print-directory build/default/test_grpc && build/default/test_grpc | tee "$log/plain"; check "$log/plain"
+  echo "== test_grpc asan";  make --no-print-directory grpc-asan | tee "$log/asan"; check "$log/asan"
+  echo "== test_grpc tsan";  make --no-print-directory grpc-tsan | tee "$log/tsan"; check "$log/tsan"
+fi
 echo "== fuzz_grpc";       FUZZ_SECONDS=${FUZZ_SECONDS:-30} make --no-print-directory fuzz-grpc
 echo "== demo-grpc";       make --no-print-directory demo-grpc
 echo "== bench-grpc";      make --no-print-directory bench-grpc
