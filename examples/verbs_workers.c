@@ -51,7 +51,7 @@ static int node_create(node* n, const char* name, int listen_port, tfrdv_status*
     vc.device = getenv("TFRDV_VERBS_DEVICE");
     vc.gid_index = gid ? atoi(gid) : -1;
     vc.listen_port = listen_port;
-    vc.progress_thread = 1; /* or call tfrdv_verbs_progress() from your own loop */
+    vc.progress_thread = 1; /* or call tfrdv_verbs_poll() from your own loop */
     if (tfrdv_verbs_create(&vc, &n->v, st) != TFRDV_OK) return 0;
     mc.worker_name = name;
     mc.transport = tfrdv_verbs_transport(n->v);
@@ -173,8 +173,8 @@ int main(int argc, char** argv) {
         if (!node_create(&ps, PS, atoi(argv[2]), &st)) return st.code == TFRDV_UNAVAILABLE ? unavailable(&st) : 1;
         if (!ps_send_all(&ps)) return 1;
         printf("ps on %s, port %d, incarnation %llu: waiting for the worker\n", tfrdv_verbs_describe(ps.v),
-               tfrdv_verbs_listen_port(ps.v), (unsigned long long)tfrdv_mgr_incarnation(ps.m));
-        printf("  run: verbs_workers worker HOST:%d %llu\n", tfrdv_verbs_listen_port(ps.v), (unsigned long long)tfrdv_mgr_incarnation(ps.m));
+               tfrdv_verbs_port(ps.v), (unsigned long long)tfrdv_mgr_incarnation(ps.m));
+        printf("  run: verbs_workers worker HOST:%d %llu\n", tfrdv_verbs_port(ps.v), (unsigned long long)tfrdv_mgr_incarnation(ps.m));
         for (;;) { /* until the worker has connected and gone again */
             tfrdv_verbs_stats s;
             struct timespec ts = {0, 100000000};
@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
     }
     /* both workers in this process */
     if (!node_create(&ps, PS, 0, &st)) return st.code == TFRDV_UNAVAILABLE ? unavailable(&st) : 1;
-    if (!node_create(&wk, WORKER, -1, &st) || tfrdv_verbs_connect(wk.v, PS, "127.0.0.1", tfrdv_verbs_listen_port(ps.v), &st) != TFRDV_OK) {
+    if (!node_create(&wk, WORKER, -1, &st) || tfrdv_verbs_connect(wk.v, PS, "127.0.0.1", tfrdv_verbs_port(ps.v), &st) != TFRDV_OK) {
         printf("worker: %s\n", st.msg);
         return 1;
     }

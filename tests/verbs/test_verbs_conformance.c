@@ -36,7 +36,7 @@ static int verbs_make(conf_world* w, tfrdv_status* st) {
     w->state = p;
     vc.hooks = w->hooks;
     vc.library = standin;
-    vc.progress_thread = 1;
+    vc.listen_address = "127.0.0.1:0";
     vc.worker_name = w->server_name;
     if (tfrdv_verbs_create(&vc, &p->server, st) != TFRDV_OK) return 0;
     vc.worker_name = w->client_name;
@@ -51,7 +51,7 @@ static int verbs_make(conf_world* w, tfrdv_status* st) {
     mc.transport = tfrdv_verbs_transport(p->client);
     mc.call_timeout_ns = w->call_timeout_ns;
     if (tfrdv_mgr_create(&mc, &w->client, st) != TFRDV_OK || tfrdv_verbs_attach(p->client, w->client, st) != TFRDV_OK) return 0;
-    return tfrdv_verbs_connect(p->client, w->server_name, "127.0.0.1", tfrdv_verbs_listen_port(p->server), st) == TFRDV_OK;
+    return tfrdv_verbs_connect(p->client, w->server_name, "127.0.0.1", tfrdv_verbs_port(p->server), st) == TFRDV_OK;
 }
 static void verbs_destroy(conf_world* w) {
     verbs_pair* p = (verbs_pair*)w->state;
