@@ -40,21 +40,78 @@
      immediate (request slot | generation << 16) and consume one of the receive entries the
      receiver posted for that request, so data needs no credits of its own.
 
+   BOOTSTRAP INFO (little-endian; version 2)
+     Over TCP each message is u32 length, then the info; with an exchange callback the info alone:
+       u32 magic 0x56524654 ("TFRV"), u16 version (2), u16 worker name length (1..255), u32 QP
+       number, u32 PSN (both 24 bits), u16 LID, u16 zero, 16 bytes GID, u32 MTU (256..4096, a
+       power of two), u64 control ring address, u32 its rkey, u32 slots (4..65536), u32 slot size
+       (256..1 MiB), u32 max_requests (1..32768), u64 incarnation (the sender's attached
+       manager's, 0: none attached), then the worker name (no NUL).
+     Anything else is refused naming the defect (tfrdv_verbs_info_decode): another magic, a length
+     that does not match, a field out of range, and another version ("protocol version 1; this
+     side speaks 2": version 1, tfrdv_verbs.h 0.5, had no incarnation): the exchange is dropped
+     and logged, the connecting side fails UNAVAILABLE naming it.
+
    CONNECTIONS
-     tfrdv_verbs_connect(v, peer_worker, host, port): a small TCP exchange with the peer's listener
-     (tfrdv_verbs_config.listen_port); the accepting side answers from its progress loop. Each
-     side sends a tfrdv_verbs_info (QP number, PSN, GID, LID, MTU, control ring address/rkey/
-     slots); the path MTU is the minimum of both. The TCP connection stays open: its close tells
-     at once that the peer process died. Connect each pair once, from either side.
+     Which worker is where: tfrdv_verbs_config.workers (worker name -> the address of its
+     bootstrap listener, "host:port" or "[v6]:port", e.g. TF_CONFIG's table from
+     tfrdv_cluster_parse) and, for names not in it, the resolve callback. The first fetch from a
+     worker that is not connected connects to it on demand: progress makes a new QP and runs the
+     non-blocking bootstrap exchange (a reconnect of a record never connected, see LIFE CYCLE OF A
+     PEER), the fetch waits for it (its deadline applies) and goes on on the new connection. A
+     failed attempt (refused, no listener yet) fails the fetches that waited UNAVAILABLE naming the
+     worker and its address, and opens the back-off window (reconnect_backoff_ns). A worker neither
+     connected nor known to the table or resolve is NOT_FOUND "No worker known as ...".
+     tfrdv_verbs_connect(v, peer_worker, host, port) connects now and blocks (host NULL: the
+     table's address); optional with a table. Over TCP it is a small exchange with the peer's
+     listener (tfrdv_verbs_config.listen_address; NULL, the default, opens none: a side that only
+     fetches needs none); the accepting side answers from its progress loop. Each side sends its
+     BOOTSTRAP INFO; the path MTU is the minimum of both. The TCP connection stays open: its close
+     tells at once that the peer process died. Connect each pair once, from either side: the
+     connection serves both directions.
      Out-of-band instead: set tfrdv_verbs_config.exchange; tfrdv_verbs_connect then calls it with
-     the local encoded info and expects the peer's (both sides call connect for each other).
+     the local encoded info and expects the peer's (both sides call connect for each other); no
+     listener, no connect on demand.
      Bootstrap exchanges never block progress: accepted sockets are non-blocking, each exchange
      is a small state machine (receive the hello, answer) driven by epoll in progress, and the
      whole exchange must finish within connect_timeout_ns of the accept (one deadline, not one
      per recv: a silent or byte-dripping peer is dropped when it passes, while the exchanges of
      other peers and all RDMA traffic go on). At most 128 exchanges are under way at once (more
      connections are closed at once). A peer costs no registration before its hello arrived.
-     tfrdv_verbs_connect blocks its caller, also within one connect_timeout_ns deadline.
+     tfrdv_verbs_connect blocks its caller, also within one connect_timeout_ns deadline. A table
+     address with a host name is resolved (getaddrinfo) by progress when it first connects.
+
+   PEER INCARNATION
+     tfrdv_mgr_peer_incarnation(mgr, worker, timeout_ns) over this transport answers the
+     incarnation the worker's bootstrap info carried: at once when connected; otherwise it
+     connects on demand (as a fetch does) and waits, trying again after each back-off window,
+     until timeout_ns (< 0: no limit). NOT_FOUND: no connection and no address for the worker;
+     DEADLINE_EXCEEDED (UNAVAILABLE with timeout 0): it did not answer, with the last error;
+     UNAVAILABLE: it had no manager attached when it connected (attach before connecting), or a
+     broken connection this side cannot reconnect; every message names the worker. A peer that
+     restarted connects with its new incarnation (the new bootstrap replaces the record). Blocking:
+     in a callback of this transport's progress it fails FAILED_PRECONDITION at once.
+
+   SECURITY: NO AUTHENTICATION
+     Neither the bootstrap nor the RDMA traffic is encrypted or authenticated. Whoever reaches the
+     listener (listen_address) can complete a bootstrap exchange under any worker name, get a
+     queue pair, and then request any tensor of the attached manager by key (the keys of a
+     TensorFlow graph are easy to guess) and so take values from the tables (a fetch consumes the
+     value: the real receiver then waits or times out); claiming the name of a worker this side
+     fetches from before the real one connected (a name already connected is refused), it
+     answers those fetches with bytes of its choosing. Its RDMA writes land only in the buffers
+     this side advertised to it (rkeys are per buffer; a write outside them is a remote access
+     error that breaks that connection). Hostile input is bounded (128 exchanges under way, each within
+     connect_timeout_ns, every length and count checked before anything is allocated) but never
+     trusted to be who it claims. The worker-name check: the side that connects checks that the
+     info's worker name is the worker it meant (else it fails "connected to X but it says it is
+     Y"): that catches a stale or wrong table, not an attacker; the accepting side
+     takes the name it is told. So the listener is opt-in (listen_address NULL by default: no
+     port at all; 0.5 listened on 0.0.0.0): give it an address of a private RDMA network
+     ("10.0.0.5:18600"), not "0.0.0.0", and keep that network to hosts you trust (RoCE: a
+     separate VLAN or fabric; InfiniBand: partitions). Anyone on that fabric can also address
+     queue pairs directly: RDMA itself has no authentication either. Bytes a peer chose (its worker
+     name, ERROR messages, its bootstrap farewell) reach statuses and logs escaped (tfrdv_escape).
 
    LIFE CYCLE OF A PEER
      connected -> broken (its TCP connection closed, a work completion failed, keep-alive
@@ -62,8 +119,8 @@
      withdrawn, its QP is destroyed at once -> released: once its last call, serve and write has
      finished (progress checks), its rings, CQ, registrations and slot tables are freed. The
      record itself is freed too, unless this side can reconnect it: the side that called
-     tfrdv_verbs_connect (over TCP) keeps a record of a few hundred bytes (name, address, status)
-     per peer worker. So memory stays bounded by the number of distinct peer workers, not by how
+     tfrdv_verbs_connect (over TCP) or has the peer's address from the table keeps a record of a
+     few hundred bytes (name, address, status) per peer worker. So memory stays bounded by the number of distinct peer workers, not by how
      often they connected (stats.peers counts records).
      Reconnect: a call to a broken peer that this side connected starts a reconnect from progress
      (a new QP and a non-blocking bootstrap exchange to the same address) and waits for it (its
@@ -73,9 +130,11 @@
      ms"); each further failure in a row doubles that window up to reconnect_backoff_max_ns
      (default 10 s); a success resets it. Calls made while the record waits for progress to start
      the attempt, or during it, wait with the others. Without progress running nothing happens:
-     the calls wait for their deadline. A side that only accepted the connection does not know
-     the peer's address: its calls to a broken peer fail UNAVAILABLE until the peer reconnects
-     (its next call does that) or either side calls tfrdv_verbs_connect again. With an exchange
+     the calls wait for their deadline. A side that only accepted the connection knows the peer's
+     address only from its table (or resolve): without it, its calls to a broken peer fail
+     UNAVAILABLE until the peer reconnects (its next call does that) or either side calls
+     tfrdv_verbs_connect again. A first connect on demand counts in neither stats.reconnects nor
+     (when it succeeds) anywhere else; its failures count in stats.reconnect_failures. With an exchange
      callback, or reconnect_backoff_ns TFRDV_OFF, there is no automatic reconnect: call
      tfrdv_verbs_connect again (on both sides with a callback). A reconnect reaches the peer's
      listener, which accepts it once it has seen the old connection close.
@@ -84,13 +143,19 @@
      TFRDV_VERBS_PROTOCOL_ONLY   compile only the device-free pieces (codec, handshake info,
                                  credits, caches): no <infiniband/verbs.h>; for tests and fuzzing
 
-   PROGRESS
-     progress_thread = 1: a companion thread polls (spinning spin_ns after activity, then sleeping
-     on the completion channel). Otherwise the host calls tfrdv_verbs_poll(v, timeout_ns)
+   PROGRESS AND THREADS
+     num_threads 0 or more (0 is the default): the companion starts ONE progress thread at create
+     (more are not used), joined by tfrdv_verbs_destroy; it polls the completion queues, spinning
+     spin_ns after activity (TFRDV_OFF: never), then sleeps on the completion channel and the
+     sockets (epoll). num_threads -1: no thread; the host calls tfrdv_verbs_poll(v, timeout_ns)
      (0 = poll once), or sleeps on tfrdv_verbs_fd(v) (readable when there is work) between calls,
      waking at least every keepalive_ns / 2 (deadlines are checked there, at most every 1 ms).
      Completions, serving, deadlines, the listener, bootstrap exchanges (non-blocking, see
-     CONNECTIONS), releasing broken peers and reconnects all happen in progress.
+     CONNECTIONS), connects on demand, releasing broken peers and reconnects all happen in
+     progress. attach, connect and fetches start no thread; libibverbs' providers may (rxe and
+     the usual NIC providers start none on open). Measured (/proc/self/task, the stand-in
+     libibverbs of make test): +1 thread at create with the default, +0 with num_threads -1, +0
+     at attach; destroy returns to the count before create.
 
    ERRORS, EXACTLY ONCE
      Every started call finishes exactly once: OK, an ERROR sent by the serving side (its code and
@@ -279,7 +344,8 @@ typedef struct tfrdv_verbs_config {
 } tfrdv_verbs_config;
 TFRDV_API tfrdv_verbs_config tfrdv_verbs_config_init(void);
 
-/* Opens the device, the protection domain, the completion channel and the listener.
+/* Checks the config, opens the device, the protection domain, the completion channel and the
+   listener (listen_address), starts the progress thread (num_threads >= 0).
    UNAVAILABLE: no libibverbs ("cannot load libibverbs.so.1: ..."), no kernel RDMA support
    (ENOSYS), no device, no active port. FAILED_PRECONDITION: an ambiguous device or GID choice
    (the message lists the candidates). INVALID_ARGUMENT: bad config. */
@@ -321,7 +387,8 @@ typedef struct tfrdv_verbs_stats {
     uint64_t ctrl_sent, ctrl_received, ctrl_queued, meta_updates, re_requests, errors_sent;
     uint64_t reg_hits, reg_misses, reg_evictions, pings, peers_broken;
     uint64_t registered_bytes;
-    uint64_t reconnects, reconnect_failures; /* attempts that succeeded / failed */
+    uint64_t reconnects, reconnect_failures; /* attempts that succeeded / failed (a first connect
+                                                on demand: only its failures) */
     uint64_t bootstraps_dropped;  /* accepted connections dropped before the exchange finished */
     uint64_t serves_returned;     /* answers given back to the table: the receiver had given up
                                      before they arrived (tfrdv_mgr_serve_return) */
