@@ -41,7 +41,11 @@
      receiver posted for that request, so data needs no credits of its own.
 
    BOOTSTRAP INFO (little-endian; version 2)
-     Over TCP each message is u32 length, then the info; with an exchange callback the info alone:
+     Over TCP each message is u32 length, then the info; with an exchange callback the info alone.
+     The connecting side sends its info; the accepting side answers with its own, or with a yield
+     (u32 0: it is connecting to the caller at this moment, see CONNECTIONS); after an answer the
+     connecting side moves its QP to ready-to-receive and sends READY (u32 0); the accepting side
+     writes nothing over RDMA before READY. The info:
        u32 magic 0x56524654 ("TFRV"), u16 version (2), u16 worker name length (1..255), u32 QP
        number, u32 PSN (both 24 bits), u16 LID, u16 zero, 16 bytes GID, u32 MTU (256..4096, a
        power of two), u64 control ring address, u32 its rkey, u32 slots (4..65536), u32 slot size
@@ -67,8 +71,12 @@
      listener (tfrdv_verbs_config.listen_address; NULL, the default, opens none: a side that only
      fetches needs none); the accepting side answers from its progress loop. Each side sends its
      BOOTSTRAP INFO; the path MTU is the minimum of both. The TCP connection stays open: its close
-     tells at once that the peer process died. Connect each pair once, from either side: the
-     connection serves both directions.
+     tells at once that the peer process died. One connection serves both directions. When two
+     workers connect to each other at the same moment (both fetch on demand, or call
+     tfrdv_verbs_connect), the connection made by the worker with the smaller name goes on: that
+     worker's listener answers the other's hello with a yield, and the other's calls (or its
+     tfrdv_verbs_connect) wait for the connection it accepts (up to connect_timeout_ns; then it
+     tries again). No call fails and no connection breaks.
      Out-of-band instead: set tfrdv_verbs_config.exchange; tfrdv_verbs_connect then calls it with
      the local encoded info and expects the peer's (both sides call connect for each other); no
      listener, no connect on demand.
@@ -1141,6 +1149,8 @@ struct tfrdv_verbs__peer {
     int fresh;                     /* never connected: made by a fetch or a peer_incarnation for a
                                       worker of the table (its first connect runs as a reconnect) */
     int want_reconnect, fails;     /* a call waits for a reconnect; failed attempts in a row */
+    int64_t yield_at;              /* our attempt yielded to the peer's (tfrdv_now_ns): if its
+                                      connection has not come by then, try again */
     int64_t retry_at;              /* no reconnect attempt before (tfrdv_now_ns) */
     struct tfrdv_verbs__pend* pend;/* the reconnect under way for this record */
     int lost;                      /* a control message could not be queued (out of memory) */
@@ -1158,9 +1168,16 @@ typedef struct tfrdv_verbs__pend {
     tfrdv_verbs__peer* origin;     /* outgoing: the broken record whose calls wait */
     uint8_t in[4 + TFRDV_VERBS_INFO_MAX], out[4 + TFRDV_VERBS_INFO_MAX];
     size_t in_len, out_len, out_off;
+    char awaiting[TFRDV_VERBS_WORKER_MAX + 1]; /* accepted and answered: the peer, until its READY
+                                                  (under v->mu) */
 } tfrdv_verbs__pend;
-enum { TFRDV_VERBS__PH_CONNECT, TFRDV_VERBS__PH_SEND, TFRDV_VERBS__PH_RECV };
+enum { TFRDV_VERBS__PH_CONNECT, TFRDV_VERBS__PH_SEND, TFRDV_VERBS__PH_RECV, TFRDV_VERBS__PH_READY };
 #define TFRDV_VERBS__MAX_PENDING 128
+/* a tfrdv_verbs_connect under way (on its caller's stack), so that the listener yields to it */
+typedef struct tfrdv_verbs__dialing {
+    const char* name;
+    struct tfrdv_verbs__dialing* next;
+} tfrdv_verbs__dialing;
 /* the worker table (config.workers), copied into one allocation */
 typedef struct tfrdv_verbs__went {
     const char* name;
@@ -1207,6 +1224,7 @@ struct tfrdv_verbs {
                                       the last thread to leave it tears it down (finishing) */
     int64_t next_timer;
     tfrdv_verbs__pend* pends;      /* bootstrap exchanges under way (changed by progress only) */
+    struct tfrdv_verbs__dialing* dialing; /* tfrdv_verbs_connect calls under way (under mu) */
     int want_reconnect;            /* some record's want_reconnect was set */
     int npends;
     uint8_t* scratch;              /* encode buffer (under mu) */
@@ -2245,7 +2263,8 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
         p->ping_out = 0;
     }
     launch = tfrdv_verbs__admit(p, r);
-    if (reconnect && !p->pend) p->want_reconnect = v->want_reconnect = 1;
+    if (reconnect && !p->pend && !p->yield_at) p->want_reconnect = v->want_reconnect = 1; /* (yielded: the
+                                                                                     peer's connection comes) */
     pthread_mutex_unlock(&v->mu);
     if (reconnect) tfrdv_verbs__wake(v);
     if (launch) tfrdv_verbs__launch(v, r, 0);
@@ -2790,6 +2809,10 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
         uint32_t k;
         tfrdv_verbs__req *w, *wn;
         if (p->state != TFRDV_VERBS__PEER_UP) { /* calls waiting for a reconnect */
+            if (p->yield_at && !p->pend && tfrdv_now_ns() >= p->yield_at) {
+                p->yield_at = 0;
+                if (p->wait_head) p->want_reconnect = v->want_reconnect = 1;
+            }
             for (w = p->wait_head; w; w = wn) {
                 wn = w->next;
                 if (w->deadline <= now) tfrdv_verbs__req_abandon(v, p, w, TFRDV_DEADLINE_EXCEEDED, "verbs: fetch passed its deadline while reconnecting", todo);
@@ -3106,6 +3129,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__takeover(tfrdv_verbs* v, tfrdv_verbs__pee
         if (q == p || strcmp(q->name, p->name) != 0) continue;
         if (q->pend) q->pend->superseded = 1;
         q->want_reconnect = 0;
+        q->yield_at = 0;
         if (q->has_addr && !p->has_addr) tfrdv_verbs__copy_addr(p, q);
         while (q->wait_head) {
             tfrdv_verbs__req* r = q->wait_head;
@@ -3312,6 +3336,36 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_done(tfrdv_verbs* v, tfrdv_verbs__pe
     tfrdv_verbs__todo_run(v, &todo);
     tfrdv_verbs__todos_free(&todo);
 }
+/* an outgoing exchange to worker `name` is under way, on progress or in tfrdv_verbs_connect
+   (v->mu held) */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__connecting(tfrdv_verbs* v, const char* name) {
+    const tfrdv_verbs__dialing* d;
+    int i;
+    for (i = 0; i < v->npeers; i++)
+        if (v->peers[i]->pend && !v->peers[i]->pend->superseded && strcmp(v->peers[i]->name, name) == 0) return 1;
+    for (d = v->dialing; d; d = d->next)
+        if (strcmp(d->name, name) == 0) return 1;
+    return 0;
+}
+/* tfrdv_verbs_connect's wait for worker `name`'s own connection to this side (CONNECTIONS: its
+   listener yielded, or crossed ours): 1 once it is up; 0 at the deadline or, with while_answered,
+   as soon as no exchange accepted from it waits for its READY */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__await_peer(tfrdv_verbs* v, const char* name, int64_t deadline, int while_answered) {
+    for (;;) {
+        struct timespec ts = {0, 1000000};
+        const tfrdv_verbs__pend* e;
+        tfrdv_verbs__peer* p;
+        int up, answered = 0;
+        pthread_mutex_lock(&v->mu);
+        p = tfrdv_verbs__find_peer(v, name, strlen(name));
+        up = p && p->state == TFRDV_VERBS__PEER_UP;
+        for (e = v->pends; e && !answered; e = e->next) answered = strcmp(e->awaiting, name) == 0;
+        pthread_mutex_unlock(&v->mu);
+        if (up) return 1;
+        if ((while_answered && !answered) || tfrdv_now_ns() >= deadline) return 0;
+        if (v->has_thr || tfrdv_verbs_poll(v, 1000000) == 0) nanosleep(&ts, 0);
+    }
+}
 /* drive one exchange as far as its socket allows */
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pend* e) {
     char em[TFRDV_STATUS_MSG_MAX];
@@ -3353,12 +3407,30 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
             }
             e->out_off += (size_t)k;
         }
-        if (!e->outgoing) {
-            tfrdv_verbs__pend_done(v, e);
+        /* accepted: wait for the peer's READY (its QP is RTR) before anything is written to it */
+        e->phase = e->outgoing ? TFRDV_VERBS__PH_RECV : TFRDV_VERBS__PH_READY;
+        e->in_len = 0;
+        tfrdv_verbs__pend_watch(v, e, EPOLL_CTL_MOD, EPOLLIN);
+    }
+    if (e->phase == TFRDV_VERBS__PH_READY) { /* u32 0 */
+        while (e->in_len < 4) {
+            ssize_t k = recv(e->fd, e->in + e->in_len, 4 - e->in_len, MSG_DONTWAIT);
+            if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+            if (k <= 0) {
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap connection from %s closed before its READY", who);
+                tfrdv_verbs__pend_fail(v, e, em);
+                return;
+            }
+            e->in_len += (size_t)k;
+        }
+        if (tfrdv_verbs__get32(e->in) != 0) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap connection from %s sent %u where its READY (0) belongs; dropped", who,
+                             (unsigned)tfrdv_verbs__get32(e->in));
+            tfrdv_verbs__pend_fail(v, e, em);
             return;
         }
-        e->phase = TFRDV_VERBS__PH_RECV;
-        tfrdv_verbs__pend_watch(v, e, EPOLL_CTL_MOD, EPOLLIN);
+        tfrdv_verbs__pend_done(v, e);
+        return;
     }
     for (;;) { /* PH_RECV: u32 length, then the peer's info */
         size_t need = e->in_len < 4 ? 4 : 4 + (size_t)tfrdv_verbs__get32(e->in);
@@ -3378,6 +3450,13 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
         }
         e->in_len += (size_t)k;
     }
+    if (e->outgoing && e->in_len == 4) { /* a yield: the peer connects to us at this moment */
+        pthread_mutex_lock(&v->mu);
+        e->origin->yield_at = tfrdv_now_ns() + v->cfg.connect_timeout_ns;
+        pthread_mutex_unlock(&v->mu);
+        tfrdv_verbs__pend_free(v, e); /* the calls wait for the peer's connection (takeover) */
+        return;
+    }
     if (tfrdv_verbs_info_decode(e->in + 4, e->in_len - 4, &remote, &st) != TFRDV_OK) {
         tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap connection %s %s without a valid peer info (%s); dropped",
                          e->outgoing ? "to" : "from", who, st.msg);
@@ -3392,6 +3471,9 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
         }
         else if (tfrdv_verbs__peer_up(v, e->p, &remote, &st) != TFRDV_OK)
             tfrdv_verbs__fmt(em, sizeof em, "%s", st.msg);
+        else if (send(e->fd, "\0\0\0\0", 4, MSG_DONTWAIT | MSG_NOSIGNAL) != 4) /* READY: our QP is RTR (4 bytes
+                                                                         into an idle socket) */
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap connection to %s: sending READY failed: %s", e->p->ename, strerror(errno));
         else em[0] = 0;
         if (em[0]) tfrdv_verbs__pend_fail(v, e, em);
         else tfrdv_verbs__pend_done(v, e);
@@ -3399,15 +3481,27 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
     } else {
         tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
         tfrdv_verbs__peer* q;
-        int dup;
+        int dup, yield;
         pthread_mutex_lock(&v->mu);
         q = tfrdv_verbs__find_peer(v, remote.worker, strlen(remote.worker));
         /* a peer reconnecting closed its old connection first: see that close before judging */
         if (q && q->state == TFRDV_VERBS__PEER_UP) tfrdv_verbs__on_sock(v, q, &todo);
         dup = q && q->state == TFRDV_VERBS__PEER_UP;
+        /* both sides connecting to each other at once: the smaller worker name's connection goes
+           on; the larger side accepts it, and this side (the smaller) answers the peer's with a
+           yield (u32 length 0) so its calls wait for ours instead of failing; also when ours just
+           went up (it crossed the peer's hello) */
+        yield = strcmp(v->worker, remote.worker) < 0 && (dup || tfrdv_verbs__connecting(v, remote.worker));
         pthread_mutex_unlock(&v->mu);
         tfrdv_verbs__todo_run(v, &todo);
         tfrdv_verbs__todos_free(&todo);
+        if (yield) {
+            static const uint8_t zero[4] = {0, 0, 0, 0};
+            ssize_t k = send(e->fd, zero, 4, MSG_DONTWAIT | MSG_NOSIGNAL); /* (4 bytes into an idle socket) */
+            (void)k;
+            tfrdv_verbs__pend_free(v, e);
+            return;
+        }
         if (dup) {
             char ew[4 * TFRDV_VERBS_WORKER_MAX];
             tfrdv_escape(ew, sizeof ew, remote.worker, strlen(remote.worker));
@@ -3424,6 +3518,9 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
         tfrdv_verbs__put32(e->out, (uint32_t)n);
         e->out_len = n + 4;
         e->phase = TFRDV_VERBS__PH_SEND;
+        pthread_mutex_lock(&v->mu);
+        tfrdv_verbs__fmt(e->awaiting, sizeof e->awaiting, "%s", remote.worker);
+        pthread_mutex_unlock(&v->mu);
         tfrdv_verbs__pend_step(v, e);
     }
 }
@@ -3532,8 +3629,8 @@ TFRDV_VERBS__PRIVATE int64_t tfrdv_verbs__pend_timers(tfrdv_verbs* v) {
     }
     return soonest;
 }
-TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker, const char* host, int port,
-                                         tfrdv_status* st) {
+TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__connect_now(tfrdv_verbs* v, const char* peer_worker, const char* host, int port,
+                                                         tfrdv_status* st) {
     tfrdv_verbs_info local, remote;
     uint8_t lb[TFRDV_VERBS_INFO_MAX], rb[TFRDV_VERBS_INFO_MAX];
     size_t ln, rn = 0;
@@ -3623,11 +3720,8 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
         if (!tfrdv_verbs__send_frame(fd, lb, ln, deadline) || !tfrdv_verbs__recv_frame(fd, rb, sizeof rb, &rn, deadline)) {
             close(fd);
             tfrdv_verbs__peer_free(v, p);
-            pthread_mutex_lock(&v->mu); /* the peer may have connected to us meanwhile */
-            p = tfrdv_verbs__find_peer(v, peer_worker, strlen(peer_worker));
-            fd = p && p->state == TFRDV_VERBS__PEER_UP;
-            pthread_mutex_unlock(&v->mu);
-            if (fd) return TFRDV_OK;
+            if (tfrdv_verbs__await_peer(v, peer_worker, deadline, 1)) return TFRDV_OK; /* the peer connected
+                                                                                        to us meanwhile */
             return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE,
                                     "verbs: bootstrap exchange with %s at %s:%d failed or took longer than connect_timeout_ns (is its progress running?)",
                                     peer_worker, host, port);
@@ -3637,6 +3731,13 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
         p->addrlen = salen;
         tfrdv_verbs__fmt(p->host, sizeof p->host, "%s", host);
         p->port = port;
+    }
+    if (fd >= 0 && rn == 0) { /* a yield: the peer connects to us at this moment; wait for it */
+        close(fd);
+        tfrdv_verbs__peer_free(v, p);
+        if (tfrdv_verbs__await_peer(v, peer_worker, tfrdv_now_ns() + v->cfg.connect_timeout_ns, 0)) return TFRDV_OK;
+        return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: %s connects to this side at the same moment, but its connection did not "
+                                "arrive within connect_timeout_ns", peer_worker);
     }
     if (tfrdv_verbs_info_decode(rb, rn, &remote, st) != TFRDV_OK) {
         if (fd >= 0) close(fd);
@@ -3655,12 +3756,37 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
         tfrdv_verbs__peer_free(v, p);
         return st ? st->code : TFRDV_UNAVAILABLE;
     }
+    if (fd >= 0) { /* READY: our QP is RTR, the peer may write */
+        uint8_t ready[4] = {0, 0, 0, 0};
+        if (!tfrdv_verbs__io_until(fd, ready, 4, 1, tfrdv_now_ns() + v->cfg.connect_timeout_ns)) {
+            close(fd);
+            tfrdv_verbs__peer_free(v, p);
+            return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: bootstrap exchange with %s at %s:%d: sending READY failed", peer_worker, host, port);
+        }
+    }
     p->fd = fd;
     rc = tfrdv_verbs__publish(v, p, st, &todo);
     if (rc != TFRDV_OK) tfrdv_verbs__peer_free(v, p);
     tfrdv_verbs__todo_run(v, &todo);
     tfrdv_verbs__todos_free(&todo);
     if (rc == TFRDV_OK) tfrdv_verbs__wake(v); /* progress drops a reconnect this one superseded */
+    return rc;
+}
+TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker, const char* host, int port,
+                                         tfrdv_status* st) {
+    tfrdv_verbs__dialing d, **dp;
+    tfrdv_code rc;
+    if (!v || !peer_worker) return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_connect: NULL transport or peer_worker");
+    d.name = peer_worker; /* while it runs, this side's listener yields to the peer's connect (CONNECTIONS) */
+    pthread_mutex_lock(&v->mu);
+    d.next = v->dialing;
+    v->dialing = &d;
+    pthread_mutex_unlock(&v->mu);
+    rc = tfrdv_verbs__connect_now(v, peer_worker, host, port, st);
+    pthread_mutex_lock(&v->mu);
+    for (dp = &v->dialing; *dp && *dp != &d; dp = &(*dp)->next) {}
+    if (*dp) *dp = d.next;
+    pthread_mutex_unlock(&v->mu);
     return rc;
 }
 
@@ -4247,7 +4373,7 @@ TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__peer_inc(void* user, tfrdv_mgr* mgr
             break;
         }
         now = tfrdv_now_ns();
-        if (!p->pend && !p->want_reconnect && now >= p->retry_at) { /* (timeout 0: the attempt starts, the
+        if (!p->pend && !p->want_reconnect && !p->yield_at && now >= p->retry_at) { /* (timeout 0: the attempt starts, the
                                                                        answer comes to a later call) */
             p->want_reconnect = v->want_reconnect = 1;
             pthread_mutex_unlock(&v->mu);

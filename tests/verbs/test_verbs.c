@@ -756,13 +756,50 @@ static void test_bootstrap_silent_peer(void) {
     }
     TT_CHECK(got >= 4 && got == 4 + (size_t)tfrdv_verbs__get32(rep)); /* the good peer was answered */
     TT_CHECK_EQ_INT(st0, 0);                                         /* while the silent one waits */
-    tfrdv_verbs_get_stats(a.v, &s);
+    TT_CHECK(send(good, "\0\0\0\0", 4, 0) == 4); /* READY: the good peer goes live */
+    for (i = 0; i < 2000; i++) {
+        tfrdv_verbs_poll(a.v, 1000000);
+        tfrdv_verbs_get_stats(a.v, &s);
+        if (s.peers == 1) break;
+    }
     TT_CHECK_EQ_INT(s.peers, 1);
+    TT_CHECK_EQ_INT(peer_state(silent), 0);
     /* the silent one goes once its exchange passed connect_timeout_ns */
     for (i = 0; i < 10000 && peer_state(silent) == 0; i++) tfrdv_verbs_poll(a.v, 1000000);
     TT_CHECK_EQ_INT(peer_state(silent), 1);
     close(silent);
     close(good);
+    rm_worker(&a);
+}
+
+/* Issue 28: after the listener's answer the connecting side sends READY (u32 0) before the
+   accepting side goes live; anything else there drops the exchange (no peer is published) */
+static void test_bootstrap_bad_ready(void) {
+    worker a;
+    int fd, i;
+    uint8_t fr[TFRDV_VERBS_INFO_MAX + 4], rep[TFRDV_VERBS_INFO_MAX + 4], bad[4] = {7, 0, 0, 0};
+    size_t n = hello(fr, sizeof fr, "/job:h/replica:0/task:5");
+    tfrdv_verbs_stats s;
+    if (!standin_ok()) return;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0));
+    fd = tcp_to(tfrdv_verbs_port(a.v));
+    TT_CHECK(fd >= 0);
+    if (fd >= 0) {
+        struct timeval tv = {10, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        TT_CHECK(send(fd, fr, n, 0) == (ssize_t)n && recv(fd, rep, 4, MSG_WAITALL) == 4);
+        tfrdv_verbs_get_stats(a.v, &s);
+        TT_CHECK_EQ_INT(s.peers, 0); /* answered, not live before READY */
+        TT_CHECK(send(fd, bad, 4, 0) == 4);
+        for (i = 0; i < 10000; i++) {
+            tfrdv_verbs_get_stats(a.v, &s);
+            if (s.bootstraps_dropped) break;
+            sleep_ms(1);
+        }
+        TT_CHECK_EQ_INT(s.bootstraps_dropped, 1);
+        TT_CHECK_EQ_INT(s.peers, 0);
+        close(fd);
+    }
     rm_worker(&a);
 }
 
@@ -889,7 +926,9 @@ static void test_closed_connections_freed(void) {
         int fd = tcp_to(tfrdv_verbs_port(a.v));
         struct timeval tv = {10, 0};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        if (fd >= 0 && send(fd, fr, n, 0) == (ssize_t)n && recv(fd, rep, 4, MSG_WAITALL) == 4) answered++;
+        if (fd >= 0 && send(fd, fr, n, 0) == (ssize_t)n && recv(fd, rep, 4, MSG_WAITALL) == 4 &&
+            recv(fd, rep + 4, tfrdv_verbs__get32(rep), MSG_WAITALL) == (ssize_t)tfrdv_verbs__get32(rep) && send(fd, "\0\0\0\0", 4, 0) == 4)
+            answered++; /* the info answered, READY sent: the peer is live until the close */
         close(fd);
         for (k = 0; k < 10000; k++) { /* until the listener saw the close */
             tfrdv_verbs_get_stats(a.v, &s);
@@ -1592,6 +1631,7 @@ static void test_hostile_bytes_escaped(void) {
         struct timeval tv = {10, 0};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         TT_CHECK(send(fd, fr, n, 0) == (ssize_t)n && recv(fd, rep, 4, MSG_WAITALL) == 4);
+        TT_CHECK(send(fd, "\0\0\0\0", 4, 0) == 4); /* READY */
         TT_CHECK(send(fd, bye, 9 + wl, 0) == (ssize_t)(9 + wl));
         close(fd);
     }
@@ -1857,6 +1897,112 @@ static void test_worker_table(void) {
     rm_worker(&b);
     TT_CHECK_EQ_INT(standin_live_mrs(), 0);
 }
+/* Issue 28: two workers with each other in their tables fetch from each other at the same moment:
+   both connect on demand at once; one connection must come out of it (the smaller name's), and
+   every fetch succeeds, with no break and no failed attempt */
+static void test_simultaneous_connect(void) {
+    int round, ok = 0;
+    if (!standin_ok()) return;
+    for (round = 0; round < 20; round++) {
+        worker a, b;
+        tfrdv_worker ta[1], tb[1];
+        char addr_a[64], addr_b[64];
+        si_fetch fa, fb;
+        tfrdv_verbs_stats sa, sb;
+        tfrdv_code ca, cb;
+        /* listeners first (ports), then the tables: a and b are made again with them */
+        TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+        snprintf(addr_a, sizeof addr_a, "127.0.0.1:%d", tfrdv_verbs_port(a.v));
+        snprintf(addr_b, sizeof addr_b, "127.0.0.1:%d", tfrdv_verbs_port(b.v));
+        rm_worker(&a);
+        rm_worker(&b);
+        ta[0].name = "/job:w/replica:0/task:1";
+        ta[0].address = addr_b;
+        tb[0].name = "/job:w/replica:0/task:0";
+        tb[0].address = addr_a;
+        si_workers = ta;
+        si_nworkers = 1;
+        TT_CHECK(siw_make(&a, 0, 1, atoi(strchr(addr_a, ':') + 1), 0));
+        si_workers = tb;
+        si_nworkers = 1;
+        TT_CHECK(siw_make(&b, 1, 1, atoi(strchr(addr_b, ':') + 1), 0));
+        TT_CHECK(si_send(&a, 1, 1, "to_b", 100, 1) && si_send(&b, 0, 1, "to_a", 100, 2));
+        TT_CHECK(si_fetch_start(&a, 1, 1, "to_a", &fa));
+        TT_CHECK(si_fetch_start(&b, 0, 1, "to_b", &fb));
+        ca = si_fetch_end(&fa);
+        cb = si_fetch_end(&fb);
+        if (ca != TFRDV_OK) printf("    round %d, a: %s\n", round, fa.st.msg);
+        if (cb != TFRDV_OK) printf("    round %d, b: %s\n", round, fb.st.msg);
+        TT_CHECK_EQ_INT(ca, TFRDV_OK);
+        TT_CHECK_EQ_INT(cb, TFRDV_OK);
+        tfrdv_verbs_get_stats(a.v, &sa);
+        tfrdv_verbs_get_stats(b.v, &sb);
+        TT_CHECK_EQ_INT(sa.peers_broken + sb.peers_broken, 0);
+        TT_CHECK_EQ_INT(sa.reconnect_failures + sb.reconnect_failures, 0);
+        ok += ca == TFRDV_OK && cb == TFRDV_OK;
+        si_fetch_fini(&fa);
+        si_fetch_fini(&fb);
+        rm_worker(&a);
+        rm_worker(&b);
+    }
+    printf("    %d of 20 rounds: both fetches OK\n", ok);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+}
+/* ... and the same with tfrdv_verbs_connect called on both sides at once (two threads, released
+   together): both calls succeed on one connection, fetches go both ways, nothing breaks */
+typedef struct dial_arg {
+    worker* w;
+    const char* peer;
+    int port, *go;
+    tfrdv_code rc;
+    tfrdv_status st;
+} dial_arg;
+static void* dial(void* arg) {
+    dial_arg* d = (dial_arg*)arg;
+    while (!__atomic_load_n(d->go, __ATOMIC_ACQUIRE)) {}
+    d->rc = tfrdv_verbs_connect(d->w->v, d->peer, "127.0.0.1", d->port, &d->st);
+    return 0;
+}
+static void test_simultaneous_blocking_connect(void) {
+    int round, ok = 0;
+    if (!standin_ok()) return;
+    for (round = 0; round < 20; round++) {
+        worker a, b;
+        dial_arg da, db;
+        pthread_t ta, tb;
+        si_fetch fa, fb;
+        tfrdv_verbs_stats sa, sb;
+        int go = 0;
+        TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+        memset(&da, 0, sizeof da);
+        memset(&db, 0, sizeof db);
+        da.w = &a, da.peer = "/job:w/replica:0/task:1", da.port = tfrdv_verbs_port(b.v), da.go = &go;
+        db.w = &b, db.peer = "/job:w/replica:0/task:0", db.port = tfrdv_verbs_port(a.v), db.go = &go;
+        TT_CHECK(pthread_create(&ta, 0, dial, &da) == 0 && pthread_create(&tb, 0, dial, &db) == 0);
+        __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+        pthread_join(ta, 0);
+        pthread_join(tb, 0);
+        if (da.rc != TFRDV_OK) printf("    round %d, a: %s\n", round, da.st.msg);
+        if (db.rc != TFRDV_OK) printf("    round %d, b: %s\n", round, db.st.msg);
+        TT_CHECK_EQ_INT(da.rc, TFRDV_OK);
+        TT_CHECK_EQ_INT(db.rc, TFRDV_OK);
+        TT_CHECK(si_send(&a, 1, 1, "to_b", 100, 1) && si_send(&b, 0, 1, "to_a", 100, 2));
+        TT_CHECK(si_fetch_start(&a, 1, 1, "to_a", &fa));
+        TT_CHECK(si_fetch_start(&b, 0, 1, "to_b", &fb));
+        TT_CHECK_EQ_INT(si_fetch_end(&fa), TFRDV_OK);
+        TT_CHECK_EQ_INT(si_fetch_end(&fb), TFRDV_OK);
+        tfrdv_verbs_get_stats(a.v, &sa);
+        tfrdv_verbs_get_stats(b.v, &sb);
+        TT_CHECK_EQ_INT(sa.peers_broken + sb.peers_broken, 0);
+        ok += da.rc == TFRDV_OK && db.rc == TFRDV_OK && fa.st.code == TFRDV_OK && fb.st.code == TFRDV_OK;
+        si_fetch_fini(&fa);
+        si_fetch_fini(&fb);
+        rm_worker(&a);
+        rm_worker(&b);
+    }
+    printf("    %d of 20 rounds: both connects and both fetches OK\n", ok);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+}
 /* Issue 28: an IPv6 listener ("[::1]:0") and a table address in brackets */
 static void test_ipv6_listener(void) {
     tfrdv_verbs_config c = tfrdv_verbs_config_init();
@@ -1915,6 +2061,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_unavailable);
     TT_RUN(test_standin_fetch);
     TT_RUN(test_bootstrap_silent_peer);
+    TT_RUN(test_bootstrap_bad_ready);
     TT_RUN(test_bootstrap_dripping_peer);
     TT_RUN(test_connect_dripping_listener);
     TT_RUN(test_closed_connections_freed);
@@ -1935,6 +2082,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_config_refused);
     TT_RUN(test_zero_config_threads);
     TT_RUN(test_worker_table);
+    TT_RUN(test_simultaneous_connect);
+    TT_RUN(test_simultaneous_blocking_connect);
     TT_RUN(test_ipv6_listener);
 #endif
     return TT_MAIN_END();
