@@ -106,6 +106,8 @@ bench-tcp:
 	  l="$$(pkg-config --libs grpc)"; fi; \
 	  $(CC) -std=c99 -O2 -DNDEBUG -I. -Wall -Wextra $$g -o build/bench/bench_tcp bench/bench_tcp.c $$l $(LDLIBS)
 	@./build/bench/bench_tcp
+	$(Q)$(CC) -std=c99 -O2 -DNDEBUG -I. -Wall -Wextra -o build/bench/bench_samehost bench/bench_samehost.c $(LDLIBS)
+	@./build/bench/bench_samehost
 
 clean:
 	rm -rf build

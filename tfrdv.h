@@ -1,4 +1,4 @@
-/* tfrdv.h - v0.5.0 - TensorFlow-compatible rendezvous for C - MIT or public domain (see end of file)
+/* tfrdv.h - v0.6.0 - TensorFlow-compatible rendezvous for C - MIT or public domain (see end of file)
 
    USAGE
      In exactly ONE .c or .cpp file:
@@ -245,9 +245,9 @@
 #define TFRDV_H
 
 #define TFRDV_VERSION_MAJOR 0
-#define TFRDV_VERSION_MINOR 5
+#define TFRDV_VERSION_MINOR 6
 #define TFRDV_VERSION_PATCH 0
-#define TFRDV_VERSION_STRING "0.5.0"
+#define TFRDV_VERSION_STRING "0.6.0"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -1002,6 +1002,31 @@ TFRDV_API tfrdv_code tfrdv_mgr_initialize(tfrdv_rendezvous* r, const char* worke
    ones push it out, or tfrdv_mgr_find creates the step again). Unknown steps are tombstoned too. */
 TFRDV_API void tfrdv_mgr_cleanup(tfrdv_mgr* mgr, int64_t step_id);
 TFRDV_API void tfrdv_mgr_cleanup_all(tfrdv_mgr* mgr);
+/* Cleans step_id up (as tfrdv_mgr_cleanup) once it has DRAINED: its table holds no value and no
+   waiting receive, no remote request is deferred or being answered, no call of it is in flight,
+   and every value a serving transport took with TFRDV_SERVE_CONFIRMS (tfrdv_tcp.h, tfrdv_grpc.h
+   between tfrdv peers, tfrdv_verbs.h, the loopback) was confirmed delivered. A producer calls it
+   after the step's last send instead of guessing when its consumers are done: no value is lost
+   and none delivered after the cleanup. done runs exactly once, outside every library lock
+   (possibly inline), with:
+     OK                 drained and cleaned up. A step that does not exist is drained already.
+     DEADLINE_EXCEEDED  timeout_ns (< 0: none) passed first, acted on by tfrdv_mgr_expire (the
+                        companions' threads call it; without one, call it yourself): cleaned up
+                        as tfrdv_mgr_cleanup does; the message says what was left.
+     the abort status   the step was aborted; it is cleaned up.
+     ABORTED            tfrdv_mgr_cleanup, the idle-step policy or shutdown came first.
+   Drainage is noticed when it happens (a confirmation, a served answer, a send or receive through
+   tfrdv_* calls on the step); anything else (a receive cancelled) at the next tfrdv_mgr_expire.
+   Send into the step before this call: a send after it races with the cleanup. Returns
+   INVALID_ARGUMENT (and no callback) for a NULL manager or done, RESOURCE_EXHAUSTED (no callback)
+   when out of memory. */
+typedef void (*tfrdv_drained_fn)(void* user, int64_t step_id, const tfrdv_status* status);
+TFRDV_API tfrdv_code tfrdv_mgr_cleanup_when_drained(tfrdv_mgr* mgr, int64_t step_id, int64_t timeout_ns,
+                                                    tfrdv_drained_fn done, void* user);
+/* The same, blocking up to timeout_ns (< 0: no limit; timed by itself, no tfrdv_mgr_expire
+   needed). Returns what done would get. Something must move the values meanwhile: a transport
+   with its own thread, or other threads. Not from a callback on a transport's thread. */
+TFRDV_API tfrdv_code tfrdv_mgr_drain(tfrdv_mgr* mgr, int64_t step_id, int64_t timeout_ns, tfrdv_status* st);
 /* Acts on every deadline <= now_ns (deferred requests, call deadlines, retries, tombstones).
    now_ns must come from the manager's clock (hooks.clock; by default tfrdv_now_ns()), which also
    stamps deadlines and retry times. Tombstones are dropped here, so an old one keeps rejecting
@@ -1035,6 +1060,18 @@ typedef void (*tfrdv_serve_done_fn)(void* user, const tfrdv_status* status,
 TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char* key,
                                      size_t key_len, int64_t request_id, tfrdv_cancel_mgr* cancel,
                                      tfrdv_serve_done_fn done, void* user);
+/* tfrdv_mgr_serve with flags. TFRDV_SERVE_CONFIRMS: the caller reports what became of the value
+   an OK answer hands it (request_id != 0): tfrdv_mgr_serve_delivered once the client took it,
+   tfrdv_mgr_serve_return when it did not. Until then the step has not drained
+   (tfrdv_mgr_cleanup_when_drained). Without the flag a value counts as delivered when done hands
+   it over. */
+#define TFRDV_SERVE_CONFIRMS 1u
+TFRDV_API tfrdv_code tfrdv_mgr_serve_ex(tfrdv_mgr* mgr, int64_t step_id, const char* key,
+                                        size_t key_len, int64_t request_id, unsigned flags,
+                                        tfrdv_cancel_mgr* cancel, tfrdv_serve_done_fn done,
+                                        void* user);
+/* The client took the value served for request_id (TFRDV_SERVE_CONFIRMS); unknown ids are ignored. */
+TFRDV_API void tfrdv_mgr_serve_delivered(tfrdv_mgr* mgr, int64_t request_id);
 /* MarkRecvFinished: drop the response-cache entry of request_id. The cache is keyed by request
    id only, as TensorFlow's: a request reusing a cached id gets the cached answer whatever its key. */
 TFRDV_API void tfrdv_mgr_ack(tfrdv_mgr* mgr, int64_t request_id);
@@ -1060,6 +1097,10 @@ typedef struct tfrdv_mgr_stats {
     uint64_t requests_served;      /* tfrdv_mgr_serve calls (the serving side) */
     uint64_t requests_deferred;    /* of which arrived before their step was initialised */
     uint64_t steps_idle_cleaned;   /* by the idle-step policy (also in steps_cleaned) */
+    uint64_t steps_drained;        /* cleaned by tfrdv_mgr_cleanup_when_drained/_drain (also in
+                                      steps_cleaned), drains_timed_out of them after their timeout */
+    uint64_t drains_timed_out;
+    size_t deliveries_unconfirmed; /* values served with TFRDV_SERVE_CONFIRMS not yet confirmed */
     size_t active_steps, tombstones, calls_in_flight, calls_free;
 } tfrdv_mgr_stats;
 TFRDV_API void tfrdv_mgr_get_stats(tfrdv_mgr* mgr, tfrdv_mgr_stats* out);
@@ -3358,9 +3399,31 @@ struct tfrdv_rendezvous {
     /* idle-step policy (mgr->mu): finds so far, and since when nothing has happened */
     uint64_t touches, idle_touches;
     int64_t idle_since;
+    /* drains (tfrdv_mgr_cleanup_when_drained): one is pending for this step; requests routed here
+       and not answered yet; values served with TFRDV_SERVE_CONFIRMS awaiting confirmation
+       (mgr->mu) */
+    volatile long draining, serving;
+    long held;
 };
 
 static const tfrdv_args tfrdv__no_args = {0, 0, 0, 0, 0, {0, 0}};
+TFRDV__PRIVATE void tfrdv__drain_poke(tfrdv_mgr* mgr, int64_t step_id);
+TFRDV__PRIVATE void tfrdv__mgr_ref(tfrdv_mgr* mgr);
+TFRDV__PRIVATE void tfrdv__mgr_unref(tfrdv_mgr* mgr);
+/* Around a send or receive on a step that may take its last value while a drain waits for it
+   (read before: a callback run inside may drop the caller's reference to r) */
+TFRDV__PRIVATE tfrdv_mgr* tfrdv__drain_watch(tfrdv_rendezvous* r, int64_t* step) {
+    tfrdv_mgr* m = r->mgr;
+    if (!m || !tfrdv__atomic_load(&r->draining)) return 0;
+    *step = r->step_id;
+    tfrdv__mgr_ref(m);
+    return m;
+}
+TFRDV__PRIVATE void tfrdv__drain_after(tfrdv_mgr* m, int64_t step) {
+    if (!m) return;
+    tfrdv__drain_poke(m, step);
+    tfrdv__mgr_unref(m);
+}
 
 TFRDV__PRIVATE void tfrdv__free_rdv(tfrdv_rendezvous* r);
 /* Hold/let go of the table around anything that may run user code and then touch r again. The
@@ -4245,8 +4308,14 @@ TFRDV_API tfrdv_code tfrdv_send(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
     if (!value && !is_dead)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_send: NULL value for a live tensor (key %S)", &key->full);
     if (r->mgr) {
+        int64_t step = 0;
+        tfrdv_mgr* watch;
         tfrdv_code rc = tfrdv__remote_send_check(r, key, st);
         if (rc != TFRDV_OK) return rc;
+        watch = tfrdv__drain_watch(r, &step);
+        rc = tfrdv__local_send(r, key, args, value, is_dead, 0, st);
+        tfrdv__drain_after(watch, step);
+        return rc;
     }
     return tfrdv__local_send(r, key, args, value, is_dead, 0, st);
 }
@@ -4264,7 +4333,10 @@ TFRDV_API tfrdv_code tfrdv_recv_async(tfrdv_rendezvous* r, const tfrdv_parsed_ke
                                       const tfrdv_args* args, tfrdv_done_fn done, void* user,
                                       tfrdv_status* st) {
     tfrdv_status est;
+    int64_t step = 0;
+    tfrdv_mgr* watch = r ? tfrdv__drain_watch(r, &step) : 0;
     tfrdv_code rc = tfrdv__recv_async(r, key, args, done, user, &est);
+    tfrdv__drain_after(watch, step);
     if (rc == TFRDV_OK) return rc;
     if (st) tfrdv__status_copy(st, &est);
     return r ? tfrdv__log_status(&r->hooks, &est) : rc;
@@ -4371,6 +4443,8 @@ TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
     tfrdv__sync_recv x;
     tfrdv_args a = args ? *args : tfrdv__no_args;
     tfrdv_code rc;
+    int64_t step = 0;
+    tfrdv_mgr* watch;
     if (value) *value = 0;
     if (is_dead) *is_dead = 0;
     if (!r || !value) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_recv: NULL rendezvous or value pointer");
@@ -4415,10 +4489,13 @@ TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
         }
         a.cancel = x.timer_cm;
     }
+    watch = tfrdv__drain_watch(r, &step);
     rc = tfrdv__recv_async(r, key, &a, tfrdv__sync_done, &x, &x.st);
     if (rc == TFRDV_OK) {
         tfrdv__sync_wait(&x, timeout_ns);
+        tfrdv__drain_after(watch, step);
     } else {
+        tfrdv__drain_after(watch, step);
         x.why_at_done = TFRDV__WHY_NONE;
         x.completed = 1;
         tfrdv__sync_wait(&x, 0); /* only settles the user's manager */
@@ -4808,6 +4885,7 @@ typedef struct tfrdv__serve { /* one RecvTensor being served; the key's bytes fo
     tfrdv_cancel_mgr* cm;
     tfrdv_cancel_node cnode;
     volatile long refs; /* 1 for the answer, +1 for an orphaned cancellation callback */
+    unsigned flags;     /* TFRDV_SERVE_CONFIRMS */
     int state;
     int cm_registered, cm_orphan;
     char* key;
@@ -4828,6 +4906,18 @@ TFRDV__PRIVATE void tfrdv__serve_unlink(tfrdv__serve** head, tfrdv__serve* op) {
 }
 
 #define TFRDV__CACHE_BUCKETS 256
+typedef struct tfrdv__held {
+    struct tfrdv__held* next;
+    int64_t request_id, step_id;
+    uint64_t gen; /* the step's creation number: a step re-created with the same id is another */
+} tfrdv__held;
+typedef struct tfrdv__drain {
+    struct tfrdv__drain* next;
+    int64_t step_id, deadline, since;
+    tfrdv_drained_fn done;
+    void* user;
+    tfrdv_status st; /* the outcome, filled before done runs */
+} tfrdv__drain;
 struct tfrdv_mgr {
     tfrdv_mgr_config cfg;
     tfrdv_hooks hooks;
@@ -4853,6 +4943,10 @@ struct tfrdv_mgr {
     uint64_t rid_counter, rid_key;
     uint64_t hkey; /* this manager's secret for hashing ids a peer chooses (steps, request ids) */
     tfrdv_mgr_stats stats;
+    struct tfrdv__drain* drains; /* pending tfrdv_mgr_cleanup_when_drained */
+    volatile long ndrains;
+    struct tfrdv__held** held;   /* request id -> step of values awaiting confirmation */
+    size_t held_nb, nheld;
 };
 
 TFRDV_API tfrdv_mgr_config tfrdv_mgr_config_init(void) {
@@ -4993,6 +5087,14 @@ TFRDV__PRIVATE void tfrdv__mgr_unref(tfrdv_mgr* mgr) {
         mgr->free_serves = s->next;
         tfrdv__free(&a, s, sizeof *s + s->key_cap);
     }
+    for (i = 0; i < mgr->held_nb; i++) { /* values a transport never confirmed */
+        while (mgr->held[i]) {
+            tfrdv__held* h = mgr->held[i];
+            mgr->held[i] = h->next;
+            tfrdv__free(&a, h, sizeof *h);
+        }
+    }
+    tfrdv__free(&a, mgr->held, mgr->held_nb * sizeof *mgr->held);
     for (i = 0; i < TFRDV__CACHE_BUCKETS; i++) {
         while (mgr->cache[i]) {
             tfrdv__centry* e = mgr->cache[i];
@@ -5117,7 +5219,9 @@ TFRDV__PRIVATE tfrdv__centry* tfrdv__forget_locked(tfrdv_mgr* mgr, int64_t step,
     mgr->stats.steps_cleaned++;
     return mgr->ncache ? tfrdv__cache_drop_step(mgr, step, 0) : 0;
 }
-/* outside every lock: free the dropped cache entries, abort and release the step */
+TFRDV__PRIVATE void tfrdv__drain_cleaned(tfrdv_mgr* mgr, int64_t step_id, const char* why);
+/* outside every lock: free the dropped cache entries, abort and release the step; its pending
+   drains end ABORTED */
 TFRDV__PRIVATE void tfrdv__forget_finish(tfrdv_mgr* mgr, tfrdv_rendezvous* r, int64_t step, tfrdv__centry* dropped,
                                          const char* why) {
     tfrdv_status msg;
@@ -5131,6 +5235,7 @@ TFRDV__PRIVATE void tfrdv__forget_finish(tfrdv_mgr* mgr, tfrdv_rendezvous* r, in
         tfrdv_abort(r, TFRDV_ABORTED, msg.msg);
         tfrdv_unref(r);
     }
+    if (why) tfrdv__drain_cleaned(mgr, step, why);
 }
 TFRDV_API void tfrdv_mgr_cleanup(tfrdv_mgr* mgr, int64_t step_id) {
     tfrdv_rendezvous* r;
@@ -5178,6 +5283,373 @@ TFRDV__PRIVATE void tfrdv__cleanup_all(tfrdv_mgr* mgr, const char* why) {
 TFRDV_API void tfrdv_mgr_cleanup_all(tfrdv_mgr* mgr) {
     if (mgr) tfrdv__cleanup_all(mgr, "Cleanup");
 }
+
+/* >>drain  tfrdv_mgr_cleanup_when_drained: a step's producer learns when its consumers are done.
+   Values served with TFRDV_SERVE_CONFIRMS are "held" (request id -> step, in mgr->held) from the
+   answer until tfrdv_mgr_serve_delivered or tfrdv_mgr_serve_return; r->held counts them, r->serving
+   the requests routed to r and not answered yet, so a value between its table and its transport is
+   never missed. A step has drained when all of that and its table are empty. */
+/* mgr->mu held: the step linked under step_id, or NULL */
+TFRDV__PRIVATE tfrdv_rendezvous* tfrdv__step_locked(tfrdv_mgr* mgr, int64_t step_id) {
+    tfrdv_rendezvous* r = mgr->steps[tfrdv__step_bucket(mgr, step_id)];
+    while (r && r->step_id != step_id) r = r->mgr_next;
+    return r;
+}
+TFRDV__PRIVATE size_t tfrdv__held_bucket(const tfrdv_mgr* mgr, int64_t request_id) {
+    return (size_t)tfrdv__mix64((uint64_t)request_id ^ mgr->hkey) & (mgr->held_nb - 1);
+}
+/* mgr->mu held: request_id's entry, or NULL */
+TFRDV__PRIVATE tfrdv__held* tfrdv__held_find(tfrdv_mgr* mgr, int64_t request_id) {
+    tfrdv__held* h = 0;
+    if (mgr->nheld)
+        for (h = mgr->held[tfrdv__held_bucket(mgr, request_id)]; h && h->request_id != request_id; h = h->next) {}
+    return h;
+}
+/* mgr->mu held: unlinks request_id's entry and returns it (the caller frees it), or NULL */
+TFRDV__PRIVATE tfrdv__held* tfrdv__held_take(tfrdv_mgr* mgr, int64_t request_id) {
+    tfrdv__held** pp;
+    tfrdv__held* h;
+    if (!mgr->nheld) return 0;
+    for (pp = &mgr->held[tfrdv__held_bucket(mgr, request_id)]; (h = *pp) != 0; pp = &h->next) {
+        if (h->request_id != request_id) continue;
+        *pp = h->next;
+        mgr->nheld--;
+        return h;
+    }
+    return 0;
+}
+/* the answer to op hands its value over (OK, TFRDV_SERVE_CONFIRMS): hold it until confirmed.
+   Out of memory the value counts as delivered (as without the flag). */
+TFRDV__PRIVATE void tfrdv__held_add(tfrdv__serve* op) {
+    tfrdv_mgr* mgr = op->mgr;
+    const tfrdv_allocator* a = &mgr->hooks.allocator;
+    tfrdv__held* h = (tfrdv__held*)tfrdv__alloc(a, sizeof *h);
+    tfrdv__held** nb = 0;
+    size_t nnb = 0, i;
+    if (!h) return;
+    h->request_id = op->request_id;
+    h->step_id = op->step_id;
+    h->gen = op->r->gen;
+    tfrdv__lock(&mgr->mu);
+    if (mgr->nheld >= mgr->held_nb) { /* grow (x4, from 64) before inserting; allocate unlocked */
+        nnb = mgr->held_nb ? mgr->held_nb * 4 : 64;
+        tfrdv__unlock(&mgr->mu);
+        nb = (tfrdv__held**)tfrdv__zalloc(a, nnb * sizeof *nb);
+        tfrdv__lock(&mgr->mu);
+        if (nb && nnb > mgr->held_nb) {
+            tfrdv__held** old = mgr->held;
+            size_t onb = mgr->held_nb;
+            mgr->held = nb;
+            mgr->held_nb = nnb;
+            for (i = 0; i < onb; i++) {
+                while (old[i]) {
+                    tfrdv__held* x = old[i];
+                    old[i] = x->next;
+                    x->next = mgr->held[tfrdv__held_bucket(mgr, x->request_id)];
+                    mgr->held[tfrdv__held_bucket(mgr, x->request_id)] = x;
+                }
+            }
+            nb = old;
+            nnb = onb;
+        }
+    }
+    /* held already (a retry answered from the response cache hands the same value): once */
+    if (mgr->held_nb && !tfrdv__held_find(mgr, h->request_id)) {
+        h->next = mgr->held[tfrdv__held_bucket(mgr, h->request_id)];
+        mgr->held[tfrdv__held_bucket(mgr, h->request_id)] = h;
+        mgr->nheld++;
+        op->r->held++;
+        h = 0;
+    }
+    tfrdv__unlock(&mgr->mu);
+    tfrdv__free(a, nb, nnb * sizeof *nb);
+    tfrdv__free(a, h, sizeof *h);
+}
+/* mgr->mu held: request_id's value is confirmed (delivered or returned); returns 1 when its step
+   has a drain pending */
+TFRDV__PRIVATE int tfrdv__held_done_locked(tfrdv_mgr* mgr, int64_t request_id, int64_t* step_id) {
+    tfrdv__held* h = tfrdv__held_take(mgr, request_id);
+    tfrdv_rendezvous* r;
+    int poke = 0;
+    if (!h) return 0;
+    r = tfrdv__step_locked(mgr, h->step_id);
+    if (r && r->gen == h->gen) {
+        r->held--;
+        poke = tfrdv__atomic_load(&r->draining) != 0;
+    }
+    *step_id = h->step_id;
+    tfrdv__free(&mgr->hooks.allocator, h, sizeof *h);
+    return poke;
+}
+TFRDV_API void tfrdv_mgr_serve_delivered(tfrdv_mgr* mgr, int64_t request_id) {
+    int64_t step = 0;
+    int poke;
+    if (!mgr) return;
+    tfrdv__lock(&mgr->mu);
+    poke = tfrdv__held_done_locked(mgr, request_id, &step);
+    tfrdv__unlock(&mgr->mu);
+    if (poke) tfrdv__drain_poke(mgr, step);
+}
+/* What a step still holds, for a timed-out drain's message */
+typedef struct tfrdv__left {
+    size_t values, receives, deferred, calls, serving, held;
+} tfrdv__left;
+/* mgr->mu held: 1 when r has drained; *left counts what it holds (all of it when counting) */
+TFRDV__PRIVATE int tfrdv__drained_locked(tfrdv_rendezvous* r, tfrdv__left* left, int counting) {
+    tfrdv__serve* op;
+    tfrdv_call* c;
+    int i;
+    memset(left, 0, sizeof *left);
+    left->held = (size_t)r->held;
+    left->serving = (size_t)tfrdv__atomic_load(&r->serving);
+    tfrdv__lock(&r->mu);
+    for (op = r->deferred; op; op = op->next) left->deferred++;
+    for (c = r->calls; c; c = c->next) left->calls++;
+    tfrdv__unlock(&r->mu);
+    for (i = 0; i < r->nshards && (counting || !(left->held | left->serving | left->deferred | left->calls)); i++) {
+        tfrdv__shard* s = &r->shards[i];
+        size_t b;
+        tfrdv__lock(&s->mu);
+        if (!counting) {
+            left->values += s->nchans; /* any channel: something buffered or waiting */
+        } else {
+            for (b = 0; b < s->nslots; b++) {
+                tfrdv__chan* ch = s->slots[b].chan;
+                void* it;
+                if (!ch || (it = ch->tail) == 0) continue;
+                do { /* the ring: both item kinds start with `next` */
+                    if (ch->kind == TFRDV__CHAN_SEND) left->values++;
+                    else left->receives++;
+                    it = *(void**)it;
+                } while (it != ch->tail);
+            }
+        }
+        tfrdv__unlock(&s->mu);
+    }
+    return !(left->values | left->receives | left->deferred | left->calls | left->serving | left->held);
+}
+/* mgr->mu held: moves step_id's drains (all, or only `only`) to *out; returns how many */
+TFRDV__PRIVATE size_t tfrdv__drain_unlink(tfrdv_mgr* mgr, int64_t step_id, const tfrdv__drain* only, tfrdv__drain** out) {
+    tfrdv__drain** pp = &mgr->drains;
+    size_t n = 0;
+    while (*pp) {
+        tfrdv__drain* d = *pp;
+        if (d->step_id == step_id && (!only || d == only)) {
+            *pp = d->next;
+            d->next = *out;
+            *out = d;
+            n++;
+        } else {
+            pp = &d->next;
+        }
+    }
+    if (n) {
+        tfrdv_rendezvous* r = tfrdv__step_locked(mgr, step_id);
+        tfrdv__drain* d;
+        tfrdv__atomic_add(&mgr->ndrains, -(long)n);
+        for (d = mgr->drains; d && d->step_id != step_id; d = d->next) {}
+        if (r && !d) tfrdv__atomic_store(&r->draining, 0);
+    }
+    return n;
+}
+/* outside every lock: each drain's callback with its status, then its memory */
+TFRDV__PRIVATE void tfrdv__drain_run(tfrdv_mgr* mgr, tfrdv__drain* list) {
+    tfrdv_allocator a = mgr->hooks.allocator; /* a callback may end the manager */
+    while (list) {
+        tfrdv__drain d = *list;
+        tfrdv__free(&a, list, sizeof *list);
+        list = d.next;
+        d.done(d.user, d.step_id, &d.st);
+    }
+}
+/* every cleanup path (outside the locks, why != NULL): drains of that step end ABORTED */
+TFRDV__PRIVATE void tfrdv__drain_cleaned(tfrdv_mgr* mgr, int64_t step_id, const char* why) {
+    tfrdv__drain* list = 0;
+    tfrdv__drain* d;
+    if (!tfrdv__atomic_load(&mgr->ndrains)) return;
+    tfrdv__lock(&mgr->mu);
+    tfrdv__drain_unlink(mgr, step_id, 0, &list);
+    tfrdv__unlock(&mgr->mu);
+    for (d = list; d; d = d->next)
+        tfrdv__err(&d->st, TFRDV_ABORTED, "%s %I came before the step drained", why, step_id);
+    tfrdv__drain_run(mgr, list);
+}
+/* shutdown, after every step was cleaned up: drains left (of steps unlinked otherwise) end too */
+TFRDV__PRIVATE void tfrdv__drains_shutdown(tfrdv_mgr* mgr) {
+    tfrdv__drain* list;
+    tfrdv__drain* d;
+    tfrdv__lock(&mgr->mu);
+    list = mgr->drains;
+    mgr->drains = 0;
+    tfrdv__atomic_store(&mgr->ndrains, 0);
+    tfrdv__unlock(&mgr->mu);
+    for (d = list; d; d = d->next)
+        tfrdv__err(&d->st, TFRDV_ABORTED, "Shutdown: step %I came before the step drained", d->step_id);
+    tfrdv__drain_run(mgr, list);
+}
+/* mgr->mu held: ends the drains of step_id (or only `only`) with code when r has drained, was
+   aborted, or code is DEADLINE_EXCEEDED; unlinks the step for the caller to clean up (*r_out,
+   *dropped: tfrdv__forget_finish after unlocking). Returns 1 when it did. */
+TFRDV__PRIVATE int tfrdv__drain_try_locked(tfrdv_mgr* mgr, int64_t step_id, const tfrdv__drain* only, int64_t now,
+                                           int64_t since, int timed_out, tfrdv__drain** out, tfrdv_rendezvous** r_out,
+                                           tfrdv__centry** dropped) {
+    tfrdv_rendezvous* r = tfrdv__step_locked(mgr, step_id);
+    tfrdv__drain* list = 0;
+    tfrdv__drain* d;
+    tfrdv__left left;
+    tfrdv_status st;
+    int drained = 1;
+    if (r && tfrdv__atomic_load(&r->aborted)) {
+        tfrdv__lock(&r->mu);
+        tfrdv__status_copy(&st, &r->status);
+        tfrdv__unlock(&r->mu);
+    } else {
+        drained = !r || tfrdv__drained_locked(r, &left, 0);
+        if (!drained && !timed_out) return 0;
+        if (drained) {
+            tfrdv__err(&st, TFRDV_OK, "");
+        } else {
+            tfrdv__drained_locked(r, &left, 1);
+            tfrdv__err(&st, TFRDV_DEADLINE_EXCEEDED,
+                       "step %I did not drain within %I ms: %U values buffered, %U receives waiting, %U requests deferred, %U being answered, %U deliveries unconfirmed, %U calls in flight",
+                       step_id, (now - since) / 1000000, (uint64_t)left.values, (uint64_t)left.receives, (uint64_t)left.deferred,
+                       (uint64_t)left.serving, (uint64_t)left.held, (uint64_t)left.calls);
+        }
+    }
+    if (!tfrdv__drain_unlink(mgr, step_id, only, &list)) return 0;
+    for (d = list; d; d = d->next) tfrdv__status_copy(&d->st, &st);
+    if (timed_out && !drained) mgr->stats.drains_timed_out++;
+    if (!r) { /* gone or never there: tombstoned as tfrdv_mgr_cleanup does */
+        *dropped = tfrdv__forget_locked(mgr, step_id, now);
+    } else if (!(only && tfrdv__atomic_load(&r->draining))) { /* nobody else waits for it: clean it up */
+        tfrdv__unlink_step(mgr, step_id);
+        *dropped = tfrdv__forget_locked(mgr, step_id, now);
+        mgr->stats.steps_drained++;
+        *r_out = r;
+    }
+    while (list) { /* onto *out */
+        d = list;
+        list = d->next;
+        d->next = *out;
+        *out = d;
+    }
+    return 1;
+}
+TFRDV__PRIVATE void tfrdv__drain_finish(tfrdv_mgr* mgr, int64_t step_id, tfrdv_rendezvous* r, tfrdv__centry* dropped,
+                                        tfrdv__drain* list) {
+    if (r || dropped) tfrdv__forget_finish(mgr, r, step_id, dropped, "Cleanup");
+    tfrdv__drain_run(mgr, list);
+}
+/* something happened in step_id that may have drained it */
+TFRDV__PRIVATE void tfrdv__drain_poke(tfrdv_mgr* mgr, int64_t step_id) {
+    tfrdv__drain* list = 0;
+    tfrdv_rendezvous* r = 0;
+    tfrdv__centry* dropped = 0;
+    int64_t now;
+    tfrdv__drain* d;
+    if (!tfrdv__atomic_load(&mgr->ndrains)) return;
+    now = tfrdv__now(&mgr->hooks.clock);
+    tfrdv__lock(&mgr->mu);
+    for (d = mgr->drains; d && d->step_id != step_id; d = d->next) {}
+    if (d) tfrdv__drain_try_locked(mgr, step_id, 0, now, d->since, 0, &list, &r, &dropped);
+    tfrdv__unlock(&mgr->mu);
+    tfrdv__drain_finish(mgr, step_id, r, dropped, list);
+}
+TFRDV_API tfrdv_code tfrdv_mgr_cleanup_when_drained(tfrdv_mgr* mgr, int64_t step_id, int64_t timeout_ns,
+                                                    tfrdv_drained_fn done, void* user) {
+    tfrdv__drain* d;
+    tfrdv_rendezvous* r;
+    int64_t now;
+    if (!mgr || !done) return TFRDV_INVALID_ARGUMENT;
+    d = (tfrdv__drain*)tfrdv__zalloc(&mgr->hooks.allocator, sizeof *d);
+    if (!d) return TFRDV_RESOURCE_EXHAUSTED;
+    now = tfrdv__now(&mgr->hooks.clock);
+    d->step_id = step_id;
+    d->since = now;
+    d->deadline = timeout_ns < 0 ? INT64_MAX : tfrdv__sat_add(now, timeout_ns);
+    d->done = done;
+    d->user = user;
+    tfrdv__lock(&mgr->mu);
+    r = tfrdv__step_locked(mgr, step_id);
+    if (mgr->destroyed) {
+        tfrdv__unlock(&mgr->mu);
+        tfrdv__err(&d->st, TFRDV_ABORTED, "Shutdown: step %I came before the step drained", step_id);
+        tfrdv__drain_run(mgr, d);
+        return TFRDV_OK;
+    }
+    d->next = mgr->drains;
+    mgr->drains = d;
+    tfrdv__atomic_add(&mgr->ndrains, 1);
+    if (r) tfrdv__atomic_store(&r->draining, 1);
+    tfrdv__unlock(&mgr->mu);
+    tfrdv__drain_poke(mgr, step_id); /* drained already? (an unknown step is) */
+    return TFRDV_OK;
+}
+/* tfrdv_mgr_expire: drains that drained unnoticed or timed out end; returns the next deadline */
+TFRDV__PRIVATE int64_t tfrdv__drains_expire(tfrdv_mgr* mgr, int64_t now) {
+    int64_t next = INT64_MAX;
+    for (;;) {
+        tfrdv__drain* list = 0;
+        tfrdv_rendezvous* r = 0;
+        tfrdv__centry* dropped = 0;
+        tfrdv__drain* d;
+        int64_t step = 0;
+        int acted = 0;
+        if (!tfrdv__atomic_load(&mgr->ndrains)) return next;
+        next = INT64_MAX;
+        tfrdv__lock(&mgr->mu);
+        for (d = mgr->drains; d && !acted; d = d->next) {
+            step = d->step_id;
+            acted = tfrdv__drain_try_locked(mgr, step, d->deadline <= now ? d : 0, now, d->since, d->deadline <= now,
+                                            &list, &r, &dropped);
+            if (!acted && d->deadline < next) next = d->deadline;
+        }
+        tfrdv__unlock(&mgr->mu);
+        if (!acted) return next;
+        tfrdv__drain_finish(mgr, step, r, dropped, list);
+    }
+}
+/* tfrdv_mgr_drain's waiter */
+typedef struct tfrdv__drain_wait {
+    tfrdv__event ev;
+    tfrdv_status st;
+} tfrdv__drain_wait;
+TFRDV__PRIVATE void tfrdv__drain_woken(void* user, int64_t step_id, const tfrdv_status* st) {
+    tfrdv__drain_wait* w = (tfrdv__drain_wait*)user;
+    TFRDV__UNUSED(step_id);
+    tfrdv__status_copy(&w->st, st);
+    tfrdv__event_signal(&w->ev);
+}
+TFRDV_API tfrdv_code tfrdv_mgr_drain(tfrdv_mgr* mgr, int64_t step_id, int64_t timeout_ns, tfrdv_status* st) {
+    tfrdv__drain_wait w;
+    tfrdv_code rc;
+    if (!mgr) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_drain: NULL manager");
+    memset(&w, 0, sizeof w);
+    if (!tfrdv__event_init(&w.ev, mgr->hooks.sync))
+        return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_mgr_drain: event init failed");
+    rc = tfrdv_mgr_cleanup_when_drained(mgr, step_id, -1, tfrdv__drain_woken, &w);
+    if (rc != TFRDV_OK) {
+        tfrdv__event_destroy(&w.ev);
+        return tfrdv__err(st, rc, "tfrdv_mgr_drain: out of memory");
+    }
+    if (!tfrdv__event_wait(&w.ev, timeout_ns < 0 ? -1 : timeout_ns)) {
+        /* time is up: end our drain now, unless its callback is already on its way */
+        tfrdv__drain* list = 0;
+        tfrdv_rendezvous* r = 0;
+        tfrdv__centry* dropped = 0;
+        tfrdv__drain* d;
+        tfrdv__lock(&mgr->mu);
+        for (d = mgr->drains; d && d->user != (void*)&w; d = d->next) {}
+        if (d) tfrdv__drain_try_locked(mgr, step_id, d, tfrdv__now(&mgr->hooks.clock), d->since, 1, &list, &r, &dropped);
+        tfrdv__unlock(&mgr->mu);
+        tfrdv__drain_finish(mgr, step_id, r, dropped, list);
+        tfrdv__event_wait(&w.ev, -1);
+    }
+    tfrdv__event_destroy(&w.ev);
+    tfrdv__status_copy(st, &w.st);
+    return w.st.code;
+}
+TFRDV__PRIVATE void tfrdv__drains_shutdown(tfrdv_mgr* mgr);
 TFRDV_API void tfrdv_mgr_destroy(tfrdv_mgr* mgr) {
     if (!mgr) return;
     if (mgr->cfg.transport.bind) mgr->cfg.transport.bind(mgr->cfg.transport.user, mgr, 0);
@@ -5185,6 +5657,7 @@ TFRDV_API void tfrdv_mgr_destroy(tfrdv_mgr* mgr) {
     mgr->destroyed = 1;
     tfrdv__unlock(&mgr->mu);
     tfrdv__cleanup_all(mgr, "Shutdown: step");
+    tfrdv__drains_shutdown(mgr);
     tfrdv__mgr_unref(mgr);
 }
 TFRDV_API void tfrdv_mgr_ref(tfrdv_mgr* mgr) {
@@ -5216,6 +5689,7 @@ TFRDV_API void tfrdv_mgr_get_stats(tfrdv_mgr* mgr, tfrdv_mgr_stats* out) {
     out->tombstones = mgr->tombs.live_count;
     out->calls_free = mgr->nfree_calls;
     out->calls_in_flight = mgr->ncalls;
+    out->deliveries_unconfirmed = mgr->nheld;
     tfrdv__unlock(&mgr->mu);
     out->double_finishes = (uint64_t)tfrdv__atomic_load(&mgr->double_finishes);
 }
@@ -5405,6 +5879,7 @@ TFRDV__PRIVATE void tfrdv__serve_answer(tfrdv__serve* op, const tfrdv_status* st
                                         tfrdv_value* v, int dead) {
     tfrdv_mgr* mgr = op->mgr;
     if (mgr->cfg.trace) tfrdv__trace(mgr, op->step_id, op->key, op->parsed.full.len, TFRDV_TRACE_SERVE, op->t0, st, v, dead);
+    if ((op->flags & TFRDV_SERVE_CONFIRMS) && st->code == TFRDV_OK && op->request_id != 0 && op->r) tfrdv__held_add(op);
     op->done(op->user, st, sa && st->code == TFRDV_OK ? sa : &tfrdv__no_args, v, dead);
 }
 /* Answer the request, and everyone queued on the cache entry it computes; v is one owned
@@ -5459,7 +5934,11 @@ TFRDV__PRIVATE void tfrdv__serve_finish(tfrdv__serve* op, const tfrdv_status* st
     tfrdv__serve_answer(op, st, sa, v, dead);
     if (e) tfrdv__centry_free(mgr, e);
     tfrdv__serve_unref(op);
-    if (r) tfrdv_unref(r);
+    if (r) {
+        tfrdv__atomic_add(&r->serving, -1);
+        if (tfrdv__atomic_load(&r->draining)) tfrdv__drain_poke(mgr, r->step_id);
+        tfrdv_unref(r);
+    }
 }
 /* fails op with a message whose format takes the step id (%I) and then the key (%S) */
 TFRDV__PRIVATE void tfrdv__serve_fail(tfrdv__serve* op, tfrdv_code code, const char* fmt) {
@@ -5668,6 +6147,7 @@ TFRDV__PRIVATE void tfrdv__serve_route(tfrdv__serve* op) {
         return;
     }
     op->r = r; /* the reference find gave us */
+    tfrdv__atomic_add(&r->serving, 1); /* until answered (tfrdv__serve_finish) */
     if (!tfrdv__atomic_load(&r->initialized) && !tfrdv__atomic_load(&r->aborted)) {
         /* RecvTensor may arrive before the step starts here: defer it, with a deadline */
         int64_t to = mgr->cfg.deferred_timeout_ns;
@@ -5718,6 +6198,12 @@ TFRDV__PRIVATE void tfrdv__serve_route(tfrdv__serve* op) {
 TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char* key,
                                      size_t key_len, int64_t request_id, tfrdv_cancel_mgr* cancel,
                                      tfrdv_serve_done_fn done, void* user) {
+    return tfrdv_mgr_serve_ex(mgr, step_id, key, key_len, request_id, 0, cancel, done, user);
+}
+TFRDV_API tfrdv_code tfrdv_mgr_serve_ex(tfrdv_mgr* mgr, int64_t step_id, const char* key,
+                                        size_t key_len, int64_t request_id, unsigned flags,
+                                        tfrdv_cancel_mgr* cancel, tfrdv_serve_done_fn done,
+                                        void* user) {
     tfrdv__serve* op;
     tfrdv_status st;
     if (!mgr || !done || (!key && key_len)) return TFRDV_INVALID_ARGUMENT;
@@ -5735,6 +6221,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve(tfrdv_mgr* mgr, int64_t step_id, const char
     }
     op->step_id = step_id;
     op->request_id = request_id;
+    op->flags = flags;
     op->done = done;
     op->user = user;
     op->cm = cancel;
@@ -5778,6 +6265,8 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve_return(tfrdv_mgr* mgr, int64_t step_id, con
     tfrdv_rendezvous* r = 0;
     tfrdv__centry* e = 0;
     tfrdv_code rc;
+    int64_t held_step = 0;
+    int poke;
     if (!mgr || (!key && key_len) || (!value && !is_dead)) {
         tfrdv_value_release(value);
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_mgr_serve_return: NULL manager or key, or a NULL live value");
@@ -5799,11 +6288,22 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve_return(tfrdv_mgr* mgr, int64_t step_id, con
     if (e) tfrdv__centry_free(mgr, e);
     if (!r) {
         tfrdv_value_release(value);
+        if (request_id != 0) {
+            tfrdv__lock(&mgr->mu);
+            tfrdv__held_done_locked(mgr, request_id, &held_step);
+            tfrdv__unlock(&mgr->mu);
+        }
         return tfrdv__err(st, TFRDV_ABORTED, "tfrdv_mgr_serve_return: step %I is gone (cleaned up or shut down); the value was released", step_id);
     }
     rc = tfrdv__local_send(r, &pk, send_args, value, is_dead, 1, st);
     if (rc != TFRDV_OK) tfrdv_value_release(value); /* the step was aborted: its status is in st */
     tfrdv_unref(r);
+    if (request_id != 0) { /* back in the table first, then no longer held: never a gap */
+        tfrdv__lock(&mgr->mu);
+        poke = tfrdv__held_done_locked(mgr, request_id, &held_step);
+        tfrdv__unlock(&mgr->mu);
+        if (poke) tfrdv__drain_poke(mgr, held_step);
+    }
     return rc;
 }
 
@@ -6601,7 +7101,8 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
         }
         tfrdv__unlock(&mgr->mu);
     }
-    return next;
+    t = tfrdv__drains_expire(mgr, now_ns);
+    return t < next ? t : next;
 }
 
 TFRDV__PRIVATE void tfrdv__remote_snap(tfrdv_rendezvous* r, tfrdv__snap* s) {
@@ -6874,6 +7375,8 @@ TFRDV__PRIVATE void tfrdv__lb_served(void* u, const tfrdv_status* st, const tfrd
     }
     if (back || back_dead)
         tfrdv_mgr_serve_return(target, q->step_id, q->key, q->key_len, q->request_id, sa, back, back_dead, 0);
+    else if (st->code == TFRDV_OK)
+        tfrdv_mgr_serve_delivered(target, q->request_id); /* the receiver has it */
     q->target = 0;
     tfrdv__lb_req_unref(q);
     tfrdv__mgr_unref(target);
@@ -6934,7 +7437,8 @@ TFRDV__PRIVATE void tfrdv__lb_start(void* user, tfrdv_call* call) {
         tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "loopback: out of memory", 0, 0);
         return;
     }
-    tfrdv_mgr_serve(target, q->step_id, q->key, q->key_len, q->request_id, q->cm, tfrdv__lb_served, q);
+    tfrdv_mgr_serve_ex(target, q->step_id, q->key, q->key_len, q->request_id, TFRDV_SERVE_CONFIRMS, q->cm,
+                       tfrdv__lb_served, q);
 }
 /* the fetch was cancelled: withdraw the served request (a value sent later stays buffered on the
    serving worker, as with a network transport whose client cancels its RPC) */

@@ -1,4 +1,4 @@
-/* tfrdv_grpc.h - v0.4.0 - gRPC transport for tfrdv speaking TensorFlow's WorkerService - MIT or
+/* tfrdv_grpc.h - v0.5.0 - gRPC transport for tfrdv speaking TensorFlow's WorkerService - MIT or
    public domain (see the end of tfrdv.h)
 
    USAGE
@@ -24,7 +24,7 @@
                TensorFlow waits without bound, but then a hung or hostile server (one that never
                answers, or answers the unary call with two messages: gRPC then waits for the
                deadline) would hold the receive forever; a receive that fails this way loses nothing (the server keeps
-               the value) and its message names the field; set it negative for no bound.
+               the value) and its message names the field; TFRDV_OFF for no bound.
                cancel_call cancels the gRPC call; gRPC's receive limit is
                max_message_bytes + 64 KiB (INT_MAX by default, as TensorFlow's). Responses are
                decoded by walking the received slices straight into tfrdv_call_alloc_value memory
@@ -32,9 +32,10 @@
                (field 15, skipped by TensorFlow); a response with require_ack is followed by a
                MarkRecvFinished call (fire and forget; to a tfrdv server usually carried inside
                the next request instead), and so is a RecvTensor whose receive gave up, saying its
-               answer was not taken (DELIVERY RECEIPTS). tfrdv_grpc_get_status()
+               answer was not taken (DELIVERY RECEIPTS). tfrdv_grpc_peer_devices()
                asks a worker for its devices and their incarnations (a key must carry the source
-               device's incarnation).
+               device's incarnation); tfrdv_mgr_peer_incarnation asks the same way (PEER
+               INCARNATION).
        server  (listen_address set, manager attached with tfrdv_grpc_attach) answers RecvTensor
                through tfrdv_mgr_serve asynchronously; a client cancel or deadline withdraws the serve
                request (the value stays buffered for the next receiver: TensorFlow aborts the whole
@@ -60,9 +61,10 @@
                a port another process listens on makes tfrdv_grpc_attach fail UNAVAILABLE
                "cannot listen on <address> ...", as TensorFlow's server refuses a busy port.
                Every other method is answered UNIMPLEMENTED at once.
-       threads tfrdv_grpc_config.num_threads completion-queue threads owned by the companion, or
-               none (-1): the host calls tfrdv_grpc_poll(). The attached manager's
-               tfrdv_mgr_expire is driven every expire_interval_ns by whichever thread polls.
+       threads one completion-queue thread owned by the companion (num_threads 0, the default),
+               n of them (num_threads n > 1), or none (-1): the host calls tfrdv_grpc_poll(). The
+               attached manager's tfrdv_mgr_expire is driven every expire_interval_ns by whichever
+               thread polls. gRPC's C core starts threads of its own: THREADS AND CALLBACKS.
        TLS     server side when pem_private_key + pem_cert_chain are given (mutual TLS with
                require_client_cert, pem_root_certs then verifies clients); client side when
                pem_root_certs is given (plus the key pair for mutual TLS). Insecure otherwise.
@@ -182,8 +184,38 @@
      TensorFlow's master never tells it about steps: the step id first arrives in a RecvTensor
      for a step not started here, which tfrdv_mgr_config.step_requested reports (start the step
      there and produce). Keys of tensors TensorFlow sends carry TensorFlow's device incarnation
-     (tfrdv_grpc_get_status); TensorFlow learns this worker's with GetStatus. TensorFlow never
+     (tfrdv_mgr_peer_incarnation, or tfrdv_grpc_peer_devices for a device other than CPU:0);
+     TensorFlow learns this worker's with GetStatus. TensorFlow never
      says when a step ends: clean steps up yourself.
+
+   PEER INCARNATION
+     tfrdv_mgr_peer_incarnation(mgr, "/job:ps/replica:0/task:0", timeout_ns, &inc, &st) over this
+     transport (tfrdv_transport.peer_incarnation) resolves the worker as a fetch does (workers,
+     tfrdv_grpc_set_worker, resolve) and asks it with GetStatus, as TensorFlow's master learns
+     incarnations. It gives the incarnation of the device "<worker>/device:CPU:0" (the device of
+     tfrdv workers' keys, and TensorFlow's first device on every task); a worker without CPU:0
+     gives its first listed device's. Incarnations are per device: for a key whose source is
+     another device (a GPU) take that device's from tfrdv_grpc_peer_devices. timeout_ns > 0: the
+     call waits for the worker to come up (gRPC's wait-for-ready, connecting again with back-off)
+     up to timeout_ns, then DEADLINE_EXCEEDED; < 0: no limit; 0: one try, UNAVAILABLE when the
+     worker cannot be reached now (the call itself then bounded by 30 s). NOT_FOUND when no
+     address is known for the worker, FAILED_PRECONDITION when the address answers with devices
+     of other workers only (a stale cluster spec), and the worker's own status otherwise
+     (UNIMPLEMENTED: no GetStatus there); every message names the worker.
+
+   CONFIG CHECKS
+     tfrdv_grpc_create refuses, INVALID_ARGUMENT naming the field and its value: a worker entry
+     without name or address, a name not /job:J/replica:R/task:T, an address of bad syntax
+     ("nonsense:::"); a listen_address of bad syntax; num_threads below -1 or above 256;
+     recv_tensor_queue_depth below 0 or above 65536; max_message_bytes above 2^31 - 1;
+     max_key_len above 16 MiB; receipt_ttl_ns and expire_interval_ns below 0; recv_timeout_ns and
+     serve_deadline_margin_ns below 0 but TFRDV_OFF; receipts, require_ack, require_client_cert
+     other than 0 or 1 (receipts: or TFRDV_OFF); workers or devices NULL with a count above 0; a
+     device name that is not a full device name or not NUL-terminated; TLS half configured (see
+     the fields). tfrdv_grpc_set_worker checks its name and address the same way. An address is
+     host:port (host a name, an IPv4 address or a bracketed IPv6 one; port 1..65535, or 0 in
+     listen_address), ipv4:/ipv6: with a comma-separated list of those, dns:[//authority/]host:port,
+     or unix:/unix-abstract: with a path; no spaces or control bytes.
 
    VALUES
      A served value is read from value->data on the host: copy device tensors to host memory
@@ -198,12 +230,25 @@
      on the completion-queue threads (or inside tfrdv_grpc_poll), never under a companion lock.
      tfrdv_grpc_destroy from such a callback returns at once; the shutdown then runs on a thread
      of its own (completion-queue threads) or when the tfrdv_grpc_poll that ran the callback
-     returns (host-driven). With num_threads 1, tfrdv_grpc_get_status and tfrdv_recv in such a
-     callback are refused (FAILED_PRECONDITION: their answer needs that very thread), and so is
-     tfrdv_recv in tfrdv_grpc_poll's callbacks. In host-driven mode stop
-     calling tfrdv_grpc_poll from other threads before tfrdv_grpc_destroy (which polls by itself
-     until every call has completed); tfrdv_grpc_get_status also polls by itself there. State:
+     returns (host-driven). With one completion-queue thread, tfrdv_grpc_peer_devices,
+     tfrdv_mgr_peer_incarnation and tfrdv_recv in such a callback are refused
+     (FAILED_PRECONDITION: their answer needs that very thread), and so is tfrdv_recv in
+     tfrdv_grpc_poll's callbacks. In host-driven mode stop calling tfrdv_grpc_poll from other
+     threads before tfrdv_grpc_destroy (which polls by itself until every call has completed);
+     tfrdv_grpc_peer_devices and tfrdv_mgr_peer_incarnation also poll by themselves there. State:
      one thread-local pointer, the transport whose completion the thread is handling.
+     Threads in the process (counted in /proc/self/task; gRPC 29.0.0 as Debian 12 ships it, 2
+     CPUs): tfrdv_grpc starts its completion-queue threads at create (one by default; none with
+     num_threads -1) and nothing else, except one short-lived thread when tfrdv_grpc_destroy runs
+     from a callback on one of them. gRPC's C core starts its own at grpc_init (in the first
+     create): a default executor, a resolver executor and a global timer thread (3); its event
+     engine starts when the server starts at attach or with the first client call: 2 threads and
+     a timer manager, and gRPC adds global timer threads on demand (1 more seen). Measured, a
+     process of 1 thread: 5 after create, 8 or 9 after attach with listen_address set, 9 or 10
+     once calls ran (7 or 8 of gRPC's, 1 of ours, the host's); a client (no listen_address): 5
+     after create and attach, 9 after its first call; with num_threads -1 one fewer in each; back
+     to 1 once the last tfrdv_grpc is destroyed (gRPC's threads go with the last grpc_shutdown).
+     gRPC sizes its pools itself: other versions and CPU counts may differ.
 */
 #ifndef TFRDV_GRPC_H
 #define TFRDV_GRPC_H
@@ -216,8 +261,8 @@
 #endif
 
 #define TFRDV_GRPC_VERSION_MAJOR 0
-#define TFRDV_GRPC_VERSION_MINOR 4
-#define TFRDV_GRPC_VERSION_STRING "0.4.0"
+#define TFRDV_GRPC_VERSION_MINOR 5
+#define TFRDV_GRPC_VERSION_STRING "0.5.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -312,21 +357,25 @@ TFRDV_API int tfrdv_grpc_details_restarted(const void* payload, size_t len);
    --------------------------------------------------------------------------------------------- */
 typedef struct tfrdv_grpc tfrdv_grpc;
 
-typedef struct tfrdv_grpc_worker {
-    const char* name;    /* "/job:ps/replica:0/task:0" */
-    const char* address; /* "10.0.0.7:2222", "dns:///ps0:2222", "ipv4:127.0.0.1:5001" */
-} tfrdv_grpc_worker;
+/* A worker-table entry is the core's tfrdv_worker {name, address}: "/job:ps/replica:0/task:0" ->
+   "10.0.0.7:2222", "[::1]:2222", "dns:///ps0:2222", "ipv4:127.0.0.1:5001", "unix:/run/ps0.sock";
+   tfrdv_cluster_parse's table (from TF_CONFIG) fits as it is. The old name stays an alias. */
+typedef tfrdv_worker tfrdv_grpc_worker;
 
 typedef struct tfrdv_grpc_config {
     tfrdv_hooks hooks;            /* allocator and logger (sync and clock are not used) */
     const char* listen_address;   /* "0.0.0.0:5000"; "127.0.0.1:0" picks a free port
                                      (tfrdv_grpc_port); NULL: client only */
-    int num_threads;              /* completion-queue threads (0: 1); -1: none, the host calls
-                                     tfrdv_grpc_poll */
-    int recv_tensor_queue_depth;  /* RecvTensor requests kept posted (0: 256); calls beyond it
-                                     wait inside gRPC until one is re-posted, they are not lost */
-    uint64_t max_message_bytes;   /* largest RecvTensor response sent or accepted (0: 2^31 - 1) */
-    size_t max_key_len;           /* longest rendezvous key served (0: 4096) */
+    int num_threads;              /* 0 (default) or 1: one completion-queue thread; -1: none, the
+                                     host calls tfrdv_grpc_poll (both as tfrdv_tcp.h); n > 1: n
+                                     threads (at most 256; tfrdv_tcp.h starts one). gRPC's own
+                                     threads come on top: THREADS AND CALLBACKS above */
+    int recv_tensor_queue_depth;  /* RecvTensor requests kept posted (0: 256, at most 65536); calls
+                                     beyond it wait inside gRPC until one is re-posted, they are
+                                     not lost */
+    uint64_t max_message_bytes;   /* largest RecvTensor response sent or accepted (0: 2^31 - 1,
+                                     gRPC's limit and the most allowed) */
+    size_t max_key_len;           /* longest rendezvous key served (0: 4096, at most 16 MiB) */
     int require_ack;              /* mark every response to a non-zero request id require_ack,
                                      TensorFlow clients' too (use with tfrdv_mgr_config.
                                      response_cache); the client then sends MarkRecvFinished, and
@@ -339,8 +388,9 @@ typedef struct tfrdv_grpc_config {
                                      go unmarked, marks are ignored; require_ack still applies) */
     int64_t receipt_ttl_ns;       /* server holding answers (receipts, require_ack): how long an answer waits for its
                                      MarkRecvFinished before it counts as delivered and is
-                                     released (0: TFRDV_GRPC_RECEIPT_TTL_NS) */
-    int64_t expire_interval_ns;   /* tfrdv_mgr_expire period for the attached manager (0: 20 ms) */
+                                     released (0: TFRDV_GRPC_RECEIPT_TTL_NS; not negative) */
+    int64_t expire_interval_ns;   /* tfrdv_mgr_expire period for the attached manager (0: 20 ms;
+                                     not negative) */
     int64_t recv_timeout_ns;      /* client: the gRPC deadline of a RecvTensor call whose receive
                                      has none (tfrdv_mgr_config.call_timeout_ns 0, the default), so
                                      a hung or hostile server cannot hold a receive forever; on
@@ -351,19 +401,25 @@ typedef struct tfrdv_grpc_config {
                                      its deadline is answered DEADLINE_EXCEEDED and the value stays
                                      buffered, as a reply then would reach the client after it
                                      gave up (0: TFRDV_GRPC_SERVE_MARGIN_NS; TFRDV_OFF: none) */
-    const tfrdv_grpc_device* devices; /* GetStatus answer (copied); none: one device
+    const tfrdv_grpc_device* devices; /* GetStatus answer (copied; each name a full device name
+                                         /job:J/replica:R/task:T/device:TYPE:ID); none: one device
                                          "<worker>/device:CPU:0" with the manager's incarnation */
     size_t num_devices;
-    const tfrdv_grpc_worker* workers; /* worker name -> address (copied), a cluster spec */
+    const tfrdv_worker* workers;  /* worker name -> address (copied), a cluster spec; create
+                                     refuses a name not of the canonical form
+                                     /job:J/replica:R/task:T and an address whose syntax is wrong
+                                     (host names are resolved at connect) */
     size_t num_workers;
     /* Consulted for names not in the table: write a NUL-terminated address, return 1 if known. */
     int (*resolve)(void* user, const char* worker, size_t len, char* address, size_t cap);
     void* resolve_user;
-    /* TLS (PEM text, copied). */
+    /* TLS (PEM text, copied). Create refuses a half configuration: a key without its chain (or
+       the reverse), require_client_cert without pem_root_certs and the key pair,
+       ssl_target_name_override without pem_root_certs. */
     const char* pem_root_certs;   /* client: CA of servers (TLS on); server: CA of clients */
     const char* pem_private_key;  /* server key (TLS on); client key for mutual TLS */
     const char* pem_cert_chain;
-    int require_client_cert;      /* server: mutual TLS */
+    int require_client_cert;      /* server: mutual TLS (0 or 1) */
     const char* ssl_target_name_override; /* client: name expected in the server certificate */
 } tfrdv_grpc_config;
 TFRDV_API tfrdv_grpc_config tfrdv_grpc_config_init(void);
@@ -399,12 +455,14 @@ TFRDV_API void tfrdv_grpc_destroy(tfrdv_grpc* g);
    Returns the number of completions handled. Also usable alongside the threads. */
 TFRDV_API int tfrdv_grpc_poll(tfrdv_grpc* g, int64_t timeout_ns);
 
-/* GetStatus: the devices of the worker `target` names ("/job:..." resolved like a fetch, else a
-   gRPC address). Blocks up to timeout_ns (<= 0: 30 s). Fills up to cap devices; *n receives how
-   many the worker has. */
-TFRDV_API tfrdv_code tfrdv_grpc_get_status(tfrdv_grpc* g, const char* target, int64_t timeout_ns,
-                                           tfrdv_grpc_device* out, size_t cap, size_t* n,
-                                           tfrdv_status* st);
+/* The devices of the worker `target` names ("/job:..." resolved like a fetch, else a gRPC address)
+   and their incarnations, by TensorFlow's GetStatus. Blocks up to timeout_ns (<= 0: 30 s). Fills
+   up to cap devices; *n receives how many the worker has. NOT_FOUND for a worker name with no
+   address; otherwise the call's status (UNAVAILABLE: not reachable now). Called
+   tfrdv_grpc_get_status up to 0.5.0 (the core's tfrdv_get_status is unrelated). */
+TFRDV_API tfrdv_code tfrdv_grpc_peer_devices(tfrdv_grpc* g, const char* target, int64_t timeout_ns,
+                                             tfrdv_grpc_device* out, size_t cap, size_t* n,
+                                             tfrdv_status* st);
 
 typedef struct tfrdv_grpc_stats {
     uint64_t calls_started, calls_ok, calls_failed, acks_sent;       /* client: RecvTensor and
@@ -1355,6 +1413,7 @@ typedef struct tfrdv_grpc__wk {
 
 typedef struct tfrdv_grpc__waiter { /* a blocking GetStatus */
     int done;
+    int wait_ready; /* gRPC's wait-for-ready: the call waits for the channel to connect */
     tfrdv_status st;
     tfrdv_grpc_device* out;
     size_t cap, n;
@@ -1374,6 +1433,9 @@ typedef struct tfrdv_grpc__ccall { /* one client call */
     int64_t request_id;
     int default_deadline; /* RecvTensor: the deadline is recv_timeout_ns, not the receive's */
     int marked;           /* RecvTensor: the request carried the receipts mark */
+    int ninl;             /* RecvTensor: taken receipts the request carried (sent again as calls
+                             when it fails: the server may never have read them) */
+    int64_t inl[TFRDV_GRPC_INLINE_MAX];
     tfrdv_grpc__waiter* w;
     struct tfrdv_grpc__ccall *prev, *next;
 } tfrdv_grpc__ccall;
@@ -1750,11 +1812,108 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__resolve(tfrdv_grpc* g, const char* name, siz
     }
     return found;
 }
+/* >>transport: config checks (CONFIG CHECKS) -------------------------------------------------- */
+/* a worker name as calls carry it: /job:J/replica:R/task:T, canonical (anything else never matches) */
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__worker_name_ok(const char* name) {
+    tfrdv_device_name dn;
+    char canon[512];
+    size_t n = strlen(name);
+    if (n >= sizeof canon || tfrdv_device_parse(name, n, &dn, 0) != TFRDV_OK || !dn.has_job || !dn.has_replica ||
+        !dn.has_task || dn.has_type || dn.has_id)
+        return 0;
+    return tfrdv_device_format(&dn, canon, sizeof canon) == n && memcmp(canon, name, n) == 0;
+}
+/* host:port in p[0..n): NULL when well formed, else what is wrong (port 0 allowed when listen) */
+TFRDV_GRPC__PRIVATE const char* tfrdv_grpc__hostport(const char* p, size_t n, int listen) {
+    size_t h, i;
+    unsigned long port = 0;
+    int zone = 0; /* after the '%' of a scope id: [fe80::1%eth0] */
+    if (n == 0) return "empty host:port";
+    if (p[0] == '[') {
+        for (h = 1; h < n && p[h] != ']'; h++) {
+            if (p[h] == '%' && !zone) { zone = 1; continue; }
+            if (!((p[h] >= '0' && p[h] <= '9') || (p[h] >= 'a' && p[h] <= 'f') || (p[h] >= 'A' && p[h] <= 'F') ||
+                  (!zone && (p[h] == ':' || p[h] == '.')) ||
+                  (zone && ((p[h] >= 'a' && p[h] <= 'z') || (p[h] >= 'A' && p[h] <= 'Z') || p[h] == '-' || p[h] == '_' || p[h] == '.'))))
+                return "bad IPv6 address in [...]";
+        }
+        if (h == n) return "'[' without ']'";
+        if (h == 1) return "empty IPv6 address in []";
+        h++;
+        if (h == n || p[h] != ':') return "no :port after the IPv6 address";
+    } else {
+        for (h = n; h > 0 && p[h - 1] != ':'; h--) {}
+        if (h == 0) return "no :port";
+        h--;
+        if (h == 0) return "no host before :port";
+        for (i = 0; i < h; i++) {
+            if (p[i] == ':') return "more than one ':' (an IPv6 address needs [brackets])";
+            if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') ||
+                  p[i] == '-' || p[i] == '.' || p[i] == '_'))
+                return "bad byte in the host name";
+        }
+    }
+    if (h + 1 == n || n - h - 1 > 5) return listen ? "bad port (0..65535)" : "bad port (1..65535)";
+    for (i = h + 1; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') return listen ? "bad port (0..65535)" : "bad port (1..65535)";
+        port = port * 10 + (unsigned long)(p[i] - '0');
+    }
+    if (port > 65535 || (port == 0 && !listen)) return listen ? "bad port (0..65535)" : "bad port (1..65535)";
+    return 0;
+}
+/* a gRPC target as CONFIG CHECKS describes it: NULL when well formed, else what is wrong */
+TFRDV_GRPC__PRIVATE const char* tfrdv_grpc__addr_why(const char* a, int listen) {
+    size_t n = strlen(a), i, b;
+    const char* why;
+    if (n == 0) return "empty";
+    if (n > 500) return "longer than 500 bytes";
+    for (i = 0; i < n; i++)
+        if ((unsigned char)a[i] <= 0x20 || (unsigned char)a[i] >= 0x7f) return "a space or control byte";
+    if (strncmp(a, "unix:", 5) == 0) return n > 5 ? 0 : "no path after unix:";
+    if (strncmp(a, "unix-abstract:", 14) == 0) return n > 14 ? 0 : "no name after unix-abstract:";
+    if (strncmp(a, "dns:", 4) == 0) {
+        i = 4;
+        if (n > 6 && a[4] == '/' && a[5] == '/') { /* dns://authority/host:port */
+            for (i = 6; i < n && a[i] != '/'; i++) {}
+            if (i == n) return "dns://authority without /host:port";
+            i++;
+        }
+        return tfrdv_grpc__hostport(a + i, n - i, listen);
+    }
+    if (strncmp(a, "ipv4:", 5) == 0 || strncmp(a, "ipv6:", 5) == 0) {
+        for (b = i = 5; i <= n; i++) {
+            if (i < n && a[i] != ',') continue;
+            if ((why = tfrdv_grpc__hostport(a + b, i - b, listen)) != 0) return why;
+            b = i + 1;
+        }
+        return 0;
+    }
+    return tfrdv_grpc__hostport(a, n, listen);
+}
+/* name and address of one worker entry; `where` says which ("tfrdv_grpc_create: workers[3]") */
+TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__check_worker(const char* name, const char* address, const char* where,
+                                                        tfrdv_status* st) {
+    char wn[300];
+    const char* why;
+    if (!name || !address) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "%s has no %s", where, name ? "address" : "name");
+    (void)tfrdv_escape(wn, sizeof wn, name, strlen(name));
+    if (!tfrdv_grpc__worker_name_ok(name))
+        return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "%s.name \"%.200s\" is not a worker name (/job:J/replica:R/task:T)", where, wn);
+    if ((why = tfrdv_grpc__addr_why(address, 0)) != 0) {
+        char an[300];
+        (void)tfrdv_escape(an, sizeof an, address, strlen(address));
+        return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "%s.address \"%.200s\" of %.200s: %s", where, an, wn, why);
+    }
+    return TFRDV_OK;
+}
+
 TFRDV_API tfrdv_code tfrdv_grpc_set_worker(tfrdv_grpc* g, const char* worker, const char* address,
                                            tfrdv_status* st) {
     size_t i;
     char *n = 0, *a = 0;
     if (!g || !worker) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_set_worker: NULL argument");
+    if (tfrdv_grpc__check_worker(worker, address ? address : "x:1", "tfrdv_grpc_set_worker: worker", st) != TFRDV_OK)
+        return TFRDV_INVALID_ARGUMENT;
     if (address && (!(n = tfrdv_grpc__strdup(&g->a, worker)) || !(a = tfrdv_grpc__strdup(&g->a, address)))) {
         tfrdv_grpc__strfree(&g->a, n);
         return tfrdv_grpc__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_grpc_set_worker: out of memory");
@@ -1817,8 +1976,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__unlink_locked(tfrdv_grpc* g, tfrdv_grpc__cc
    context before the batch starts. */
 TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__ccall_start(tfrdv_grpc* g, int kind, tfrdv_grpc__chan* chan, const uint8_t* req,
                                                        size_t req_len, gpr_timespec deadline, tfrdv_call* call,
-                                                       int64_t request_id, tfrdv_grpc__waiter* w, tfrdv_grpc__tag_fn fn,
-                                                       tfrdv_status* st) {
+                                                       int64_t request_id, const int64_t* inl, int ninl,
+                                                       tfrdv_grpc__waiter* w, tfrdv_grpc__tag_fn fn, tfrdv_status* st) {
     tfrdv_grpc__ccall* c = (tfrdv_grpc__ccall*)tfrdv_grpc__alloc(&g->a, sizeof *c);
     grpc_slice s;
     grpc_op ops[6];
@@ -1830,6 +1989,8 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__ccall_start(tfrdv_grpc* g, int kind, 
     c->chan = chan;
     c->w = w;
     c->request_id = request_id;
+    c->ninl = ninl;
+    if (ninl) memcpy(c->inl, inl, (size_t)ninl * sizeof inl[0]);
     c->default_deadline = call && tfrdv_call_deadline(call) == INT64_MAX && g->cfg.recv_timeout_ns > 0;
     c->marked = kind == TFRDV_GRPC__C_RECV && request_id != 0 && g->cfg.receipts != TFRDV_OFF; /* as tfrdv_grpc__t_start */
     c->details = grpc_empty_slice();
@@ -1862,6 +2023,7 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__ccall_start(tfrdv_grpc* g, int kind, 
     pthread_mutex_unlock(&g->mu);
     memset(ops, 0, sizeof ops);
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (w && w->wait_ready) ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[1].data.send_message.send_message = c->req;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
@@ -1934,7 +2096,7 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__mark(tfrdv_grpc* g, tfrdv_grpc__chan* chan, 
     shut = g->shut;
     pthread_mutex_unlock(&g->mu);
     /* 10 s; 1 s during the shutdown, which waits for it */
-    return tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_MARK, chan, buf, w.len, tfrdv_grpc__in(shut ? 1000000000LL : 10000000000LL), 0, 0,
+    return tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_MARK, chan, buf, w.len, tfrdv_grpc__in(shut ? 1000000000LL : 10000000000LL), 0, 0, 0, 0,
                                    0, tfrdv_grpc__mark_done, 0) == TFRDV_OK;
 }
 /* A taken receipt for a server that takes them inline: waits for the next request to it, at most
@@ -2065,6 +2227,11 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_done(tfrdv_grpc* g, tfrdv_grpc__tag* t
             if (tfrdv_grpc__mark(g, c->chan, c->request_id, 1)) TFRDV_GRPC__ADD(g, nacks_sent, 1);
         }
     }
+    if (c->status != GRPC_STATUS_OK) { /* receipts it carried may never have arrived: again, as
+                                          calls (a server that had them counts them unmatched) */
+        int k;
+        for (k = 0; k < c->ninl; k++) (void)tfrdv_grpc__mark(g, c->chan, c->inl[k], 0);
+    }
     tfrdv_grpc__ccall_free(g, c);
 }
 
@@ -2137,8 +2304,9 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_start(void* user, tfrdv_call* call) {
             req[at++] = (uint8_t)v;
         }
     }
-    if (tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_RECV, chan, req, n, deadline, call, request_id, 0, tfrdv_grpc__recv_done, &st) != TFRDV_OK) {
+    if (tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_RECV, chan, req, n, deadline, call, request_id, inl, ninl, 0, tfrdv_grpc__recv_done, &st) != TFRDV_OK) {
         if (req != stackbuf) tfrdv_grpc__free(&g->a, req, n);
+        for (k = 0; k < ninl; k++) (void)tfrdv_grpc__mark(g, chan, inl[k], 0); /* not carried */
         tfrdv_call_finish(call, st.code, st.msg, 0, 0);
         return;
     }
@@ -2184,6 +2352,8 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__t_ref(void* user) {
     g->refs++;
     pthread_mutex_unlock(&g->mu);
 }
+TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__t_peer_inc(void* user, tfrdv_mgr* mgr, tfrdv_str w, int64_t timeout_ns,
+                                                      uint64_t* inc, tfrdv_status* st);
 TFRDV_API tfrdv_transport tfrdv_grpc_transport(tfrdv_grpc* g) {
     tfrdv_transport t;
     memset(&t, 0, sizeof t);
@@ -2194,6 +2364,7 @@ TFRDV_API tfrdv_transport tfrdv_grpc_transport(tfrdv_grpc* g) {
     t.wait = tfrdv_grpc__t_wait;
     t.destroy = tfrdv_grpc__t_destroy;
     t.ref = tfrdv_grpc__t_ref; /* each manager holds g until it goes (TRANSPORTS in tfrdv.h) */
+    t.peer_incarnation = tfrdv_grpc__t_peer_inc;
     return t;
 }
 
@@ -2227,42 +2398,125 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__status_done(tfrdv_grpc* g, tfrdv_grpc__tag*
     pthread_mutex_unlock(&g->mu);
 }
 TFRDV_GRPC__PRIVATE int tfrdv_grpc__waiter_done(tfrdv_grpc* g, void* arg) { (void)g; return ((tfrdv_grpc__waiter*)arg)->done; }
-TFRDV_API tfrdv_code tfrdv_grpc_get_status(tfrdv_grpc* g, const char* target, int64_t timeout_ns,
-                                           tfrdv_grpc_device* out, size_t cap, size_t* n,
-                                           tfrdv_status* st) {
-    char addr[512];
+/* one GetStatus call to addr (deadline ns from now, < 0: none), waited for; wait_ready: gRPC's
+   wait-for-ready (the call waits for the channel to connect instead of failing UNAVAILABLE) */
+TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__status_call(tfrdv_grpc* g, const char* addr, int64_t deadline_ns, int wait_ready,
+                                                       tfrdv_grpc_device* out, size_t cap, size_t* n, tfrdv_status* st) {
     tfrdv_grpc__chan* chan = 0;
     tfrdv_grpc__waiter w;
     tfrdv_status s;
-    if (n) *n = 0;
-    if (!g || !target || (cap && !out)) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_get_status: NULL argument");
-    if (target[0] == '/') {
-        if (!tfrdv_grpc__resolve(g, target, strlen(target), addr, sizeof addr))
-            return tfrdv_grpc__err(st, TFRDV_INTERNAL, "No worker known as %s", target);
-    } else if (strlen(target) < sizeof addr) {
-        memcpy(addr, target, strlen(target) + 1);
-    } else {
-        return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_get_status: address too long");
-    }
-    if (tfrdv_grpc__handling == g && g->nthreads == 1) /* its answer needs this very thread */
-        return tfrdv_grpc__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_grpc_get_status: called from a callback of this transport's only completion-queue thread (call it from another thread, or use num_threads > 1)");
+    *n = 0;
     memset(&w, 0, sizeof w);
     w.out = out;
     w.cap = cap;
+    w.wait_ready = wait_ready;
     pthread_mutex_lock(&g->mu);
     if (!g->shut) chan = tfrdv_grpc__chan_locked(g, addr, &s);
     else tfrdv_grpc__err(&s, TFRDV_UNAVAILABLE, "tfrdv_grpc: transport shut down");
     pthread_mutex_unlock(&g->mu);
     if (!chan) return tfrdv_grpc__err(st, s.code, "%s", s.msg);
-    if (tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_STATUS, chan, 0, 0, tfrdv_grpc__in(timeout_ns > 0 ? timeout_ns : 30000000000LL), 0, 0, &w,
+    if (tfrdv_grpc__ccall_start(g, TFRDV_GRPC__C_STATUS, chan, 0, 0, tfrdv_grpc__in(deadline_ns), 0, 0, 0, 0, &w,
                                 tfrdv_grpc__status_done, &s) != TFRDV_OK)
         return tfrdv_grpc__err(st, s.code, "%s", s.msg);
     pthread_mutex_lock(&g->mu);
     tfrdv_grpc__wait_locked(g, tfrdv_grpc__waiter_done, &w);
     pthread_mutex_unlock(&g->mu);
-    if (n) *n = w.n;
+    *n = w.n;
     if (st) *st = w.st;
     return w.st.code;
+}
+TFRDV_API tfrdv_code tfrdv_grpc_peer_devices(tfrdv_grpc* g, const char* target, int64_t timeout_ns,
+                                             tfrdv_grpc_device* out, size_t cap, size_t* n,
+                                             tfrdv_status* st) {
+    char addr[512];
+    size_t got = 0;
+    tfrdv_code code;
+    if (n) *n = 0;
+    if (!g || !target || (cap && !out)) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_peer_devices: NULL argument");
+    if (target[0] == '/') {
+        if (!tfrdv_grpc__resolve(g, target, strlen(target), addr, sizeof addr)) {
+            char wn[300];
+            (void)tfrdv_escape(wn, sizeof wn, target, strlen(target));
+            return tfrdv_grpc__err(st, TFRDV_NOT_FOUND, "No worker known as %s (tfrdv_grpc has no address for it)", wn);
+        }
+    } else if (strlen(target) < sizeof addr) {
+        memcpy(addr, target, strlen(target) + 1);
+    } else {
+        return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_peer_devices: address too long");
+    }
+    if (tfrdv_grpc__handling == g && g->nthreads == 1) /* its answer needs this very thread */
+        return tfrdv_grpc__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_grpc_peer_devices: called from a callback of this transport's only completion-queue thread (call it from another thread, or use num_threads > 1)");
+    code = tfrdv_grpc__status_call(g, addr, timeout_ns > 0 ? timeout_ns : 30000000000LL, 0, out, cap, &got, st);
+    if (n) *n = got;
+    return code;
+}
+
+/* >>transport: peer incarnation -------------------------------------------------------------- */
+/* 1 if device name d (NUL-terminated) is on worker wd; *cpu0: it is that worker's CPU:0 */
+TFRDV_GRPC__PRIVATE int tfrdv_grpc__on_worker(const char* d, const tfrdv_device_name* wd, int* cpu0) {
+    tfrdv_device_name dn;
+    *cpu0 = 0;
+    if (tfrdv_device_parse(d, strlen(d), &dn, 0) != TFRDV_OK || !dn.has_job || !dn.has_replica || !dn.has_task ||
+        dn.job.len != wd->job.len || memcmp(dn.job.ptr, wd->job.ptr, wd->job.len) != 0 || dn.replica != wd->replica ||
+        dn.task != wd->task)
+        return 0;
+    *cpu0 = dn.has_type && dn.has_id && dn.id == 0 && dn.type.len == 3 && memcmp(dn.type.ptr, "CPU", 3) == 0;
+    return 1;
+}
+/* tfrdv_transport.peer_incarnation: GetStatus to the worker, the incarnation of its CPU:0 (else
+   of its first device); see PEER INCARNATION */
+TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__t_peer_inc(void* user, tfrdv_mgr* mgr, tfrdv_str w, int64_t timeout_ns,
+                                                      uint64_t* inc, tfrdv_status* st) {
+    tfrdv_grpc* g = (tfrdv_grpc*)user;
+    char addr[512], wn[300], an[300], name[TFRDV_GRPC_DEVICE_NAME_MAX];
+    tfrdv_grpc_device stack[8];
+    tfrdv_grpc_device* devs = stack;
+    size_t cap = 8, n = 0, i, first = (size_t)-1, cpu = (size_t)-1;
+    tfrdv_device_name wd;
+    tfrdv_status s;
+    tfrdv_code code;
+    int c0, stale = 0;
+    (void)mgr;
+    *inc = 0;
+    (void)tfrdv_escape(wn, sizeof wn, w.ptr, w.len);
+    if (w.len >= sizeof name || tfrdv_device_parse(w.ptr, w.len, &wd, 0) != TFRDV_OK)
+        return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc: '%s' is not a worker name", wn);
+    if (!tfrdv_grpc__resolve(g, w.ptr, w.len, addr, sizeof addr))
+        return tfrdv_grpc__err(st, TFRDV_NOT_FOUND, "No worker known as %s (tfrdv_grpc has no address for it: workers, tfrdv_grpc_set_worker or resolve)", wn);
+    (void)tfrdv_escape(an, sizeof an, addr, strlen(addr));
+    if (tfrdv_grpc__handling == g && g->nthreads == 1)
+        return tfrdv_grpc__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_grpc: asking %s's incarnation from a callback of this transport's only completion-queue thread would wait forever (ask from another thread, or use num_threads > 1)", wn);
+    for (;;) {
+        code = tfrdv_grpc__status_call(g, addr, timeout_ns == 0 ? 30000000000LL : timeout_ns, timeout_ns != 0, devs, cap, &n, &s);
+        if (code != TFRDV_OK || n <= cap) break;
+        if (devs != stack) tfrdv_grpc__free(&g->a, devs, cap * sizeof *devs);
+        cap = n; /* more devices than room: ask again with room for all */
+        devs = (tfrdv_grpc_device*)tfrdv_grpc__alloc(&g->a, cap * sizeof *devs);
+        if (!devs) return tfrdv_grpc__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_grpc: out of memory asking %s's incarnation", wn);
+    }
+    if (code == TFRDV_OK) {
+        for (i = 0; i < n; i++) {
+            if (!tfrdv_grpc__on_worker(devs[i].name, &wd, &c0)) continue;
+            if (first == (size_t)-1) first = i;
+            if (c0) { cpu = i; break; }
+        }
+        if (cpu != (size_t)-1 || first != (size_t)-1) {
+            *inc = devs[cpu != (size_t)-1 ? cpu : first].incarnation;
+        } else {
+            (void)tfrdv_escape(name, sizeof name, n ? devs[0].name : "", n ? strlen(devs[0].name) : 0);
+            code = TFRDV_FAILED_PRECONDITION;
+            stale = 1;
+        }
+    }
+    if (devs != stack) tfrdv_grpc__free(&g->a, devs, cap * sizeof *devs);
+    if (code == TFRDV_OK) return tfrdv_grpc__ok(st), TFRDV_OK;
+    if (stale)
+        return tfrdv_grpc__err(st, code, "tfrdv_grpc: worker %s: %s answered with %zu device(s), none of that worker (%.200s%s): a stale cluster spec?",
+                               wn, an, n, n ? name : "none", n > 1 ? ", ..." : "");
+    if (code == TFRDV_DEADLINE_EXCEEDED)
+        return tfrdv_grpc__err(st, code, "tfrdv_grpc: worker %s at %s did not answer GetStatus within %lld ms (%.200s)", wn, an,
+                               (long long)(timeout_ns / 1000000), s.msg);
+    return tfrdv_grpc__err(st, code, "tfrdv_grpc: worker %s at %s: %.300s", wn, an, s.msg);
 }
 
 /* >>transport: server ------------------------------------------------------------------------ */
@@ -2359,6 +2613,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__rc_settle(tfrdv_grpc* g, tfrdv_grpc__rcpt* 
     } else if (e->held) {
         if (expired) TFRDV_GRPC__ADD(g, receipts_expired, 1);
         tfrdv_value_release(e->value);
+        tfrdv_mgr_serve_delivered(g->mgr, e->request_id); /* its step may drain now */
     }
     tfrdv_grpc__free(&g->a, e, e->size);
 }
@@ -2482,6 +2737,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__closed(tfrdv_grpc* g, tfrdv_grpc__sctx* x, 
         tfrdv_grpc__give_back(g, x, v, dead);
     } else if (holding) {
         tfrdv_value_release(v); /* delivered (a receipt said so, none is expected, or no memory) */
+        tfrdv_mgr_serve_delivered(g->mgr, x->request_id);
     }
     tfrdv_grpc__rc_run_due(g, due);
 }
@@ -2643,6 +2899,7 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__served(void* user, const tfrdv_status* stat
     if (st.code != TFRDV_OK) { /* a value this transport can never carry: consumed, as an error */
         if (head != stackhead) tfrdv_grpc__free(&g->a, head, head_cap);
         tfrdv_value_release(value);
+        tfrdv_mgr_serve_delivered(g->mgr, x->request_id);
         tfrdv_grpc__reply(g, x, 0, st.code, st.msg, 0, with_close);
         return;
     }
@@ -2751,7 +3008,9 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__recv_accept(tfrdv_grpc* g, tfrdv_grpc__tag*
         tfrdv_grpc__pend_link_locked(g, x);
         pthread_mutex_unlock(&g->mu);
     }
-    c = tfrdv_mgr_serve(g->mgr, step_id, x->key, x->key_len, request_id, x->cm, tfrdv_grpc__served, x);
+    /* every answer's fate is reported (delivered or given back): steps drain exactly */
+    c = tfrdv_mgr_serve_ex(g->mgr, step_id, x->key, x->key_len, request_id, TFRDV_SERVE_CONFIRMS, x->cm,
+                           tfrdv_grpc__served, x);
     if (c != TFRDV_OK) { /* refused without a callback (only for NULL arguments) */
         x->phase = 1;
         x->refs = 1;
@@ -2967,6 +3226,59 @@ TFRDV_API tfrdv_grpc_config tfrdv_grpc_config_init(void) {
     memset(&c, 0, sizeof c);
     return c;
 }
+/* CONFIG CHECKS: INVALID_ARGUMENT naming the first bad field */
+TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__check_config(const tfrdv_grpc_config* c, tfrdv_status* st) {
+    const char* why;
+    size_t i;
+#define TFRDV_GRPC__BAD(...) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_create: " __VA_ARGS__)
+    if (c->num_threads < -1 || c->num_threads > 256) TFRDV_GRPC__BAD("num_threads %d (-1: none, 0: one, at most 256)", c->num_threads);
+    if (c->recv_tensor_queue_depth < 0 || c->recv_tensor_queue_depth > 65536)
+        TFRDV_GRPC__BAD("recv_tensor_queue_depth %d (0: 256, at most 65536)", c->recv_tensor_queue_depth);
+    if (c->max_message_bytes > TFRDV_GRPC__MAX_DEFAULT)
+        TFRDV_GRPC__BAD("max_message_bytes %llu above 2^31 - 1 (gRPC's message limit)", (unsigned long long)c->max_message_bytes);
+    if (c->max_key_len > ((size_t)16 << 20)) TFRDV_GRPC__BAD("max_key_len %zu above 16 MiB", c->max_key_len);
+    if (c->require_ack != 0 && c->require_ack != 1) TFRDV_GRPC__BAD("require_ack %d (0 or 1)", c->require_ack);
+    if (c->receipt_ttl_ns < 0) TFRDV_GRPC__BAD("receipt_ttl_ns %lld is negative (0: the default)", (long long)c->receipt_ttl_ns);
+    if (c->expire_interval_ns < 0) TFRDV_GRPC__BAD("expire_interval_ns %lld is negative (0: 20 ms)", (long long)c->expire_interval_ns);
+    if (c->recv_timeout_ns < 0 && c->recv_timeout_ns != TFRDV_OFF)
+        TFRDV_GRPC__BAD("recv_timeout_ns %lld is negative (0: 10 min, TFRDV_OFF: none)", (long long)c->recv_timeout_ns);
+    if (c->serve_deadline_margin_ns < 0 && c->serve_deadline_margin_ns != TFRDV_OFF)
+        TFRDV_GRPC__BAD("serve_deadline_margin_ns %lld is negative (0: 20 ms, TFRDV_OFF: none)", (long long)c->serve_deadline_margin_ns);
+    if (c->listen_address && (why = tfrdv_grpc__addr_why(c->listen_address, 1)) != 0) {
+        char an[300];
+        (void)tfrdv_escape(an, sizeof an, c->listen_address, strlen(c->listen_address));
+        TFRDV_GRPC__BAD("listen_address \"%.200s\": %s", an, why);
+    }
+    if (c->num_workers && !c->workers) TFRDV_GRPC__BAD("num_workers %zu with workers NULL", c->num_workers);
+    for (i = 0; i < c->num_workers; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "tfrdv_grpc_create: workers[%zu]", i);
+        if (tfrdv_grpc__check_worker(c->workers[i].name, c->workers[i].address, where, st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
+    }
+    if (c->num_devices && !c->devices) TFRDV_GRPC__BAD("num_devices %zu with devices NULL", c->num_devices);
+    for (i = 0; i < c->num_devices; i++) {
+        const tfrdv_grpc_device* d = &c->devices[i];
+        tfrdv_device_name dn;
+        char dname[300];
+        if (!memchr(d->name, 0, sizeof d->name) || !memchr(d->type, 0, sizeof d->type))
+            TFRDV_GRPC__BAD("devices[%zu].%s is not NUL-terminated", i, memchr(d->name, 0, sizeof d->name) ? "type" : "name");
+        (void)tfrdv_escape(dname, sizeof dname, d->name, strlen(d->name));
+        if (tfrdv_device_parse(d->name, strlen(d->name), &dn, 0) != TFRDV_OK || !dn.has_job || !dn.has_replica || !dn.has_task ||
+            !dn.has_type || !dn.has_id)
+            TFRDV_GRPC__BAD("devices[%zu].name \"%.200s\" is not a full device name (/job:J/replica:R/task:T/device:TYPE:ID)", i, dname);
+    }
+    if (!c->pem_private_key != !c->pem_cert_chain)
+        TFRDV_GRPC__BAD("%s without %s (TLS needs both)", c->pem_private_key ? "pem_private_key" : "pem_cert_chain",
+                        c->pem_private_key ? "pem_cert_chain" : "pem_private_key");
+    if (c->require_client_cert != 0 && c->require_client_cert != 1) TFRDV_GRPC__BAD("require_client_cert %d (0 or 1)", c->require_client_cert);
+    if (c->require_client_cert && (!c->pem_root_certs || !c->pem_private_key))
+        TFRDV_GRPC__BAD("require_client_cert without %s", !c->pem_root_certs ? "pem_root_certs (the clients' CA)"
+                                                          : "pem_private_key and pem_cert_chain (the server's own)");
+    if (c->ssl_target_name_override && !c->pem_root_certs)
+        TFRDV_GRPC__BAD("ssl_target_name_override without pem_root_certs (it names the server certificate: TLS is off)");
+#undef TFRDV_GRPC__BAD
+    return TFRDV_OK;
+}
 TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc** out,
                                        tfrdv_status* st) {
     tfrdv_grpc* g;
@@ -2979,6 +3291,7 @@ TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc*
     if (!a.alloc_fn != !a.free_fn) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_create: allocator needs both functions");
     if (cfg->receipts != 0 && cfg->receipts != 1 && cfg->receipts != TFRDV_OFF)
         return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc_create: receipts is %d (0 or 1: on, TFRDV_OFF: off)", cfg->receipts);
+    if (tfrdv_grpc__check_config(cfg, st) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
     g = (tfrdv_grpc*)tfrdv_grpc__alloc(&a, sizeof *g);
     if (!g) return tfrdv_grpc__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_grpc_create: out of memory");
     memset(g, 0, sizeof *g);
@@ -2986,7 +3299,7 @@ TFRDV_API tfrdv_code tfrdv_grpc_create(const tfrdv_grpc_config* cfg, tfrdv_grpc*
     g->cfg = *cfg;
     g->refs = 1;
     if (g->cfg.num_threads == 0) g->cfg.num_threads = 1;
-    if (g->cfg.recv_tensor_queue_depth <= 0) g->cfg.recv_tensor_queue_depth = 256;
+    if (g->cfg.recv_tensor_queue_depth == 0) g->cfg.recv_tensor_queue_depth = 256;
     if (!g->cfg.max_message_bytes) g->cfg.max_message_bytes = TFRDV_GRPC__MAX_DEFAULT;
     if (!g->cfg.max_key_len) g->cfg.max_key_len = 4096;
     if (g->cfg.expire_interval_ns <= 0) g->cfg.expire_interval_ns = 20000000;

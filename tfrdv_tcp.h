@@ -1,4 +1,4 @@
-/* tfrdv_tcp.h - v0.4.0 - socket transport for tfrdv (TCP and Unix-domain sockets), no
+/* tfrdv_tcp.h - v0.5.0 - socket transport for tfrdv (TCP and Unix-domain sockets), no
    dependencies - MIT or public domain (see the end of tfrdv.h)
 
    USAGE
@@ -38,12 +38,12 @@
                socket (a regular file, a directory, a link: never removed). The file gets mode unix_mode
                (default 0600) and is removed by tfrdv_tcp_destroy.
 
-   WIRE FORMAT (little-endian, version 2)
+   WIRE FORMAT (little-endian, version 3)
      Every frame starts with a 16-byte header:
          u8 type, u8 flags (0), u16 zero, u32 body length, u64 id
      id is the call's wire id: chosen by the client, unique per connection (not the tfrdv request
      id, which travels in the body: two calls may carry the same request id). Bodies:
-       1 HELLO     u32 magic 0x56445254 ("TRDV"), u16 version (2), u16 zero, u64 incarnation,
+       1 HELLO     u32 magic 0x56445254 ("TRDV"), u16 version (3), u16 zero, u64 incarnation,
                    u32 name length (<= 255), worker name. id 0. Each side sends one first; the
                    client may pipeline its requests behind it. Both then speak the lower of the
                    two versions. Bad magic, version 0: CLOSE.
@@ -52,7 +52,9 @@
                    u32 key length (<= max_key_len), key bytes
        3 RESPONSE  i32 dtype, u32 rank (<= 254), u32 flags (1 dead, 2 no value: a dead value
                    without payload; then rank and bytes are 0), u32 zero, u64 value bytes,
-                   rank x i64 dims (each >= 0), then the first value bytes (at most frame_bytes)
+                   rank x i64 dims (each >= 0), then the first value bytes (at most frame_bytes);
+                   flag 4 (version 3, SAME HOST below): u64 address instead of bytes, the value's
+                   bytes lie at [address, address + value bytes) in the server's memory
        4 DATA      more value bytes of response id, in order (body = the bytes)
        5 ERROR     u32 code (1..16), u32 status detail (TFRDV_DETAIL_*; one the receiver does not
                    know arrives as 0), u32 message length
@@ -63,6 +65,9 @@
                    it (why: bad magic, version, malformed frame, shutdown)
        8 ACK       n x u64 wire ids (1..512), id 0 (version 2): the client delivered the values
                    of these responses; the server releases them
+       9 SAMEHOST  u32 flags, u32 zero, id 0 (version 3, Unix sockets only; see SAME HOST):
+                   client -> server flag 1 "I read large values by address", server -> client
+                   flag 2 "granted" (or 0: refused); each side sends at most one
      Delivery (version 2). A server keeps the value of each response it has written until the
      client acknowledges it (ACK: the receive got it) or refuses it (CANCEL: the receive had given
      up: cancelled, timed out, its rendezvous aborted, while the answer was on the wire); a refused
@@ -104,6 +109,33 @@
      into the destination (asking for all that is left of the frame). Large values therefore land
      in the receiver's memory without a staging copy; pass an alloc hook (tfrdv_args.alloc_fn)
      that reuses warm memory for the best throughput.
+
+   SAME HOST (Linux, Unix sockets, protocol version 3)
+     The Unix socket stays the control channel (HELLO, REQUEST, CANCEL, ACK; its end is the peer's
+     end); large values skip it. After the server's HELLO a client on a "unix:" connection learns
+     the server's pid from the socket (SO_PEERCRED: never from a frame), checks that it may read
+     that process's memory the way UCX does (process_vm_readv on itself, then on the peer at
+     address NULL: EFAULT means allowed, EPERM denied: Yama ptrace_scope, a non-dumpable server,
+     other uids, seccomp; a pid 0 means another pid namespace) and, if so, asks with SAMEHOST flag
+     1. A server that is the process that bound the listener (not a child forked after) grants it
+     (flag 2); from then on each response of at least the server's same_host bytes (64 KiB: below
+     that the socket costs about the same) is a RESPONSE with flag 4 carrying the address and
+     length of the served value, and the client reads it with process_vm_readv straight into its
+     tfrdv_call_alloc_value memory: one copy instead of two. Requests written before the answer
+     (the first ones, pipelined behind the HELLO) are answered over the socket. The server holds
+     the value, alive and unchanged, until the ACK or the refusal, exactly as for bytes on the
+     socket; a value refused, cancelled or unacknowledged when the connection ends goes back to
+     the table; its stall_timeout_ns clock starts after the copy (taken at 64 MiB/s or more).
+     A read that fails or comes back short (a peer that lies about its memory: EFAULT;
+     that died: ESRCH; that turned non-dumpable meanwhile: EPERM) closes the connection as a
+     malformed frame would: its calls fail UNAVAILABLE naming the cause, the peer gets a CLOSE.
+     Bytes are only ever written within the destination's size. When the check fails, the server
+     refuses, or same_host is TFRDV_OFF, the socket carries every byte; the reason is logged once
+     per transport (level info). An older peer never sees a SAMEHOST frame (only a version 3
+     HELLO gets one). TFRDV_TCP_CMA_DENY=1 in the environment (read by tfrdv_tcp_create) makes the
+     check fail as EPERM would, for tests. TCP peers on the same host use the socket. The read
+     runs on the thread reading the connection: a 64 MiB value holds it for its copy (~10-25 ms).
+     stats.values_cma / values_cma_sent count the values that took this path.
 
    CONTRACTS
      No value is lost: a value leaves the serving table for good only when its delivery is
@@ -155,9 +187,12 @@
      hand-off; the rest is written by the I/O loop. Per small fetch: the server makes one
      epoll_wait + one recv + one sendmsg (answered inline when the value is there); the client one
      sendmsg, then either its loop one epoll_wait + one recv, or (below) the waiting thread two
-     epoll_ctl + poll + one recv. A thread blocked in tfrdv_recv lends
-     itself (tfrdv_transport.wait): it takes its call's connection out of the event loop, checks
-     it without sleeping for up to spin_ns (50 us), then sleeps on the socket, and reads and
+     epoll_ctl + poll + one recv. A client reads up to 64 KiB per recv: small responses that
+     arrive together are read together; a value of 32 KiB or more streams straight into the
+     receiver's memory. A thread blocked in tfrdv_recv lends
+     itself (tfrdv_transport.wait): it takes its call's connection out of the event loop, may
+     check it without sleeping for up to spin_ns (50 us; the spin rule below), then sleeps on the
+     socket, and reads and
      completes the response itself: no hand-off, in either progress mode (stats.waits_lent). A
      connection the loop is reading is taken over as soon as the loop lets go of it; one that
      another lent thread reads, or one still connecting, is left to that reader
@@ -171,6 +206,15 @@
      before it returns) finishes the shutdown, and the other calls in flight complete then. A
      tfrdv_recv in a callback of the thread that reads its connection fails FAILED_PRECONDITION
      at once (nobody else could read its response); use tfrdv_recv_async there.
+     Spin rule (per connection): spinning pays only when the response comes within the window
+     while the waiting thread holds its CPU, i.e. when the peer runs on another CPU; when the
+     peer needs ours, it delays the very response it waits for. So a lent thread spins while at
+     least 5 of the last 8 spins on its connection saw the response within the window (the first
+     8 waits learn); otherwise it sleeps at once and probes with one spin after 16 waits (a
+     missed probe doubles that, up to 256; a paid one probes again next wait): when the peer
+     needs the waiter's CPU the spins miss and stop. It never spins when it knows that the peer
+     shares its only CPU: a Unix socket whose peer process (SO_PEERCRED) may run only on the one
+     CPU the waiting thread may run on (looked at every 64 waits; needs _GNU_SOURCE).
 
    LIFE CYCLE
        tfrdv_tcp_config tc = tfrdv_tcp_config_init();  tc.listen_address = "127.0.0.1:0"; ...
@@ -198,8 +242,8 @@
 #endif
 
 #define TFRDV_TCP_VERSION_MAJOR 0
-#define TFRDV_TCP_VERSION_MINOR 4
-#define TFRDV_TCP_VERSION_STRING "0.4.0"
+#define TFRDV_TCP_VERSION_MINOR 5
+#define TFRDV_TCP_VERSION_STRING "0.5.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -209,19 +253,22 @@ extern "C" {
    Frame codec (pure functions, no sockets: used by the transport, exposed for tests, fuzzers and
    other implementations of the protocol)
    --------------------------------------------------------------------------------------------- */
-#define TFRDV_TCP_PROTOCOL_VERSION 2  /* what this side speaks (HELLO); version 1 peers are served */
+#define TFRDV_TCP_PROTOCOL_VERSION 3  /* what this side speaks (HELLO); versions 1 and 2 are served */
 #define TFRDV_TCP_PROTOCOL_VERSION_MIN 1
 #define TFRDV_TCP_MAGIC 0x56445254u    /* "TRDV" little-endian */
 #define TFRDV_TCP_HEADER_LEN 16
 #define TFRDV_TCP_MAX_RANK 254
 #define TFRDV_TCP_NAME_MAX 255         /* worker name bytes in a HELLO */
 #define TFRDV_TCP_ACK_MAX 512          /* wire ids in one ACK frame */
-/* Longest encoding of a frame's header + fixed body (RESPONSE meta with 254 dims). */
-#define TFRDV_TCP_META_MAX (TFRDV_TCP_HEADER_LEN + 24 + 8 * TFRDV_TCP_MAX_RANK)
+#define TFRDV_TCP_SH_CMA_READ 1u       /* SAMEHOST flags: the client reads values by address */
+#define TFRDV_TCP_SH_CMA_GRANT 2u      /* ... the server sends large values by address */
+/* Longest encoding of a frame's header + fixed body (RESPONSE meta with 254 dims and an address). */
+#define TFRDV_TCP_META_MAX (TFRDV_TCP_HEADER_LEN + 32 + 8 * TFRDV_TCP_MAX_RANK)
 
 typedef enum tfrdv_tcp_frame_type {
     TFRDV_TCP_HELLO = 1, TFRDV_TCP_REQUEST = 2, TFRDV_TCP_RESPONSE = 3, TFRDV_TCP_DATA = 4,
-    TFRDV_TCP_ERROR = 5, TFRDV_TCP_CANCEL = 6, TFRDV_TCP_CLOSE = 7, TFRDV_TCP_ACK = 8
+    TFRDV_TCP_ERROR = 5, TFRDV_TCP_CANCEL = 6, TFRDV_TCP_CLOSE = 7, TFRDV_TCP_ACK = 8,
+    TFRDV_TCP_SAMEHOST = 9
 } tfrdv_tcp_frame_type;
 
 /* What the receiver accepts (every field 0: the defaults of tfrdv_tcp_config). */
@@ -261,6 +308,10 @@ typedef struct tfrdv_tcp_frame {
     uint32_t num_acks;
     const uint64_t* ack_ids;
     const uint8_t* ack_bytes;
+    /* RESPONSE flag 4: the value lies at remote_addr in the sender (data_len 0); SAMEHOST flags */
+    int remote;
+    uint64_t remote_addr;
+    uint32_t sh_flags;
 } tfrdv_tcp_frame;
 
 /* Decodes the frame at buf[0..len). Returns the bytes consumed (> 0: header + decoded body; for
@@ -268,7 +319,7 @@ typedef struct tfrdv_tcp_frame {
    needed (nothing is checked beyond what is there), or -1 for a malformed frame: st (if non-NULL)
    gets INVALID_ARGUMENT naming the defect (unknown type, length over a limit, rank > 254, negative
    dim, dims whose element count overflows, bad magic, version, code out of 1..16, non-zero
-   reserved field). lim NULL: defaults. Never reads past len, never allocates. */
+   reserved field, an address range that wraps, unknown SAMEHOST flags). lim NULL: defaults. Never reads past len, never allocates. */
 TFRDV_API long tfrdv_tcp_decode(const uint8_t* buf, size_t len, const tfrdv_tcp_limits* lim,
                                 tfrdv_tcp_frame* out, tfrdv_status* st);
 /* Encodes f (type, id and that type's fields; for RESPONSE data_len value bytes are announced but
@@ -327,10 +378,10 @@ typedef struct tfrdv_tcp_config {
     int64_t user_timeout_ns;       /* TCP_USER_TIMEOUT: unacknowledged data fails the connection
                                       after (0: 30 s; < 0: off) */
     int64_t expire_interval_ns;    /* timers and tfrdv_mgr_expire period (0: 20 ms) */
-    int64_t spin_ns;               /* a thread blocked in tfrdv_recv checks its connection without
-                                      sleeping for up to this long after each request, then sleeps
-                                      (0: 50 us when the creating thread may run on more than
-                                      one CPU, else none;
+    int64_t spin_ns;               /* a thread blocked in tfrdv_recv may check its connection
+                                      without sleeping for up to this long after each request,
+                                      then sleeps; it spins only while spinning paid recently
+                                      (the spin rule, PROGRESS AND THREADS) (0: 50 us;
                                       < 0 (TFRDV_OFF): never). A sleeping thread costs a wake-up
                                       when its response comes: on a VM with idle CPUs ~20-50 us. */
     int unix_mode;                 /* permission bits of a Unix socket file (0: 0600; 1..0777;
@@ -339,6 +390,11 @@ typedef struct tfrdv_tcp_config {
                                       table) when its socket took nothing for this long while
                                       answers waited, or a delivery stayed unacknowledged this
                                       long (0: 5 s; < 0: never) */
+    int64_t same_host;             /* Unix-socket peers on this host (see SAME HOST): values of
+                                      at least this many bytes are read by the client straight
+                                      from the server's memory (0: 64 KiB; TFRDV_OFF: never, all
+                                      bytes go through the socket). The serving side's value
+                                      sets the size; either side's TFRDV_OFF turns it off. */
 } tfrdv_tcp_config;
 TFRDV_API tfrdv_tcp_config tfrdv_tcp_config_init(void);
 
@@ -387,6 +443,8 @@ typedef struct tfrdv_tcp_stats {
     uint64_t waits_lent;           /* threads blocked in tfrdv_recv that read their connection */
     uint64_t waits_declined;       /* ... that could not (another thread was reading it, or the
                                       connection was not open yet) and waited for the loop */
+    uint64_t values_cma;           /* values read from the server's memory (process_vm_readv) */
+    uint64_t same_host_grants;     /* connections whose server granted that (SAME HOST) */
     /* server */
     uint64_t served, serve_ok, serve_failed, serve_cancelled, serve_expired; /* serve_ok: answers
                                       written and not taken back (a refusal or a connection lost
@@ -395,6 +453,7 @@ typedef struct tfrdv_tcp_stats {
     uint64_t bytes_sent;           /* value bytes served */
     uint64_t values_returned;      /* served values given back to the table (undeliverable) */
     uint64_t values_acked;         /* deliveries the client acknowledged (protocol version 2) */
+    uint64_t values_cma_sent;      /* responses sent by address (the client read the bytes) */
     uint64_t accepted, connections_rejected, requests_rejected;
     /* both */
     uint64_t protocol_errors;      /* connections closed for a malformed or hostile frame */
@@ -448,6 +507,9 @@ TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
 #if defined(__linux__) && defined(_GNU_SOURCE)
 #include <sched.h>
 #define TFRDV_TCP__AFFINITY 1
+#endif
+#if defined(__linux__) && defined(_GNU_SOURCE) && defined(SO_PEERCRED)
+#define TFRDV_TCP__CMA 1 /* SAME HOST: SO_PEERCRED + process_vm_readv */
 #endif
 #endif
 
@@ -522,12 +584,13 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
     switch (f->type) {
     case TFRDV_TCP_HELLO: body = 20 + (uint64_t)f->name.len; break;
     case TFRDV_TCP_REQUEST: body = 28 + (uint64_t)f->key.len; break;
-    case TFRDV_TCP_RESPONSE: body = 24 + 8 * (uint64_t)rank + f->data_len; break;
+    case TFRDV_TCP_RESPONSE: body = 24 + 8 * (uint64_t)rank + (f->remote ? 8 : f->data_len); break;
     case TFRDV_TCP_DATA: body = f->data_len; break;
     case TFRDV_TCP_ERROR: body = 12 + (uint64_t)f->message.len; break;
     case TFRDV_TCP_CANCEL: body = 0; break;
     case TFRDV_TCP_CLOSE: body = 8 + (uint64_t)f->message.len; break;
     case TFRDV_TCP_ACK: body = 8 * (uint64_t)f->num_acks; break;
+    case TFRDV_TCP_SAMEHOST: body = 8; break;
     default: return 0;
     }
     tfrdv_tcp__put(&w, (uint64_t)f->type, 1);
@@ -553,10 +616,15 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
     case TFRDV_TCP_RESPONSE:
         tfrdv_tcp__put(&w, (uint64_t)(uint32_t)f->dtype, 4);
         tfrdv_tcp__put(&w, (uint64_t)rank, 4);
-        tfrdv_tcp__put(&w, (uint64_t)((f->is_dead ? 1u : 0u) | (f->no_value ? 2u : 0u)), 4);
+        tfrdv_tcp__put(&w, (uint64_t)((f->is_dead ? 1u : 0u) | (f->no_value ? 2u : 0u) | (f->remote ? 4u : 0u)), 4);
         tfrdv_tcp__put(&w, 0, 4);
         tfrdv_tcp__put(&w, f->bytes, 8);
         for (i = 0; i < rank; i++) tfrdv_tcp__put(&w, (uint64_t)f->dims[i], 8);
+        if (f->remote) tfrdv_tcp__put(&w, f->remote_addr, 8);
+        break;
+    case TFRDV_TCP_SAMEHOST:
+        tfrdv_tcp__put(&w, f->sh_flags, 4);
+        tfrdv_tcp__put(&w, 0, 4);
         break;
     case TFRDV_TCP_ERROR:
         tfrdv_tcp__put(&w, f->code, 4);
@@ -595,7 +663,7 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
     type = b[0];
     blen = tfrdv_tcp__ld32(b + 4);
     id = tfrdv_tcp__ld64(b + 8);
-    if (type < TFRDV_TCP_HELLO || type > TFRDV_TCP_ACK)
+    if (type < TFRDV_TCP_HELLO || type > TFRDV_TCP_SAMEHOST)
         return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: unknown frame type %u", type), -1;
     if (b[1] || b[2] || b[3])
         return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: reserved header bytes of a type %u frame are not zero", type), -1;
@@ -605,6 +673,7 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
     out->id = id;
     out->body_len = blen;
     out->data_len = 0;
+    out->remote = 0;
     p = b + TFRDV_TCP_HEADER_LEN;
     switch (type) {
     case TFRDV_TCP_HELLO:
@@ -649,13 +718,16 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
         fl = tfrdv_tcp__ld32(p + 8);
         if (n > TFRDV_TCP_MAX_RANK)
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE rank %u exceeds %d", n, TFRDV_TCP_MAX_RANK), -1;
-        if (fl > 3 || tfrdv_tcp__ld32(p + 12))
+        if (fl > 7 || tfrdv_tcp__ld32(p + 12))
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE with unknown flags 0x%x", fl), -1;
         out->rank = (int32_t)n;
         out->is_dead = (int)(fl & 1);
         out->no_value = (int)(fl >> 1 & 1);
+        out->remote = (int)(fl >> 2 & 1);
         out->bytes = tfrdv_tcp__ld64(p + 16);
-        fixed = 24 + 8 * (uint64_t)n;
+        fixed = 24 + 8 * (uint64_t)n + (out->remote ? 8 : 0);
+        if (out->remote && (out->no_value || !out->bytes || blen != fixed))
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE by address (flag 4) with %s", out->no_value || !out->bytes ? "no value bytes" : "bytes or a wrong body length"), -1;
         if (blen < fixed)
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE body of %u bytes is shorter than its rank-%u meta", blen, n), -1;
         if (out->bytes > lim.max_tensor_bytes)
@@ -674,6 +746,11 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
                 return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE dims overflow 64 bits"), -1;
             elems *= (uint64_t)d;
             out->dims[i] = d;
+        }
+        if (out->remote) {
+            out->remote_addr = tfrdv_tcp__ld64(p + 24 + 8 * (size_t)n);
+            if (out->remote_addr > UINT64_MAX - out->bytes)
+                return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE address 0x%llx + %llu bytes wraps", (unsigned long long)out->remote_addr, (unsigned long long)out->bytes), -1;
         }
         out->data_len = blen - fixed;
         return (long)need;
@@ -705,6 +782,14 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
         out->num_acks = blen / 8;
         out->ack_bytes = p;
         return (long)(TFRDV_TCP_HEADER_LEN + blen);
+    case TFRDV_TCP_SAMEHOST:
+        if (blen != 8 || id)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST body of %u bytes (8 expected) or id %llu (0 expected)", blen, (unsigned long long)id), -1;
+        if (len < TFRDV_TCP_HEADER_LEN + 8) return 0;
+        out->sh_flags = tfrdv_tcp__ld32(p);
+        if (out->sh_flags & ~(TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_CMA_GRANT) || tfrdv_tcp__ld32(p + 4))
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST with unknown flags 0x%x or a non-zero reserved field", out->sh_flags), -1;
+        return (long)(TFRDV_TCP_HEADER_LEN + 8);
     default: /* CLOSE */
         if (blen < 8 || blen - 8 > lim.max_message_len)
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: CLOSE body of %u bytes (message limit %u)", blen, lim.max_message_len), -1;
@@ -725,6 +810,9 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
 #define MSG_NOSIGNAL 0 /* SO_NOSIGPIPE is set on each socket instead, where it exists */
 #endif
 #define TFRDV_TCP__RBUF 16384u        /* per-connection read buffer (at least) */
+#define TFRDV_TCP__RBUF_CLIENT 65536u /* a client connection's: the look-ahead that reads many small
+                                         responses per recv (values at least half of it stream
+                                         straight into the receiver's memory) */
 #define TFRDV_TCP__IOV 32             /* iovecs per sendmsg */
 #define TFRDV_TCP__SEND_MAX (4u << 20) /* bytes per sendmsg */
 #define TFRDV_TCP__GATHER 4096u       /* frame headers gathered per sendmsg */
@@ -793,6 +881,7 @@ typedef struct tfrdv_tcp__req {
     int planned;
     size_t key_len, key_cap;
     char* key;                                 /* key_cap bytes follow the record */
+    int sh_remote;                             /* SAME HOST: its RESPONSE carries the address */
 } tfrdv_tcp__req;
 
 /* a planned piece of a sendmsg */
@@ -801,6 +890,17 @@ typedef struct tfrdv_tcp__plan {
     size_t hlen, blen;
     const uint8_t* hdr;
 } tfrdv_tcp__plan;
+
+/* The spin rule of the threads lent to a client connection (tfrdv_tcp__spin_*): a record of
+   whether their recent spins saw the response arrive within the window */
+typedef struct tfrdv_tcp__spin {
+    unsigned hist;    /* the last 8 spins, newest in bit 0: 1 = the response came while spinning */
+    int n;            /* spins recorded (up to 8) */
+    int gap, since;   /* while spinning does not pay: one probing spin every gap waits */
+    int probe;        /* the spin in progress is a probe */
+    int shares_cpu;   /* tfrdv_tcp__shares_cpu, looked at every 64 waits */
+    int checks;       /* waits until the next look */
+} tfrdv_tcp__spin;
 
 struct tfrdv_tcp__conn {
     tfrdv_tcp__conn *prev, *next;              /* t->conns */
@@ -812,6 +912,7 @@ struct tfrdv_tcp__conn {
     pthread_t claimer;                         /* the lent thread, while BY_WAITER */
     int cwake[2];                              /* wakes the thread lent by tfrdv_recv (made at its
                                                   first claim; an eventfd or a pipe), or -1 */
+    tfrdv_tcp__spin spin;                      /* whether lent threads spin (under t->mu) */
     uint64_t serial;
     tfrdv_tcp__peer* peer;                     /* client side */
     int64_t deadline;                          /* connect / handshake deadline */
@@ -848,6 +949,10 @@ struct tfrdv_tcp__conn {
     tfrdv_tcp__ent* rent;
     uint64_t rleft;
     tfrdv_tcp_frame fr;
+    /* SAME HOST (under t->mu): the client asked / may read values by address from pid sh_pid
+       (SO_PEERCRED); the server granted it and sends large values by address */
+    int sh_asked, sh_read, sh_send, sh_seen;
+    long sh_pid;
 };
 
 struct tfrdv_tcp__peer {
@@ -941,7 +1046,20 @@ struct tfrdv_tcp {
     tfrdv_tcp__conn** pconns;
     size_t npoll;
 #endif
+    /* SAME HOST */
+    uint64_t sh_min;                           /* values of this many bytes go by address; 0: off */
+    long sh_lpid;                              /* the process that bound the listener */
+    int sh_deny, sh_logged;                    /* TFRDV_TCP_CMA_DENY; the fallback was logged */
 };
+
+/* SAME HOST hooks (the section of that name, after the frame handlers) */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_plan(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r, tfrdv_tcp_frame* f);
+TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_sent(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r);
+TFRDV_TCP__PRIVATE int64_t tfrdv_tcp__sh_grace(const tfrdv_tcp__req* r);
+TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_remote_ok(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
+TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td);
+TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__ent* e, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td);
 
 /* >>memory ----------------------------------------------------------------------------------- */
 TFRDV_TCP__PRIVATE void* tfrdv_tcp__alloc(tfrdv_tcp* t, size_t n) {
@@ -1446,7 +1564,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__resp_written(tfrdv_tcp* t, tfrdv_tcp__conn* c
     r->next->prev = r->prev;
     tfrdv_tcp__list_add(&c->held, r);
     r->state = TFRDV_TCP__R_HELD;
-    r->held_at = tfrdv_tcp__now();
+    r->held_at = tfrdv_tcp__now() + (r->sh_remote ? tfrdv_tcp__sh_grace(r) : 0); /* SAME HOST */
     t->nqueued--;
     t->stats.serve_ok++;
 }
@@ -1537,6 +1655,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
                             f.no_value = 1;
                         }
                         f.is_dead = r->is_dead;
+                        if (tfrdv_tcp__sh_plan(t, c, r, &f)) { body = 0; r->plan_off = left; } /* SAME HOST */
                     } else {
                         f.type = TFRDV_TCP_DATA;
                     }
@@ -1617,6 +1736,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
             if (c->wpart == 2 && r == c->cur && (c->choff < c->chlen || c->cbody)) break; /* mid-frame */
             if (c->wpart == 2 && r == c->cur) { c->wpart = 0; c->cur = 0; }
             /* a whole frame went out */
+            if (r->sh_remote) tfrdv_tcp__sh_sent(t, c, r); /* SAME HOST: its bytes went by address */
             if (r->sent == r->total) tfrdv_tcp__resp_written(t, c, r, td);
             else if (r->cancelled) { /* stopped between frames: tell the client, value goes back */
                 tfrdv_tcp__queue_error(t, c, r->id, TFRDV_CANCELLED, 0, "tfrdv_tcp: response cancelled by the client");
@@ -1711,6 +1831,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__todo_run(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
     }
     for (r = td->done; r; r = rnx) {
         rnx = r->tnext;
+        if (t->mgr && (r->value || r->is_dead)) tfrdv_mgr_serve_delivered(t->mgr, r->request_id); /* drains */
         tfrdv_value_release(r->value);
         r->value = 0;
         r->tnext = dead;
@@ -1741,7 +1862,7 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__conn_new(tfrdv_tcp* t, int fd, in
     tfrdv_tcp__conn* c = (tfrdv_tcp__conn*)tfrdv_tcp__alloc(t, sizeof *c);
     if (!c) return 0;
     memset(c, 0, sizeof *c);
-    c->rcap = TFRDV_TCP__RBUF;
+    c->rcap = server ? TFRDV_TCP__RBUF : TFRDV_TCP__RBUF_CLIENT;
     if (c->rcap < 64 + t->lim.max_key_len) c->rcap = 64 + t->lim.max_key_len;
     if (c->rcap < 64 + (size_t)t->lim.max_message_len) c->rcap = 64 + (size_t)t->lim.max_message_len;
     if (c->rcap < TFRDV_TCP_META_MAX + 64) c->rcap = TFRDV_TCP_META_MAX + 64;
@@ -1750,6 +1871,7 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__conn_new(tfrdv_tcp* t, int fd, in
     c->t = t;
     c->fd = fd;
     c->cwake[0] = c->cwake[1] = -1;
+    c->spin.gap = 16;
     c->lfd = -1;
     c->server = server;
     c->is_unix = is_unix;
@@ -2049,7 +2171,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_request(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     t->serving_count++;
     mgr = t->mgr;
     pthread_mutex_unlock(&t->mu);
-    (void)tfrdv_mgr_serve(mgr, r->step_id, r->key, r->key_len, r->request_id, r->cm, tfrdv_tcp__serve_done, r);
+    (void)tfrdv_mgr_serve_ex(mgr, r->step_id, r->key, r->key_len, r->request_id, TFRDV_SERVE_CONFIRMS, r->cm,
+                             tfrdv_tcp__serve_done, r);
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__on_cancel(tfrdv_tcp* t, tfrdv_tcp__conn* c, uint64_t id, tfrdv_tcp__todo* td) {
     tfrdv_tcp__req* r;
@@ -2141,6 +2264,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_response(tfrdv_tcp* t, tfrdv_tcp__conn* c,
     e->total = f->bytes;
     e->dead = f->is_dead;
     pthread_mutex_unlock(&t->mu);
+    if (f->remote) { tfrdv_tcp__sh_read(t, c, e, f, td); return; } /* SAME HOST */
     c->rx = TFRDV_TCP__RX_DATA;
     c->rent = e;
     c->rleft = f->data_len;
@@ -2237,6 +2361,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
             bad = e;
         }
         pthread_mutex_unlock(&t->mu);
+        if (!c->server) tfrdv_tcp__sh_hello(t, c, td); /* SAME HOST: ask for the by-address path */
         for (e = bad; e; e = e->tnext) {
             char msg[TFRDV_STATUS_MSG_MAX];
             tfrdv_tcp__impostor_msg(c, tfrdv_call_src_worker(e->call), msg, sizeof msg);
@@ -2264,7 +2389,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         return;
     case TFRDV_TCP_RESPONSE:
         if (c->server) break;
+        if (f->remote && !tfrdv_tcp__sh_remote_ok(t, c, td)) return; /* SAME HOST */
         tfrdv_tcp__on_response(t, c, f, td);
+        return;
+    case TFRDV_TCP_SAMEHOST:
+        tfrdv_tcp__sh_on_frame(t, c, f, td);
         return;
     case TFRDV_TCP_ERROR:
         if (c->server) break;
@@ -2339,7 +2468,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                 c->rleft -= k;
             } else if (c->rleft) {
                 if (drained) return;
-                if (c->rx == TFRDV_TCP__RX_DATA && c->rent) {
+                if (c->rx == TFRDV_TCP__RX_DATA && c->rent && c->rleft >= c->rcap / 2) {
                     /* straight into the destination, all that is left of the frame; what follows
                        (the next frame's header) lands in the read buffer in the same call */
                     struct iovec iv[2];
@@ -2349,7 +2478,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                     iv[0].iov_base = (uint8_t*)c->rent->value->data + c->rent->got;
                     iv[0].iov_len = want;
                     iv[1].iov_base = c->rbuf;
-                    iv[1].iov_len = c->rcap < 4096 ? c->rcap : 4096;
+                    iv[1].iov_len = c->rcap;
                     memset(&mh, 0, sizeof mh);
                     mh.msg_iov = iv;
                     mh.msg_iovlen = want == c->rleft ? 2 : 1;
@@ -2363,7 +2492,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
                         c->rlen = (size_t)n - d;
                         if ((size_t)n < want + (mh.msg_iovlen == 2 ? iv[1].iov_len : 0)) drained = 1;
                     }
-                } else {
+                } else { /* bytes to skip, or a small rest: through the read buffer, with the
+                            frames that follow it (many small responses per recv) */
                     c->roff = c->rlen = 0;
                     n = recv(c->fd, c->rbuf, c->rcap, 0);
                     reads++;
@@ -2419,6 +2549,203 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_
             c->rlen += (size_t)n;
         }
     }
+}
+
+/* >>SAME HOST -------------------------------------------------------------------------------- */
+/* Values by address between processes of one host (see SAME HOST in the docs): the client asks
+   after the server's HELLO (SAMEHOST flag 1) once SO_PEERCRED gave the server's pid and
+   process_vm_readv is permitted on it; the server grants (flag 2) and then sends each response
+   of at least sh_min bytes as (address, length); the client reads it into the call's memory.
+   The hooks in the connection code: tfrdv_tcp__sh_hello (HELLO received), sh_on_frame,
+   sh_remote_ok and sh_read (frames), sh_plan and sh_sent (tfrdv_tcp__write). */
+#ifdef TFRDV_TCP__CMA
+/* 0 if this process may read pid's memory (pid 's own: reads a byte; another: UCX's probe, a
+   read at address NULL: the permission is checked first, so EFAULT means allowed), else errno */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_probe(long pid) {
+    char src = 1, dst = 0;
+    struct iovec l, r;
+    ssize_t n;
+    int self = pid == (long)getpid();
+    l.iov_base = &dst;
+    l.iov_len = 1;
+    r.iov_base = self ? &src : 0;
+    r.iov_len = 1;
+    n = process_vm_readv((pid_t)pid, &l, 1, &r, 1, 0);
+    if (n == 1 && (!self || dst == 1)) return 0;
+    if (n < 0 && errno == EFAULT && !self) return 0;
+    return n < 0 ? errno : EIO;
+}
+/* Yama's ptrace_scope (-1: no Yama) */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_yama(void) {
+    FILE* f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    int v = -1;
+    if (!f) return -1;
+    if (fscanf(f, "%d", &v) != 1) v = -1;
+    fclose(f);
+    return v;
+}
+#endif
+/* client, after the server's HELLO (no lock held): ask for the by-address path, or say once per
+   transport why the socket carries every byte */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
+    char why[200], msg[400];
+    long pid = 0;
+    int ok = 0, say = 0;
+    if (!c->is_unix) return; /* TCP, even to this host: the socket */
+    why[0] = 0;
+    if (c->peer_version < 3) snprintf(why, sizeof why, "the server speaks protocol version %d, same-host paths need 3", c->peer_version);
+    else if (!t->sh_min) snprintf(why, sizeof why, "same_host is TFRDV_OFF");
+    else {
+#ifdef TFRDV_TCP__CMA
+        struct ucred uc;
+        socklen_t ul = sizeof uc;
+        int err;
+        memset(&uc, 0, sizeof uc);
+        if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) != 0) snprintf(why, sizeof why, "SO_PEERCRED failed: %s", strerror(errno));
+        else if (uc.pid <= 0) snprintf(why, sizeof why, "the server's pid is not visible here (another pid namespace)");
+        else if (t->sh_deny) snprintf(why, sizeof why, "TFRDV_TCP_CMA_DENY is set: process_vm_readv taken as denied (EPERM)");
+        else if ((err = tfrdv_tcp__sh_probe((long)getpid())) != 0) snprintf(why, sizeof why, "process_vm_readv on this process failed: %s (seccomp?)", strerror(err));
+        else if ((err = tfrdv_tcp__sh_probe((long)uc.pid)) != 0) {
+            int y = tfrdv_tcp__sh_yama();
+            snprintf(why, sizeof why, "process_vm_readv on the server (pid %ld) is not permitted: %s (Yama ptrace_scope %d; a non-dumpable server or another uid also refuse it)",
+                     (long)uc.pid, strerror(err), y);
+        } else {
+            ok = 1;
+            pid = (long)uc.pid;
+        }
+#else
+        snprintf(why, sizeof why, "process_vm_readv is not available in this build (Linux, _GNU_SOURCE)");
+#endif
+    }
+    pthread_mutex_lock(&t->mu);
+    if (ok && c->state == TFRDV_TCP__C_OPEN) {
+        tfrdv_tcp_frame f;
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_SAMEHOST;
+        f.sh_flags = TFRDV_TCP_SH_CMA_READ;
+        c->sh_pid = pid;
+        c->sh_asked = 1;
+        (void)tfrdv_tcp__queue(t, c, &f);
+        if (!c->wblocked) tfrdv_tcp__write(t, c, td);
+    } else if (!ok && !t->sh_logged) {
+        t->sh_logged = say = 1;
+        snprintf(msg, sizeof msg, "tfrdv_tcp: values to %.80s travel over the socket: %s (said once per transport)", c->peer ? c->peer->addr : "?", why);
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (say) tfrdv_tcp__log(t, 1, "%s", msg);
+}
+/* a SAMEHOST frame: the server grants or refuses, the client learns the answer */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
+    char bad[120], msg[400];
+    int say = 0;
+    bad[0] = 0;
+    pthread_mutex_lock(&t->mu);
+    if (c->peer_version < 3 || !c->is_unix || c->sh_seen)
+        snprintf(bad, sizeof bad, "SAMEHOST frame %s", c->sh_seen ? "sent twice" : !c->is_unix ? "on a TCP connection" : "from a peer that said version < 3");
+    else if (c->server) {
+        if (f->sh_flags != TFRDV_TCP_SH_CMA_READ) snprintf(bad, sizeof bad, "SAMEHOST from a client with flags 0x%x (1 expected)", f->sh_flags);
+        else {
+            tfrdv_tcp_frame g;
+            c->sh_seen = 1;
+            c->sh_send = t->sh_min && (long)getpid() == t->sh_lpid; /* a child forked after bind: its
+                                                                      client reads the parent */
+            memset(&g, 0, sizeof g);
+            g.type = TFRDV_TCP_SAMEHOST;
+            g.sh_flags = c->sh_send ? TFRDV_TCP_SH_CMA_GRANT : 0;
+            (void)tfrdv_tcp__queue(t, c, &g);
+            if (!c->wblocked) tfrdv_tcp__write(t, c, td);
+        }
+    } else if (!c->sh_asked || (f->sh_flags & ~TFRDV_TCP_SH_CMA_GRANT))
+        snprintf(bad, sizeof bad, "SAMEHOST %s (flags 0x%x)", c->sh_asked ? "with unknown flags" : "answer to no question", f->sh_flags);
+    else {
+        c->sh_seen = 1;
+        c->sh_read = (f->sh_flags & TFRDV_TCP_SH_CMA_GRANT) != 0;
+        if (c->sh_read) t->stats.same_host_grants++;
+        if (!c->sh_read && !t->sh_logged) {
+            t->sh_logged = say = 1;
+            snprintf(msg, sizeof msg, "tfrdv_tcp: values to %.80s travel over the socket: the server refused the same-host path (same_host off there, or not the process that bound the address) (said once per transport)", c->peer ? c->peer->addr : "?");
+        }
+    }
+    if (bad[0]) tfrdv_tcp__conn_bad(t, c, bad, td);
+    pthread_mutex_unlock(&t->mu);
+    if (say) tfrdv_tcp__log(t, 1, "%s", msg);
+}
+/* a RESPONSE by address is only taken on a connection whose server granted it */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_remote_ok(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
+    int ok;
+    pthread_mutex_lock(&t->mu);
+    ok = c->sh_read;
+    if (!ok) tfrdv_tcp__conn_bad(t, c, "RESPONSE by address on a connection that did not agree to it", td);
+    pthread_mutex_unlock(&t->mu);
+    return ok;
+}
+/* client: the value of e lies in the server at f->remote_addr: read it into e's memory (at least
+   f->bytes, checked by on_response), then complete e as if its last byte had come. Any failure
+   closes the connection (its calls fail UNAVAILABLE naming the cause; the server's values go back) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__ent* e, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
+    uint64_t got = 0;
+    int err = 0, gave_up;
+    char why[200];
+#ifdef TFRDV_TCP__CMA
+    while (got < f->bytes) {
+        uint64_t left = f->bytes - got;
+        size_t want = left > ((uint64_t)1 << 30) ? ((size_t)1 << 30) : (size_t)left;
+        struct iovec l, r;
+        ssize_t n;
+        l.iov_base = (uint8_t*)e->value->data + got;
+        l.iov_len = want;
+        r.iov_base = (void*)(uintptr_t)(f->remote_addr + got);
+        r.iov_len = want;
+        n = process_vm_readv((pid_t)c->sh_pid, &l, 1, &r, 1, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) { err = n < 0 ? errno : 0; break; }
+        got += (uint64_t)n; /* short: the next call says why */
+    }
+#else
+    err = ENOSYS;
+#endif
+    if (got == f->bytes) {
+        pthread_mutex_lock(&t->mu);
+        t->stats.values_cma++;
+        pthread_mutex_unlock(&t->mu);
+        e->got = e->total;
+        tfrdv_tcp__ent_complete(t, c, e, td);
+        return;
+    }
+    snprintf(why, sizeof why, "process_vm_readv of a %llu-byte value at 0x%llx in pid %ld failed after %llu bytes: %s",
+             (unsigned long long)f->bytes, (unsigned long long)f->remote_addr, c->sh_pid, (unsigned long long)got,
+             err ? strerror(err) : "short read");
+    pthread_mutex_lock(&t->mu);
+    gave_up = !e->call;
+    if (!gave_up) tfrdv_tcp__conn_bad(t, c, why, td);
+    pthread_mutex_unlock(&t->mu);
+    /* its call gave up meanwhile (cancelled, timed out): its CANCEL went out, so the server may
+       have taken the value back and freed it; nothing was wrong: drop the bytes */
+    if (gave_up) tfrdv_tcp__ent_complete(t, c, e, td);
+}
+/* server (under t->mu, planning r's RESPONSE): by address? */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_plan(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r, tfrdv_tcp_frame* f) {
+    if (!c->sh_send || !r->value || !r->value->data || r->total < t->sh_min || r->sent) return 0;
+    r->sh_remote = 1;
+    f->remote = 1;
+    f->remote_addr = (uint64_t)(uintptr_t)r->value->data;
+    f->data_len = 0;
+    return 1;
+}
+/* server: the client copies a value sent by address after its RESPONSE went out, so its
+   acknowledgement may come that much later: stall_timeout_ns counts from after the copy, taken
+   at 64 MiB/s at least (1 s per 64 MiB; sanitizers and cold memory make it slow) */
+TFRDV_TCP__PRIVATE int64_t tfrdv_tcp__sh_grace(const tfrdv_tcp__req* r) {
+    return r->total > ((uint64_t)1 << 40) ? (int64_t)1 << 54 : (int64_t)(r->total * 15);
+}
+/* server (under t->mu): r's RESPONSE by address went out whole: its bytes count as written */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_sent(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r) {
+    uint64_t left = r->total - r->sent;
+    if (!left) return;
+    c->ring_bytes -= left;
+    t->stats.bytes_sent += left;
+    t->stats.values_cma_sent++;
+    r->sent = r->total;
 }
 
 /* >>accept ----------------------------------------------------------------------------------- */
@@ -2859,6 +3186,56 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__peer* tfrdv_tcp__peer_get(tfrdv_tcp* t, const char
     t->peers = p;
     return p;
 }
+/* 1: this thread and c's peer share one CPU for sure: a Unix socket whose peer process (its
+   credentials; the affinity of its main thread) may run only on the one CPU this thread may run
+   on. Elsewhere nothing tells where the peer runs (a TCP peer, even on this host): the record of
+   the spins decides. */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__shares_cpu(const tfrdv_tcp__conn* c) {
+#if defined(TFRDV_TCP__AFFINITY) && defined(SO_PEERCRED)
+    cpu_set_t mine, peer;
+    struct ucred cr;
+    socklen_t l = (socklen_t)sizeof cr;
+    if (!c->is_unix || sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) != 1) return 0;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) != 0 || cr.pid <= 0 || /* 0: another pid namespace */
+        sched_getaffinity(cr.pid, sizeof peer, &peer) != 0)
+        return 0;
+    return CPU_EQUAL(&mine, &peer);
+#else
+    (void)c;
+    return 0;
+#endif
+}
+/* Whether a lent thread spins before it sleeps (under t->mu). Spinning pays only when the
+   response comes within the window while this thread holds its CPU, i.e. when the peer runs on
+   another CPU; when it needs ours, spinning delays the very response it waits for. So: never when
+   the peer shares this thread's only CPU (shares_cpu); otherwise spin while at least
+   5 of the last 8 spins saw the response within the window (the first 8 waits learn), and while
+   they do not, probe with one spin every gap waits (a paid probe probes again next time; a missed
+   one doubles gap from 16 up to 256), so a change of placement is noticed. */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__spin_decide(tfrdv_tcp__spin* s, int shares_cpu) {
+    unsigned h;
+    int paid = 0;
+    s->probe = 0;
+    if (shares_cpu) return 0;
+    if (s->n < 8) return 1;
+    for (h = s->hist & 0xffu; h; h &= h - 1) paid++;
+    if (paid >= 5) { /* it pays: when it stops paying, the first probe comes after 16 waits */
+        s->gap = 16;
+        s->since = 0;
+        return 1;
+    }
+    if (++s->since < s->gap) return 0;
+    s->since = 0;
+    s->probe = 1;
+    return 1;
+}
+/* the outcome of the spin tfrdv_tcp__spin_decide allowed: paid = the response came meanwhile */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__spin_record(tfrdv_tcp__spin* s, int paid) {
+    s->hist = ((s->hist << 1) | (paid ? 1u : 0u)) & 0xffu;
+    if (s->n < 8) s->n++;
+    if (s->probe) s->gap = paid ? 1 : s->gap < 16 ? 16 : s->gap < 256 ? s->gap * 2 : 256;
+    s->probe = 0;
+}
 /* CPUs this thread may run on (spinning while the peer needs the only one would delay it) */
 TFRDV_TCP__PRIVATE long tfrdv_tcp__cpus(void) {
 #ifdef TFRDV_TCP__AFFINITY
@@ -3110,8 +3487,8 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     tfrdv_tcp__conn* c;
     uint64_t id;
     int64_t now = tfrdv_tcp__now(), end = timeout_ns >= 0 ? tfrdv_tcp__add(now, timeout_ns) : INT64_MAX;
-    int64_t spin_until = t->cfg.spin_ns > 0 ? tfrdv_tcp__add(now, t->cfg.spin_ns) : 0;
-    int last;
+    int64_t spin_until = 0;
+    int last, spun = 0;
     pthread_mutex_lock(&t->mu);
     memcpy(&id, tfrdv_call_scratch(call), sizeof id);
     for (;;) { /* the loop reads the connection for one event (it may be finishing the previous
@@ -3156,6 +3533,14 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     c->claimed = TFRDV_TCP__BY_WAITER;
     c->claimer = pthread_self();
     t->nclaims++;
+    if (t->cfg.spin_ns > 0) {
+        if (c->spin.checks-- <= 0) { /* where the two ends run, now and then (system calls) */
+            c->spin.shares_cpu = tfrdv_tcp__shares_cpu(c);
+            c->spin.checks = 63;
+        }
+        if (tfrdv_tcp__spin_decide(&c->spin, c->spin.shares_cpu))
+            spin_until = tfrdv_tcp__add(now, t->cfg.spin_ns);
+    }
 #ifdef TFRDV_TCP__EPOLL
     if (c->in_epoll) (void)epoll_ctl(t->efd, EPOLL_CTL_DEL, c->fd, 0);
     c->in_epoll = 0;
@@ -3177,6 +3562,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
             do n = poll(pf, 2, 0);
             while (n == 0 && tfrdv_tcp__now() < spin_until && tfrdv_tcp__now() < end);
             spin_until = 0;
+            spun = n > 0 && pf[0].revents ? 2 : 1;
         }
         if (n == 0)
             n = poll(pf, 2, left == INT64_MAX ? -1 : left > 3600000000000LL ? 3600000 : (int)((left + 999999) / 1000000));
@@ -3185,6 +3571,8 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
             tfrdv_tcp__conn_io(t, c, (pf[0].revents & POLLIN) != 0, (pf[0].revents & POLLOUT) != 0,
                                (pf[0].revents & (POLLERR | POLLHUP)) != 0);
         pthread_mutex_lock(&t->mu);
+        if (spun) tfrdv_tcp__spin_record(&c->spin, spun == 2);
+        spun = 0;
     }
     c->claimed = TFRDV_TCP__BY_NONE;
     t->nclaims--;
@@ -3494,6 +3882,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
         return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: %s above 16 MiB (a frame's limit; every connection buffers one)",
                               c.max_key_len > (16u << 20) ? "max_key_len" : "max_message_len");
     if (c.num_workers && !c.workers) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: num_workers %zu with workers NULL", c.num_workers);
+    if (c.same_host < TFRDV_OFF) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_create: same_host %lld (TFRDV_OFF, 0 or a size in bytes)", (long long)c.same_host);
     for (i = 0; i < c.num_workers; i++) {
         const tfrdv_worker* w = &c.workers[i];
         char wn[2 * TFRDV_TCP_NAME_MAX];
@@ -3519,7 +3908,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     if (!c.user_timeout_ns) c.user_timeout_ns = 30000000000LL;
     if (!c.expire_interval_ns) c.expire_interval_ns = 20000000LL;
     if (!c.stall_timeout_ns) c.stall_timeout_ns = 5000000000LL;
-    if (!c.spin_ns) c.spin_ns = tfrdv_tcp__cpus() > 1 ? 50000 : -1;
+    if (!c.spin_ns) c.spin_ns = 50000;
     {
         tfrdv_tcp tmp;
         memset(&tmp, 0, sizeof tmp.cfg);
@@ -3543,6 +3932,9 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     t->conns.prev = t->conns.next = &t->conns;
     t->ent_min_deadline = t->req_min_deadline = INT64_MAX;
     t->next_tick = tfrdv_tcp__add(tfrdv_tcp__now(), c.expire_interval_ns);
+    t->sh_min = c.same_host == 0 ? (uint64_t)64 << 10 : c.same_host < 0 ? 0 : (uint64_t)c.same_host; /* SAME HOST */
+    t->sh_lpid = (long)getpid();
+    t->sh_deny = getenv("TFRDV_TCP_CMA_DENY") && strcmp(getenv("TFRDV_TCP_CMA_DENY"), "1") == 0;
     pthread_mutex_init(&t->mu, 0);
     pthread_mutex_init(&t->poll_mu, 0);
     pthread_cond_init(&t->cv, 0);

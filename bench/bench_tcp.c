@@ -15,8 +15,12 @@
    checked byte for byte (large ones after their timed block). Rounds interleave the variants
    (raw TCP, tfrdv_tcp TCP, raw Unix, tfrdv_tcp Unix, tfrdv_grpc, then again), so a change of
    machine load hits subject and baseline alike; ratio = subject's median / baseline's median.
-   Nothing is pinned to a CPU. Exits non-zero only for a wrong answer (a failed or corrupt fetch,
-   memory left after destroy), never for a missed target. */
+   Placements (sched_setaffinity on every thread of each process): the latency and pipelined rows
+   run twice, with both processes on one CPU (one-cpu) and with the client on one CPU and the
+   server on another (two-cpus), each against its raw baseline measured in the same placement;
+   throughput and memory run unpinned. Exits non-zero only for a wrong answer (a failed or corrupt
+   fetch, memory left after destroy), never for a missed target. */
+#define _GNU_SOURCE 1 /* sched_setaffinity (here, and for the transport's look at its CPUs) */
 #define TFRDV_IMPLEMENTATION
 #define TFRDV_TCP_IMPLEMENTATION
 #include "tfrdv.h"
@@ -30,6 +34,8 @@
 #endif
 #include "bench_util.h"
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -45,7 +51,7 @@
 #define MAXB ((size_t)256 << 20)
 #define PIECE ((size_t)4 << 20) /* raw sender: bytes per sendmsg */
 #define MAXK 10000              /* keys e0..e9999 */
-#define LAT_ROUNDS 30
+#define LAT_ROUNDS 20
 #define LAT_BLOCK 100 /* sequential fetches per variant per round, back to back */
 #define THR_ROUNDS 15 /* at most; 1 MiB uses all (its transfers are bimodal), 256 MiB 5 */
 #define PIPE_N 10000 /* fetches per pipelined block */
@@ -108,6 +114,26 @@ static void make_key(int64_t i, char* buf, size_t cap, tfrdv_parsed_key* pk) {
     if (tfrdv_key_create(PS "/device:CPU:0", 42, WK "/device:CPU:0", edge, top, buf, cap, &len, 0) != TFRDV_OK ||
         tfrdv_key_parse(buf, len, pk, 0) != TFRDV_OK)
         bu_die("key");
+}
+
+/* ---- placement: every thread of this process on one CPU, or back on all it started with ---- */
+static cpu_set_t start_cpus;
+static int pin_process(int cpu) {
+    DIR* d = opendir("/proc/self/task");
+    struct dirent* e;
+    cpu_set_t set;
+    int ok = d != 0;
+    if (cpu < 0) set = start_cpus;
+    else {
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+    }
+    while (d && (e = readdir(d)) != 0) {
+        int tid = atoi(e->d_name);
+        if (tid > 0 && sched_setaffinity(tid, sizeof set, &set) != 0) ok = 0;
+    }
+    if (d) closedir(d);
+    return ok;
 }
 
 /* ============================================================================================
@@ -185,7 +211,7 @@ typedef struct side { /* a tfrdv worker: manager and transport */
     tfrdv_grpc* g;
 #endif
 } side;
-enum { C_PREP = 1, C_CLEAN, C_LIVE, C_QUIT };
+enum { C_PREP = 1, C_CLEAN, C_LIVE, C_PIN, C_QUIT };
 typedef struct bcmd { int op, kind; int64_t step, n; uint64_t size; } bcmd;
 typedef struct hello { int ok, tcp_port, grpc_port, raw_port; } hello;
 
@@ -278,6 +304,8 @@ static int serve_main(int in, int out) {
             tfrdv_unref(r);
         } else if (c.op == C_CLEAN) {
             tfrdv_mgr_cleanup(w[c.kind].m, c.step);
+        } else if (c.op == C_PIN) {
+            reply = pin_process((int)c.n);
         } else if (c.op == C_LIVE) {
             tfrdv_tcp_stats s;
             tfrdv_tcp_get_stats(w[c.kind].t, &s);
@@ -566,6 +594,54 @@ static double run_pipelined(int k) {
     return (double)PIPE_N * 1e9 / (double)t0;
 }
 
+/* The raw baseline of the pipelined rows: PIPE_N fetches of 4 KiB, PIPE_DEPTH requests in flight
+   on one raw connection, the responses read in batches (recv into a 64 KiB buffer, every whole
+   response in it parsed and its payload copied to its slot), each batch's completions answered
+   by one send of as many new requests; calls per second */
+static double run_pipelined_raw(int is_unix) {
+    static unsigned char rb[65536], req[PIPE_DEPTH * 64];
+    int fd = raw_fd[is_unix], i;
+    long sent = PIPE_DEPTH, got = 0;
+    size_t have = 0;
+    int64_t t0;
+    memset(req, 0, sizeof req);
+    for (i = 0; i < PIPE_DEPTH; i++) {
+        uint64_t sz = 4096;
+        memcpy(req + (size_t)i * 64, &sz, 8);
+    }
+    memset(dst, 0, (size_t)PIPE_DEPTH * 4096);
+    t0 = bu_now();
+    if (!io_buf(fd, req, sizeof req, 1, 1)) bu_die("raw pipelined request");
+    while (got < PIPE_N) {
+        ssize_t n = recv(fd, rb + have, sizeof rb - have, 0);
+        size_t off = 0;
+        long k = 0;
+        if (n <= 0) bu_die("raw pipelined reply");
+        have += (size_t)n;
+        while (have - off >= 32 + 4096) {
+            uint64_t sz;
+            memcpy(&sz, rb + off, 8);
+            if (sz != 4096) bu_die("raw pipelined reply: wrong size");
+            memcpy(dst + (size_t)(got % PIPE_DEPTH) * 4096, rb + off + 32, 4096);
+            off += 32 + 4096;
+            got++;
+            k++;
+        }
+        memmove(rb, rb + off, have - off);
+        have -= off;
+        if (k > PIPE_N - sent) k = PIPE_N - sent;
+        if (k > 0 && !io_buf(fd, req, (size_t)k * 64, 1, 1)) bu_die("raw pipelined request");
+        sent += k;
+    }
+    t0 = bu_now() - t0;
+    for (i = 0; i < PIPE_DEPTH; i++)
+        if (memcmp(dst + (size_t)i * 4096, pat, 4096) != 0) {
+            fprintf(stderr, "bench: raw pipelined: 4 KiB arrived wrong\n");
+            errors++;
+        }
+    return (double)PIPE_N * 1e9 / (double)t0;
+}
+
 /* ---- counting allocator shared by two threads (the caller and the transport's I/O thread) ---- */
 typedef struct lcount { pthread_mutex_t mu; bu_counter c; } lcount;
 static void* lc_alloc(void* u, size_t n) {
@@ -588,18 +664,26 @@ static void lc_get(lcount* l, bu_counter* out) {
     pthread_mutex_unlock(&l->mu);
 }
 
-/* ---- reporting ---- */
-static char targets[8192];
-static size_t targets_len;
-/* one TARGET line (printed at the end) and the verdict: le = goal is "ratio <= x" */
-static int target(const char* name, double fig, double base, const char* unit, int le, double goal) {
-    double r = fig / base;
-    int met = le ? r <= goal : r >= goal;
-    if (targets_len < sizeof targets - 256)
-        targets_len += (size_t)snprintf(targets + targets_len, sizeof targets - targets_len,
-                                        "TARGET %s: %.*f %s vs %.*f %s = %.3fx (goal %s %gx) %s\n", name, fig < 100 ? 2 : 0, fig,
-                                        unit, base < 100 ? 2 : 0, base, unit, r, le ? "<=" : ">=", goal, met ? "met" : "missed");
-    return met;
+/* ---- placements and reporting ---- */
+enum { P_ONE, P_TWO, P_ANY };
+static const char* pname[] = {"one-cpu", "two-cpus", "unpinned"};
+static int cpu_a = -1, cpu_b = -1; /* the first two CPUs this process may run on */
+static int placement = P_ANY;
+/* both processes where p says; 0 if the system refused (then nothing is pinned) */
+static int place(int p) {
+    int ok;
+    placement = p;
+    if (p == P_ANY) return srv(C_PIN, 0, 0, -1, 0) & pin_process(-1);
+    ok = srv(C_PIN, 0, 0, p == P_ONE ? cpu_a : cpu_b, 0) && pin_process(cpu_a);
+    if (!ok) {
+        place(P_ANY);
+        placement = P_ANY;
+    }
+    return ok;
+}
+/* a TARGET line for the placement now (a ratio) and the verdict */
+static int target(const char* name, double fig, double base, int le, double goal) {
+    return bu_target(name, pname[placement], fig / base, le ? "<=" : ">=", goal);
 }
 static double pct(double* v, int n, double p) { /* sorts v */
     int i;
@@ -639,14 +723,14 @@ static void latency(uint64_t size) {
             continue;
         }
         snprintf(base, sizeof base, "%.1f us", med[b]);
-        snprintf(tname, sizeof tname, "fetch_%s_%s_median_vs_raw", sz, v == V_TCP ? "tcp" : "unix");
-        m = target(tname, med[v], med[b], "us", 1, 2.0);
+        snprintf(tname, sizeof tname, "%s_fetch_%s_blocking_median_vs_raw", v == V_TCP ? "tcp" : "unix", sz);
+        m = target(tname, med[v], med[b], 1, 2.0);
         bu_row(name, val, base, med[v] / med[b], "<= 2x", m);
         snprintf(name, sizeof name, "fetch %s, %s, p99", size == 1 ? "1 B" : "4 KiB", vname[v]);
         snprintf(val, sizeof val, "%.1f us", p99[v]);
         snprintf(base, sizeof base, "%.1f us", p99[b]);
-        snprintf(tname, sizeof tname, "fetch_%s_%s_p99_vs_raw", sz, v == V_TCP ? "tcp" : "unix");
-        m = target(tname, p99[v], p99[b], "us", 1, 2.0);
+        snprintf(tname, sizeof tname, "%s_fetch_%s_blocking_p99_vs_raw", v == V_TCP ? "tcp" : "unix", sz);
+        m = target(tname, p99[v], p99[b], 1, 2.0);
         bu_row(name, val, base, p99[v] / p99[b], "<= 2x", m);
     }
     if (HAVE_GRPC) {
@@ -654,8 +738,8 @@ static void latency(uint64_t size) {
         snprintf(name, sizeof name, "fetch %s, tfrdv_tcp TCP vs grpc, median", size == 1 ? "1 B" : "4 KiB");
         snprintf(val, sizeof val, "%.1f us", med[V_TCP]);
         snprintf(base, sizeof base, "%.1f us", med[V_GRPC]);
-        snprintf(tname, sizeof tname, "fetch_%s_tcp_median_vs_grpc", sz);
-        m = target(tname, med[V_TCP], med[V_GRPC], "us", 1, 0.25);
+        snprintf(tname, sizeof tname, "tcp_fetch_%s_blocking_median_vs_grpc", sz);
+        m = target(tname, med[V_TCP], med[V_GRPC], 1, 0.25);
         bu_row(name, val, base, med[V_TCP] / med[V_GRPC], "<= 0.25x", m);
     }
 }
@@ -692,27 +776,38 @@ static void throughput(uint64_t size, int n, int rounds, double goal) {
             bu_row(name, val, base, med[v] / med[b], 0, -1);
             continue;
         }
-        snprintf(tname, sizeof tname, "throughput_%lluMiB_%s_vs_raw", (unsigned long long)(size >> 20), v == V_TCP ? "tcp" : "unix");
-        bu_row(name, val, base, med[v] / med[b], tg, target(tname, med[v], med[b], "GB/s", 0, goal));
+        snprintf(tname, sizeof tname, "%s_throughput_%lluMiB_vs_raw", v == V_TCP ? "tcp" : "unix", (unsigned long long)(size >> 20));
+        bu_row(name, val, base, med[v] / med[b], tg, target(tname, med[v], med[b], 0, goal));
     }
 }
 
+/* the tfrdv transports against the raw client that batches its reads (per socket kind) */
 static void pipelined(void) {
-    double cps[NK][PIPE_ROUNDS], med[NK];
+    double cps[NK + 2][PIPE_ROUNDS], med[NK + 2];
     char name[64], val[32], base[32];
     int k, r;
     memset(med, 0, sizeof med);
-    for (k = 0; k < NK; k++)
-        if (have(k == K_GRPC ? V_GRPC : V_TCP)) run_pipelined(k);
+    for (k = 0; k < NK + 2; k++) /* warm-up; NK, NK + 1: raw TCP, raw Unix */
+        if (k >= NK ? 1 : have(k == K_GRPC ? V_GRPC : V_TCP)) (void)(k >= NK ? run_pipelined_raw(k - NK) : run_pipelined(k));
     for (r = 0; r < PIPE_ROUNDS; r++)
-        for (k = 0; k < NK; k++)
-            if (have(k == K_GRPC ? V_GRPC : V_TCP)) cps[k][r] = run_pipelined(k);
+        for (k = 0; k < NK + 2; k++)
+            if (k >= NK ? 1 : have(k == K_GRPC ? V_GRPC : V_TCP))
+                cps[k][r] = k >= NK ? run_pipelined_raw(k - NK) : run_pipelined(k);
+    for (k = 0; k < NK + 2; k++)
+        if (k >= NK || have(k == K_GRPC ? V_GRPC : V_TCP)) med[k] = bu_median(cps[k], PIPE_ROUNDS);
     for (k = 0; k < NK; k++) {
+        int b = k == K_UNIX ? NK + 1 : NK;
         if (!have(k == K_GRPC ? V_GRPC : V_TCP)) continue;
-        med[k] = bu_median(cps[k], PIPE_ROUNDS);
+        snprintf(name, sizeof name, "%d x 4 KiB in flight, raw %s, batched", PIPE_DEPTH, k == K_UNIX ? "Unix" : "TCP");
+        snprintf(val, sizeof val, "%.0f calls/s", med[b]);
+        if (k != K_GRPC) bu_row(name, val, 0, 0, 0, -1);
         snprintf(name, sizeof name, "%d x 4 KiB in flight, %s", PIPE_DEPTH, vname[k == K_TCP ? V_TCP : k == K_UNIX ? V_UNIX : V_GRPC]);
         snprintf(val, sizeof val, "%.0f calls/s", med[k]);
-        bu_row(name, val, 0, 0, 0, -1);
+        snprintf(base, sizeof base, "%.0f/s", med[b]);
+        if (k == K_TCP)
+            bu_row(name, val, base, med[k] / med[b], ">= 0.8x", target("tcp_64x4KiB_in_flight_vs_raw_batched", med[k], med[b], 0, 0.8));
+        else
+            bu_row(name, val, base, med[k] / med[b], 0, -1);
     }
     if (HAVE_GRPC) {
         snprintf(val, sizeof val, "%.0f calls/s", med[K_TCP]);
@@ -786,7 +881,7 @@ static void memory(int tcp_port) {
     {
         double per = (double)(during.live_bytes - before.live_bytes) / MEM_CALLS;
         snprintf(val, sizeof val, "%.0f B (%.2f allocs)", per, (double)(during.allocs - before.allocs) / MEM_CALLS);
-        m = target("memory_per_outstanding_call", per, 1024, "B", 1, 1.0);
+        m = target("memory_per_outstanding_call", per, 1024, 1, 1.0);
         bu_row("memory per call, 1,000 in flight (client)", val, "1024 B", per / 1024, "<= 1x", m);
         snprintf(val, sizeof val, "%zu here, %ld at the server", ts.client_calls_live, live);
         bu_row("  calls in flight when measured", val, 0, 0, 0, -1);
@@ -833,6 +928,7 @@ int main(int argc, char** argv) {
     signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (pipe(a) || pipe(b)) return 1;
+    if (sched_getaffinity(0, sizeof start_cpus, &start_cpus) != 0) CPU_ZERO(&start_cpus);
     if ((pid = fork()) < 0) return 1;
     if (pid == 0) { /* before any thread exists in either process */
         close(a[1]);
@@ -845,6 +941,8 @@ int main(int argc, char** argv) {
     to_srv = a[1];
     from_srv = b[0];
     if (!io_buf(from_srv, &h, sizeof h, 0, 0) || !h.ok) bu_die("the server did not start");
+    for (i = 0; i < CPU_SETSIZE && cpu_b < 0; i++)
+        if (CPU_ISSET(i, &start_cpus)) *(cpu_a < 0 ? &cpu_a : &cpu_b) = i;
     for (i = 0; i < MAXK; i++) make_key(i, keys[i].buf, sizeof keys[i].buf, &keys[i].pk);
     snprintf(addr, sizeof addr, "127.0.0.1:%d", h.tcp_port);
     if (!client_side(&cs[K_TCP], K_TCP, addr, 0)) bu_die("client tcp");
@@ -854,17 +952,34 @@ int main(int argc, char** argv) {
     if (HAVE_GRPC && !client_side(&cs[K_GRPC], K_GRPC, addr, 0)) bu_die("client grpc");
     if ((raw_fd[0] = raw_connect(0, h.raw_port)) < 0 || (raw_fd[1] = raw_connect(1, 0)) < 0) bu_die("raw connect");
 
-    printf("tfrdv_tcp benchmark: two processes, %ld CPUs, allowed: %s (taskset -c N: all threads on CPU N), load %.2f.\n"
+    printf("tfrdv_tcp benchmark: two processes, %ld CPUs, allowed: %s, load %.2f.\n"
            "Sequential fetches wait in tfrdv_recv (async: for the callback); raw = blocking ping-pong (64 B request, 32 B header + payload\n"
            "in one sendmsg) on the same socket kind; ratio = subject median / baseline median over the same rounds\n"
-           "(%d x %d fetches per latency row).\n",
-           sysconf(_SC_NPROCESSORS_ONLN), cpus_allowed(), l0, LAT_ROUNDS, LAT_BLOCK);
+           "(%d x %d fetches per latency row). Placements: one-cpu = both processes on CPU %d; two-cpus = client on CPU %d,\n"
+           "server on CPU %d (every thread; baselines measured in the same placement); the other sections run unpinned.\n",
+           sysconf(_SC_NPROCESSORS_ONLN), cpus_allowed(), l0, LAT_ROUNDS, LAT_BLOCK, cpu_a, cpu_a, cpu_b);
     if (!HAVE_GRPC) printf("gRPC rows skipped: built without the gRPC C core (pkg-config grpc not found)\n");
     printf("\n");
     bu_header();
-    bu_section("fetch latency (one call in flight)");
-    latency(1);
-    latency(4096);
+    for (i = P_ONE; i <= P_TWO; i++) {
+        char title[96];
+        if (cpu_a < 0 || (i == P_TWO && cpu_b < 0)) {
+            printf("%s: skipped (%s)\n", pname[i], cpu_a < 0 ? "the CPUs are unknown" : "one CPU allowed");
+            continue;
+        }
+        if (!place(i)) {
+            printf("%s: skipped (sched_setaffinity refused)\n", pname[i]);
+            continue;
+        }
+        snprintf(title, sizeof title, "fetch latency (one call in flight), %s", pname[i]);
+        bu_section(title);
+        latency(1);
+        latency(4096);
+        snprintf(title, sizeof title, "pipelined fetches, %s", pname[i]);
+        bu_section(title);
+        pipelined();
+    }
+    place(P_ANY);
     {
         tfrdv_tcp_stats a, b;
         char val[64];
@@ -878,8 +993,6 @@ int main(int argc, char** argv) {
     throughput((uint64_t)1 << 20, 32, 15, 0.8);
     throughput((uint64_t)64 << 20, 2, 7, 0.9);
     throughput((uint64_t)256 << 20, 1, 5, 0.9);
-    bu_section("pipelined fetches");
-    pipelined();
     bu_section("memory (counting allocator on the client's manager and transport; values excluded)");
     memory(h.tcp_port);
 
@@ -893,6 +1006,8 @@ int main(int argc, char** argv) {
         io_buf(to_srv, &q, sizeof q, 1, 0);
     }
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) errors++;
-    printf("\n%sload %.2f at start, %.2f at end; errors: %ld\n", targets, l0, bu_loadavg(), errors);
+    printf("\n");
+    bu_targets_print();
+    printf("load %.2f at start, %.2f at end; errors: %ld\n", l0, bu_loadavg(), errors);
     return errors != 0;
 }

@@ -1,4 +1,4 @@
-/* bench_util.h - timing harness, counting allocator and table printer for bench/bench.c.
+/* bench_util.h - timing harness, counting allocator, table printer and TARGET lines for the benches.
    Include after tfrdv.h (which sets _POSIX_C_SOURCE for clock_gettime). Not a public header. */
 #ifndef TFRDV_BENCH_UTIL_H
 #define TFRDV_BENCH_UTIL_H
@@ -178,6 +178,30 @@ static void bu_row(const char* name, const char* value, const char* baseline, do
            verdict < 0 ? "info" : verdict ? "meets" : "misses");
     fflush(stdout);
 }
+
+/* ---- TARGET lines ----------------------------------------------------------------------------
+   One line per goal, gathered while the table prints and printed after it (bu_targets_print), in
+   one format for every bench that runs on two processes (socket, same-host shared memory, ...):
+       TARGET <name> <placement> <value> met|missed
+   name: what was compared (no spaces); placement: where the two ends ran (`one-cpu`, `two-cpus`,
+   `unpinned`); value: the measured figure, usually a ratio to a baseline of the same placement
+   and run. cmp "<=" or ">=" against threshold decides met. Returns 1 met, 0 missed. A missed
+   target is reported, never a failure. */
+#if defined(__GNUC__) || defined(__clang__)
+#define BU_UNUSED __attribute__((unused))
+#else
+#define BU_UNUSED
+#endif
+static char bu_targets[16384];
+static size_t bu_targets_len;
+BU_UNUSED static int bu_target(const char* name, const char* placement, double value, const char* cmp, double threshold) {
+    int met = cmp[0] == '<' ? value <= threshold : value >= threshold;
+    if (bu_targets_len < sizeof bu_targets - 256)
+        bu_targets_len += (size_t)snprintf(bu_targets + bu_targets_len, sizeof bu_targets - bu_targets_len,
+                                           "TARGET %s %s %.3f %s\n", name, placement, value, met ? "met" : "missed");
+    return met;
+}
+BU_UNUSED static void bu_targets_print(void) { fputs(bu_targets, stdout); }
 
 static void bu_die(const char* what) {
     fprintf(stderr, "bench: %s\n", what);

@@ -41,6 +41,8 @@ static void on_answer(void* u, const tfrdv_status* st, const tfrdv_args* sa, tfr
     pthread_mutex_lock(&r->t->mu); c = take(r); pthread_mutex_unlock(&r->t->mu);
     if (!c || tfrdv_call_finish_status(c, st, v, dead, 1)) { /* its receiver gave up: give v back */
         if (st->code == TFRDV_OK) tfrdv_mgr_serve_return(r->t->server, r->step, (char*)(r + 1), r->len, r->id, sa, v, dead, NULL);
+    } else if (st->code == TFRDV_OK) { /* delivered: say so (the step may have drained) */
+        tfrdv_mgr_serve_delivered(r->t->server, r->id);
     }
     req_done(r);
 }
@@ -58,7 +60,7 @@ static void* serve_loop(void* p) { /* the "remote" worker, in arrival order; aft
         pthread_mutex_unlock(&t->mu);
         if (late) tfrdv_call_finish(late, TFRDV_DEADLINE_EXCEEDED, "qt: deadline passed before serving", NULL, 0);
         if (drop) req_done(r);
-        else tfrdv_mgr_serve(t->server, r->step, (char*)(r + 1), r->len, r->id, t->all, on_answer, r);
+        else tfrdv_mgr_serve_ex(t->server, r->step, (char*)(r + 1), r->len, r->id, TFRDV_SERVE_CONFIRMS, t->all, on_answer, r);
         pthread_mutex_lock(&t->mu);
     }
     pthread_mutex_unlock(&t->mu);

@@ -1,15 +1,17 @@
 /* grpc_workers.c - two workers in two processes fetching tensors from each other over gRPC
    (tfrdv_grpc.h, TensorFlow's RecvTensor wire format), with a trace table per worker.
 
-     ./grpc_workers                       runs both workers itself (two child processes on
-                                          127.0.0.1, free ports) and exits 0 when both succeeded
-     ./grpc_workers --name a --listen 127.0.0.1:5001 --peer 127.0.0.1:5002     (terminal 1)
-     ./grpc_workers --name b --listen 127.0.0.1:5002 --peer 127.0.0.1:5001     (terminal 2)
+     ./grpc_workers       runs both workers itself (two child processes on 127.0.0.1, free
+                          ports, each with its own TF_CONFIG) and exits 0 when both succeeded
+     TF_CONFIG='{"cluster": {"a": ["127.0.0.1:5001"], "b": ["127.0.0.1:5002"]},
+                 "task": {"type": "a", "index": 0}}' ./grpc_workers        (terminal 1; "b" in 2)
 
-   Worker "a" is /job:a/replica:0/task:0, "b" the other job. Each asks the other for its devices
-   and incarnation (GetStatus; a key must carry the source device's incarnation), then for 3 steps
-   sends 4 float32 tensors (16 B .. 4 MiB) and receives the 4 the other one sent, checking every
-   byte. A step is cleaned up once the other worker has fetched everything (seen in the trace). */
+   Worker "a" is /job:a/replica:0/task:0, "b" the other job; the cluster's table goes to
+   tfrdv_grpc_config.workers as it is. Each asks the other for its incarnation
+   (tfrdv_mgr_peer_incarnation: GetStatus, waiting while the other is not up yet; a key must carry
+   the source device's incarnation), then for 3 steps sends 4 float32 tensors (16 B .. 4 MiB) and
+   receives the 4 the other one sent, checking every byte. A step is cleaned up once the other
+   worker has fetched everything (seen in the trace). */
 #define TFRDV_IMPLEMENTATION
 #define TFRDV_GRPC_IMPLEMENTATION
 #include "tfrdv.h"
@@ -95,26 +97,34 @@ static int wait_for(int* counter, int target, int seconds) {
     return ok;
 }
 
-static int worker(const char* name, const char* listen, const char* peer_addr) {
+/* this task of the cluster in TF_CONFIG ("a" or "b") */
+static int worker(void) {
+    static char buf[4096]; /* the parsed cluster lives here */
     char my_dev[128], peer_dev[128];
+    const char* name;
+    tfrdv_cluster cl;
     tfrdv_grpc_config gc = tfrdv_grpc_config_init();
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
     tfrdv_grpc* g;
     tfrdv_mgr* m;
     tfrdv_status st;
-    tfrdv_grpc_device devs[4];
-    size_t ndev = 0;
     uint64_t peer_inc = 0;
-    int64_t step, t0;
+    int64_t step;
     int t, rc = 0;
     static want wants[STEPS + 1][NT];
     tfrdv_frame_iter top = {0, 0};
-    snprintf(me, sizeof me, "/job:%s/replica:0/task:0", name);
+    if (tfrdv_cluster_from_env(buf, sizeof buf, &cl, &st) != TFRDV_OK) return fprintf(stderr, "TF_CONFIG: %s\n", st.msg), 2;
+    if (!cl.task_type || !cl.task_address || (strcmp(cl.task_type, "a") != 0 && strcmp(cl.task_type, "b") != 0))
+        return fprintf(stderr, "TF_CONFIG names no task \"a\" or \"b\" of its cluster\n"), 2;
+    name = cl.task_type;
+    snprintf(me, sizeof me, "%s", cl.task_name);
     snprintf(peer, sizeof peer, "/job:%s/replica:0/task:0", strcmp(name, "a") == 0 ? "b" : "a");
     snprintf(my_dev, sizeof my_dev, "%s/device:CPU:0", me);
     snprintf(peer_dev, sizeof peer_dev, "%s/device:CPU:0", peer);
-    gc.listen_address = listen;
-    if (tfrdv_grpc_create(&gc, &g, &st) != TFRDV_OK || tfrdv_grpc_set_worker(g, peer, peer_addr, &st) != TFRDV_OK) {
+    gc.listen_address = cl.task_address;
+    gc.workers = cl.workers; /* the cluster's table, as it is */
+    gc.num_workers = cl.num_workers;
+    if (tfrdv_grpc_create(&gc, &g, &st) != TFRDV_OK) {
         fprintf(stderr, "%s: %s\n", me, st.msg);
         return 1;
     }
@@ -126,19 +136,15 @@ static int worker(const char* name, const char* listen, const char* peer_addr) {
         fprintf(stderr, "%s: %s\n", me, st.msg);
         return 1;
     }
-    /* the peer's devices and incarnation (it may still be starting: retry for 30 s) */
-    t0 = tfrdv_now_ns();
-    while (tfrdv_grpc_get_status(g, peer, 1000000000LL, devs, 4, &ndev, &st) != TFRDV_OK || !ndev) {
-        if (tfrdv_now_ns() - t0 > 30000000000LL) {
-            fprintf(stderr, "%s: GetStatus on %s (%s): %s\n", me, peer, peer_addr, st.msg);
-            return 1;
-        }
-        sleep_ms(100);
+    /* the peer's incarnation (GetStatus; it may still be starting: waits up to 30 s) */
+    if (tfrdv_mgr_peer_incarnation(m, peer, 30000000000LL, &peer_inc, &st) != TFRDV_OK) {
+        fprintf(stderr, "%s: %s\n", me, st.msg);
+        tfrdv_grpc_destroy(g);
+        tfrdv_mgr_destroy(m);
+        return 1;
     }
-    peer_inc = devs[0].incarnation;
-    printf("%s: listening on %s (port %d), incarnation %016llx; peer %s at %s has %s, incarnation %016llx\n", me, listen,
-           tfrdv_grpc_port(g), (unsigned long long)tfrdv_mgr_incarnation(m), peer, peer_addr, devs[0].name,
-           (unsigned long long)peer_inc);
+    printf("%s: listening on %s (port %d), incarnation %016llx; peer %s, incarnation %016llx\n", me, cl.task_address,
+           tfrdv_grpc_port(g), (unsigned long long)tfrdv_mgr_incarnation(m), peer, (unsigned long long)peer_inc);
     fflush(stdout);
     for (step = 1; step <= STEPS; step++) {
         tfrdv_rendezvous* r;
@@ -211,37 +217,28 @@ static int free_port(void) {
 }
 
 int main(int argc, char** argv) {
-    const char *name = 0, *listen = 0, *peer_addr = 0;
-    int i;
-    for (i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--name") == 0) name = argv[i + 1];
-        else if (strcmp(argv[i], "--listen") == 0) listen = argv[i + 1];
-        else if (strcmp(argv[i], "--peer") == 0) peer_addr = argv[i + 1];
-    }
-    if (name && listen && peer_addr) return worker(name, listen, peer_addr);
+    const char* fmt = "{\"cluster\": {\"a\": [\"%s\"], \"b\": [\"%s\"]}, \"task\": {\"type\": \"%s\", \"index\": 0}}";
+    char la[32], lb[32], cfg[2][256];
+    pid_t pid[2];
+    int status[2] = {1, 1}, i, ok;
+    if (getenv("TF_CONFIG")) return worker();
     if (argc > 1) {
-        fprintf(stderr, "usage: %s [--name a|b --listen HOST:PORT --peer HOST:PORT]\n", argv[0]);
+        fprintf(stderr, "usage: %s (both workers), or TF_CONFIG='{\"cluster\": ..., \"task\": ...}' %s (one)\n", argv[0], argv[0]);
         return 2;
     }
-    {
-        /* no arguments: run both workers as child processes of this one */
-        char la[32], lb[32];
-        pid_t pa, pb;
-        int sa = 1, sb = 1, pa_port = free_port(), pb_port = free_port();
-        snprintf(la, sizeof la, "127.0.0.1:%d", pa_port);
-        snprintf(lb, sizeof lb, "127.0.0.1:%d", pb_port);
-        printf("two workers on %s and %s (each one: %s --name a|b --listen ... --peer ...)\n", la, lb, argv[0]);
-        fflush(stdout);
-        char self[1024];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (n <= 0) return 1;
-        self[n] = 0;
-        if ((pa = fork()) == 0) { execl(self, argv[0], "--name", "a", "--listen", la, "--peer", lb, (char*)0); _exit(127); }
-        if ((pb = fork()) == 0) { execl(self, argv[0], "--name", "b", "--listen", lb, "--peer", la, (char*)0); _exit(127); }
-        if (pa > 0) waitpid(pa, &sa, 0);
-        if (pb > 0) waitpid(pb, &sb, 0);
-        i = pa > 0 && pb > 0 && WIFEXITED(sa) && WEXITSTATUS(sa) == 0 && WIFEXITED(sb) && WEXITSTATUS(sb) == 0;
-        printf("%s\n", i ? "both workers OK" : "FAILED");
-        return i ? 0 : 1;
+    /* no TF_CONFIG: run both workers as child processes of this one, each with its own */
+    snprintf(la, sizeof la, "127.0.0.1:%d", free_port());
+    snprintf(lb, sizeof lb, "127.0.0.1:%d", free_port());
+    printf("two workers on %s and %s (each one: TF_CONFIG=... %s)\n", la, lb, argv[0]);
+    fflush(stdout);
+    for (i = 0; i < 2; i++) {
+        snprintf(cfg[i], sizeof cfg[i], fmt, la, lb, i == 0 ? "a" : "b");
+        if ((pid[i] = fork()) == 0) _exit(setenv("TF_CONFIG", cfg[i], 1) ? 1 : worker());
     }
+    for (i = 0; i < 2; i++)
+        if (pid[i] > 0) waitpid(pid[i], &status[i], 0);
+    ok = 1;
+    for (i = 0; i < 2; i++) ok = ok && pid[i] > 0 && WIFEXITED(status[i]) && WEXITSTATUS(status[i]) == 0;
+    printf("%s\n", ok ? "both workers OK" : "FAILED");
+    return ok ? 0 : 1;
 }

@@ -8,8 +8,8 @@
                  "task": {"type": "ps", "index": 0}}' ./tcp_workers
                           one task, as a cluster launcher starts it ("ps" or "worker")
    Nothing is passed around by hand: the worker asks the ps for its incarnation (the keys name it)
-   and waits for the ps if it is not up yet; the ps cleans a step up once the worker acknowledged
-   the delivery of its 4 tensors (16 B .. 1 MiB), and ends when the worker has disconnected. */
+   and waits for the ps if it is not up yet; the ps cleans a step up once the worker has taken its
+   4 tensors (16 B .. 1 MiB; tfrdv_mgr_drain), and ends after the last step. */
 #define TFRDV_IMPLEMENTATION
 #define TFRDV_TCP_IMPLEMENTATION
 #include "tfrdv.h"
@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PS "/job:ps/replica:0/task:0"
@@ -63,15 +62,6 @@ static int start(const tfrdv_cluster* cl, const char* listen, tfrdv_tcp** tcp, t
 }
 
 /* ---- the ps: sends every step's tensors up front; they wait in its tables until fetched ---- */
-static int ps_until(tfrdv_tcp* tcp, uint64_t acked, int gone, tfrdv_tcp_stats* s) { /* at most WAIT_NS */
-    struct timespec ms5 = {0, 5000000};
-    int64_t t0 = tfrdv_now_ns();
-    for (; tfrdv_now_ns() - t0 < WAIT_NS; nanosleep(&ms5, NULL)) {
-        tfrdv_tcp_get_stats(tcp, s);
-        if (s->values_acked >= acked && (!gone || s->connections == 0)) return 1;
-    }
-    return 0;
-}
 static int run_ps(const tfrdv_cluster* cl) {
     tfrdv_tcp* tcp;
     tfrdv_mgr* m = NULL;
@@ -98,11 +88,9 @@ static int run_ps(const tfrdv_cluster* cl) {
     }
     printf("ps: %s serving on %s\n", cl->task_name, tfrdv_tcp_address(tcp));
     fflush(stdout);
-    for (step = 1; step <= STEPS && !rc; step++) { /* the worker fetches the steps in order */
-        if (!ps_until(tcp, (uint64_t)step * NT, 0, &s)) rc = (fprintf(stderr, "ps: step %d not fetched\n", (int)step), 1);
-        tfrdv_mgr_cleanup(m, step); /* CleanupGraph: the step's tensors are gone */
-    }
-    if (!rc && !ps_until(tcp, STEPS * NT, 1, &s)) rc = (fprintf(stderr, "ps: the worker stayed connected\n"), 1);
+    for (step = 1; step <= STEPS && !rc; step++) /* cleaned up once the worker has every tensor */
+        if (tfrdv_mgr_drain(m, step, WAIT_NS, &st) != TFRDV_OK) rc = fail("ps", "step not fetched", &st);
+    tfrdv_tcp_get_stats(tcp, &s);
     printf("ps: %llu of %d tensors delivered (%llu bytes)%s\n", (unsigned long long)s.values_acked, STEPS * NT,
            (unsigned long long)s.bytes_sent, rc ? "" : ", every step cleaned up");
     fflush(stdout);

@@ -53,6 +53,9 @@
      blocking_recv   tfrdv_recv for a value sent before and after; a timeout and a cancel while a
                      thread waits (lent to tfrdv_transport.wait with CONF_WAIT) complete it, and
                      the value stays
+     drain           S sends 40 values and waits in tfrdv_mgr_drain while C takes them with
+                     receives that give up at random (1 us .. 2 ms timeouts): the drain ends OK
+                     only after C has every value, none lost to the cleanup (CONF_DRAINS)
      unknown_worker  a fetch from a worker the transport does not know completes with an error;
                      with CONF_PEER_INCARNATION tfrdv_mgr_peer_incarnation gives the server's
                      incarnation, and an error for the unknown worker
@@ -69,6 +72,9 @@
      CONF_PEER_INCARNATION  the vtable has peer_incarnation
      CONF_NO_DESTROY_IN_CALLBACK
                             destroy_transport must not be called from a receive callback
+     CONF_DRAINS            the serving side reports each answer's fate (tfrdv_mgr_serve_ex with
+                            TFRDV_SERVE_CONFIRMS: tfrdv_mgr_serve_delivered or
+                            tfrdv_mgr_serve_return), so tfrdv_mgr_drain is exact
      CONF_DESTROY_LEAVES_CALLS
                             destroy_transport does not finish the calls in flight (they complete
                             when their rendezvous or manager goes); without it every call must
@@ -98,7 +104,8 @@ enum {
     CONF_WAIT = 2,
     CONF_PEER_INCARNATION = 4,
     CONF_NO_DESTROY_IN_CALLBACK = 8,
-    CONF_DESTROY_LEAVES_CALLS = 16
+    CONF_DESTROY_LEAVES_CALLS = 16,
+    CONF_DRAINS = 32
 };
 
 /* the counting allocator every world's hooks carry */
@@ -945,6 +952,57 @@ static void conf_check_unknown_worker(conf_world* w) {
 }
 
 /* ---- the runner ---- */
+/* drain: C takes CONF_DR_N values with receives that give up at random; S drains meanwhile */
+#define CONF_DR_N 40
+typedef struct conf_dr {
+    conf_world* w;
+    int got, fails;
+    char seen[CONF_DR_N + 1];
+} conf_dr;
+static void* conf_dr_taker(void* p) {
+    conf_dr* d = (conf_dr*)p;
+    uint64_t r = 0x9e3779b97f4a7c15ULL ^ (uint64_t)tfrdv_now_ns();
+    int64_t until = tfrdv_now_ns() + 60 * CONF_SEC;
+    while (d->got < CONF_DR_N && tfrdv_now_ns() < until) {
+        uint64_t id = 0;
+        /* most give up quickly (their answer may be on its way: it must come back), every
+           fourth waits long enough */
+        int64_t to = conf_rand(&r) % 4 == 0 ? CONF_SEC : 1000 + (int64_t)(conf_rand(&r) % 2000000);
+        tfrdv_code rc = conf_recv(d->w, "drained", 0, to, &id);
+        if (rc == TFRDV_OK && id >= 1 && id <= CONF_DR_N && !d->seen[id]) {
+            d->seen[id] = 1;
+            d->got++;
+        } else if (rc != TFRDV_DEADLINE_EXCEEDED && rc != TFRDV_CANCELLED) {
+            printf("    receive: %s (id %llu)\n", tfrdv_code_str(rc), (unsigned long long)id);
+            if (++d->fails > 3) break;
+        }
+    }
+    return 0;
+}
+static void conf_check_drain(conf_world* w) {
+    conf_dr d;
+    pthread_t th;
+    tfrdv_status st;
+    tfrdv_mgr_stats ms;
+    tfrdv_code rc;
+    uint64_t i;
+    memset(&d, 0, sizeof d);
+    d.w = w;
+    for (i = 1; i <= CONF_DR_N; i++) TT_CHECK(conf_send(w, "drained", i, 1));
+    TT_CHECK_EQ_INT(pthread_create(&th, 0, conf_dr_taker, &d), 0);
+    rc = tfrdv_mgr_drain(w->server, CONF_STEP, 60 * CONF_SEC, &st);
+    if (rc != TFRDV_OK) printf("    drain: %s %s\n", tfrdv_code_str(rc), st.msg);
+    TT_CHECK_EQ_INT(rc, TFRDV_OK);
+    pthread_join(th, 0);
+    if (d.got != CONF_DR_N) printf("    C took %d of %d values (a value lost to the cleanup)\n", d.got, CONF_DR_N);
+    TT_CHECK_EQ_INT(d.got, CONF_DR_N);
+    TT_CHECK_EQ_INT(d.fails, 0);
+    tfrdv_mgr_get_stats(w->server, &ms);
+    TT_CHECK_EQ_INT(ms.steps_drained, 1);
+    TT_CHECK_EQ_INT(ms.deliveries_unconfirmed, 0);
+    conf_no_double_finish(w);
+}
+
 static const char* conf_running; /* for the watchdog */
 static const char* conf_running_t;
 static void conf_watchdog(int sig) {
@@ -1011,6 +1069,7 @@ static int conf_run(const conf_transport* t) {
     conf_one(t, "destroy_in_callback", conf_check_destroy_in_callback, 0, -1,
              (t->flags & CONF_NO_DESTROY_IN_CALLBACK) ? "the transport does not promise it: CONF_NO_DESTROY_IN_CALLBACK" : 0);
     conf_one(t, "blocking_recv", conf_check_blocking_recv, 0, 1, 0);
+    conf_one(t, "drain", conf_check_drain, 0, 0, (t->flags & CONF_DRAINS) ? 0 : "the transport does not report deliveries (CONF_DRAINS)");
     conf_one(t, "unknown_worker", conf_check_unknown_worker, 0, 0, 0);
     return tt_failed - before;
 }

@@ -54,10 +54,10 @@ int main(int argc, char** argv) {
     conf_transport lb = conf_transport_init("loopback", lb_make, lb_destroy);
     conf_transport ex = conf_transport_init("custom_transport.c", qt_make, qt_destroy_hook);
     TT_MAIN_BEGIN(argc, argv);
-    lb.flags = CONF_GIVES_BACK | CONF_PEER_INCARNATION;
+    lb.flags = CONF_GIVES_BACK | CONF_PEER_INCARNATION | CONF_DRAINS;
     /* qt_destroy waits for every answer in progress, including the one whose callback would call
        it: the example does not promise a destroy from inside a receive callback */
-    ex.flags = CONF_GIVES_BACK | CONF_NO_DESTROY_IN_CALLBACK;
+    ex.flags = CONF_GIVES_BACK | CONF_NO_DESTROY_IN_CALLBACK | CONF_DRAINS;
     conf_run(&lb);
     conf_run(&ex);
     return TT_MAIN_END();

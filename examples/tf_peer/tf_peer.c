@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
        TensorFlow sends carries it. TensorFlow may not be up yet: retry for 2 minutes. */
     printf("waiting for TensorFlow on %s (start tf_side.py)\n", tf_addr);
     fflush(stdout);
-    while (tfrdv_grpc_get_status(g, TF, 1000000000LL, &dev, 1, &n, &st) != TFRDV_OK || n == 0) {
+    while (tfrdv_grpc_peer_devices(g, TF, 1000000000LL, &dev, 1, &n, &st) != TFRDV_OK || n == 0) {
         struct timespec ts = {0, 200000000L};
         if (++tries == 600) {
             fprintf(stderr, "GetStatus on %s: %s\n", tf_addr, st.msg);

@@ -13,6 +13,7 @@
 #include "tfrdv_grpc.h"
 #include "tt.h"
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -910,12 +911,13 @@ static void test_get_status(void) {
     tfrdv_grpc_device d[4];
     size_t n = 0;
     tfrdv_status st;
-    TT_CHECK_EQ_INT(tfrdv_grpc_get_status(C.g, PS, 5000000000LL, d, 4, &n, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_grpc_peer_devices(C.g, PS, 5000000000LL, d, 4, &n, &st), TFRDV_OK);
     TT_CHECK_EQ_INT(n, 1);
     TT_CHECK_STR(d[0].name, PS_DEV);
     TT_CHECK_STR(d[0].type, "CPU");
     TT_CHECK(d[0].incarnation == S.inc);
-    TT_CHECK_EQ_INT(tfrdv_grpc_get_status(C.g, "/job:nobody/replica:0/task:0", 1000000000LL, d, 4, &n, &st), TFRDV_INTERNAL);
+    TT_CHECK_EQ_INT(tfrdv_grpc_peer_devices(C.g, "/job:nobody/replica:0/task:0", 1000000000LL, d, 4, &n, &st), TFRDV_NOT_FOUND);
+    TT_CHECK(strstr(st.msg, "/job:nobody/replica:0/task:0") != 0);
 }
 /* many dtypes and shapes: 0-d, empty, 1 byte ... 1 MiB (64 MiB in test_big) */
 static void test_dtypes_shapes(void) {
@@ -1025,6 +1027,283 @@ static void late_value_is_kept(int64_t step, const char* edge, int32_t dtype, in
     want.seed = seed;
     TT_CHECK(r.st.code == TFRDV_OK && check_value(&want, r.v));
     fres_clear(&r);
+}
+/* a free port on 127.0.0.1 (nothing listens on it once this returns) */
+static int free_port(void) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr*)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr*)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
+}
+/* an in-process serving worker `name` answering GetStatus with devs (n of them; 0: the default) */
+typedef struct local_srv { tfrdv_grpc* g; tfrdv_mgr* m; char addr[64]; } local_srv;
+static int local_up(local_srv* l, const char* name, uint64_t inc, const tfrdv_grpc_device* devs, size_t n) {
+    tfrdv_grpc_config gc = tfrdv_grpc_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_status st;
+    gc.listen_address = "127.0.0.1:0";
+    gc.devices = devs;
+    gc.num_devices = n;
+    if (tfrdv_grpc_create(&gc, &l->g, &st) != TFRDV_OK) { printf("    %s\n", st.msg); return 0; }
+    mc.worker_name = name;
+    mc.incarnation = inc;
+    mc.transport = tfrdv_grpc_transport(l->g);
+    if (tfrdv_mgr_create(&mc, &l->m, &st) != TFRDV_OK || tfrdv_grpc_attach(l->g, l->m, &st) != TFRDV_OK) {
+        printf("    %s\n", st.msg);
+        return 0;
+    }
+    snprintf(l->addr, sizeof l->addr, "127.0.0.1:%d", tfrdv_grpc_port(l->g));
+    return 1;
+}
+static void local_down(local_srv* l) {
+    tfrdv_grpc_destroy(l->g);
+    tfrdv_mgr_destroy(l->m);
+}
+typedef struct incwait { tfrdv_mgr* m; const char* worker; tfrdv_code code; uint64_t inc; } incwait;
+static void* incwait_main(void* arg) {
+    incwait* w = (incwait*)arg;
+    w->code = tfrdv_mgr_peer_incarnation(w->m, w->worker, 60000000000LL, &w->inc, 0);
+    return 0;
+}
+/* tfrdv_mgr_peer_incarnation over gRPC (tfrdv_transport.peer_incarnation): GetStatus to the worker
+   its table names, the incarnation of its CPU:0 (else its first device); NOT_FOUND, UNAVAILABLE,
+   DEADLINE_EXCEEDED and a stale table (FAILED_PRECONDITION), each naming the worker; it waits for
+   a worker that comes up later; a host-driven client polls by itself */
+static void test_peer_incarnation(void) {
+    static const char* gone = "/job:gone/replica:0/task:0";
+    static const char* other = "/job:other/replica:0/task:0";
+    tfrdv_grpc_device devs[2];
+    local_srv l;
+    client h;
+    uint64_t inc = 0;
+    tfrdv_status st;
+    char addr[64];
+    int port = free_port();
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(C.m, PS, 10000000000LL, &inc, &st), TFRDV_OK);
+    TT_CHECK(inc == S.inc);
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(C.m, "/job:nobody/replica:0/task:3", 1000000000LL, &inc, &st), TFRDV_NOT_FOUND);
+    TT_CHECK_CONTAINS(st.msg, "/job:nobody/replica:0/task:3");
+    /* nothing listens there */
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    TT_CHECK_EQ_INT(tfrdv_grpc_set_worker(C.g, gone, addr, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(C.m, gone, 0, &inc, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, gone);
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(C.m, gone, 300000000LL, &inc, &st), TFRDV_DEADLINE_EXCEEDED);
+    TT_CHECK_CONTAINS(st.msg, gone);
+    TT_CHECK(inc == 0);
+    /* the address serves another worker: the table is stale */
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", S.port);
+    TT_CHECK_EQ_INT(tfrdv_grpc_set_worker(C.g, other, addr, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(C.m, other, 5000000000LL, &inc, &st), TFRDV_FAILED_PRECONDITION);
+    TT_CHECK_CONTAINS(st.msg, other);
+    TT_CHECK_CONTAINS(st.msg, PS_DEV);
+    TT_CHECK_EQ_INT(tfrdv_grpc_set_worker(C.g, other, 0, &st), TFRDV_OK);
+    /* a worker that comes up while the call waits */
+    if (port) { /* a client whose table names PS at that port, and PS started there later */
+        incwait w;
+        pthread_t th;
+        server late;
+        client c3;
+        late.port = port;
+        TT_CHECK(client_up(&c3, &late, 0, 2));
+        w.m = c3.m;
+        w.worker = PS;
+        w.code = TFRDV_UNKNOWN;
+        w.inc = 0;
+        TT_CHECK_EQ_INT(pthread_create(&th, 0, incwait_main, &w), 0);
+        sleep_ms(200);
+        TT_CHECK(spawn(&late, port, 0x1a7e1a7eULL, 0));
+        pthread_join(th, 0);
+        TT_CHECK_EQ_INT(w.code, TFRDV_OK);
+        TT_CHECK(w.inc == 0x1a7e1a7eULL);
+        srv_stop(&late);
+        client_down(&c3);
+    }
+    TT_CHECK_EQ_INT(tfrdv_grpc_set_worker(C.g, gone, 0, &st), TFRDV_OK);
+    /* a worker with several devices: CPU:0's incarnation, wherever it is listed */
+    memset(devs, 0, sizeof devs);
+    snprintf(devs[0].name, sizeof devs[0].name, "%s/device:GPU:0", other);
+    snprintf(devs[0].type, sizeof devs[0].type, "GPU");
+    devs[0].incarnation = 111;
+    snprintf(devs[1].name, sizeof devs[1].name, "%s/device:CPU:0", other);
+    snprintf(devs[1].type, sizeof devs[1].type, "CPU");
+    devs[1].incarnation = 222;
+    if (local_up(&l, other, 333, devs, 2)) {
+        TT_CHECK_EQ_INT(tfrdv_grpc_set_worker(C.g, other, l.addr, &st), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(C.m, other, 5000000000LL, &inc, &st), TFRDV_OK);
+        TT_CHECK(inc == 222);
+        local_down(&l);
+    } else {
+        TT_CHECK(0);
+    }
+    if (local_up(&l, other, 333, devs, 1)) { /* no CPU:0: its first device */
+        TT_CHECK_EQ_INT(tfrdv_grpc_set_worker(C.g, other, l.addr, &st), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(C.m, other, 5000000000LL, &inc, &st), TFRDV_OK);
+        TT_CHECK(inc == 111);
+        local_down(&l);
+    } else {
+        TT_CHECK(0);
+    }
+    TT_CHECK_EQ_INT(tfrdv_grpc_set_worker(C.g, other, 0, &st), TFRDV_OK);
+    /* host-driven (num_threads -1): the call polls by itself */
+    if (client_up(&h, &S, 0, -1)) {
+        inc = 0;
+        TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(h.m, PS, 10000000000LL, &inc, &st), TFRDV_OK);
+        TT_CHECK(inc == S.inc);
+        client_down(&h);
+    } else {
+        TT_CHECK(0);
+    }
+}
+/* tfrdv_grpc_create refuses every bad field with INVALID_ARGUMENT naming it (CONFIG CHECKS);
+   tfrdv_grpc_set_worker checks the same way; every address form the docs list is accepted */
+static void test_bad_config(void) {
+    static const char* good_addr[] = {"10.0.0.7:2222", "ps0:2222", "ps-0.example.com:1", "[::1]:2222", "[fe80::1%eth0]:5",
+                                      "dns:///ps0:2222", "dns://8.8.8.8/ps0:2222", "dns:ps0:2222", "ipv4:127.0.0.1:5001",
+                                      "ipv4:10.0.0.1:1,10.0.0.2:2", "ipv6:[::1]:5001", "unix:/run/ps0.sock", "unix-abstract:ps0"};
+    static const char* bad_addr[] = {"nonsense:::", "", "host", "host:", "host:0", "host:65536", "host:12a", ":5000",
+                                     "[::1:5000", "[::1]", "::1:5000", "ho st:1", "host:1\n", "dns:///", "ipv4:1.2.3.4:1,",
+                                     "unix:", "h\x01:1"};
+    static const char* bad_name[] = {"/job:ps/replica:0", "/job:ps/replica:0/task:0/device:CPU:0", "ps0", "",
+                                     "/replica:0/task:0/job:ps", "/job:ps/replica:00/task:0"};
+    tfrdv_grpc_config gc;
+    tfrdv_grpc* g;
+    tfrdv_status st;
+    tfrdv_worker w;
+    tfrdv_grpc_device dev;
+    size_t i;
+#define BAD(field, stmt)                                                         \
+    do {                                                                         \
+        gc = tfrdv_grpc_config_init();                                           \
+        stmt;                                                                    \
+        g = 0;                                                                   \
+        memset(&st, 0, sizeof st);                                               \
+        TT_CHECK_EQ_INT(tfrdv_grpc_create(&gc, &g, &st), TFRDV_INVALID_ARGUMENT); \
+        TT_CHECK(g == 0);                                                        \
+        TT_CHECK_CONTAINS(st.msg, field);                                        \
+    } while (0)
+    for (i = 0; i < sizeof bad_addr / sizeof *bad_addr; i++) {
+        w.name = PS;
+        w.address = bad_addr[i];
+        BAD("workers[0].address", (gc.workers = &w, gc.num_workers = 1));
+        if (strcmp(bad_addr[i], "host:0") != 0) BAD("listen_address", gc.listen_address = bad_addr[i]); /* 0: a free port */
+        TT_CHECK_EQ_INT(tfrdv_grpc_set_worker(C.g, PS, bad_addr[i], &st), TFRDV_INVALID_ARGUMENT);
+        TT_CHECK_CONTAINS(st.msg, "address");
+    }
+    for (i = 0; i < sizeof bad_name / sizeof *bad_name; i++) {
+        w.name = bad_name[i];
+        w.address = "h:1";
+        BAD("workers[0].name", (gc.workers = &w, gc.num_workers = 1));
+        TT_CHECK_EQ_INT(tfrdv_grpc_set_worker(C.g, bad_name[i], "h:1", &st), TFRDV_INVALID_ARGUMENT);
+        TT_CHECK_CONTAINS(st.msg, "name");
+    }
+    w.name = PS;
+    w.address = 0;
+    BAD("workers[0] has no address", (gc.workers = &w, gc.num_workers = 1));
+    w.name = 0;
+    w.address = "h:1";
+    BAD("workers[0] has no name", (gc.workers = &w, gc.num_workers = 1));
+    BAD("num_workers", gc.num_workers = 2);
+    BAD("num_devices", gc.num_devices = 1);
+    memset(&dev, 0, sizeof dev);
+    snprintf(dev.name, sizeof dev.name, "%s", PS);
+    BAD("devices[0].name", (gc.devices = &dev, gc.num_devices = 1));
+    memset(dev.name, 'x', sizeof dev.name);
+    BAD("devices[0].name", (gc.devices = &dev, gc.num_devices = 1));
+    BAD("num_threads", gc.num_threads = -2);
+    BAD("num_threads", gc.num_threads = 100000);
+    BAD("recv_tensor_queue_depth", gc.recv_tensor_queue_depth = -1);
+    BAD("recv_tensor_queue_depth", gc.recv_tensor_queue_depth = 1 << 20);
+    BAD("max_message_bytes", gc.max_message_bytes = (uint64_t)1 << 31);
+    BAD("max_key_len", gc.max_key_len = (size_t)1 << 30);
+    BAD("require_ack", gc.require_ack = 2);
+    BAD("receipts", gc.receipts = 5);
+    BAD("receipt_ttl_ns", gc.receipt_ttl_ns = -1);
+    BAD("expire_interval_ns", gc.expire_interval_ns = -5);
+    BAD("recv_timeout_ns", gc.recv_timeout_ns = -2);
+    BAD("serve_deadline_margin_ns", gc.serve_deadline_margin_ns = -1000);
+    BAD("pem_cert_chain", gc.pem_private_key = "k");
+    BAD("pem_private_key", gc.pem_cert_chain = "c");
+    BAD("require_client_cert", (gc.pem_private_key = "k", gc.pem_cert_chain = "c", gc.require_client_cert = 1));
+    BAD("require_client_cert", (gc.pem_root_certs = "ca", gc.require_client_cert = 1));
+    BAD("require_client_cert", gc.require_client_cert = 3);
+    BAD("ssl_target_name_override", gc.ssl_target_name_override = "ps0");
+#undef BAD
+    /* what the docs allow is accepted */
+    for (i = 0; i < sizeof good_addr / sizeof *good_addr; i++) {
+        gc = tfrdv_grpc_config_init();
+        w.name = PS;
+        w.address = good_addr[i];
+        gc.workers = &w;
+        gc.num_workers = 1;
+        gc.num_threads = -1;
+        if (tfrdv_grpc_create(&gc, &g, &st) != TFRDV_OK) {
+            printf("    refused %s: %s\n", good_addr[i], st.msg);
+            TT_CHECK(0);
+        } else {
+            tfrdv_grpc_destroy(g);
+        }
+    }
+    gc = tfrdv_grpc_config_init();
+    gc.num_threads = -1;
+    gc.recv_timeout_ns = TFRDV_OFF;
+    gc.serve_deadline_margin_ns = TFRDV_OFF;
+    gc.receipts = TFRDV_OFF;
+    gc.listen_address = "[::]:0";
+    TT_CHECK_EQ_INT(tfrdv_grpc_create(&gc, &g, &st), TFRDV_OK);
+    if (st.code == TFRDV_OK) tfrdv_grpc_destroy(g);
+}
+/* threads of this process named as its main thread is: the ones tfrdv_grpc starts (gRPC's C core
+   names each of its own: default-executor, event_engine, grpc_global_timer, ...) */
+static int own_threads(void) {
+    DIR* d = opendir("/proc/self/task");
+    struct dirent* e;
+    char path[300], main_comm[64] = "", comm[64];
+    int n = 0;
+    FILE* f = fopen("/proc/self/comm", "r");
+    if (f) {
+        if (!fgets(main_comm, sizeof main_comm, f)) main_comm[0] = 0;
+        fclose(f);
+    }
+    while (d && (e = readdir(d)) != 0) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        if (!(f = fopen(path, "r"))) continue;
+        if (fgets(comm, sizeof comm, f) && strcmp(comm, main_comm) == 0) n++;
+        fclose(f);
+    }
+    if (d) closedir(d);
+    return n;
+}
+/* num_threads as in tfrdv_tcp.h: 0 starts one completion-queue thread, -1 none (the host polls),
+   n > 1 n of them; destroy joins them (THREADS AND CALLBACKS) */
+static void test_num_threads(void) {
+    static const int asked[] = {0, -1, 1, 3};
+    static const int started[] = {1, 0, 1, 3};
+    tfrdv_grpc_config gc;
+    tfrdv_grpc* g;
+    tfrdv_status st;
+    size_t i;
+    int64_t t0;
+    int base = own_threads();
+    TT_CHECK(base >= 1);
+    for (i = 0; i < sizeof asked / sizeof *asked; i++) {
+        gc = tfrdv_grpc_config_init();
+        gc.num_threads = asked[i];
+        TT_CHECK_EQ_INT(tfrdv_grpc_create(&gc, &g, &st), TFRDV_OK);
+        if (st.code != TFRDV_OK) continue;
+        TT_CHECK_EQ_INT(own_threads() - base, started[i]);
+        tfrdv_grpc_destroy(g);
+        /* joined; the kernel may list an exited thread a moment longer */
+        for (t0 = now_ms(); own_threads() != base && now_ms() - t0 < 5000;) sleep_ms(5);
+        TT_CHECK_EQ_INT(own_threads(), base);
+    }
 }
 /* a port another worker serves is busy: the second server fails with a message naming the
    address (gRPC's default SO_REUSEPORT would let it bind too and split the connections) */
@@ -1767,7 +2046,7 @@ static void test_restart(void) {
 /* tfrdv_grpc_destroy from a receive callback, on a completion-queue thread and inside
    tfrdv_grpc_poll: it returns at once, the shutdown completes (on a thread of its own, or when
    that poll returns), the other call in flight fails exactly once, a later fetch fails
-   UNAVAILABLE; tfrdv_grpc_get_status from such a callback is refused with a clear status
+   UNAVAILABLE; tfrdv_grpc_peer_devices from such a callback is refused with a clear status
    (its answer would need the very thread it runs on) */
 /* 1 once a callback set *flag (at most 10 s), polling a host-driven client meanwhile (host) */
 static int flag_wait(int* flag, client* host) {
@@ -1780,9 +2059,11 @@ static int flag_wait(int* flag, client* host) {
 }
 typedef struct gdcb {
     tfrdv_grpc* g;
+    tfrdv_mgr* m;
     int done;
-    tfrdv_code code, status_code;
-    char status_msg[TFRDV_STATUS_MSG_MAX];
+    tfrdv_code code, status_code, inc_code;
+    uint64_t inc;
+    char status_msg[TFRDV_STATUS_MSG_MAX], inc_msg[TFRDV_STATUS_MSG_MAX];
 } gdcb;
 static void destroy_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
     gdcb* d = (gdcb*)u;
@@ -1792,8 +2073,10 @@ static void destroy_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, co
     (void)sa; (void)ra; (void)dead;
     tfrdv_value_release(v);
     d->code = st->code;
-    d->status_code = tfrdv_grpc_get_status(d->g, PS, 1000000000, &dev, 1, &n, &gs);
+    d->status_code = tfrdv_grpc_peer_devices(d->g, PS, 1000000000, &dev, 1, &n, &gs);
     snprintf(d->status_msg, sizeof d->status_msg, "%s", gs.msg);
+    d->inc_code = tfrdv_mgr_peer_incarnation(d->m, PS, 1000000000, &d->inc, &gs);
+    snprintf(d->inc_msg, sizeof d->inc_msg, "%s", gs.msg);
     tfrdv_grpc_destroy(d->g);
     __atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
 }
@@ -1806,6 +2089,7 @@ static void destroy_from_callback(int threads) {
     memset(&d, 0, sizeof d);
     TT_CHECK(client_up(&c2, &S, 0, threads));
     d.g = c2.g;
+    d.m = c2.m;
     srv_simple(&S, C_INIT, step);
     TT_CHECK(fetch(&c2, step, S.inc, "never", 0, &other));
     {
@@ -1823,8 +2107,12 @@ static void destroy_from_callback(int threads) {
     if (threads > 0) {
         TT_CHECK_EQ_INT(d.status_code, TFRDV_FAILED_PRECONDITION);
         TT_CHECK_CONTAINS(d.status_msg, "from a callback");
+        TT_CHECK_EQ_INT(d.inc_code, TFRDV_FAILED_PRECONDITION);
+        TT_CHECK_CONTAINS(d.inc_msg, PS);
     } else {
         TT_CHECK_EQ_INT(d.status_code, TFRDV_OK); /* host-driven: it polls by itself */
+        TT_CHECK_EQ_INT(d.inc_code, TFRDV_OK);
+        TT_CHECK(d.inc == S.inc);
     }
     TT_CHECK(fwait(&other, 10000) && other.done == 1 && other.st.code != TFRDV_OK);
     TT_CHECK(fetch(&c2, step, S.inc, "after", 0, &after));
@@ -2268,7 +2556,7 @@ static void test_tfrdv_fetches_from_peer(void) {
     {
         tfrdv_grpc_device d[2];
         size_t n = 0;
-        TT_CHECK_EQ_INT(tfrdv_grpc_get_status(c2.g, PS, 5000000000LL, d, 2, &n, 0), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_grpc_peer_devices(c2.g, PS, 5000000000LL, d, 2, &n, 0), TFRDV_OK);
         TT_CHECK(n == 1 && d[0].incarnation == 0x1234567890abcdefULL);
     }
     for (i = 0; i < 5; i++) TT_CHECK(fetch(&c2, 7, 0x1234567890abcdefULL, edges[i], 0, &r[i]));
@@ -2366,6 +2654,9 @@ int main(int argc, char** argv) {
         return 1;
     }
     TT_RUN(test_get_status);
+    TT_RUN(test_peer_incarnation);
+    TT_RUN(test_bad_config);
+    TT_RUN(test_num_threads);
     TT_RUN(test_port_in_use);
     TT_RUN(test_dtypes_shapes);
     TT_RUN(test_big);

@@ -57,13 +57,6 @@ static int ntimes;
 static int64_t steps[KEEP_STEPS];
 static int nsteps_seen;
 
-static void sleep_ms(long ms) {
-    struct timespec ts;
-    ts.tv_sec = ms / 1000;
-    ts.tv_nsec = (ms % 1000) * 1000000L;
-    nanosleep(&ts, NULL);
-}
-
 /* ---- SPEC: dtype, shape, seed, and the values ---- */
 typedef struct spec {
     int32_t dtype;
@@ -473,7 +466,7 @@ static int fetch_bench(const char* addr, const char* spec_text, int reps, int re
     mc.worker_name = "/job:peer2/replica:0/task:0";
     mc.transport = tfrdv_grpc_transport(g);
     if (tfrdv_mgr_create(&mc, &m, &st) != TFRDV_OK || tfrdv_grpc_attach(g, m, &st) != TFRDV_OK ||
-        tfrdv_grpc_get_status(g, ME, 10000000000LL, &dev, 1, &n, &st) != TFRDV_OK || n < 1) {
+        tfrdv_grpc_peer_devices(g, ME, 10000000000LL, &dev, 1, &n, &st) != TFRDV_OK || n < 1) {
         fprintf(stderr, "peer2: %s\n", st.msg);
         return 1;
     }
@@ -517,7 +510,6 @@ int main(int argc, char** argv) {
     tfrdv_status st;
     tfrdv_grpc_device devs[8];
     size_t nd = 0;
-    int64_t t0;
     char line[256];
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--require-ack") == 0) require_ack = 1;
@@ -551,14 +543,22 @@ int main(int argc, char** argv) {
         fprintf(stderr, "peer: %s\n", st.msg);
         return 1;
     }
-    /* TensorFlow's device incarnation: its keys must carry it (TensorFlow may still be starting) */
-    t0 = tfrdv_now_ns();
-    while (tfrdv_grpc_get_status(g, TF, 1000000000LL, devs, 8, &nd, &st) != TFRDV_OK || nd == 0) {
-        if (tfrdv_now_ns() - t0 > 120000000000LL) { fprintf(stderr, "peer: GetStatus on %s: %s\n", tf_addr, st.msg); return 1; }
-        sleep_ms(100);
+    /* TensorFlow's device incarnation: its keys must carry it (TensorFlow may still be starting:
+       tfrdv_mgr_peer_incarnation waits); GetStatus's device list must agree on CPU:0's */
+    if (tfrdv_mgr_peer_incarnation(mgr, TF, 120000000000LL, &tf_inc, &st) != TFRDV_OK) {
+        fprintf(stderr, "peer: incarnation of %s: %s\n", TF, st.msg);
+        return 1;
+    }
+    if (tfrdv_grpc_peer_devices(g, TF, 10000000000LL, devs, 8, &nd, &st) != TFRDV_OK) {
+        fprintf(stderr, "peer: GetStatus on %s: %s\n", tf_addr, st.msg);
+        return 1;
     }
     for (i = 0; i < (int)nd && i < 8; i++)
-        if (strcmp(devs[i].name, TF_CPU) == 0) tf_inc = devs[i].incarnation;
+        if (strcmp(devs[i].name, TF_CPU) == 0 && devs[i].incarnation != tf_inc) {
+            fprintf(stderr, "peer: tfrdv_mgr_peer_incarnation gave %016llx, GetStatus lists %s with %016llx\n",
+                    (unsigned long long)tf_inc, TF_CPU, (unsigned long long)devs[i].incarnation);
+            return 1;
+        }
     if (!tf_inc) { fprintf(stderr, "peer: %s has no %s\n", tf_addr, TF_CPU); return 1; }
     printf("READY port=%d incarnation=%016llx tf_incarnation=%016llx\n", tfrdv_grpc_port(g),
            (unsigned long long)tfrdv_mgr_incarnation(mgr), (unsigned long long)tf_inc);

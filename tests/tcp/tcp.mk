@@ -30,3 +30,10 @@ $(B)/test_tcp_conformance: tests/tcp/test_tcp_conformance.c $(HEADERS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) -o $@ $< $(LDLIBS)
+
+# the same-host path (SAME HOST in tfrdv_tcp.h): values by address between two processes
+all: $(B)/test_tcp_samehost
+$(B)/test_tcp_samehost: tests/tcp/test_tcp_samehost.c $(HEADERS)
+	@mkdir -p $(B)
+	$(SAY) CC $@
+	$(Q)$(CC) $(CFLAGS_T) -o $@ $< $(LDLIBS)

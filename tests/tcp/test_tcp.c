@@ -13,6 +13,7 @@
 #include "tt.h"
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -200,8 +201,8 @@ static void test_codec_hostile(void) {
     f.version = 0;
     n = enc(&f, b, sizeof b);
     bad(b, n, 0, "version 0 not supported");
-    b[0] = 9;
-    bad(b, n, 0, "unknown frame type 9");
+    b[0] = 10;
+    bad(b, n, 0, "unknown frame type 10");
     b[0] = 0;
     bad(b, n, 0, "unknown frame type 0");
     f.version = 1;
@@ -1642,6 +1643,10 @@ static void test_close_while_streaming(void) {
     TT_CHECK_EQ_INT(found, 3);
     TT_CHECK_CONTAINS(msg, "unknown frame type 165");
     wait_stats(s.t, &ts, 0);
+    for (round = 0; round < 2000 && ts.values_returned < 3; round++) { /* counted once back, after */
+        sleep_ms(5);                                                   /* the connection is gone */
+        tfrdv_tcp_get_stats(s.t, &ts);
+    }
     TT_CHECK_EQ_INT(ts.protocol_errors, 3);
     TT_CHECK_EQ_INT(ts.values_returned, 3); /* the undelivered values went back */
     tfrdv_unref(r);
@@ -2579,7 +2584,7 @@ static void nested_recv(int kind) { /* 0: the I/O thread, 1: tfrdv_tcp_poll, 2: 
         TT_CHECK(l.v && check((uint8_t*)l.v->data, 4, 3));
         tfrdv_value_release(l.v);
     }
-    for (i = 0; i < 1000; i++) { /* (a host-driven client writes the CANCEL when polled) */
+    for (i = 0; i < 4000; i++) { /* (a host-driven client writes the CANCEL when polled) */
         if (host) (void)tfrdv_tcp_poll(c.t, 1000000);
         if (srv_stats(&s).ts.server_requests_live == 0) break;
         sleep_ms(5);
@@ -2629,6 +2634,130 @@ static void test_host_driven(void) {
     cli_close(&c);
     insrv_close(&s);
     waiter_free(w);
+}
+
+/* Small responses waiting together on the socket are read together: 32 responses of 1 KiB, all
+   written by the server before the client looks, take at most 2 reads (a 16 KiB look-ahead that
+   then streamed each rest straight into its value took 6) and every value arrives whole. Both
+   ends are host-driven, so nothing reads before the test says. */
+static void test_small_responses_read_together(void) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_tcp_stats ss, c0, c1;
+    insrv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous *rs, *rc;
+    tfrdv_key k;
+    waiter* w = waiter_new();
+    char edge[16];
+    int i, j;
+    alarm(60);
+    tc.num_threads = -1;
+    if (!insrv_open(&s, upath("batch.sock"), &tc)) { TT_CHECK(0); waiter_free(w); return; }
+    if (!cli_open(&c, s.addr, 0, &tc)) { TT_CHECK(0); insrv_close(&s); waiter_free(w); return; }
+    (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
+    (void)tfrdv_mgr_start_step(c.m, 1, &rc, &st);
+    key_for(&k, "warm", PS_INC); /* the connection opens (both sides polled) */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(rc, &k.parsed, 0, on_recv, w, 0), TFRDV_OK);
+    (void)tfrdv_send(rs, &k.parsed, 0, mkval(1, 0, 0, 1024, 99), 0, &st);
+    for (i = 0; i < 10000 && w->n == 0; i++) {
+        (void)tfrdv_tcp_poll(s.t, 1000000);
+        (void)tfrdv_tcp_poll(c.t, 1000000);
+    }
+    TT_CHECK_EQ_INT(w->n, 1);
+    for (j = 0; j < 32; j++) { /* 32 requests on the wire, their values sent */
+        snprintf(edge, sizeof edge, "b%d", j);
+        key_for(&k, edge, PS_INC);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(rc, &k.parsed, 0, on_recv, w, 0), TFRDV_OK);
+        (void)tfrdv_send(rs, &k.parsed, 0, mkval(1, 0, 0, 1024, (unsigned)j), 0, &st);
+    }
+    for (i = 0; i < 10000; i++) { /* the server answers every one; the client reads nothing yet */
+        (void)tfrdv_tcp_poll(s.t, 1000000);
+        tfrdv_tcp_get_stats(s.t, &ss);
+        if (ss.bytes_sent >= 33 * 1024) break;
+    }
+    TT_CHECK(ss.bytes_sent == 33 * 1024);
+    tfrdv_tcp_get_stats(c.t, &c0);
+    for (i = 0; i < 10000 && w->n < 33; i++) (void)tfrdv_tcp_poll(c.t, 1000000);
+    tfrdv_tcp_get_stats(c.t, &c1);
+    TT_CHECK_EQ_INT(w->n, 33);
+    printf("      32 responses of 1 KiB read with %llu recv calls\n", (unsigned long long)(c1.recv_calls - c0.recv_calls));
+    TT_CHECK(c1.recv_calls - c0.recv_calls <= 2);
+    for (j = 1; j < w->n; j++) {
+        int seed = -1;
+        if (w->code[j] != TFRDV_OK || !w->v[j] || w->v[j]->size != 1024) { TT_CHECK(0); continue; }
+        for (i = 0; i < 32; i++) /* callbacks run in arrival order; each value is one of ours */
+            if (check((uint8_t*)w->v[j]->data, 1024, (unsigned)i)) seed = i;
+        TT_CHECK(seed >= 0);
+    }
+    tfrdv_unref(rs);
+    tfrdv_unref(rc);
+    cli_close(&c);
+    insrv_close(&s);
+    waiter_free(w);
+}
+
+/* The spin rule of a lent thread (tfrdv_tcp__spin_decide / _record): it learns over its first 8
+   waits, spins while most recent spins paid, stops when they do not, then probes now and then
+   (a paid probe probes again at once), and never spins when the peer shares its only CPU. */
+static void test_spin_rule(void) {
+    tfrdv_tcp__spin s;
+    int i, spins;
+    memset(&s, 0, sizeof s);
+    s.gap = 16;
+    for (i = 0; i < 8; i++) { /* learning: spins, and every spin misses */
+        TT_CHECK_EQ_INT(tfrdv_tcp__spin_decide(&s, 0), 1);
+        tfrdv_tcp__spin_record(&s, 0);
+    }
+    TT_CHECK_EQ_INT(tfrdv_tcp__spin_decide(&s, 1), 0); /* the peer shares our only CPU: never */
+    for (spins = 0, i = 0; i < 16; i++) /* no spin for 15 waits, then one probe */
+        if (tfrdv_tcp__spin_decide(&s, 0)) {
+            spins++;
+            TT_CHECK_EQ_INT(i, 15);
+            tfrdv_tcp__spin_record(&s, 0); /* the probe misses: the gap doubles */
+        }
+    TT_CHECK_EQ_INT(spins, 1);
+    TT_CHECK_EQ_INT(s.gap, 32);
+    for (spins = 0, i = 0; i < 32; i++) spins += tfrdv_tcp__spin_decide(&s, 0);
+    TT_CHECK_EQ_INT(spins, 1); /* the 32nd wait probes */
+    tfrdv_tcp__spin_record(&s, 1); /* it pays: the next waits probe at once, until 5 of 8 paid */
+    for (i = 0; i < 4; i++) {
+        TT_CHECK_EQ_INT(tfrdv_tcp__spin_decide(&s, 0), 1);
+        tfrdv_tcp__spin_record(&s, 1);
+    }
+    for (i = 0; i < 3; i++) { /* 5 of the last 8 paid: spins every time */
+        TT_CHECK_EQ_INT(tfrdv_tcp__spin_decide(&s, 0), 1);
+        TT_CHECK_EQ_INT(s.probe, 0);
+        tfrdv_tcp__spin_record(&s, 0);
+    }
+    TT_CHECK_EQ_INT(tfrdv_tcp__spin_decide(&s, 0), 1); /* 5 of 8 still */
+    tfrdv_tcp__spin_record(&s, 0); /* now 4 of 8: stops */
+    TT_CHECK_EQ_INT(tfrdv_tcp__spin_decide(&s, 0), 0);
+    s.hist = 0xffu; /* all paid, but the peer shares our only CPU */
+    TT_CHECK_EQ_INT(tfrdv_tcp__spin_decide(&s, 1), 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp__spin_decide(&s, 0), 1);
+    { /* shares_cpu: a Unix peer (this very process) pinned to this thread's only CPU */
+        tfrdv_tcp__conn c;
+        cpu_set_t all, one;
+        int sv[2];
+        size_t cpu;
+        memset(&c, 0, sizeof c);
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || sched_getaffinity(0, sizeof all, &all) != 0) { TT_CHECK(0); return; }
+        c.fd = sv[0];
+        c.is_unix = 1;
+        for (cpu = 0; cpu < (size_t)CPU_SETSIZE && !CPU_ISSET(cpu, &all); cpu++) {}
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        TT_CHECK_EQ_INT(tfrdv_tcp__shares_cpu(&c), CPU_COUNT(&all) == 1); /* unpinned */
+        if (sched_setaffinity(0, sizeof one, &one) == 0) {
+            TT_CHECK_EQ_INT(tfrdv_tcp__shares_cpu(&c), 1);
+            c.is_unix = 0; /* over TCP nothing names the peer */
+            TT_CHECK_EQ_INT(tfrdv_tcp__shares_cpu(&c), 0);
+            (void)sched_setaffinity(0, sizeof all, &all);
+        }
+        close(sv[0]);
+        close(sv[1]);
+    }
 }
 
 /* every allocation of the companion goes through hooks.allocator, and all of it comes back */
@@ -3428,6 +3557,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_blocking_recv_in_poll_callback);
     TT_RUN(test_blocking_recv_in_lent_thread_callback);
     TT_RUN(test_host_driven);
+    TT_RUN(test_small_responses_read_together);
+    TT_RUN(test_spin_rule);
     TT_RUN(test_recv_reads_its_own_response);
     TT_RUN(test_lent_thread_cancel_timeout_destroy_kill);
     TT_RUN(test_host_driven_recv_needs_no_poller);

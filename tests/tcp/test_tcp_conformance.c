@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
         return 1;
     }
     /* WIRE FORMAT, Delivery: a refused or unacknowledged value goes back to the table */
-    t.flags = CONF_GIVES_BACK | CONF_WAIT | CONF_PEER_INCARNATION;
+    t.flags = CONF_GIVES_BACK | CONF_WAIT | CONF_PEER_INCARNATION | CONF_DRAINS;
     tp.flags = t.flags;
     tp.poll = tcp_poll;
     conf_run(&t);

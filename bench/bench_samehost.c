@@ -1,0 +1,243 @@
+/* bench_samehost.c - tfrdv_tcp.h's same-host path (SAME HOST: values read by process_vm_readv
+   from the server's memory) against the socket path and memcpy, two processes over Unix
+   sockets, every figure from this run (`make bench-tcp` runs it after bench_tcp).
+   The process forks the server before it starts any thread. The server hosts two workers on
+   Unix sockets: "/job:ps/replica:0/task:0" with same_host 0 (the default: values of 64 KiB and
+   more by address) and "/job:ps/replica:0/task:1" with same_host 1 (every value by address: the
+   threshold's other side). The client has three transports: same_host TFRDV_OFF (socket), the
+   default (task 0) and the default again towards task 1 ("by address" at every size). Every
+   fetch lands in one warm preallocated buffer (tfrdv_args.alloc_fn) and the payload is served
+   from one warm buffer; the baseline is memcpy between two warm buffers of the same size.
+   Rounds interleave the variants; figure = median time per fetch over the rounds; ratio =
+   memcpy's time / the variant's time (1.0 = memory speed). Nothing is pinned. Exits non-zero
+   only for a wrong answer (a failed or corrupt fetch), never for a missed target. */
+#define _GNU_SOURCE
+#define TFRDV_IMPLEMENTATION
+#define TFRDV_TCP_IMPLEMENTATION
+#include "tfrdv.h"
+#include "tfrdv_tcp.h"
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PS0 "/job:ps/replica:0/task:0"
+#define PS1 "/job:ps/replica:0/task:1"
+#define WK "/job:worker/replica:0/task:0"
+#define MAXB ((size_t)64 << 20)
+#define ROUNDS 7
+enum { V_MEMCPY, V_OFF, V_ON, V_ALL, NV };
+static const char* vname[NV] = {"memcpy", "socket (same_host off)", "same_host default", "by address at every size"};
+
+static unsigned char *pat, *dst;
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+static void make_key(const char* src, int64_t i, tfrdv_key* k) {
+    tfrdv_frame_iter fi = {0, 0};
+    tfrdv_status st;
+    char e[32], d[96];
+    snprintf(e, sizeof e, "e%lld", (long long)i);
+    snprintf(d, sizeof d, "%s/device:CPU:0", src);
+    (void)tfrdv_key_make(k, d, 42, WK "/device:CPU:0", e, fi, &st);
+}
+static int rd_full(int fd, void* p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, (char*)p + got, n - got);
+        if (k <= 0) return 0;
+        got += (size_t)k;
+    }
+    return 1;
+}
+static void payload_free(tfrdv_value* v) { free(v); }
+
+/* ---- the server ---- */
+typedef struct cmd { int64_t step, n; uint64_t size; int which; } cmd;
+static int serve_main(int in, int out, const char* a0, const char* a1) {
+    tfrdv_tcp* t[2];
+    tfrdv_mgr* m[2];
+    tfrdv_status st;
+    cmd c;
+    int i;
+    for (i = 0; i < 2; i++) {
+        tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+        tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+        tc.listen_address = i ? a1 : a0;
+        tc.same_host = i ? 1 : 0;
+        if (tfrdv_tcp_create(&tc, &t[i], &st) != TFRDV_OK) { fprintf(stderr, "server: %s\n", st.msg); return 1; }
+        mc.worker_name = i ? PS1 : PS0;
+        mc.incarnation = 42;
+        mc.transport = tfrdv_tcp_transport(t[i]);
+        if (tfrdv_mgr_create(&mc, &m[i], &st) != TFRDV_OK || tfrdv_tcp_attach(t[i], m[i], &st) != TFRDV_OK) return 1;
+    }
+    if (write(out, "k", 1) != 1) return 1;
+    while (rd_full(in, &c, sizeof c)) {
+        tfrdv_rendezvous* r = 0;
+        int64_t j;
+        (void)tfrdv_mgr_start_step(m[c.which], c.step, &r, &st);
+        for (j = 0; j < c.n; j++) {
+            tfrdv_key k;
+            tfrdv_value* v = (tfrdv_value*)calloc(1, sizeof *v + sizeof(int64_t));
+            int64_t* d = (int64_t*)(v + 1);
+            d[0] = (int64_t)c.size;
+            *v = tfrdv_value_make(4, 1, d, pat, c.size, payload_free, 0);
+            make_key(c.which ? PS1 : PS0, j, &k);
+            if (tfrdv_send(r, &k.parsed, 0, v, 0, &st) != TFRDV_OK) return 1;
+        }
+        tfrdv_unref(r);
+        if (write(out, "k", 1) != 1) return 1;
+    }
+    for (i = 0; i < 2; i++) { tfrdv_tcp_destroy(t[i]); tfrdv_mgr_destroy(m[i]); }
+    return 0;
+}
+
+/* ---- the client ---- */
+static int to_srv, from_srv;
+static int64_t next_step = 1;
+static tfrdv_tcp* ct[NV];
+static tfrdv_mgr* cm[NV];
+static void dst_release(tfrdv_value* v) { free(v); }
+static tfrdv_value* warm_alloc(void* u, int32_t dtype, int32_t rank, const int64_t* dims, uint64_t size) {
+    tfrdv_value* v = (tfrdv_value*)calloc(1, sizeof *v + 8 * sizeof(int64_t));
+    int64_t* d = (int64_t*)(v + 1);
+    (void)u;
+    if (rank > 8) { free(v); return 0; }
+    if (rank) memcpy(d, dims, (size_t)rank * sizeof *dims);
+    *v = tfrdv_value_make(dtype, rank, d, dst, size, dst_release, 0);
+    return v;
+}
+static int client(int v, const char* addr) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_worker w;
+    tfrdv_status st;
+    w.name = v == V_ALL ? PS1 : PS0;
+    w.address = addr;
+    tc.workers = &w;
+    tc.num_workers = 1;
+    tc.same_host = v == V_OFF ? TFRDV_OFF : 0;
+    if (tfrdv_tcp_create(&tc, &ct[v], &st) != TFRDV_OK) { fprintf(stderr, "client: %s\n", st.msg); return 0; }
+    mc.worker_name = WK;
+    mc.transport = tfrdv_tcp_transport(ct[v]);
+    return tfrdv_mgr_create(&mc, &cm[v], &st) == TFRDV_OK && tfrdv_tcp_attach(ct[v], cm[v], &st) == TFRDV_OK;
+}
+/* n fetches of size on variant v; returns ns per fetch (-1: a wrong answer) */
+static double block(int v, uint64_t size, int n) {
+    cmd c;
+    char ok;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_status st;
+    tfrdv_args a;
+    int64_t t0, i;
+    if (v == V_MEMCPY) {
+        t0 = now_ns();
+        for (i = 0; i < n; i++) {
+            memcpy(dst, pat, size);
+            __asm__ __volatile__("" : : "g"(dst) : "memory");
+        }
+        return (double)(now_ns() - t0) / n;
+    }
+    c.step = next_step++;
+    c.n = n;
+    c.size = size;
+    c.which = v == V_ALL;
+    if (write(to_srv, &c, sizeof c) != (ssize_t)sizeof c || read(from_srv, &ok, 1) != 1) return -1;
+    memset(&a, 0, sizeof a);
+    a.alloc_fn = warm_alloc;
+    (void)tfrdv_mgr_start_step(cm[v], c.step, &r, &st);
+    memset(dst, 0, size < 64 ? size : 64);
+    t0 = now_ns();
+    for (i = 0; i < n; i++) {
+        tfrdv_key k;
+        tfrdv_value* val = 0;
+        int dead;
+        make_key(v == V_ALL ? PS1 : PS0, i, &k);
+        if (tfrdv_recv(r, &k.parsed, &a, 60000000000LL, &val, &dead, &st) != TFRDV_OK || !val || val->size != size) {
+            fprintf(stderr, "%s: fetch of %llu bytes failed: %s\n", vname[v], (unsigned long long)size, st.msg);
+            return -1;
+        }
+        tfrdv_value_release(val);
+    }
+    t0 = now_ns() - t0;
+    tfrdv_unref(r);
+    tfrdv_mgr_cleanup(cm[v], c.step);
+    if (memcmp(dst, pat, size) != 0) { fprintf(stderr, "%s: corrupt %llu-byte value\n", vname[v], (unsigned long long)size); return -1; }
+    return (double)t0 / n;
+}
+static int cmpd(const void* x, const void* y) {
+    double a = *(const double*)x, b = *(const double*)y;
+    return a < b ? -1 : a > b;
+}
+static double med(double* v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmpd);
+    return v[n / 2];
+}
+
+int main(void) {
+    static const uint64_t sizes[4] = {4096, 65536, (uint64_t)1 << 20, (uint64_t)64 << 20};
+    static const int counts[4] = {2000, 1000, 200, 4};
+    int c2s[2], s2c[2], si, v, r, bad = 0;
+    char a0[108], a1[108], ok;
+    pid_t pid;
+    double t[NV][ROUNDS], fig[4][NV];
+    pat = (unsigned char*)malloc(MAXB);
+    dst = (unsigned char*)malloc(MAXB);
+    if (!pat || !dst) return 1;
+    for (si = 0; si < (int)MAXB; si++) pat[si] = (unsigned char)(si * 131 + 7);
+    memset(dst, 1, MAXB);
+    snprintf(a0, sizeof a0, "unix:@tfrdv_bench_sh0_%d", (int)getpid());
+    snprintf(a1, sizeof a1, "unix:@tfrdv_bench_sh1_%d", (int)getpid());
+    if (pipe(c2s) || pipe(s2c)) return 1;
+    pid = fork();
+    if (pid == 0) {
+        close(c2s[1]);
+        close(s2c[0]);
+        _exit(serve_main(c2s[0], s2c[1], a0, a1));
+    }
+    close(c2s[0]);
+    close(s2c[1]);
+    to_srv = c2s[1];
+    from_srv = s2c[0];
+    if (read(from_srv, &ok, 1) != 1) return 1;
+    if (!client(V_OFF, a0) || !client(V_ON, a0) || !client(V_ALL, a1)) return 1;
+    for (v = V_OFF; v < NV; v++) (void)block(v, 1, 2); /* connect, and the same-host question */
+    {
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, 0);
+    }
+    printf("tfrdv_tcp same host (Unix sockets, two processes, nothing pinned): median per fetch over %d interleaved rounds\n", ROUNDS);
+    printf("  %-10s %-26s %12s %10s %14s\n", "size", "variant", "us/fetch", "GB/s", "x memcpy speed");
+    for (si = 0; si < 4; si++) {
+        for (r = 0; r < ROUNDS; r++)
+            for (v = 0; v < NV; v++) {
+                t[v][r] = block(v, sizes[si], counts[si]);
+                if (t[v][r] < 0) bad = 1;
+            }
+        if (bad) break;
+        for (v = 0; v < NV; v++) {
+            fig[si][v] = med(t[v], ROUNDS);
+            printf("  %-10llu %-26s %12.2f %10.2f %14.2f\n", (unsigned long long)sizes[si], vname[v], fig[si][v] / 1000.0,
+                   (double)sizes[si] / fig[si][v], fig[si][V_MEMCPY] / fig[si][v]);
+        }
+    }
+    if (!bad) {
+        tfrdv_tcp_stats s;
+        double r64 = fig[3][V_MEMCPY] / fig[3][V_ON], r1 = fig[2][V_MEMCPY] / fig[2][V_ON];
+        tfrdv_tcp_get_stats(ct[V_ON], &s);
+        printf("  default client: %llu values by address, %llu connections granted\n", (unsigned long long)s.values_cma,
+               (unsigned long long)s.same_host_grants);
+        printf("TARGET samehost_64MiB unpinned %.2f %s\n", r64, r64 >= 0.7 ? "met" : "missed");
+        printf("TARGET samehost_1MiB unpinned %.2f %s\n", r1, r1 >= 0.5 ? "met" : "missed");
+    }
+    for (v = V_OFF; v < NV; v++) { tfrdv_tcp_destroy(ct[v]); tfrdv_mgr_destroy(cm[v]); }
+    close(to_srv);
+    waitpid(pid, &si, 0);
+    return bad;
+}

@@ -1,0 +1,1039 @@
+/* test_tcp_samehost.c - tfrdv_tcp.h's same-host path (SAME HOST in its docs): on a "unix:"
+   connection the client reads large values straight from the server's memory with
+   process_vm_readv. The codec of the new frames in process; the transport between two processes
+   (the serving worker a child of this one, driven over a pair of pipes: SEND / STATS / QUIT),
+   the exactly-once workload in one process (process_vm_readv on itself), a hostile server (a
+   raw socket in this process announcing memory it does not have), peers killed mid-transfer and
+   each fallback (disabled, denied by the environment hook, a non-dumpable server). Every test
+   is bounded by alarm(). Built by tests/tcp/tcp.mk as part of `make test`. */
+#define _GNU_SOURCE
+#define TFRDV_IMPLEMENTATION
+#define TFRDV_TCP_IMPLEMENTATION
+#include "tfrdv.h"
+#include "tfrdv_tcp.h"
+#include "tt.h"
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PS "/job:ps/replica:0/task:0"
+#define WK "/job:worker/replica:0/task:0"
+#define PS_DEV PS "/device:CPU:0"
+#define WK_DEV WK "/device:CPU:0"
+#define PS_INC 0x5151ULL
+#define SEC 1000000000LL
+#define MIB ((uint64_t)1 << 20)
+
+static void sleep_ms(int ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    nanosleep(&ts, 0);
+}
+static char tmpdir[64];
+static char self_exe[4096];
+static const char* upath(const char* name) {
+    static char buf[4][128];
+    static int k;
+    char* b = buf[k++ & 3];
+    snprintf(b, 128, "unix:%s/%s", tmpdir, name);
+    return b;
+}
+static int under_valgrind(void) {
+    const char* v = getenv("VALGRIND");
+    return v && v[0] == '1';
+}
+static void fill(uint8_t* p, uint64_t n, unsigned s) {
+    uint64_t i, blk = n < MIB ? n : MIB;
+    for (i = 0; i < blk; i++) p[i] = (uint8_t)(i * 131u + s);
+    for (i = blk; i < n; i += blk) memcpy(p + i, p, n - i < blk ? (size_t)(n - i) : (size_t)blk);
+}
+static int check(const uint8_t* p, uint64_t n, unsigned s) {
+    uint64_t i;
+    for (i = 0; i < n; i++)
+        if (p[i] != (uint8_t)(i * 131u + s)) return 0;
+    return 1;
+}
+static void big_release(tfrdv_value* v) {
+    free(v->data);
+    free(v);
+}
+static tfrdv_value* mkval(uint64_t size, unsigned seed) {
+    tfrdv_value* v = (tfrdv_value*)calloc(1, sizeof *v + sizeof(int64_t));
+    int64_t* d = (int64_t*)(v + 1);
+    void* data = malloc(size ? (size_t)size : 1);
+    d[0] = (int64_t)size;
+    fill((uint8_t*)data, size, seed);
+    *v = tfrdv_value_make(4 /* DT_UINT8 */, 1, d, data, size, big_release, 0);
+    return v;
+}
+static int rd_full(int fd, void* p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, (char*)p + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        got += (size_t)k;
+    }
+    return 1;
+}
+static int wr_full(int fd, const void* p, size_t n) {
+    size_t put = 0;
+    while (put < n) {
+        ssize_t k = write(fd, (const char*)p + put, n - put);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        put += (size_t)k;
+    }
+    return 1;
+}
+#define PS1 "/job:ps/replica:0/task:1"
+static const char* src_dev = PS_DEV; /* the serving child's device (task 1 in some tests) */
+static void key_for(tfrdv_key* k, const char* edge) {
+    tfrdv_frame_iter fi = {0, 0};
+    tfrdv_status st;
+    (void)tfrdv_key_make(k, src_dev, PS_INC, WK_DEV, edge, fi, &st);
+}
+static pthread_mutex_t logmu = PTHREAD_MUTEX_INITIALIZER;
+static char logbuf[16384];
+static size_t loglen;
+static void log_capture(void* u, int level, const char* msg) {
+    size_t n = strlen(msg);
+    (void)u; (void)level;
+    pthread_mutex_lock(&logmu);
+    if (loglen + n + 2 < sizeof logbuf) { memcpy(logbuf + loglen, msg, n); loglen += n; logbuf[loglen++] = '|'; }
+    logbuf[loglen] = 0;
+    pthread_mutex_unlock(&logmu);
+}
+static void log_reset(void) {
+    pthread_mutex_lock(&logmu);
+    loglen = 0;
+    logbuf[0] = 0;
+    pthread_mutex_unlock(&logmu);
+}
+static int log_count(const char* needle) {
+    int n = 0;
+    const char* p;
+    pthread_mutex_lock(&logmu);
+    for (p = logbuf; (p = strstr(p, needle)) != 0; p++) n++;
+    pthread_mutex_unlock(&logmu);
+    return n;
+}
+
+/* ============================================================================================
+   The codec: RESPONSE by address (flag 4) and SAMEHOST
+   ============================================================================================ */
+static void bad(const uint8_t* b, size_t n, const tfrdv_tcp_limits* lim, const char* want) {
+    tfrdv_tcp_frame f;
+    tfrdv_status st;
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, lim, &f, &st), -1);
+    TT_CHECK_CONTAINS(st.msg, want);
+}
+static void test_codec_by_address(void) {
+    uint8_t b[512];
+    tfrdv_tcp_frame f, g;
+    tfrdv_status st;
+    tfrdv_tcp_limits lim;
+    size_t n, i;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_RESPONSE;
+    f.id = 5;
+    f.dtype = 4;
+    f.rank = 2;
+    f.dims[0] = 3; f.dims[1] = 7;
+    f.bytes = 21;
+    f.remote = 1;
+    f.remote_addr = 0x7f0012345678ULL;
+    n = tfrdv_tcp_encode(&f, b, sizeof b);
+    TT_CHECK_EQ_INT(n, 16 + 24 + 16 + 8);
+    for (i = 0; i < n; i++) TT_CHECK(tfrdv_tcp_decode(b, i, 0, &g, &st) == 0); /* incomplete */
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, &g, &st), n);
+    TT_CHECK(g.remote && g.remote_addr == f.remote_addr && g.bytes == 21 && g.data_len == 0 && g.rank == 2 && g.dims[1] == 7);
+    TT_CHECK_EQ_INT(b[16 + 8], 4); /* flags */
+    /* without the flag the same frame is the old RESPONSE (version 2 peers never see flag 4) */
+    f.remote = 0;
+    f.data_len = 0;
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, &g, &st), 16 + 24 + 16);
+    TT_CHECK(!g.remote);
+
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_SAMEHOST;
+    f.sh_flags = TFRDV_TCP_SH_CMA_READ;
+    n = tfrdv_tcp_encode(&f, b, sizeof b);
+    TT_CHECK_EQ_INT(n, 24);
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, &g, &st), 24);
+    TT_CHECK(g.type == TFRDV_TCP_SAMEHOST && g.sh_flags == TFRDV_TCP_SH_CMA_READ);
+
+    /* hostile */
+    f.sh_flags = 8;
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "SAMEHOST with unknown flags 0x8");
+    f.sh_flags = 0;
+    f.id = 3;
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "id 3 (0 expected)");
+    f.id = 0;
+    n = tfrdv_tcp_encode(&f, b, sizeof b);
+    b[20] = 1; /* reserved */
+    bad(b, n, 0, "non-zero reserved");
+    b[4] = 9; /* body length */
+    bad(b, n, 0, "SAMEHOST body of 9 bytes");
+
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_RESPONSE;
+    f.id = 1;
+    f.rank = 1;
+    f.dims[0] = 16;
+    f.bytes = 16;
+    f.remote = 1;
+    f.remote_addr = UINT64_MAX - 8;
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "wraps");
+    f.remote_addr = 4096;
+    f.bytes = 0;
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "by address (flag 4) with no value bytes");
+    f.bytes = 16;
+    n = tfrdv_tcp_encode(&f, b, sizeof b);
+    b[4] = (uint8_t)(b[4] + 4); /* 4 value bytes announced after the address */
+    bad(b, n + 4, 0, "by address (flag 4) with bytes or a wrong body length");
+    f.is_dead = 1;
+    f.no_value = 1;
+    f.rank = 0;
+    f.bytes = 0;
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "no value bytes");
+    memset(&lim, 0, sizeof lim);
+    lim.max_tensor_bytes = MIB;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_RESPONSE;
+    f.id = 1;
+    f.bytes = (uint64_t)1 << 40; /* a huge length is refused before anything is allocated */
+    f.remote = 1;
+    f.remote_addr = 4096;
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), &lim, "exceeds max_tensor_bytes");
+    n = tfrdv_tcp_encode(&f, b, sizeof b);
+    b[16 + 8] = 8; /* flags 8 */
+    bad(b, n, 0, "unknown flags 0x8");
+}
+
+/* ============================================================================================
+   Two processes: the serving worker is a child (exec'd afresh), the client is this process
+   ============================================================================================ */
+enum { OP_SEND = 1, OP_STATS = 2, OP_QUIT = 3 };
+typedef struct cmd {
+    int op, count;
+    char edge[48];
+    uint64_t size;
+    unsigned seed;
+} cmd;
+typedef struct rep {
+    int code;
+    char msg[256];
+    char addr[128];
+    tfrdv_tcp_stats ts;
+} rep;
+typedef struct srv {
+    pid_t pid;
+    int cfd, rfd;
+    char addr[128];
+} srv;
+
+/* the serving worker: same_host for its config; flags 1: made non-dumpable (and, as root, uid
+   65534 first: root could read it anyway); 2: it is task 1 of the ps job */
+static void child_server(int cfd, int rfd, const char* addr, int64_t same_host, int flags) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_tcp* t = 0;
+    tfrdv_mgr* m = 0;
+    tfrdv_status st;
+    rep r;
+    cmd c;
+    alarm(300);
+    memset(&r, 0, sizeof r);
+    if (flags & 2) src_dev = PS1 "/device:CPU:0";
+    if (flags & 1) {
+        if (getuid() == 0 && setuid(65534) != 0) _exit(3);
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) _exit(3);
+    }
+    tc.listen_address = addr;
+    tc.same_host = same_host;
+    if (tfrdv_tcp_create(&tc, &t, &st) != TFRDV_OK) {
+        r.code = (int)st.code;
+        snprintf(r.msg, sizeof r.msg, "%s", st.msg);
+        (void)wr_full(rfd, &r, sizeof r);
+        _exit(0);
+    }
+    mc.worker_name = flags & 2 ? PS1 : PS;
+    mc.incarnation = PS_INC;
+    mc.transport = tfrdv_tcp_transport(t);
+    (void)tfrdv_mgr_create(&mc, &m, &st);
+    (void)tfrdv_tcp_attach(t, m, &st);
+    snprintf(r.addr, sizeof r.addr, "%s", tfrdv_tcp_address(t));
+    (void)wr_full(rfd, &r, sizeof r);
+    while (rd_full(cfd, &c, sizeof c) && c.op != OP_QUIT) {
+        memset(&r, 0, sizeof r);
+        if (c.op == OP_SEND) {
+            tfrdv_rendezvous* rz = 0;
+            int i;
+            r.code = (int)tfrdv_mgr_start_step(m, 1, &rz, &st);
+            for (i = 0; i < c.count && r.code == TFRDV_OK; i++) {
+                tfrdv_key k;
+                char edge[64];
+                tfrdv_value* v = mkval(c.size, c.seed + (unsigned)i);
+                if (c.count > 1) snprintf(edge, sizeof edge, "%s_%d", c.edge, i);
+                else snprintf(edge, sizeof edge, "%s", c.edge);
+                key_for(&k, edge);
+                r.code = (int)tfrdv_send(rz, &k.parsed, 0, v, 0, &st);
+                if (r.code != TFRDV_OK) { tfrdv_value_release(v); snprintf(r.msg, sizeof r.msg, "%s", st.msg); }
+            }
+            if (rz) tfrdv_unref(rz);
+        }
+        tfrdv_tcp_get_stats(t, &r.ts);
+        if (!wr_full(rfd, &r, sizeof r)) break;
+    }
+    tfrdv_tcp_destroy(t);
+    tfrdv_mgr_destroy(m);
+    _exit(0);
+}
+static int srv_start(srv* s, const char* addr, int64_t same_host, int nondump) {
+    int c2s[2], s2c[2];
+    rep r;
+    if (pipe(c2s) || pipe(s2c)) return 0;
+    fflush(stdout);
+    s->pid = fork();
+    if (s->pid == 0) {
+        char a[4][64];
+        close(c2s[1]);
+        close(s2c[0]);
+        snprintf(a[0], sizeof a[0], "%d", c2s[0]);
+        snprintf(a[1], sizeof a[1], "%d", s2c[1]);
+        snprintf(a[2], sizeof a[2], "%lld", (long long)same_host);
+        snprintf(a[3], sizeof a[3], "%d", nondump);
+        execl(self_exe, self_exe, "--serve", a[0], a[1], addr, a[2], a[3], (char*)0);
+        _exit(127);
+    }
+    close(c2s[0]);
+    close(s2c[1]);
+    s->cfd = c2s[1];
+    s->rfd = s2c[0];
+    if (!rd_full(s->rfd, &r, sizeof r)) return 0;
+    if (r.code) printf("    server: %s\n", r.msg);
+    snprintf(s->addr, sizeof s->addr, "%s", r.addr);
+    return r.code == TFRDV_OK;
+}
+static rep srv_cmd(srv* s, const cmd* c) {
+    rep r;
+    memset(&r, 0, sizeof r);
+    if (!wr_full(s->cfd, c, sizeof *c) || !rd_full(s->rfd, &r, sizeof r)) r.code = -1;
+    return r;
+}
+static rep srv_send_n(srv* s, const char* edge, uint64_t size, unsigned seed, int count) {
+    cmd c;
+    memset(&c, 0, sizeof c);
+    c.op = OP_SEND;
+    snprintf(c.edge, sizeof c.edge, "%s", edge);
+    c.size = size;
+    c.seed = seed;
+    c.count = count;
+    return srv_cmd(s, &c);
+}
+static rep srv_send(srv* s, const char* edge, uint64_t size, unsigned seed) { return srv_send_n(s, edge, size, seed, 1); }
+static rep srv_stats(srv* s) {
+    cmd c;
+    memset(&c, 0, sizeof c);
+    c.op = OP_STATS;
+    return srv_cmd(s, &c);
+}
+static void srv_stop(srv* s) {
+    cmd c;
+    int status;
+    memset(&c, 0, sizeof c);
+    c.op = OP_QUIT;
+    (void)wr_full(s->cfd, &c, sizeof c);
+    close(s->cfd);
+    close(s->rfd);
+    waitpid(s->pid, &status, 0);
+}
+
+typedef struct cli {
+    tfrdv_tcp* t;
+    tfrdv_mgr* m;
+} cli;
+/* a client of ps_addr (and of ps2_addr as worker task 1 of the ps job, when not NULL) */
+static int cli_open2(cli* c, const char* ps_addr, const char* ps2_addr, int64_t same_host) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_worker w[2];
+    tfrdv_status st;
+    w[0].name = PS;
+    w[0].address = ps_addr;
+    w[1].name = PS1;
+    w[1].address = ps2_addr;
+    tc.workers = w;
+    tc.num_workers = ps2_addr ? 2 : 1;
+    tc.same_host = same_host;
+    tc.hooks.logger.fn = log_capture;
+    if (tfrdv_tcp_create(&tc, &c->t, &st) != TFRDV_OK) { printf("    client create: %s\n", st.msg); return 0; }
+    mc.worker_name = WK;
+    mc.transport = tfrdv_tcp_transport(c->t);
+    if (tfrdv_mgr_create(&mc, &c->m, &st) != TFRDV_OK) { printf("    mgr: %s\n", st.msg); return 0; }
+    (void)tfrdv_tcp_attach(c->t, c->m, &st);
+    return 1;
+}
+static int cli_open(cli* c, const char* ps_addr, int64_t same_host) { return cli_open2(c, ps_addr, 0, same_host); }
+static void cli_close(cli* c) {
+    tfrdv_tcp_destroy(c->t);
+    tfrdv_mgr_destroy(c->m);
+}
+static tfrdv_tcp_stats cstats(cli* c) {
+    tfrdv_tcp_stats ts;
+    tfrdv_tcp_get_stats(c->t, &ts);
+    return ts;
+}
+static tfrdv_code fetch_from(cli* c, const char* dev, const char* edge, tfrdv_value** v, tfrdv_status* st) {
+    tfrdv_rendezvous* r = 0;
+    tfrdv_key k;
+    tfrdv_frame_iter fi = {0, 0};
+    tfrdv_code rc;
+    int dead = 0;
+    *v = 0;
+    if ((rc = tfrdv_mgr_start_step(c->m, 1, &r, st)) != TFRDV_OK) return rc;
+    (void)tfrdv_key_make(&k, dev, PS_INC, WK_DEV, edge, fi, st);
+    rc = tfrdv_recv(r, &k.parsed, 0, 30 * SEC, v, &dead, st);
+    tfrdv_unref(r);
+    return rc;
+}
+static tfrdv_code fetch(cli* c, const char* edge, tfrdv_value** v, tfrdv_status* st) { return fetch_from(c, PS_DEV, edge, v, st); }
+/* fetches edge and checks its bytes (size, seed) */
+static int fetch_check(cli* c, const char* edge, uint64_t size, unsigned seed) {
+    tfrdv_value* v = 0;
+    tfrdv_status st;
+    tfrdv_code rc = fetch(c, edge, &v, &st);
+    int ok = rc == TFRDV_OK && v && v->size == size && check((const uint8_t*)v->data, size, seed);
+    if (rc != TFRDV_OK) printf("    fetch %s: %s\n", edge, st.msg);
+    tfrdv_value_release(v);
+    return ok;
+}
+/* the first fetch on a new connection: its request goes out with the HELLO, before the
+   same-host question; waits (bounded) until the answer came (grants: the count expected) */
+static void warm(srv* s, cli* c, uint64_t grants) {
+    int i;
+    TT_CHECK_EQ_INT(srv_send(s, "warm", 1, 0).code, 0);
+    TT_CHECK(fetch_check(c, "warm", 1, 0));
+    for (i = 0; i < 1000 && cstats(c).same_host_grants < grants; i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(cstats(c).same_host_grants, grants);
+}
+/* waits (bounded) until the server saw every delivery acknowledged */
+static rep srv_settled(srv* s) {
+    rep r;
+    int i;
+    for (i = 0; i < 1000; i++) {
+        r = srv_stats(s);
+        if (r.ts.values_unacked == 0 && r.ts.server_requests_live == 0) break;
+        sleep_ms(5);
+    }
+    return r;
+}
+
+/* 1 B, 4 KiB, 1 MiB and 64 MiB arrive byte-exact by address (same_host 1: every size) */
+static void test_sizes_by_address(void) {
+    static const uint64_t sizes[4] = {1, 4096, MIB, 64 * MIB};
+    srv s;
+    cli c;
+    rep r;
+    uint64_t base, sbase;
+    int i, n = under_valgrind() ? 3 : 4;
+    alarm(120);
+    if (!srv_start(&s, upath("sizes.sock"), 1, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); srv_stop(&s); return; }
+    warm(&s, &c, 1);
+    base = cstats(&c).values_cma; /* the warm-up went over the socket, or by address if it was late */
+    sbase = srv_stats(&s).ts.values_cma_sent;
+    for (i = 0; i < n; i++) {
+        char e[16];
+        snprintf(e, sizeof e, "v%d", i);
+        TT_CHECK_EQ_INT(srv_send(&s, e, sizes[i], (unsigned)i + 1).code, 0);
+        TT_CHECK(fetch_check(&c, e, sizes[i], (unsigned)i + 1));
+    }
+    TT_CHECK_EQ_INT(cstats(&c).values_cma - base, n);
+    TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 0);
+    r = srv_settled(&s);
+    TT_CHECK_EQ_INT(r.ts.values_cma_sent - sbase, n);
+    TT_CHECK_EQ_INT(r.ts.values_acked, n + 1);
+    TT_CHECK_EQ_INT(r.ts.values_returned, 0);
+    TT_CHECK_EQ_INT(log_count("travel over the socket"), 0);
+    cli_close(&c);
+    srv_stop(&s);
+}
+/* the default threshold: 4 KiB over the socket, 1 MiB by address; TCP never by address */
+static void test_default_threshold(void) {
+    srv s, s2;
+    cli c;
+    alarm(60);
+    if (!srv_start(&s, upath("dflt.sock"), 0, 0)) { TT_CHECK(0); return; }
+    if (!srv_start(&s2, "127.0.0.1:0", 0, 2)) { TT_CHECK(0); srv_stop(&s); return; }
+    if (!cli_open2(&c, s.addr, s2.addr, 0)) { TT_CHECK(0); srv_stop(&s); srv_stop(&s2); return; }
+    warm(&s, &c, 1);
+    TT_CHECK_EQ_INT(srv_send(&s, "small", 4096, 3).code, 0);
+    TT_CHECK(fetch_check(&c, "small", 4096, 3));
+    TT_CHECK_EQ_INT(cstats(&c).values_cma, 0);
+    TT_CHECK_EQ_INT(srv_send(&s, "large", MIB, 4).code, 0);
+    TT_CHECK(fetch_check(&c, "large", MIB, 4));
+    TT_CHECK_EQ_INT(cstats(&c).values_cma, 1);
+    {
+        tfrdv_value* v = 0;
+        tfrdv_status st;
+        TT_CHECK_EQ_INT(srv_send(&s2, "tcp", MIB, 5).code, 0);
+        TT_CHECK_EQ_INT(fetch_from(&c, PS1 "/device:CPU:0", "tcp", &v, &st), TFRDV_OK);
+        TT_CHECK(v && v->size == MIB);
+        tfrdv_value_release(v);
+    }
+    TT_CHECK_EQ_INT(cstats(&c).values_cma, 1);
+    TT_CHECK_EQ_INT(log_count("travel over the socket"), 0); /* TCP is not a fallback */
+    cli_close(&c);
+    srv_stop(&s);
+    srv_stop(&s2);
+}
+
+/* the server dies while the client is about to read its value: the read and every other call
+   in flight fail UNAVAILABLE, each once */
+static pid_t kill_on_alloc;
+static tfrdv_value* killing_alloc(void* u, int32_t dtype, int32_t rank, const int64_t* dims, uint64_t size) {
+    (void)u;
+    if (kill_on_alloc > 0) { kill(kill_on_alloc, SIGKILL); sleep_ms(20); } /* gone before the read */
+    return tfrdv_value_new(NULL, dtype, rank, dims, 0, size);
+}
+typedef struct slot { pthread_mutex_t mu; int done; tfrdv_code code; char msg[256]; } slot;
+static void on_slot(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    slot* s = (slot*)u;
+    (void)sa; (void)ra; (void)dead;
+    tfrdv_value_release(v);
+    pthread_mutex_lock(&s->mu);
+    s->done++;
+    s->code = st->code;
+    snprintf(s->msg, sizeof s->msg, "%s", st->msg);
+    pthread_mutex_unlock(&s->mu);
+}
+static void test_server_killed_mid_read(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    tfrdv_value* v = 0;
+    tfrdv_args a;
+    tfrdv_key k;
+    static slot others[8];
+    int dead, status, i, j, done;
+    alarm(60);
+    if (!srv_start(&s, upath("kill.sock"), 1, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); srv_stop(&s); return; }
+    warm(&s, &c, 1);
+    TT_CHECK_EQ_INT(srv_send(&s, "big", 64 * MIB, 9).code, 0);
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    for (i = 0; i < 8; i++) { /* pending calls on the same connection (never sent) */
+        char e[16];
+        memset(&others[i], 0, sizeof others[i]);
+        pthread_mutex_init(&others[i].mu, 0);
+        snprintf(e, sizeof e, "never%d", i);
+        key_for(&k, e);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_slot, &others[i], &st), TFRDV_OK);
+    }
+    kill_on_alloc = s.pid;
+    memset(&a, 0, sizeof a);
+    a.alloc_fn = killing_alloc;
+    key_for(&k, "big");
+    TT_CHECK_EQ_INT(tfrdv_recv(r, &k.parsed, &a, 30 * SEC, &v, &dead, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, "process_vm_readv");
+    TT_CHECK(!v);
+    kill_on_alloc = 0;
+    for (j = 0, done = 0; j < 2000 && done < 8; j++) { /* up to 10 s */
+        done = 0;
+        for (i = 0; i < 8; i++) {
+            pthread_mutex_lock(&others[i].mu);
+            done += others[i].done == 1;
+            pthread_mutex_unlock(&others[i].mu);
+        }
+        if (done < 8) sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(done, 8);
+    for (i = 0; i < 8; i++) {
+        TT_CHECK_EQ_INT(others[i].done, 1);
+        TT_CHECK_EQ_INT(others[i].code, TFRDV_UNAVAILABLE);
+        pthread_mutex_destroy(&others[i].mu);
+    }
+    tfrdv_unref(r);
+    waitpid(s.pid, &status, 0);
+    close(s.cfd);
+    close(s.rfd);
+    cli_close(&c);
+}
+
+/* ============================================================================================
+   In one process: the serving worker and the client are two transports (process_vm_readv on
+   this process)
+   ============================================================================================ */
+typedef struct insrv {
+    tfrdv_tcp* t;
+    tfrdv_mgr* m;
+    char addr[128];
+} insrv;
+static int insrv_open(insrv* s, const char* listen, int64_t same_host) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_status st;
+    tc.listen_address = listen;
+    tc.same_host = same_host;
+    if (tfrdv_tcp_create(&tc, &s->t, &st) != TFRDV_OK) { printf("    %s\n", st.msg); return 0; }
+    mc.worker_name = PS;
+    mc.incarnation = PS_INC;
+    mc.transport = tfrdv_tcp_transport(s->t);
+    (void)tfrdv_mgr_create(&mc, &s->m, &st);
+    (void)tfrdv_tcp_attach(s->t, s->m, &st);
+    snprintf(s->addr, sizeof s->addr, "%s", tfrdv_tcp_address(s->t));
+    return 1;
+}
+static void insrv_close(insrv* s) {
+    tfrdv_tcp_destroy(s->t);
+    tfrdv_mgr_destroy(s->m);
+}
+static tfrdv_tcp_stats tstats(tfrdv_tcp* t) {
+    tfrdv_tcp_stats ts;
+    tfrdv_tcp_get_stats(t, &ts);
+    return ts;
+}
+
+#include "exactly_once.h"
+
+typedef struct eo_world { insrv s; cli c; } eo_world;
+static void eo_tcp_settle(void* u) {
+    eo_world* x = (eo_world*)u;
+    int i;
+    for (i = 0; i < 2000; i++) {
+        tfrdv_tcp_stats a = tstats(x->c.t), b = tstats(x->s.t);
+        if (a.client_calls_live == 0 && b.server_requests_live == 0 && b.values_unacked == 0) break;
+        sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(tstats(x->c.t).client_calls_live, 0);
+    TT_CHECK_EQ_INT(tstats(x->s.t).values_unacked, 0);
+}
+/* receives time out and are cancelled while their values are read by address: every value is
+   received exactly once or stays buffered */
+static void test_exactly_once_by_address(void) {
+    static eo_world x;
+    tfrdv_key k[EO_T];
+    tfrdv_parsed_key pk[EO_T];
+    tfrdv_rendezvous *rc = 0, *rs = 0;
+    tfrdv_status st;
+    int t;
+    alarm(120);
+    if (!insrv_open(&x.s, upath("eo.sock"), 1)) { TT_CHECK(0); return; }
+    if (!cli_open(&x.c, x.s.addr, 1)) { TT_CHECK(0); insrv_close(&x.s); return; }
+    for (t = 0; t < EO_T; t++) {
+        char e[16];
+        snprintf(e, sizeof e, "eo%d", t);
+        key_for(&k[t], e);
+        pk[t] = k[t].parsed;
+    }
+    (void)tfrdv_mgr_start_step(x.c.m, 1, &rc, &st);
+    (void)tfrdv_mgr_start_step(x.s.m, 1, &rs, &st);
+    eo_workload("tcp, same host by address", rc, rs, x.s.m, 1, pk, eo_tcp_settle, &x, 1);
+    printf("    %llu values read by address; server: %llu sent by address, %llu returned to the table\n",
+           (unsigned long long)tstats(x.c.t).values_cma, (unsigned long long)tstats(x.s.t).values_cma_sent,
+           (unsigned long long)tstats(x.s.t).values_returned);
+    TT_CHECK(tstats(x.c.t).values_cma > 0);
+    TT_CHECK_EQ_INT(tstats(x.c.t).protocol_errors, 0);
+    tfrdv_unref(rc);
+    tfrdv_unref(rs);
+    cli_close(&x.c);
+    insrv_close(&x.s);
+}
+
+/* the client dies after the server answered by address: the value goes back to the table, and
+   the next client reads it intact */
+static int die_fetching(const char* addr) {
+    cli c;
+    tfrdv_rendezvous* r;
+    tfrdv_status st;
+    tfrdv_key k;
+    tfrdv_args a;
+    tfrdv_value* v = 0;
+    int dead;
+    alarm(60);
+    if (!cli_open(&c, addr, 1)) return 2;
+    if (!fetch_check(&c, "warm", 1, 0)) return 4;
+    for (dead = 0; dead < 1000 && cstats(&c).same_host_grants < 1; dead++) sleep_ms(5);
+    kill_on_alloc = getpid();
+    memset(&a, 0, sizeof a);
+    a.alloc_fn = killing_alloc;
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    key_for(&k, "back");
+    (void)tfrdv_recv(r, &k.parsed, &a, 30 * SEC, &v, &dead, &st);
+    return 3; /* not reached */
+}
+static void test_client_killed_mid_read(void) {
+    insrv s;
+    cli c;
+    tfrdv_rendezvous* rz;
+    tfrdv_key k;
+    tfrdv_status st;
+    pid_t pid;
+    int status, i;
+    alarm(60);
+    if (!insrv_open(&s, upath("back.sock"), 1)) { TT_CHECK(0); return; }
+    (void)tfrdv_mgr_start_step(s.m, 1, &rz, &st);
+    key_for(&k, "back");
+    TT_CHECK_EQ_INT(tfrdv_send(rz, &k.parsed, 0, mkval(8 * MIB, 21), 0, &st), TFRDV_OK);
+    key_for(&k, "warm");
+    TT_CHECK_EQ_INT(tfrdv_send(rz, &k.parsed, 0, mkval(1, 0), 0, &st), TFRDV_OK);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        execl(self_exe, self_exe, "--die-fetching", s.addr, (char*)0);
+        _exit(127);
+    }
+    waitpid(pid, &status, 0);
+    TT_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    for (i = 0; i < 1000 && (tstats(s.t).values_returned < 1 || tstats(s.t).connections); i++) sleep_ms(5);
+    TT_CHECK(tstats(s.t).values_cma_sent >= 1);
+    TT_CHECK_EQ_INT(tstats(s.t).values_returned, 1);
+    if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); tfrdv_unref(rz); insrv_close(&s); return; }
+    key_for(&k, "warm");
+    TT_CHECK_EQ_INT(tfrdv_send(rz, &k.parsed, 0, mkval(1, 0), 0, &st), TFRDV_OK);
+    TT_CHECK(fetch_check(&c, "warm", 1, 0));
+    for (i = 0; i < 1000 && cstats(&c).same_host_grants < 1; i++) sleep_ms(5);
+    TT_CHECK(fetch_check(&c, "back", 8 * MIB, 21));
+    TT_CHECK(cstats(&c).values_cma >= 1);
+    cli_close(&c);
+    tfrdv_unref(rz);
+    insrv_close(&s);
+}
+
+/* ---- a hostile server: a raw socket in this process speaking protocol 3 ---- */
+static int raw_listen(const char* addr) {
+    struct sockaddr_un un;
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    snprintf(un.sun_path, sizeof un.sun_path, "%s", addr + 5);
+    unlink(un.sun_path);
+    if (bind(fd, (struct sockaddr*)&un, sizeof un) != 0 || listen(fd, 4) != 0) { close(fd); return -1; }
+    return fd;
+}
+static void raw_put(int fd, const tfrdv_tcp_frame* f) {
+    uint8_t b[8192];
+    size_t n = tfrdv_tcp_encode(f, b, sizeof b);
+    (void)wr_full(fd, b, n);
+}
+/* the next frame from fd into f (its extra bytes skipped): 1, or 0 at EOF / on garbage */
+typedef struct rawbuf { uint8_t b[1 << 16]; size_t len; } rawbuf;
+static int raw_next(int fd, rawbuf* rb, tfrdv_tcp_frame* f) {
+    for (;;) {
+        tfrdv_status st;
+        long used = tfrdv_tcp_decode(rb->b, rb->len, 0, f, &st);
+        ssize_t k;
+        if (used < 0) return 0;
+        if (used > 0 && rb->len >= (size_t)used + f->data_len) {
+            size_t total = (size_t)used + (size_t)f->data_len;
+            memmove(rb->b, rb->b + total, rb->len - total);
+            rb->len -= total;
+            return 1;
+        }
+        k = read(fd, rb->b + rb->len, sizeof rb->b - rb->len);
+        if (k <= 0) return 0;
+        rb->len += (size_t)k;
+    }
+}
+typedef struct hostile {
+    int lfd, act;         /* act 0: an unmapped address; 1: a range running into a guard page;
+                             2: by address before granting; 3: grants unasked-for twice */
+    uint8_t* guard;       /* two pages, the second PROT_NONE */
+    int saw_samehost;
+} hostile;
+static void* hostile_server(void* p) {
+    hostile* h = (hostile*)p;
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    tfrdv_tcp_frame f, g;
+    uint64_t req = 0;
+    int fd = accept(h->lfd, 0, 0);
+    if (fd < 0) { free(rb); return 0; }
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = 3;
+    f.name.ptr = PS;
+    f.name.len = strlen(PS);
+    raw_put(fd, &f);
+    while ((!req || (h->act != 2 && !h->saw_samehost)) && raw_next(fd, rb, &g)) {
+        if (g.type == TFRDV_TCP_REQUEST) req = g.id;
+        if (g.type == TFRDV_TCP_SAMEHOST) h->saw_samehost = 1;
+    }
+    if (h->act != 2) {
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_SAMEHOST;
+        f.sh_flags = TFRDV_TCP_SH_CMA_GRANT;
+        raw_put(fd, &f);
+        if (h->act == 3) raw_put(fd, &f);
+    }
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_RESPONSE;
+    f.id = req;
+    f.dtype = 4;
+    f.rank = 1;
+    f.remote = 1;
+    f.bytes = h->act == 1 ? 8192 : 4096;
+    f.dims[0] = (int64_t)f.bytes;
+    f.remote_addr = h->act == 1 ? (uint64_t)(uintptr_t)h->guard : 4096;
+    raw_put(fd, &f);
+    while (raw_next(fd, rb, &g)) {} /* until the client closes */
+    close(fd);
+    free(rb);
+    return 0;
+}
+static void test_hostile_server_by_address(void) {
+    static const char* want[4] = {"process_vm_readv of a 4096-byte value at 0x1000", "failed after 4096 bytes: Bad address",
+                                  "RESPONSE by address on a connection that did not agree to it", "SAMEHOST frame sent twice"};
+    long pg = sysconf(_SC_PAGESIZE);
+    uint8_t* guard = (uint8_t*)mmap(0, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    int act;
+    alarm(60);
+    TT_CHECK(guard != MAP_FAILED);
+    if (guard == MAP_FAILED) return;
+    memset(guard, 0x5a, (size_t)pg);
+    TT_CHECK_EQ_INT(mprotect(guard + pg, (size_t)pg, PROT_NONE), 0);
+    for (act = 0; act < 4; act++) {
+        hostile h;
+        pthread_t th;
+        cli c;
+        tfrdv_value* v = 0;
+        tfrdv_status st;
+        const char* addr = upath("hostile.sock");
+        memset(&h, 0, sizeof h);
+        h.act = act;
+        h.guard = guard + pg - 4096; /* the last 4096 bytes before the guard page */
+        h.lfd = raw_listen(addr);
+        TT_CHECK(h.lfd >= 0);
+        if (h.lfd < 0) break;
+        pthread_create(&th, 0, hostile_server, &h);
+        if (!cli_open(&c, addr, 1)) { TT_CHECK(0); close(h.lfd); pthread_join(th, 0); break; }
+        TT_CHECK_EQ_INT(fetch(&c, "evil", &v, &st), TFRDV_UNAVAILABLE);
+        TT_CHECK_CONTAINS(st.msg, want[act]);
+        TT_CHECK(!v);
+        TT_CHECK_EQ_INT(cstats(&c).values_cma, 0);
+        TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 1);
+        cli_close(&c);
+        pthread_join(th, 0);
+        TT_CHECK(act == 2 || h.saw_samehost);
+        close(h.lfd);
+    }
+    munmap(guard, 2 * (size_t)pg);
+}
+
+/* ---- an older peer (protocol version 2) never sees a SAMEHOST frame ---- */
+typedef struct oldsrv { int lfd, saw_samehost, saw_ack; } oldsrv;
+static void* old_server(void* p) {
+    oldsrv* o = (oldsrv*)p;
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    tfrdv_tcp_frame f, g;
+    uint8_t b[128];
+    size_t n;
+    int fd = accept(o->lfd, 0, 0);
+    if (fd < 0) { free(rb); return 0; }
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = 2;
+    f.name.ptr = PS;
+    f.name.len = strlen(PS);
+    raw_put(fd, &f);
+    while (raw_next(fd, rb, &g)) {
+        if (g.type == TFRDV_TCP_SAMEHOST) o->saw_samehost = 1;
+        if (g.type == TFRDV_TCP_ACK) { o->saw_ack = 1; break; }
+        if (g.type != TFRDV_TCP_REQUEST) continue;
+        memset(&f, 0, sizeof f); /* a 4-byte value, the bytes in the frame */
+        f.type = TFRDV_TCP_RESPONSE;
+        f.id = g.id;
+        f.dtype = 4;
+        f.rank = 1;
+        f.dims[0] = 4;
+        f.bytes = 4;
+        f.data_len = 4;
+        n = tfrdv_tcp_encode(&f, b, sizeof b);
+        memcpy(b + n, "abcd", 4);
+        (void)wr_full(fd, b, n + 4);
+    }
+    close(fd);
+    free(rb);
+    return 0;
+}
+static void test_older_peer_never_asked(void) {
+    oldsrv o;
+    pthread_t th;
+    cli c;
+    tfrdv_value* v = 0;
+    tfrdv_status st;
+    const char* addr = upath("old.sock");
+    alarm(60);
+    memset(&o, 0, sizeof o);
+    o.lfd = raw_listen(addr);
+    TT_CHECK(o.lfd >= 0);
+    if (o.lfd < 0) return;
+    pthread_create(&th, 0, old_server, &o);
+    log_reset();
+    if (!cli_open(&c, addr, 1)) { TT_CHECK(0); close(o.lfd); pthread_join(th, 0); return; }
+    TT_CHECK_EQ_INT(fetch(&c, "old", &v, &st), TFRDV_OK);
+    TT_CHECK(v && v->size == 4 && memcmp(v->data, "abcd", 4) == 0);
+    tfrdv_value_release(v);
+    pthread_join(th, 0); /* it saw the ACK (sent after anything the HELLO caused) */
+    TT_CHECK(o.saw_ack);
+    TT_CHECK(!o.saw_samehost);
+    TT_CHECK_EQ_INT(log_count("the server speaks protocol version 2"), 1);
+    cli_close(&c);
+    close(o.lfd);
+}
+
+/* ---- fallbacks: each one works over the socket and is logged once per transport ---- */
+static void test_fallback_disabled(void) {
+    srv s;
+    cli c;
+    int i;
+    alarm(60);
+    /* the client off */
+    if (!srv_start(&s, upath("off.sock"), 1, 0)) { TT_CHECK(0); return; }
+    log_reset();
+    if (!cli_open(&c, s.addr, TFRDV_OFF)) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(srv_send_n(&s, "off", MIB, 1, 2).code, 0);
+    TT_CHECK(fetch_check(&c, "off_0", MIB, 1));
+    TT_CHECK(fetch_check(&c, "off_1", MIB, 2));
+    TT_CHECK_EQ_INT(cstats(&c).values_cma, 0);
+    TT_CHECK_EQ_INT(log_count("same_host is TFRDV_OFF"), 1);
+    cli_close(&c);
+    srv_stop(&s);
+    /* the server off: it refuses */
+    if (!srv_start(&s, upath("off2.sock"), TFRDV_OFF, 0)) { TT_CHECK(0); return; }
+    log_reset();
+    if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(srv_send(&s, "off2", MIB, 3).code, 0);
+    TT_CHECK(fetch_check(&c, "off2", MIB, 3));
+    TT_CHECK_EQ_INT(cstats(&c).values_cma, 0);
+    TT_CHECK_EQ_INT(srv_stats(&s).ts.values_cma_sent, 0);
+    /* its answer may come after the first response */
+    for (i = 0; i < 1000 && !log_count("the server refused the same-host path"); i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(log_count("the server refused the same-host path"), 1);
+    cli_close(&c);
+    srv_stop(&s);
+}
+/* the probe forced to fail (TFRDV_TCP_CMA_DENY=1): two servers, two connections, one log line */
+static void test_fallback_probe_denied(void) {
+    srv s, s2;
+    cli c;
+    alarm(60);
+    if (!srv_start(&s, upath("deny.sock"), 1, 0)) { TT_CHECK(0); return; }
+    if (!srv_start(&s2, upath("deny2.sock"), 1, 2)) { TT_CHECK(0); srv_stop(&s); return; }
+    log_reset();
+    setenv("TFRDV_TCP_CMA_DENY", "1", 1);
+    if (!cli_open2(&c, s.addr, s2.addr, 1)) { TT_CHECK(0); unsetenv("TFRDV_TCP_CMA_DENY"); srv_stop(&s); srv_stop(&s2); return; }
+    unsetenv("TFRDV_TCP_CMA_DENY"); /* read by create */
+    TT_CHECK_EQ_INT(srv_send(&s, "deny", MIB, 7).code, 0);
+    TT_CHECK_EQ_INT(srv_send(&s2, "deny", MIB, 8).code, 0);
+    TT_CHECK(fetch_check(&c, "deny", MIB, 7));
+    {
+        tfrdv_value* v = 0;
+        tfrdv_status st;
+        TT_CHECK_EQ_INT(fetch_from(&c, PS1 "/device:CPU:0", "deny", &v, &st), TFRDV_OK);
+        TT_CHECK(v && v->size == MIB && check((const uint8_t*)v->data, MIB, 8));
+        tfrdv_value_release(v);
+    }
+    TT_CHECK_EQ_INT(cstats(&c).values_cma, 0);
+    TT_CHECK_EQ_INT(cstats(&c).connects, 2);
+    TT_CHECK_EQ_INT(log_count("travel over the socket"), 1);
+    TT_CHECK_EQ_INT(log_count("TFRDV_TCP_CMA_DENY is set"), 1);
+    cli_close(&c);
+    srv_stop(&s);
+    srv_stop(&s2);
+}
+/* a non-dumpable server (prctl(PR_SET_DUMPABLE, 0)): process_vm_readv gives EPERM to a reader
+   without CAP_SYS_PTRACE. The client runs in a child (as root it becomes uid 65534 too) and
+   exits 0 when it got the value over the socket and logged the reason once. */
+static int client_of_nondumpable(const char* addr) {
+    cli c;
+    int ok;
+    alarm(60);
+    if (getuid() == 0 && setuid(65534) != 0) return 2;
+    if (!cli_open(&c, addr, 1)) return 3;
+    ok = fetch_check(&c, "nd", MIB, 11);
+    if (!ok) return 4;
+    if (cstats(&c).values_cma != 0) return 5;
+    if (log_count("is not permitted: Operation not permitted") != 1) { printf("    log: %s\n", logbuf); return 6; }
+    cli_close(&c);
+    return 0;
+}
+static void test_fallback_nondumpable_server(void) {
+    srv s;
+    pid_t pid;
+    int status;
+    char addr[64];
+    alarm(60);
+    snprintf(addr, sizeof addr, "unix:@tfrdv_samehost_nd_%d", (int)getpid()); /* no file: any uid may connect */
+    if (!srv_start(&s, addr, 1, 1)) { TT_CHECK(0); return; }
+    TT_CHECK_EQ_INT(srv_send(&s, "nd", MIB, 11).code, 0);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        execl(self_exe, self_exe, "--client-nondumpable", s.addr, (char*)0);
+        _exit(127);
+    }
+    waitpid(pid, &status, 0);
+    TT_CHECK(WIFEXITED(status));
+    TT_CHECK_EQ_INT(WEXITSTATUS(status), 0);
+    TT_CHECK_EQ_INT(srv_stats(&s).ts.values_cma_sent, 0);
+    srv_stop(&s);
+}
+static void test_config_same_host(void) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_tcp* t = 0;
+    tfrdv_status st;
+    tc.same_host = -2;
+    TT_CHECK_EQ_INT(tfrdv_tcp_create(&tc, &t, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "same_host -2");
+    TT_CHECK(!t);
+}
+
+int main(int argc, char** argv) {
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (n <= 0) snprintf(self_exe, sizeof self_exe, "%s", argv[0]);
+    else self_exe[n] = 0;
+    if (argc == 7 && strcmp(argv[1], "--serve") == 0) {
+        child_server(atoi(argv[2]), atoi(argv[3]), argv[4], strtoll(argv[5], 0, 10), atoi(argv[6]));
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "--die-fetching") == 0) return die_fetching(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "--client-nondumpable") == 0) return client_of_nondumpable(argv[2]);
+    TT_MAIN_BEGIN(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tfrdv_sh_%d", (int)getpid());
+    mkdir(tmpdir, 0700);
+    TT_RUN(test_codec_by_address);
+    TT_RUN(test_config_same_host);
+#ifdef __linux__
+    TT_RUN(test_sizes_by_address);
+    TT_RUN(test_default_threshold);
+    TT_RUN(test_server_killed_mid_read);
+    TT_RUN(test_client_killed_mid_read);
+    TT_RUN(test_exactly_once_by_address);
+    TT_RUN(test_hostile_server_by_address);
+    TT_RUN(test_older_peer_never_asked);
+    TT_RUN(test_fallback_disabled);
+    TT_RUN(test_fallback_probe_denied);
+    TT_RUN(test_fallback_nondumpable_server);
+#endif
+    alarm(0);
+    {
+        char cmdline[128];
+        snprintf(cmdline, sizeof cmdline, "rm -rf %s", tmpdir);
+        if (system(cmdline) != 0) printf("    could not remove %s\n", tmpdir);
+    }
+    return TT_MAIN_END();
+}
