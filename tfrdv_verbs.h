@@ -32,7 +32,7 @@
        3 META        meta = i32 dtype, u32 rank (<= 254), u64 bytes, u32 is_dead, rank x i64 dims
        4 ERROR       u32 code (1..16) | status detail << 8 (TFRDV_DETAIL_*, 0..255), u32 length
                      (< 256), message bytes
-       5 CANCEL, 6 CREDIT, 7 PING, 8 PONG: no body
+       5 CANCEL, 6 CREDIT, 7 PING, 8 PONG, 9 TAKEN (slot 0): no body
      Credits: a side writes into the peer's ring only while it holds a credit (one per slot); the
      peer returns credits in every message header once it processed the slots, and with an explicit
      CREDIT message when half the ring is waiting to be returned. The last credit is reserved for
@@ -191,7 +191,11 @@
      aborted a moment earlier) is refused by the core (tfrdv_call_finish_status with give_back):
      the receiver then sends the CANCEL itself before it frees the slot. So an answer costs its
      value reference until the receiver reuses the slot (the lowest free one, so at most as many
-     values as fetches were in flight at once stay held per peer). What remains: a connection
+     values as fetches were in flight at once stay held per peer), or until the receiver, with
+     nothing outstanding for 1 ms, sends TAKEN: every answer it did not CANCEL (those come first,
+     in order) was taken. The sender reports each verdict to its manager (TFRDV_SERVE_CONFIRMS:
+     tfrdv_mgr_serve_delivered, tfrdv_mgr_serve_return), so tfrdv_mgr_drain on the serving side
+     returns once the receiver has every value. What remains: a connection
      that breaks while an answer is held (WRITTEN) releases it, as delivered: the receiver may
      have dropped it in the same moment, and the CANCEL that said so was lost with the
      connection. Answers not yet written when the connection breaks go back to the table.
@@ -503,6 +507,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__free(const tfrdv_allocator* a, void* p, s
 #define TFRDV_VERBS__INFO_VERSION 2 /* the bootstrap info (2: it carries the incarnation) */
 #define TFRDV_VERBS__HDR 16
 #define TFRDV_VERBS__IMM_CTRL 0x80000000u
+#define TFRDV_VERBS__TAKEN_AFTER_NS 1000000 /* TAKEN once nothing was outstanding this long */
 enum { TFRDV_VERBS__MAX_RANK = 254, TFRDV_VERBS__F_BUFFER = 1, TFRDV_VERBS__F_META = 2 };
 enum {
     TFRDV_VERBS__REQUEST = 1,
@@ -512,7 +517,8 @@ enum {
     TFRDV_VERBS__CANCEL = 5,
     TFRDV_VERBS__CREDIT = 6,
     TFRDV_VERBS__PING = 7,
-    TFRDV_VERBS__PONG = 8
+    TFRDV_VERBS__PONG = 8,
+    TFRDV_VERBS__TAKEN = 9
 };
 
 typedef struct tfrdv_verbs__meta {
@@ -583,6 +589,7 @@ TFRDV_VERBS__PRIVATE size_t tfrdv_verbs__encode(const tfrdv_verbs__msg* m, uint8
         body = 8 + m->text_len;
         break;
     case TFRDV_VERBS__CANCEL: case TFRDV_VERBS__CREDIT: case TFRDV_VERBS__PING: case TFRDV_VERBS__PONG:
+    case TFRDV_VERBS__TAKEN:
         break;
     default: return 0;
     }
@@ -706,6 +713,7 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__decode(const uint8_t* buf, size_t len, tfr
         m->text = (const char*)(buf + off + 8);
         return 1;
     case TFRDV_VERBS__CANCEL: case TFRDV_VERBS__CREDIT: case TFRDV_VERBS__PING: case TFRDV_VERBS__PONG:
+    case TFRDV_VERBS__TAKEN:
         if (body != 0) { *why = "unexpected body"; return 0; }
         return 1;
     default: *why = "unknown message type"; return 0;
@@ -1079,6 +1087,8 @@ typedef struct tfrdv_verbs__srv {
     struct tfrdv_verbs__srv* qnext; /* write queue */
     tfrdv_verbs__peer* p;
     int state, cancel_req, has_buf, has_meta, dead;
+    int held;                      /* an OK answer's value (or dead mark) the manager holds for us
+                                      (TFRDV_SERVE_CONFIRMS) until delivered or given back */
     uint32_t slot;
     uint64_t addr, cap;
     uint32_t rkey;
@@ -1130,6 +1140,8 @@ struct tfrdv_verbs__peer {
     uint32_t psn;
     tfrdv_verbs__req *req_free, *wait_head, *wait_tail;
     uint32_t nreq_slots, outstanding;
+    int untold;                    /* slots freed since the last TAKEN or REQUEST told the peer */
+    int64_t idle_since;            /* outstanding became 0 (tfrdv_now_ns: never a test clock) */
     tfrdv_verbs__srv* srv;         /* by the peer's slot index */
     tfrdv_verbs__wrec *wrecs, *wfree; /* sq_depth records */
     uint32_t nsrv;
@@ -1555,7 +1567,8 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__ibv_dereg(void* user, void* mr) {
 
 /* ---- deferred work: collected under v->mu, run after unlocking ---- */
 typedef struct tfrdv_verbs__todo {
-    int kind; /* 1 finish, 2 serve, 3 cancel serve, 4 launch request, 5 release value, 6 log */
+    int kind; /* 1 finish, 2 serve, 3 cancel serve, 4 launch request, 5 release value, 6 log,
+                 7 give back, 8 answer, 9 delivered (rid) */
     tfrdv_call* call;
     tfrdv_verbs__req* req;
     char* key;        /* 2: heap copy of the key */
@@ -1637,7 +1650,8 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__todo_run(tfrdv_verbs* v, tfrdv_verbs__tod
                 tfrdv_status st;
                 tfrdv_status_set(&st, TFRDV_UNAVAILABLE, "verbs: this worker serves no manager yet (tfrdv_verbs_attach)");
                 tfrdv_verbs__serve_done(s, &st, 0, 0, 0);
-            } else if (tfrdv_mgr_serve(v->mgr, t->step, key.ptr, key.len, t->rid, s->cm, tfrdv_verbs__serve_done, s) != TFRDV_OK) {
+            } else if (tfrdv_mgr_serve_ex(v->mgr, t->step, key.ptr, key.len, t->rid, TFRDV_SERVE_CONFIRMS, s->cm,
+                                          tfrdv_verbs__serve_done, s) != TFRDV_OK) {
                 tfrdv_status st;
                 tfrdv_status_set(&st, TFRDV_INTERNAL, "verbs: tfrdv_mgr_serve refused the request");
                 tfrdv_verbs__serve_done(s, &st, 0, 0, 0);
@@ -1678,6 +1692,8 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__todo_run(tfrdv_verbs* v, tfrdv_verbs__tod
             if (v->mgr) tfrdv_mgr_serve_return(v->mgr, t->step, t->key, t->key_len, t->rid, &t->sargs, t->val, t->dead, 0);
             else tfrdv_value_release(t->val);
             tfrdv_verbs__free(&v->a, t->key, t->key_cap);
+        } else if (t->kind == 9) { /* the receiver took an answer (or it could never travel) */
+            if (v->mgr) tfrdv_mgr_serve_delivered(v->mgr, t->rid);
         }
     }
     l->n = 0;
@@ -1915,6 +1931,8 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__req_done(tfrdv_verbs* v, tfrdv_verbs__pee
         p->reqs[r->idx] = 0;
         p->gens[r->idx] = (uint16_t)((p->gens[r->idx] + 1) & 0x7fff);
         p->outstanding--;
+        p->untold = 1;
+        if (!p->outstanding) p->idle_since = tfrdv_now_ns();
         if (p->wait_head && p->state == TFRDV_VERBS__PEER_UP) {
             tfrdv_verbs__req* w = p->wait_head;
             tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(todo);
@@ -2292,6 +2310,14 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__cancel_call(void* user, tfrdv_call* call)
 
 /* ---- the serving side ---- */
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__srv_free(tfrdv_verbs* v, tfrdv_verbs__srv* s, tfrdv_verbs__todos* todo) {
+    if (s->held) { /* its fate is known: delivered (the manager's drain waits for this) */
+        tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(todo);
+        if (t) {
+            t->kind = 9;
+            t->rid = s->rid;
+        }
+        s->held = 0;
+    }
     if (s->mr) tfrdv_verbs__rc_put(&v->rc, s->mr);
     s->mr = 0;
     tfrdv_verbs__release_later(todo, s->val);
@@ -2317,6 +2343,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__give_back(tfrdv_verbs* v, tfrdv_verbs__sr
         s->key_len = s->key_cap = 0;
         s->val = 0;
         s->dead = 0;
+        s->held = 0; /* tfrdv_mgr_serve_return ends the manager's hold */
         v->stats.serves_returned++;
     }
     tfrdv_verbs__srv_free(v, s, todo);
@@ -2351,6 +2378,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__serve_done(void* user, const tfrdv_status
         else memset(&s->sargs, 0, sizeof s->sargs);
         s->val = value;
         s->dead = is_dead || !value;
+        s->held = s->rid != 0; /* (the manager holds answers to requests with an id) */
     }
     if (p->state != TFRDV_VERBS__PEER_UP || s->state != TFRDV_VERBS__SRV_SERVING) {
         if (s->state == TFRDV_VERBS__SRV_SERVING && status->code == TFRDV_OK) tfrdv_verbs__give_back(v, s, &todo); /* never sent */
@@ -2695,6 +2723,13 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
         return;
     }
     case TFRDV_VERBS__PING: tfrdv_verbs__send_simple(v, p, TFRDV_VERBS__PONG, 0, todo); return;
+    case TFRDV_VERBS__TAKEN: { /* nothing outstanding there: every answer written that it did not
+                                  CANCEL (those came first, in order) was taken */
+        uint32_t i;
+        for (i = 0; i < p->nsrv; i++)
+            if (p->srv[i].state == TFRDV_VERBS__SRV_WRITTEN) tfrdv_verbs__srv_free(v, &p->srv[i], todo);
+        return;
+    }
     default: return; /* CREDIT, PONG: the header did it */
     }
 }
@@ -3868,6 +3903,11 @@ TFRDV_API int tfrdv_verbs_poll(tfrdv_verbs* v, int64_t timeout_ns) {
             }
             n += k;
         }
+        if (p->state == TFRDV_VERBS__PEER_UP && p->untold && !p->outstanding && !p->doom_at &&
+            tfrdv_now_ns() - p->idle_since >= TFRDV_VERBS__TAKEN_AFTER_NS) {
+            p->untold = 0; /* idle: tell the peer every answer it wrote was taken (its drain) */
+            tfrdv_verbs__send_simple(v, p, TFRDV_VERBS__TAKEN, 0, &todo);
+        }
     }
     now = tfrdv_verbs__now(v);
     if (now >= v->next_timer) {
@@ -3890,6 +3930,11 @@ TFRDV_API int tfrdv_verbs_poll(tfrdv_verbs* v, int64_t timeout_ns) {
             if (p->doom_at) { /* wake for its break */
                 int64_t left = p->doom_at - tfrdv_now_ns();
                 if (soonest < 0 || left < soonest) soonest = left > 0 ? left : 0;
+            }
+            if (p->untold && !p->outstanding && !p->doom_at) { /* wake for its TAKEN */
+                int64_t left = p->idle_since + TFRDV_VERBS__TAKEN_AFTER_NS - tfrdv_now_ns();
+                if (left < 0) left = 0;
+                if (soonest < 0 || left < soonest) soonest = left;
             }
             ibv_req_notify_cq(p->cq, 0);
             if (ibv_poll_cq(p->cq, 1, wc) > 0) {

@@ -68,9 +68,11 @@ int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     snprintf(standin, sizeof standin, "%.*s/libstandinverbs.so", slash ? (int)(slash - argv[0]) : 1, slash ? argv[0] : ".");
     signal(SIGPIPE, SIG_IGN);
-    /* the sender keeps each answer until the receiver takes it (its next request on the slot)
-       or refuses it (CANCEL): a receive that gave up meanwhile leaves its value in the table */
-    t.flags = CONF_WAIT | CONF_GIVES_BACK;
+    /* the sender keeps each answer until the receiver takes it (its next request on the slot:
+       tfrdv_mgr_serve_delivered) or refuses it (CANCEL: tfrdv_mgr_serve_return): a receive that
+       gave up meanwhile leaves its value in the table, and a drain waits for the verdict; the
+       peer's incarnation comes with its bootstrap info */
+    t.flags = CONF_WAIT | CONF_GIVES_BACK | CONF_DRAINS | CONF_PEER_INCARNATION;
     conf_run(&t);
     return TT_MAIN_END();
 }
