@@ -1,4 +1,4 @@
-/* tfrdv_verbs.h - v0.5.0 - RDMA verbs transport for tfrdv - MIT or public domain (see tfrdv.h)
+/* tfrdv_verbs.h - v0.6.0 - RDMA verbs transport for tfrdv - MIT or public domain (see tfrdv.h)
 
    USAGE
      Include tfrdv.h first. In exactly ONE .c or .cpp file:
@@ -250,13 +250,13 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_verbs.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 5
-#error "tfrdv_verbs.h 0.5 needs tfrdv.h 0.5 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 6
+#error "tfrdv_verbs.h 0.6 needs tfrdv.h 0.6 or a later 0.x"
 #endif
 
 #define TFRDV_VERBS_VERSION_MAJOR 0
-#define TFRDV_VERBS_VERSION_MINOR 5
-#define TFRDV_VERBS_VERSION_STRING "0.5.0"
+#define TFRDV_VERBS_VERSION_MINOR 6
+#define TFRDV_VERBS_VERSION_STRING "0.6.0"
 
 #ifdef __cplusplus
 extern "C" {

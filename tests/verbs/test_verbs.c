@@ -1978,7 +1978,8 @@ static void test_simultaneous_blocking_connect(void) {
         memset(&db, 0, sizeof db);
         da.w = &a, da.peer = "/job:w/replica:0/task:1", da.port = tfrdv_verbs_port(b.v), da.go = &go;
         db.w = &b, db.peer = "/job:w/replica:0/task:0", db.port = tfrdv_verbs_port(a.v), db.go = &go;
-        TT_CHECK(pthread_create(&ta, 0, dial, &da) == 0 && pthread_create(&tb, 0, dial, &db) == 0);
+        if (pthread_create(&ta, 0, dial, &da) != 0) abort();
+        if (pthread_create(&tb, 0, dial, &db) != 0) abort();
         __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
         pthread_join(ta, 0);
         pthread_join(tb, 0);
