@@ -256,8 +256,8 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_grpc.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 5
-#error "tfrdv_grpc.h 0.4 needs tfrdv.h 0.5 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 6
+#error "tfrdv_grpc.h 0.5 needs tfrdv.h 0.6 or a later 0.x"
 #endif
 
 #define TFRDV_GRPC_VERSION_MAJOR 0

@@ -1,4 +1,4 @@
-/* tfrdv_verbs.h - v0.5.0 - RDMA verbs transport for tfrdv - MIT or public domain (see tfrdv.h)
+/* tfrdv_verbs.h - v0.6.0 - RDMA verbs transport for tfrdv - MIT or public domain (see tfrdv.h)
 
    USAGE
      Include tfrdv.h first. In exactly ONE .c or .cpp file:
@@ -32,7 +32,7 @@
        3 META        meta = i32 dtype, u32 rank (<= 254), u64 bytes, u32 is_dead, rank x i64 dims
        4 ERROR       u32 code (1..16) | status detail << 8 (TFRDV_DETAIL_*, 0..255), u32 length
                      (< 256), message bytes
-       5 CANCEL, 6 CREDIT, 7 PING, 8 PONG: no body
+       5 CANCEL, 6 CREDIT, 7 PING, 8 PONG, 9 TAKEN (slot 0): no body
      Credits: a side writes into the peer's ring only while it holds a credit (one per slot); the
      peer returns credits in every message header once it processed the slots, and with an explicit
      CREDIT message when half the ring is waiting to be returned. The last credit is reserved for
@@ -40,21 +40,86 @@
      immediate (request slot | generation << 16) and consume one of the receive entries the
      receiver posted for that request, so data needs no credits of its own.
 
+   BOOTSTRAP INFO (little-endian; version 2)
+     Over TCP each message is u32 length, then the info; with an exchange callback the info alone.
+     The connecting side sends its info; the accepting side answers with its own, or with a yield
+     (u32 0: it is connecting to the caller at this moment, see CONNECTIONS); after an answer the
+     connecting side moves its QP to ready-to-receive and sends READY (u32 0); the accepting side
+     writes nothing over RDMA before READY. The info:
+       u32 magic 0x56524654 ("TFRV"), u16 version (2), u16 worker name length (1..255), u32 QP
+       number, u32 PSN (both 24 bits), u16 LID, u16 zero, 16 bytes GID, u32 MTU (256..4096, a
+       power of two), u64 control ring address, u32 its rkey, u32 slots (4..65536), u32 slot size
+       (256..1 MiB), u32 max_requests (1..32768), u64 incarnation (the sender's attached
+       manager's, 0: none attached), then the worker name (no NUL).
+     Anything else is refused naming the defect (tfrdv_verbs_info_decode): another magic, a length
+     that does not match, a field out of range, and another version ("protocol version 1; this
+     side speaks 2": version 1, tfrdv_verbs.h 0.5, had no incarnation): the exchange is dropped
+     and logged, the connecting side fails UNAVAILABLE naming it.
+
    CONNECTIONS
-     tfrdv_verbs_connect(v, peer_worker, host, port): a small TCP exchange with the peer's listener
-     (tfrdv_verbs_config.listen_port); the accepting side answers from its progress loop. Each
-     side sends a tfrdv_verbs_info (QP number, PSN, GID, LID, MTU, control ring address/rkey/
-     slots); the path MTU is the minimum of both. The TCP connection stays open: its close tells
-     at once that the peer process died. Connect each pair once, from either side.
+     Which worker is where: tfrdv_verbs_config.workers (worker name -> the address of its
+     bootstrap listener, "host:port" or "[v6]:port", e.g. TF_CONFIG's table from
+     tfrdv_cluster_parse) and, for names not in it, the resolve callback. The first fetch from a
+     worker that is not connected connects to it on demand: progress makes a new QP and runs the
+     non-blocking bootstrap exchange (a reconnect of a record never connected, see LIFE CYCLE OF A
+     PEER), the fetch waits for it (its deadline applies) and goes on on the new connection. A
+     failed attempt (refused, no listener yet) fails the fetches that waited UNAVAILABLE naming the
+     worker and its address, and opens the back-off window (reconnect_backoff_ns). A worker neither
+     connected nor known to the table or resolve is NOT_FOUND "No worker known as ...".
+     tfrdv_verbs_connect(v, peer_worker, host, port) connects now and blocks (host NULL: the
+     table's address); optional with a table. Over TCP it is a small exchange with the peer's
+     listener (tfrdv_verbs_config.listen_address; NULL, the default, opens none: a side that only
+     fetches needs none); the accepting side answers from its progress loop. Each side sends its
+     BOOTSTRAP INFO; the path MTU is the minimum of both. The TCP connection stays open: its close
+     tells at once that the peer process died. One connection serves both directions. When two
+     workers connect to each other at the same moment (both fetch on demand, or call
+     tfrdv_verbs_connect), the connection made by the worker with the smaller name goes on: that
+     worker's listener answers the other's hello with a yield, and the other's calls (or its
+     tfrdv_verbs_connect) wait for the connection it accepts (up to connect_timeout_ns; then it
+     tries again). No call fails and no connection breaks.
      Out-of-band instead: set tfrdv_verbs_config.exchange; tfrdv_verbs_connect then calls it with
-     the local encoded info and expects the peer's (both sides call connect for each other).
+     the local encoded info and expects the peer's (both sides call connect for each other); no
+     listener, no connect on demand.
      Bootstrap exchanges never block progress: accepted sockets are non-blocking, each exchange
      is a small state machine (receive the hello, answer) driven by epoll in progress, and the
      whole exchange must finish within connect_timeout_ns of the accept (one deadline, not one
      per recv: a silent or byte-dripping peer is dropped when it passes, while the exchanges of
      other peers and all RDMA traffic go on). At most 128 exchanges are under way at once (more
      connections are closed at once). A peer costs no registration before its hello arrived.
-     tfrdv_verbs_connect blocks its caller, also within one connect_timeout_ns deadline.
+     tfrdv_verbs_connect blocks its caller, also within one connect_timeout_ns deadline. A table
+     address with a host name is resolved (getaddrinfo) by progress when it first connects.
+
+   PEER INCARNATION
+     tfrdv_mgr_peer_incarnation(mgr, worker, timeout_ns) over this transport answers the
+     incarnation the worker's bootstrap info carried: at once when connected; otherwise it
+     connects on demand (as a fetch does) and waits, trying again after each back-off window,
+     until timeout_ns (< 0: no limit). NOT_FOUND: no connection and no address for the worker;
+     DEADLINE_EXCEEDED (UNAVAILABLE with timeout 0): it did not answer, with the last error;
+     UNAVAILABLE: it had no manager attached when it connected (attach before connecting), or a
+     broken connection this side cannot reconnect; every message names the worker. A peer that
+     restarted connects with its new incarnation (the new bootstrap replaces the record). Blocking:
+     in a callback of this transport's progress it fails FAILED_PRECONDITION at once.
+
+   SECURITY: NO AUTHENTICATION
+     Neither the bootstrap nor the RDMA traffic is encrypted or authenticated. Whoever reaches the
+     listener (listen_address) can complete a bootstrap exchange under any worker name, get a
+     queue pair, and then request any tensor of the attached manager by key (the keys of a
+     TensorFlow graph are easy to guess) and so take values from the tables (a fetch consumes the
+     value: the real receiver then waits or times out); claiming the name of a worker this side
+     fetches from before the real one connected (a name already connected is refused), it
+     answers those fetches with bytes of its choosing. Its RDMA writes land only in the buffers
+     this side advertised to it (rkeys are per buffer; a write outside them is a remote access
+     error that breaks that connection). Hostile input is bounded (128 exchanges under way, each within
+     connect_timeout_ns, every length and count checked before anything is allocated) but never
+     trusted to be who it claims. The worker-name check: the side that connects checks that the
+     info's worker name is the worker it meant (else it fails "connected to X but it says it is
+     Y"): that catches a stale or wrong table, not an attacker; the accepting side
+     takes the name it is told. So the listener is opt-in (listen_address NULL by default: no
+     port at all; 0.5 listened on 0.0.0.0): give it an address of a private RDMA network
+     ("10.0.0.5:18600"), not "0.0.0.0", and keep that network to hosts you trust (RoCE: a
+     separate VLAN or fabric; InfiniBand: partitions). Anyone on that fabric can also address
+     queue pairs directly: RDMA itself has no authentication either. Bytes a peer chose (its worker
+     name, ERROR messages, its bootstrap farewell) reach statuses and logs escaped (tfrdv_escape).
 
    LIFE CYCLE OF A PEER
      connected -> broken (its TCP connection closed, a work completion failed, keep-alive
@@ -62,8 +127,8 @@
      withdrawn, its QP is destroyed at once -> released: once its last call, serve and write has
      finished (progress checks), its rings, CQ, registrations and slot tables are freed. The
      record itself is freed too, unless this side can reconnect it: the side that called
-     tfrdv_verbs_connect (over TCP) keeps a record of a few hundred bytes (name, address, status)
-     per peer worker. So memory stays bounded by the number of distinct peer workers, not by how
+     tfrdv_verbs_connect (over TCP) or has the peer's address from the table keeps a record of a
+     few hundred bytes (name, address, status) per peer worker. So memory stays bounded by the number of distinct peer workers, not by how
      often they connected (stats.peers counts records).
      Reconnect: a call to a broken peer that this side connected starts a reconnect from progress
      (a new QP and a non-blocking bootstrap exchange to the same address) and waits for it (its
@@ -73,9 +138,11 @@
      ms"); each further failure in a row doubles that window up to reconnect_backoff_max_ns
      (default 10 s); a success resets it. Calls made while the record waits for progress to start
      the attempt, or during it, wait with the others. Without progress running nothing happens:
-     the calls wait for their deadline. A side that only accepted the connection does not know
-     the peer's address: its calls to a broken peer fail UNAVAILABLE until the peer reconnects
-     (its next call does that) or either side calls tfrdv_verbs_connect again. With an exchange
+     the calls wait for their deadline. A side that only accepted the connection knows the peer's
+     address only from its table (or resolve): without it, its calls to a broken peer fail
+     UNAVAILABLE until the peer reconnects (its next call does that) or either side calls
+     tfrdv_verbs_connect again. A first connect on demand counts in neither stats.reconnects nor
+     (when it succeeds) anywhere else; its failures count in stats.reconnect_failures. With an exchange
      callback, or reconnect_backoff_ns TFRDV_OFF, there is no automatic reconnect: call
      tfrdv_verbs_connect again (on both sides with a callback). A reconnect reaches the peer's
      listener, which accepts it once it has seen the old connection close.
@@ -84,13 +151,19 @@
      TFRDV_VERBS_PROTOCOL_ONLY   compile only the device-free pieces (codec, handshake info,
                                  credits, caches): no <infiniband/verbs.h>; for tests and fuzzing
 
-   PROGRESS
-     progress_thread = 1: a companion thread polls (spinning spin_ns after activity, then sleeping
-     on the completion channel). Otherwise the host calls tfrdv_verbs_progress(v, timeout_ns)
+   PROGRESS AND THREADS
+     num_threads 0 or more (0 is the default): the companion starts ONE progress thread at create
+     (more are not used), joined by tfrdv_verbs_destroy; it polls the completion queues, spinning
+     spin_ns after activity (TFRDV_OFF: never), then sleeps on the completion channel and the
+     sockets (epoll). num_threads -1: no thread; the host calls tfrdv_verbs_poll(v, timeout_ns)
      (0 = poll once), or sleeps on tfrdv_verbs_fd(v) (readable when there is work) between calls,
      waking at least every keepalive_ns / 2 (deadlines are checked there, at most every 1 ms).
      Completions, serving, deadlines, the listener, bootstrap exchanges (non-blocking, see
-     CONNECTIONS), releasing broken peers and reconnects all happen in progress.
+     CONNECTIONS), connects on demand, releasing broken peers and reconnects all happen in
+     progress. attach, connect and fetches start no thread; libibverbs' providers may (rxe and
+     the usual NIC providers start none on open). Measured (/proc/self/task, the stand-in
+     libibverbs of make test): +1 thread at create with the default, +0 with num_threads -1, +0
+     at attach; destroy returns to the count before create.
 
    ERRORS, EXACTLY ONCE
      Every started call finishes exactly once: OK, an ERROR sent by the serving side (its code and
@@ -118,7 +191,11 @@
      aborted a moment earlier) is refused by the core (tfrdv_call_finish_status with give_back):
      the receiver then sends the CANCEL itself before it frees the slot. So an answer costs its
      value reference until the receiver reuses the slot (the lowest free one, so at most as many
-     values as fetches were in flight at once stay held per peer). What remains: a connection
+     values as fetches were in flight at once stay held per peer), or until the receiver, with
+     nothing outstanding for 1 ms, sends TAKEN: every answer it did not CANCEL (those come first,
+     in order) was taken. The sender reports each verdict to its manager (TFRDV_SERVE_CONFIRMS:
+     tfrdv_mgr_serve_delivered, tfrdv_mgr_serve_return), so tfrdv_mgr_drain on the serving side
+     returns once the receiver has every value. What remains: a connection
      that breaks while an answer is held (WRITTEN) releases it, as delivered: the receiver may
      have dropped it in the same moment, and the CANCEL that said so was lost with the
      connection. Answers not yet written when the connection breaks go back to the table.
@@ -146,7 +223,7 @@
      "verbs transport destroyed" at once, and cancel_call does nothing. The little that is left
      (the struct and its lock) goes with the last reference. Called from a done callback or an
      alloc hook, tfrdv_verbs_destroy returns at once (fetches fail from then on) and the last
-     thread to leave the transport (the progress thread as it exits, tfrdv_verbs_progress or the
+     thread to leave the transport (the progress thread as it exits, tfrdv_verbs_poll or the
      fetch whose start ran the callback as it returns) does the rest.
 
    THREADS
@@ -173,13 +250,13 @@
 #ifndef TFRDV_H
 #error "Please include tfrdv.h before tfrdv_verbs.h"
 #endif
-#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 5
-#error "tfrdv_verbs.h 0.5 needs tfrdv.h 0.5 or a later 0.x"
+#if TFRDV_VERSION_MAJOR != 0 || TFRDV_VERSION_MINOR < 6
+#error "tfrdv_verbs.h 0.6 needs tfrdv.h 0.6 or a later 0.x"
 #endif
 
 #define TFRDV_VERBS_VERSION_MAJOR 0
-#define TFRDV_VERBS_VERSION_MINOR 5
-#define TFRDV_VERBS_VERSION_STRING "0.5.0"
+#define TFRDV_VERBS_VERSION_MINOR 6
+#define TFRDV_VERBS_VERSION_STRING "0.6.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -190,7 +267,7 @@ typedef struct tfrdv_verbs tfrdv_verbs;
 /* What each side tells the other at connection set-up (encoded little-endian, see
    tfrdv_verbs_info_encode). */
 #define TFRDV_VERBS_WORKER_MAX 256 /* bytes of a worker name incl. NUL */
-#define TFRDV_VERBS_INFO_MAX (64 + TFRDV_VERBS_WORKER_MAX)
+#define TFRDV_VERBS_INFO_MAX (72 + TFRDV_VERBS_WORKER_MAX)
 typedef struct tfrdv_verbs_info {
     uint32_t qpn, psn;      /* queue pair number, initial packet sequence number (24 bits) */
     uint16_t lid;           /* InfiniBand LID (0 on RoCE) */
@@ -199,6 +276,7 @@ typedef struct tfrdv_verbs_info {
     uint64_t ctrl_addr;     /* control ring: address, rkey, slots, slot size */
     uint32_t ctrl_rkey, ctrl_slots, ctrl_slot_size;
     uint32_t max_requests;  /* requests this side keeps outstanding to a peer */
+    uint64_t incarnation;   /* the sender's attached manager's incarnation (0: none attached) */
     char worker[TFRDV_VERBS_WORKER_MAX]; /* "/job:j/replica:r/task:t", NUL-terminated */
 } tfrdv_verbs_info;
 /* Writes at most cap bytes; returns the encoded length, or 0 when cap is too small. */
@@ -215,49 +293,71 @@ typedef tfrdv_code (*tfrdv_verbs_exchange_fn)(void* user, const char* peer_worke
                                               size_t* remote_len);
 
 typedef struct tfrdv_verbs_config {
+    /* Every field's zero is its default (tfrdv_verbs_config_init is a zeroed config); create
+       refuses a value out of range with INVALID_ARGUMENT naming the field. */
     tfrdv_hooks hooks;         /* allocator: all memory of the transport (its struct, peers,
-                                  control rings, caches, lists; both functions or neither,
-                                  neither: malloc/free; see MEMORY). logger: why a peer broke
-                                  (level 2) or an accepted exchange failed (3). sync and clock
-                                  are not used (threads are pthreads; deadlines use the
+                                  control rings, caches, lists, the worker table; both functions
+                                  or neither, neither: malloc/free; see MEMORY). logger: why a
+                                  peer broke (level 2) or an accepted exchange failed (3). sync
+                                  and clock are not used (threads are pthreads; deadlines use the
                                   attached manager's clock). */
-    const char* worker_name;   /* this worker, "/job:j/replica:r/task:t" (required) */
+    const char* worker_name;   /* this worker, "/job:j/replica:r/task:t" (required, canonical) */
+    const char* listen_address;/* the TCP bootstrap listener: "10.0.0.5:5000", "127.0.0.1:0"
+                                  (a free port: tfrdv_verbs_port), "[::1]:5000", "0.0.0.0:5000"
+                                  (every interface). NULL: no listener, this side only connects
+                                  (see SECURITY). Not with an exchange callback. */
+    int num_threads;           /* >= 0: one progress thread owned by the companion (more are not
+                                  used); -1: none, the host calls tfrdv_verbs_poll (PROGRESS) */
+    const tfrdv_worker* workers; /* worker name -> bootstrap listener address "host:port" or
+                                  "[v6]:port" (copied), a cluster spec (tfrdv_cluster_parse's table
+                                  fits): a fetch from a worker not connected yet connects to it
+                                  (CONNECTIONS). create refuses a name not of the canonical form
+                                  and an address whose syntax is wrong (host names are resolved
+                                  when connecting) */
+    size_t num_workers;
+    /* Consulted for names not in the table: write a NUL-terminated address, return 1 if known.
+       Called without a lock of the transport, on the thread that starts the fetch. */
+    int (*resolve)(void* user, const char* worker, size_t len, char* address, size_t cap);
+    void* resolve_user;
     const char* library;       /* dlopen name (NULL: "libibverbs.so.1") */
     const char* device;        /* e.g. "mlx5_0", "rxe0" (NULL: the only device with an active
                                   port; several -> FAILED_PRECONDITION naming them) */
-    int port;                  /* 0: the first active port */
-    int gid_index;             /* -1 (or set auto_gid): automatic; see below. 0.. : that index */
-    int auto_gid;              /* 1: ignore gid_index. Automatic choice: the RoCE v2 GID holding
-                                  an IPv4-mapped address if exactly one does, else the only RoCE v2
-                                  GID, else index 0 on InfiniBand; several candidates ->
-                                  FAILED_PRECONDITION listing them */
-    int mtu;                   /* bytes (256..4096); 0: the port's active MTU */
-    const char* listen_host;   /* bootstrap listener address (NULL: "0.0.0.0") */
-    int listen_port;           /* 0: any free port (tfrdv_verbs_listen_port); -1: no listener */
+    int port;                  /* 1..255; 0: the first active port */
+    const char* gid;           /* the local GID (RoCE: the source address). NULL: automatic, the
+                                  RoCE v2 GID holding an IPv4-mapped address if exactly one does,
+                                  else the only RoCE v2 GID, else index 0 on InfiniBand (several
+                                  candidates: FAILED_PRECONDITION listing them). "3": GID index 3.
+                                  "10.0.0.5" or "fe80::1": the GID holding that address (its
+                                  RoCE v2 entry when there are v1 and v2 ones) */
+    int mtu;                   /* bytes: 256, 512, 1024, 2048 or 4096 (at most the port's);
+                                  0: the port's active MTU */
     tfrdv_verbs_exchange_fn exchange; /* optional out-of-band bootstrap instead of TCP */
     void* exchange_user;
-    int ctrl_slots;            /* control ring slots per peer (0: 64, at least 4) */
-    int ctrl_slot_size;        /* bytes per slot (0: 4096; keys and shapes must fit) */
-    int max_requests;          /* outstanding fetches per peer (0: 256; more wait in a queue) */
-    int progress_thread;       /* 1: start a companion progress thread */
-    int64_t spin_ns;           /* thread: busy-poll this long after activity (0: 50 us) */
+    int ctrl_slots;            /* control ring slots per peer (0: 64; 4..65536) */
+    int ctrl_slot_size;        /* bytes per slot (0: 4096; 256..1 MiB; keys and shapes must fit) */
+    int max_requests;          /* outstanding fetches per peer (0: 256; at most 32768; more
+                                  wait in a queue) */
+    int64_t spin_ns;           /* thread: busy-poll this long after activity (0: 50 us;
+                                  < 0 (TFRDV_OFF): never, sleep at once) */
     int64_t connect_timeout_ns;/* the whole bootstrap exchange, either side (0: 10 s) */
     int64_t keepalive_ns;      /* ping a peer this quiet while requests are out (0: 500 ms) */
     int64_t peer_timeout_ns;   /* declare it dead after this much silence (0: 5 s) */
     uint64_t reg_cache_max_bytes; /* registered bytes at most (0: 8 GiB) */
-    int reg_cache_keep_idle;   /* keep idle registrations (see MEMORY REGISTRATION) */
+    int reg_cache_keep_idle;   /* 1: keep idle registrations (see MEMORY REGISTRATION); 0: not */
     int meta_cache_max;        /* remembered key -> dtype/shape entries (0: 4096) */
-    int ack_timeout;           /* QP local ACK timeout exponent, 4.096 us * 2^n (0: 14) */
-    int retry_cnt;             /* (0: 7) */
-    int rnr_retry;             /* (0: 7 = retry forever) */
-    int64_t reconnect_backoff_ns;     /* after a failed reconnect, calls fail at once for this long,
-                                         doubling per failure in a row (0: 100 ms; TFRDV_OFF:
-                                         never reconnect; see LIFE CYCLE OF A PEER) */
+    int ack_timeout;           /* QP local ACK timeout exponent, 4.096 us * 2^n (0: 14; 1..31) */
+    int retry_cnt;             /* transport retries (0: 7; 1..7; TFRDV_OFF: none) */
+    int rnr_retry;             /* receiver-not-ready retries (0: 7 = forever; 1..6; TFRDV_OFF:
+                                  none) */
+    int64_t reconnect_backoff_ns;     /* after a failed (re)connect, calls fail at once for this
+                                         long, doubling per failure in a row (0: 100 ms; TFRDV_OFF:
+                                         never reconnect a broken peer; see LIFE CYCLE OF A PEER) */
     int64_t reconnect_backoff_max_ns; /* the window's cap (0: 10 s) */
 } tfrdv_verbs_config;
 TFRDV_API tfrdv_verbs_config tfrdv_verbs_config_init(void);
 
-/* Opens the device, the protection domain, the completion channel and the listener.
+/* Checks the config, opens the device, the protection domain, the completion channel and the
+   listener (listen_address), starts the progress thread (num_threads >= 0).
    UNAVAILABLE: no libibverbs ("cannot load libibverbs.so.1: ..."), no kernel RDMA support
    (ENOSYS), no device, no active port. FAILED_PRECONDITION: an ambiguous device or GID choice
    (the message lists the candidates). INVALID_ARGUMENT: bad config. */
@@ -269,18 +369,23 @@ TFRDV_API tfrdv_transport tfrdv_verbs_transport(tfrdv_verbs* v);
 /* The manager whose tables answer the peers' requests (one reference is held until destroy);
    its clock also times deadlines. Requests arriving before this fail UNAVAILABLE. */
 TFRDV_API tfrdv_code tfrdv_verbs_attach(tfrdv_verbs* v, tfrdv_mgr* mgr, tfrdv_status* st);
-TFRDV_API int tfrdv_verbs_listen_port(const tfrdv_verbs* v);
-/* Connect to peer_worker ("/job:j/replica:r/task:t"), listening at host:port (ignored with an
-   exchange callback). Blocks until the QP is ready, at most connect_timeout_ns for the whole
-   exchange (a refused connection is retried within it: the peer may be starting). The address
-   is kept to reconnect when the connection breaks (see LIFE CYCLE OF A PEER). */
+/* The bound bootstrap port (0 without a listener). */
+TFRDV_API int tfrdv_verbs_port(const tfrdv_verbs* v);
+/* Connect to peer_worker ("/job:j/replica:r/task:t") now, listening at host:port; host NULL
+   (port 0): the address from workers / resolve (NOT_FOUND when neither knows it). Optional: a
+   fetch connects on demand (CONNECTIONS). host and port are ignored with an exchange callback.
+   Blocks until the QP is ready, at most connect_timeout_ns for the whole exchange (a refused
+   connection is retried within it: the peer may be starting). The address is kept to reconnect
+   when the connection breaks (see LIFE CYCLE OF A PEER). */
 TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker, const char* host,
                                          int port, tfrdv_status* st);
-/* Host-driven progress: handles completions, requests, deadlines, keep-alive and the listener.
-   timeout_ns > 0 sleeps up to that long when idle; 0 polls once. Returns the number of events
-   handled. */
-TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns);
-/* A descriptor that becomes readable when tfrdv_verbs_progress has work (epoll). */
+/* Host-driven progress (num_threads -1; also harmless beside the thread): handles completions,
+   requests, deadlines, keep-alive, the listener and bootstrap exchanges. Waits up to timeout_ns
+   when idle (< 0: until something happens, at most keepalive_ns / 2; 0: no wait). Returns the
+   number of events handled. One caller progresses at a time: a concurrent caller returns 0 at
+   once. */
+TFRDV_API int tfrdv_verbs_poll(tfrdv_verbs* v, int64_t timeout_ns);
+/* A descriptor that becomes readable when tfrdv_verbs_poll has work (epoll). */
 TFRDV_API int tfrdv_verbs_fd(const tfrdv_verbs* v);
 /* Register a long-lived buffer (pool chunk) for as long as you like; tensors inside it then
    need no registration per transfer. */
@@ -294,7 +399,8 @@ typedef struct tfrdv_verbs_stats {
     uint64_t ctrl_sent, ctrl_received, ctrl_queued, meta_updates, re_requests, errors_sent;
     uint64_t reg_hits, reg_misses, reg_evictions, pings, peers_broken;
     uint64_t registered_bytes;
-    uint64_t reconnects, reconnect_failures; /* attempts that succeeded / failed */
+    uint64_t reconnects, reconnect_failures; /* attempts that succeeded / failed (a first connect
+                                                on demand: only its failures) */
     uint64_t bootstraps_dropped;  /* accepted connections dropped before the exchange finished */
     uint64_t serves_returned;     /* answers given back to the table: the receiver had given up
                                      before they arrived (tfrdv_mgr_serve_return) */
@@ -397,9 +503,11 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__free(const tfrdv_allocator* a, void* p, s
 
 /* >>protocol  device-free pieces: little-endian codec, handshake info, credits, caches. The
    unit tests and the fuzz target build only this part (TFRDV_VERBS_PROTOCOL_ONLY). */
-#define TFRDV_VERBS__VERSION 1
+#define TFRDV_VERBS__VERSION 1      /* control messages */
+#define TFRDV_VERBS__INFO_VERSION 2 /* the bootstrap info (2: it carries the incarnation) */
 #define TFRDV_VERBS__HDR 16
 #define TFRDV_VERBS__IMM_CTRL 0x80000000u
+#define TFRDV_VERBS__TAKEN_AFTER_NS 1000000 /* TAKEN once nothing was outstanding this long */
 enum { TFRDV_VERBS__MAX_RANK = 254, TFRDV_VERBS__F_BUFFER = 1, TFRDV_VERBS__F_META = 2 };
 enum {
     TFRDV_VERBS__REQUEST = 1,
@@ -409,7 +517,8 @@ enum {
     TFRDV_VERBS__CANCEL = 5,
     TFRDV_VERBS__CREDIT = 6,
     TFRDV_VERBS__PING = 7,
-    TFRDV_VERBS__PONG = 8
+    TFRDV_VERBS__PONG = 8,
+    TFRDV_VERBS__TAKEN = 9
 };
 
 typedef struct tfrdv_verbs__meta {
@@ -480,6 +589,7 @@ TFRDV_VERBS__PRIVATE size_t tfrdv_verbs__encode(const tfrdv_verbs__msg* m, uint8
         body = 8 + m->text_len;
         break;
     case TFRDV_VERBS__CANCEL: case TFRDV_VERBS__CREDIT: case TFRDV_VERBS__PING: case TFRDV_VERBS__PONG:
+    case TFRDV_VERBS__TAKEN:
         break;
     default: return 0;
     }
@@ -603,6 +713,7 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__decode(const uint8_t* buf, size_t len, tfr
         m->text = (const char*)(buf + off + 8);
         return 1;
     case TFRDV_VERBS__CANCEL: case TFRDV_VERBS__CREDIT: case TFRDV_VERBS__PING: case TFRDV_VERBS__PONG:
+    case TFRDV_VERBS__TAKEN:
         if (body != 0) { *why = "unexpected body"; return 0; }
         return 1;
     default: *why = "unknown message type"; return 0;
@@ -615,9 +726,9 @@ TFRDV_API size_t tfrdv_verbs_info_encode(const tfrdv_verbs_info* in, uint8_t* bu
     size_t nl;
     if (!in || !buf) return 0;
     nl = strlen(in->worker);
-    if (nl >= TFRDV_VERBS_WORKER_MAX || cap < 64 + nl) return 0;
+    if (nl >= TFRDV_VERBS_WORKER_MAX || cap < 72 + nl) return 0;
     tfrdv_verbs__put32(buf, TFRDV_VERBS__INFO_MAGIC);
-    tfrdv_verbs__put16(buf + 4, TFRDV_VERBS__VERSION);
+    tfrdv_verbs__put16(buf + 4, TFRDV_VERBS__INFO_VERSION);
     tfrdv_verbs__put16(buf + 6, (uint32_t)nl);
     tfrdv_verbs__put32(buf + 8, in->qpn);
     tfrdv_verbs__put32(buf + 12, in->psn);
@@ -630,18 +741,23 @@ TFRDV_API size_t tfrdv_verbs_info_encode(const tfrdv_verbs_info* in, uint8_t* bu
     tfrdv_verbs__put32(buf + 52, in->ctrl_slots);
     tfrdv_verbs__put32(buf + 56, in->ctrl_slot_size);
     tfrdv_verbs__put32(buf + 60, in->max_requests);
-    memcpy(buf + 64, in->worker, nl);
-    return 64 + nl;
+    tfrdv_verbs__put64(buf + 64, in->incarnation);
+    memcpy(buf + 72, in->worker, nl);
+    return 72 + nl;
 }
 TFRDV_API tfrdv_code tfrdv_verbs_info_decode(const uint8_t* buf, size_t len, tfrdv_verbs_info* out,
                                              tfrdv_status* st) {
     size_t nl;
     const char* why = 0;
+    char vmsg[96];
     if (!buf || !out) return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "verbs info: NULL argument");
     memset(out, 0, sizeof *out);
-    if (len < 64) why = "shorter than 64 bytes";
+    if (len >= 6 && tfrdv_verbs__get32(buf) == TFRDV_VERBS__INFO_MAGIC && tfrdv_verbs__get16(buf + 4) != TFRDV_VERBS__INFO_VERSION) {
+        tfrdv_verbs__fmt(vmsg, sizeof vmsg, "protocol version %u; this side speaks %d: run the same tfrdv_verbs.h on both",
+                         (unsigned)tfrdv_verbs__get16(buf + 4), TFRDV_VERBS__INFO_VERSION);
+        why = vmsg;
+    } else if (len < 72) why = "shorter than 72 bytes";
     else if (tfrdv_verbs__get32(buf) != TFRDV_VERBS__INFO_MAGIC) why = "bad magic (not a tfrdv verbs peer)";
-    else if (tfrdv_verbs__get16(buf + 4) != TFRDV_VERBS__VERSION) why = "protocol version mismatch";
     if (!why) {
         nl = tfrdv_verbs__get16(buf + 6);
         out->qpn = tfrdv_verbs__get32(buf + 8);
@@ -654,16 +770,17 @@ TFRDV_API tfrdv_code tfrdv_verbs_info_decode(const uint8_t* buf, size_t len, tfr
         out->ctrl_slots = tfrdv_verbs__get32(buf + 52);
         out->ctrl_slot_size = tfrdv_verbs__get32(buf + 56);
         out->max_requests = tfrdv_verbs__get32(buf + 60);
-        if (nl == 0 || nl >= TFRDV_VERBS_WORKER_MAX || len != 64 + nl) why = "worker name length";
-        else if (memchr(buf + 64, 0, nl)) why = "NUL in worker name";
+        out->incarnation = tfrdv_verbs__get64(buf + 64);
+        if (nl == 0 || nl >= TFRDV_VERBS_WORKER_MAX || len != 72 + nl) why = "worker name length";
+        else if (memchr(buf + 72, 0, nl)) why = "NUL in worker name";
         else if (out->qpn == 0 || out->qpn > 0xffffffu || out->psn > 0xffffffu) why = "QP number or PSN out of range";
         else if (out->mtu != 256 && out->mtu != 512 && out->mtu != 1024 && out->mtu != 2048 && out->mtu != 4096) why = "MTU not 256..4096";
         else if (out->ctrl_slots < 4 || out->ctrl_slots > 65536 || out->ctrl_slot_size < 256 || out->ctrl_slot_size > (1u << 20)) why = "control ring size";
         else if (out->max_requests < 1 || out->max_requests > 32768) why = "max_requests";
-        else memcpy(out->worker, buf + 64, nl);
+        else memcpy(out->worker, buf + 72, nl);
     }
     if (why) {
-        char msg[128];
+        char msg[160];
         tfrdv_verbs__fmt(msg, sizeof msg, "verbs info: malformed peer info (%s)", why);
         memset(out, 0, sizeof *out);
         return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, msg);
@@ -902,8 +1019,7 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__meta_same(const tfrdv_verbs__meta* a, int3
 
 TFRDV_API tfrdv_verbs_config tfrdv_verbs_config_init(void) {
     tfrdv_verbs_config c;
-    memset(&c, 0, sizeof c);
-    c.gid_index = -1;
+    memset(&c, 0, sizeof c); /* every field's zero is its default */
     return c;
 }
 
@@ -971,6 +1087,8 @@ typedef struct tfrdv_verbs__srv {
     struct tfrdv_verbs__srv* qnext; /* write queue */
     tfrdv_verbs__peer* p;
     int state, cancel_req, has_buf, has_meta, dead;
+    int held;                      /* an OK answer's value (or dead mark) the manager holds for us
+                                      (TFRDV_SERVE_CONFIRMS) until delivered or given back */
     uint32_t slot;
     uint64_t addr, cap;
     uint32_t rkey;
@@ -1022,6 +1140,8 @@ struct tfrdv_verbs__peer {
     uint32_t psn;
     tfrdv_verbs__req *req_free, *wait_head, *wait_tail;
     uint32_t nreq_slots, outstanding;
+    int untold;                    /* slots freed since the last TAKEN or REQUEST told the peer */
+    int64_t idle_since;            /* outstanding became 0 (tfrdv_now_ns: never a test clock) */
     tfrdv_verbs__srv* srv;         /* by the peer's slot index */
     tfrdv_verbs__wrec *wrecs, *wfree; /* sq_depth records */
     uint32_t nsrv;
@@ -1036,9 +1156,13 @@ struct tfrdv_verbs__peer {
     int has_addr;                  /* tfrdv_verbs_connect's address: this side reconnects */
     struct sockaddr_storage addr;
     socklen_t addrlen;
-    char host[64];
+    char host[256];                /* its listener: host name or address, port */
     int port;
+    int fresh;                     /* never connected: made by a fetch or a peer_incarnation for a
+                                      worker of the table (its first connect runs as a reconnect) */
     int want_reconnect, fails;     /* a call waits for a reconnect; failed attempts in a row */
+    int64_t yield_at;              /* our attempt yielded to the peer's (tfrdv_now_ns): if its
+                                      connection has not come by then, try again */
     int64_t retry_at;              /* no reconnect attempt before (tfrdv_now_ns) */
     struct tfrdv_verbs__pend* pend;/* the reconnect under way for this record */
     int lost;                      /* a control message could not be queued (out of memory) */
@@ -1056,9 +1180,22 @@ typedef struct tfrdv_verbs__pend {
     tfrdv_verbs__peer* origin;     /* outgoing: the broken record whose calls wait */
     uint8_t in[4 + TFRDV_VERBS_INFO_MAX], out[4 + TFRDV_VERBS_INFO_MAX];
     size_t in_len, out_len, out_off;
+    char awaiting[TFRDV_VERBS_WORKER_MAX + 1]; /* accepted and answered: the peer, until its READY
+                                                  (under v->mu) */
 } tfrdv_verbs__pend;
-enum { TFRDV_VERBS__PH_CONNECT, TFRDV_VERBS__PH_SEND, TFRDV_VERBS__PH_RECV };
+enum { TFRDV_VERBS__PH_CONNECT, TFRDV_VERBS__PH_SEND, TFRDV_VERBS__PH_RECV, TFRDV_VERBS__PH_READY };
 #define TFRDV_VERBS__MAX_PENDING 128
+/* a tfrdv_verbs_connect under way (on its caller's stack), so that the listener yields to it */
+typedef struct tfrdv_verbs__dialing {
+    const char* name;
+    struct tfrdv_verbs__dialing* next;
+} tfrdv_verbs__dialing;
+/* the worker table (config.workers), copied into one allocation */
+typedef struct tfrdv_verbs__went {
+    const char* name;
+    const char* host;
+    int port;
+} tfrdv_verbs__went;
 struct tfrdv_verbs {
     tfrdv_verbs_config cfg;
     tfrdv_allocator a;             /* cfg.hooks.allocator: all of v's memory */
@@ -1083,6 +1220,8 @@ struct tfrdv_verbs {
     tfrdv_verbs__mcache mc;
     tfrdv_verbs_stats stats;
     long serves_out;
+    tfrdv_verbs__went* wt;         /* the worker table (immutable after create) */
+    size_t nwt, wt_bytes;
     int lfd, efd, wfd;             /* listener, epoll, wake eventfd */
     int listen_port;
     pthread_t thr;
@@ -1091,12 +1230,13 @@ struct tfrdv_verbs {
     long refs;                     /* under mu: the owner's and one per manager using v */
     long entered;                  /* under mu: start_call/cancel_call running (destroy waits) */
     int thr_running, progressing;  /* under mu: the progress thread has not exited; a thread is in
-                                      tfrdv_verbs_progress (prog_self) */
+                                      tfrdv_verbs_poll (prog_self) */
     pthread_t prog_self;
     int deferred, finishing;       /* under mu: destroyed from a callback inside the transport:
                                       the last thread to leave it tears it down (finishing) */
     int64_t next_timer;
     tfrdv_verbs__pend* pends;      /* bootstrap exchanges under way (changed by progress only) */
+    struct tfrdv_verbs__dialing* dialing; /* tfrdv_verbs_connect calls under way (under mu) */
     int want_reconnect;            /* some record's want_reconnect was set */
     int npends;
     uint8_t* scratch;              /* encode buffer (under mu) */
@@ -1123,6 +1263,60 @@ TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__err(tfrdv_status* st, tfrdv_code co
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return tfrdv_status_set(st, code, msg);
+}
+/* a worker name as calls carry it: /job:J/replica:R/task:T, canonical (anything else never matches) */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__worker_ok(const char* name) {
+    tfrdv_device_name dn;
+    char canon[TFRDV_VERBS_WORKER_MAX + 1];
+    size_t n = strlen(name);
+    if (n >= TFRDV_VERBS_WORKER_MAX || tfrdv_device_parse(name, n, &dn, 0) != TFRDV_OK || !dn.has_job || !dn.has_replica ||
+        !dn.has_task || dn.has_type || dn.has_id)
+        return 0;
+    return tfrdv_device_format(&dn, canon, sizeof canon) == n && memcmp(canon, name, n) == 0;
+}
+/* "host:port" (an IPv4 address or a host name) or "[v6]:port" -> host and port; port 0 only when
+   listening. 0 and *why (a fixed phrase) when malformed. */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__split(const char* s, int listen, char* host, size_t hcap, int* port, const char** why) {
+    const char *h, *colon, *q;
+    size_t hl;
+    long pn = 0;
+    *why = 0;
+    for (q = s; *q; q++)
+        if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f) { *why = "a byte outside printable ASCII or a space"; return 0; }
+    if (s[0] == '[') {
+        const char* rb = strchr(s, ']');
+        if (!rb || rb[1] != ':') { *why = "expected [v6]:port"; return 0; }
+        h = s + 1;
+        hl = (size_t)(rb - h);
+        colon = rb + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon || colon == s) { *why = "expected host:port or [v6]:port"; return 0; }
+        for (q = s; q < colon; q++)
+            if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '-' || *q == '.' || *q == '_')) {
+                *why = "expected host:port or [v6]:port (an IPv6 address goes in brackets)";
+                return 0;
+            }
+        h = s;
+        hl = (size_t)(colon - s);
+    }
+    if (hl == 0 || hl >= hcap) { *why = hl ? "host too long" : "empty host"; return 0; }
+    for (q = colon + 1; *q; q++) {
+        if (*q < '0' || *q > '9' || pn > 65535) { pn = -1; break; }
+        pn = pn * 10 + (*q - '0');
+    }
+    if (!colon[1] || pn < 0 || pn > 65535 || (pn == 0 && !listen)) {
+        *why = listen ? "bad port (0..65535, 0: a free one)" : "bad port (1..65535)";
+        return 0;
+    }
+    memcpy(host, h, hl);
+    host[hl] = 0;
+    if (s[0] == '[') {
+        struct in6_addr a6;
+        if (inet_pton(AF_INET6, host, &a6) != 1) { *why = "not an IPv6 address in the brackets"; return 0; }
+    }
+    *port = (int)pn;
+    return 1;
 }
 TFRDV_VERBS__PRIVATE uint32_t tfrdv_verbs__mtu_bytes(enum ibv_mtu m) {
     switch (m) {
@@ -1278,20 +1472,40 @@ TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__open(tfrdv_verbs* v, tfrdv_status* 
         return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: querying %s failed: %s", v->desc, strerror(errno));
     v->lid = pa.lid;
     v->mtu = tfrdv_verbs__mtu_bytes(pa.active_mtu);
-    if (v->cfg.mtu) {
-        if (v->cfg.mtu != 256 && v->cfg.mtu != 512 && v->cfg.mtu != 1024 && v->cfg.mtu != 2048 && v->cfg.mtu != 4096)
-            return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "verbs: mtu %d is not 256, 512, 1024, 2048 or 4096", v->cfg.mtu);
-        if ((uint32_t)v->cfg.mtu < v->mtu) v->mtu = (uint32_t)v->cfg.mtu;
-    }
+    if (v->cfg.mtu && (uint32_t)v->cfg.mtu < v->mtu) v->mtu = (uint32_t)v->cfg.mtu; /* (checked by create) */
     v->max_msg = pa.max_msg_sz ? pa.max_msg_sz : (1u << 30);
     if (v->max_msg > (1u << 30)) v->max_msg = 1u << 30;
     v->max_qp_wr = da.max_qp_wr > 0 ? (uint32_t)da.max_qp_wr : 1024;
     /* GID */
-    if (v->cfg.gid_index >= 0 && !v->cfg.auto_gid) {
-        if (v->cfg.gid_index >= pa.gid_tbl_len || v->lib.query_gid(v->ctx, v->port, v->cfg.gid_index, &v->gid) != 0)
-            return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "verbs: gid_index %d invalid on %s port %d (table has %d entries)",
-                                    v->cfg.gid_index, v->desc, v->port, pa.gid_tbl_len);
-        v->gid_index = v->cfg.gid_index;
+    if (v->cfg.gid && v->cfg.gid[0] >= '0' && v->cfg.gid[0] <= '9' && strspn(v->cfg.gid, "0123456789") == strlen(v->cfg.gid)) {
+        int gi = atoi(v->cfg.gid); /* an index (create checked it is 0..255) */
+        if (gi >= pa.gid_tbl_len || v->lib.query_gid(v->ctx, v->port, gi, &v->gid) != 0)
+            return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "verbs: gid \"%s\": index %d invalid on %s port %d (table has %d entries)",
+                                    v->cfg.gid, gi, v->desc, v->port, pa.gid_tbl_len);
+        v->gid_index = gi;
+    } else if (v->cfg.gid) { /* an address: the GID holding it (IPv4: ::ffff:a.b.c.d), RoCE v2 first */
+        uint8_t want[16];
+        struct in_addr a4;
+        int g, any = -1, v2 = -1;
+        union ibv_gid gid;
+        memset(want, 0, sizeof want);
+        if (inet_pton(AF_INET, v->cfg.gid, &a4) == 1) {
+            want[10] = want[11] = 0xff;
+            memcpy(want + 12, &a4, 4);
+        } else {
+            (void)inet_pton(AF_INET6, v->cfg.gid, want); /* (create checked it parses) */
+        }
+        for (g = 0; g < pa.gid_tbl_len && g < 256 && v2 < 0; g++) {
+            if (v->lib.query_gid(v->ctx, v->port, g, &gid) != 0 || memcmp(gid.raw, want, 16) != 0) continue;
+            if (any < 0) any = g;
+            if (tfrdv_verbs__gid_is_v2(v->desc, v->port, g)) v2 = g;
+        }
+        if (any < 0)
+            return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "verbs: gid \"%s\": no GID of %s port %d holds that address (show_gids lists the table)",
+                                    v->cfg.gid, v->desc, v->port);
+        v->gid_index = v2 >= 0 ? v2 : any;
+        if (v->lib.query_gid(v->ctx, v->port, v->gid_index, &v->gid) != 0)
+            return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: ibv_query_gid(%s, %d) failed", v->desc, v->gid_index);
     } else if (pa.link_layer != IBV_LINK_LAYER_ETHERNET) {
         v->gid_index = 0;
         if (v->lib.query_gid(v->ctx, v->port, 0, &v->gid) != 0) memset(&v->gid, 0, sizeof v->gid);
@@ -1317,12 +1531,12 @@ TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__open(tfrdv_verbs* v, tfrdv_status* 
             }
         }
         if (c4 > 1)
-            return tfrdv_verbs__err(st, TFRDV_FAILED_PRECONDITION, "verbs: several RoCE v2 IPv4 GIDs on %s port %d: %s; set tfrdv_verbs_config.gid_index",
+            return tfrdv_verbs__err(st, TFRDV_FAILED_PRECONDITION, "verbs: several RoCE v2 IPv4 GIDs on %s port %d: %s; set tfrdv_verbs_config.gid (an index or an address)",
                                     v->desc, v->port, cand);
         if (c4 == 1) v->gid_index = i4;
         else if (c2 == 1) v->gid_index = i2;
         else if (c2 > 1)
-            return tfrdv_verbs__err(st, TFRDV_FAILED_PRECONDITION, "verbs: %d RoCE v2 GIDs (no IPv4 one) on %s port %d; set tfrdv_verbs_config.gid_index",
+            return tfrdv_verbs__err(st, TFRDV_FAILED_PRECONDITION, "verbs: %d RoCE v2 GIDs (no IPv4 one) on %s port %d; set tfrdv_verbs_config.gid (an index or an address)",
                                     c2, v->desc, v->port);
         else v->gid_index = 0;
         if (v->lib.query_gid(v->ctx, v->port, v->gid_index, &v->gid) != 0)
@@ -1353,7 +1567,8 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__ibv_dereg(void* user, void* mr) {
 
 /* ---- deferred work: collected under v->mu, run after unlocking ---- */
 typedef struct tfrdv_verbs__todo {
-    int kind; /* 1 finish, 2 serve, 3 cancel serve, 4 launch request, 5 release value, 6 log */
+    int kind; /* 1 finish, 2 serve, 3 cancel serve, 4 launch request, 5 release value, 6 log,
+                 7 give back, 8 answer, 9 delivered (rid) */
     tfrdv_call* call;
     tfrdv_verbs__req* req;
     char* key;        /* 2: heap copy of the key */
@@ -1435,7 +1650,8 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__todo_run(tfrdv_verbs* v, tfrdv_verbs__tod
                 tfrdv_status st;
                 tfrdv_status_set(&st, TFRDV_UNAVAILABLE, "verbs: this worker serves no manager yet (tfrdv_verbs_attach)");
                 tfrdv_verbs__serve_done(s, &st, 0, 0, 0);
-            } else if (tfrdv_mgr_serve(v->mgr, t->step, key.ptr, key.len, t->rid, s->cm, tfrdv_verbs__serve_done, s) != TFRDV_OK) {
+            } else if (tfrdv_mgr_serve_ex(v->mgr, t->step, key.ptr, key.len, t->rid, TFRDV_SERVE_CONFIRMS, s->cm,
+                                          tfrdv_verbs__serve_done, s) != TFRDV_OK) {
                 tfrdv_status st;
                 tfrdv_status_set(&st, TFRDV_INTERNAL, "verbs: tfrdv_mgr_serve refused the request");
                 tfrdv_verbs__serve_done(s, &st, 0, 0, 0);
@@ -1476,6 +1692,8 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__todo_run(tfrdv_verbs* v, tfrdv_verbs__tod
             if (v->mgr) tfrdv_mgr_serve_return(v->mgr, t->step, t->key, t->key_len, t->rid, &t->sargs, t->val, t->dead, 0);
             else tfrdv_value_release(t->val);
             tfrdv_verbs__free(&v->a, t->key, t->key_cap);
+        } else if (t->kind == 9) { /* the receiver took an answer (or it could never travel) */
+            if (v->mgr) tfrdv_mgr_serve_delivered(v->mgr, t->rid);
         }
     }
     l->n = 0;
@@ -1713,6 +1931,8 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__req_done(tfrdv_verbs* v, tfrdv_verbs__pee
         p->reqs[r->idx] = 0;
         p->gens[r->idx] = (uint16_t)((p->gens[r->idx] + 1) & 0x7fff);
         p->outstanding--;
+        p->untold = 1;
+        if (!p->outstanding) p->idle_since = tfrdv_now_ns();
         if (p->wait_head && p->state == TFRDV_VERBS__PEER_UP) {
             tfrdv_verbs__req* w = p->wait_head;
             tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(todo);
@@ -1897,7 +2117,7 @@ TFRDV_VERBS__PRIVATE int tfrdv_verbs__admit(tfrdv_verbs__peer* p, tfrdv_verbs__r
     return 0;
 }
 TFRDV_VERBS__PRIVATE int tfrdv_verbs__can_reconnect(const tfrdv_verbs* v, const tfrdv_verbs__peer* p) {
-    return p->has_addr && v->cfg.reconnect_backoff_ns >= 0 && !v->cfg.exchange;
+    return p->has_addr && (v->cfg.reconnect_backoff_ns >= 0 || p->fresh) && !v->cfg.exchange;
 }
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__wake(tfrdv_verbs* v) {
     uint64_t one = 1;
@@ -1925,6 +2145,66 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__leave(tfrdv_verbs* v, tfrdv_verbs* outer)
     pthread_mutex_unlock(&v->mu);
     if (last) tfrdv_verbs__teardown(v); /* a callback run here destroyed v */
 }
+/* worker w's bootstrap address: the table, else the resolve callback (user code: no lock may be
+   held). OK, NOT_FOUND naming the worker, or INVALID_ARGUMENT (resolve gave a bad address). */
+TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__lookup(tfrdv_verbs* v, const char* w, size_t len, char* host, size_t hcap, int* port,
+                                                    tfrdv_status* st) {
+    char name[TFRDV_VERBS_WORKER_MAX], addr[300], ew[4 * TFRDV_VERBS_WORKER_MAX], ea[1200];
+    const char* why;
+    size_t i;
+    for (i = 0; i < v->nwt; i++)
+        if (strlen(v->wt[i].name) == len && memcmp(v->wt[i].name, w, len) == 0 && strlen(v->wt[i].host) < hcap) {
+            memcpy(host, v->wt[i].host, strlen(v->wt[i].host) + 1);
+            *port = v->wt[i].port;
+            return TFRDV_OK;
+        }
+    tfrdv_escape(ew, sizeof ew, w, len);
+    if (v->cfg.resolve && len < sizeof name) {
+        memcpy(name, w, len);
+        name[len] = 0;
+        addr[0] = 0;
+        if (v->cfg.resolve(v->cfg.resolve_user, name, len, addr, sizeof addr) && addr[0]) {
+            addr[sizeof addr - 1] = 0;
+            if (tfrdv_verbs__split(addr, 0, host, hcap, port, &why)) return TFRDV_OK;
+            tfrdv_escape(ea, sizeof ea, addr, strlen(addr));
+            return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "verbs: resolve gave %.200s a bad address \"%.200s\": %s", ew, ea, why);
+        }
+    }
+    return tfrdv_verbs__err(st, TFRDV_NOT_FOUND, "No worker known as %.200s (tfrdv_verbs: not connected, not in workers%s)", ew,
+                            v->cfg.resolve ? ", unknown to resolve" : "");
+}
+/* a record for a worker of the table never connected: broken, released, with the address; the
+   first fetch or peer_incarnation asks progress to connect it as a reconnect (v->mu held) */
+TFRDV_VERBS__PRIVATE tfrdv_verbs__peer* tfrdv_verbs__placeholder(tfrdv_verbs* v, const char* w, size_t len, const char* host, int port) {
+    tfrdv_verbs__peer* p;
+    if (len >= TFRDV_VERBS_WORKER_MAX) return 0;
+    if (v->npeers == v->cap_peers) {
+        int nc = v->cap_peers ? v->cap_peers * 2 : 8;
+        tfrdv_verbs__peer** np = (tfrdv_verbs__peer**)tfrdv_verbs__alloc(&v->a, (size_t)nc * sizeof *np);
+        if (!np) return 0;
+        if (v->npeers) memcpy(np, v->peers, (size_t)v->npeers * sizeof *np);
+        tfrdv_verbs__free(&v->a, v->peers, (size_t)v->cap_peers * sizeof *np);
+        v->peers = np;
+        v->cap_peers = nc;
+    }
+    p = (tfrdv_verbs__peer*)tfrdv_verbs__zalloc_n(&v->a, 1, sizeof *p);
+    if (!p) return 0;
+    p->v = v;
+    p->fd = -1;
+    memcpy(p->name, w, len);
+    p->name[len] = 0;
+    tfrdv_escape(p->ename, sizeof p->ename, p->name, len);
+    p->state = TFRDV_VERBS__PEER_BROKEN;
+    p->released = 1;
+    p->has_addr = 1;
+    p->fresh = 1;
+    tfrdv_verbs__fmt(p->host, sizeof p->host, "%s", host);
+    p->port = port;
+    tfrdv_verbs__err(&p->broken, TFRDV_UNAVAILABLE, "verbs: %s not connected yet", p->ename);
+    v->peers[v->npeers++] = p;
+    v->stats.peers = v->npeers;
+    return p;
+}
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) {
     tfrdv_verbs* v = (tfrdv_verbs*)user;
     tfrdv_str w = tfrdv_call_src_worker(call);
@@ -1932,7 +2212,8 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
     tfrdv_verbs__req* r = 0;
     tfrdv_verbs* outer = tfrdv_verbs__inside;
     tfrdv_status st;
-    int launch = 0, reconnect = 0;
+    int launch = 0, reconnect = 0, port = 0;
+    char host[256];
     st.code = TFRDV_OK;
     pthread_mutex_lock(&v->mu);
     *(tfrdv_verbs__req**)tfrdv_call_scratch(call) = 0;
@@ -1946,8 +2227,30 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
     v->entered++; /* tfrdv_verbs_destroy waits until this call has left */
     tfrdv_verbs__inside = v;
     p = tfrdv_verbs__find_peer(v, w.ptr, w.len);
-    if (!p) tfrdv_verbs__err(&st, TFRDV_UNAVAILABLE, "verbs: no connection to worker %.*s (tfrdv_verbs_connect it first)", (int)w.len, w.ptr);
-    else if (p->state != TFRDV_VERBS__PEER_UP && !tfrdv_verbs__can_reconnect(v, p)) st = p->broken;
+    if ((!p || (p->state != TFRDV_VERBS__PEER_UP && !p->has_addr)) && !v->cfg.exchange) {
+        /* never connected, or only accepted: connect on demand to the table's address (looked up
+           without the lock: resolve is user code) */
+        int found;
+        pthread_mutex_unlock(&v->mu);
+        found = tfrdv_verbs__lookup(v, w.ptr, w.len, host, sizeof host, &port, &st) == TFRDV_OK;
+        pthread_mutex_lock(&v->mu);
+        p = tfrdv_verbs__find_peer(v, w.ptr, w.len);
+        if (p && st.code != TFRDV_OK) st.code = TFRDV_OK; /* no address: the record's status explains */
+        if (found && !p && (p = tfrdv_verbs__placeholder(v, w.ptr, w.len, host, port)) == 0)
+            tfrdv_status_set(&st, TFRDV_RESOURCE_EXHAUSTED, "verbs: out of memory");
+        else if (found && p->state != TFRDV_VERBS__PEER_UP && !p->has_addr) {
+            p->has_addr = 1;
+            p->addrlen = 0; /* resolved when progress connects */
+            tfrdv_verbs__fmt(p->host, sizeof p->host, "%s", host);
+            p->port = port;
+        }
+    } else if (!p) {
+        char ew[4 * TFRDV_VERBS_WORKER_MAX];
+        tfrdv_escape(ew, sizeof ew, w.ptr, w.len);
+        tfrdv_verbs__err(&st, TFRDV_NOT_FOUND, "No worker known as %.200s (tfrdv_verbs: with an exchange callback, tfrdv_verbs_connect it first)", ew);
+    }
+    if (st.code != TFRDV_OK) { /* st says why */
+    } else if (p->state != TFRDV_VERBS__PEER_UP && !tfrdv_verbs__can_reconnect(v, p)) st = p->broken;
     else if (p->state != TFRDV_VERBS__PEER_UP) {
         int64_t now = tfrdv_now_ns();
         if (!p->pend && now < p->retry_at)
@@ -1978,7 +2281,8 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__start_call(void* user, tfrdv_call* call) 
         p->ping_out = 0;
     }
     launch = tfrdv_verbs__admit(p, r);
-    if (reconnect && !p->pend) p->want_reconnect = v->want_reconnect = 1;
+    if (reconnect && !p->pend && !p->yield_at) p->want_reconnect = v->want_reconnect = 1; /* (yielded: the
+                                                                                     peer's connection comes) */
     pthread_mutex_unlock(&v->mu);
     if (reconnect) tfrdv_verbs__wake(v);
     if (launch) tfrdv_verbs__launch(v, r, 0);
@@ -2006,6 +2310,14 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__cancel_call(void* user, tfrdv_call* call)
 
 /* ---- the serving side ---- */
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__srv_free(tfrdv_verbs* v, tfrdv_verbs__srv* s, tfrdv_verbs__todos* todo) {
+    if (s->held) { /* its fate is known: delivered (the manager's drain waits for this) */
+        tfrdv_verbs__todo* t = tfrdv_verbs__todo_add(todo);
+        if (t) {
+            t->kind = 9;
+            t->rid = s->rid;
+        }
+        s->held = 0;
+    }
     if (s->mr) tfrdv_verbs__rc_put(&v->rc, s->mr);
     s->mr = 0;
     tfrdv_verbs__release_later(todo, s->val);
@@ -2031,6 +2343,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__give_back(tfrdv_verbs* v, tfrdv_verbs__sr
         s->key_len = s->key_cap = 0;
         s->val = 0;
         s->dead = 0;
+        s->held = 0; /* tfrdv_mgr_serve_return ends the manager's hold */
         v->stats.serves_returned++;
     }
     tfrdv_verbs__srv_free(v, s, todo);
@@ -2065,6 +2378,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__serve_done(void* user, const tfrdv_status
         else memset(&s->sargs, 0, sizeof s->sargs);
         s->val = value;
         s->dead = is_dead || !value;
+        s->held = s->rid != 0; /* (the manager holds answers to requests with an id) */
     }
     if (p->state != TFRDV_VERBS__PEER_UP || s->state != TFRDV_VERBS__SRV_SERVING) {
         if (s->state == TFRDV_VERBS__SRV_SERVING && status->code == TFRDV_OK) tfrdv_verbs__give_back(v, s, &todo); /* never sent */
@@ -2409,6 +2723,13 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
         return;
     }
     case TFRDV_VERBS__PING: tfrdv_verbs__send_simple(v, p, TFRDV_VERBS__PONG, 0, todo); return;
+    case TFRDV_VERBS__TAKEN: { /* nothing outstanding there: every answer written that it did not
+                                  CANCEL (those came first, in order) was taken */
+        uint32_t i;
+        for (i = 0; i < p->nsrv; i++)
+            if (p->srv[i].state == TFRDV_VERBS__SRV_WRITTEN) tfrdv_verbs__srv_free(v, &p->srv[i], todo);
+        return;
+    }
     default: return; /* CREDIT, PONG: the header did it */
     }
 }
@@ -2523,6 +2844,10 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__timers(tfrdv_verbs* v, int64_t now, tfrdv
         uint32_t k;
         tfrdv_verbs__req *w, *wn;
         if (p->state != TFRDV_VERBS__PEER_UP) { /* calls waiting for a reconnect */
+            if (p->yield_at && !p->pend && tfrdv_now_ns() >= p->yield_at) {
+                p->yield_at = 0;
+                if (p->wait_head) p->want_reconnect = v->want_reconnect = 1;
+            }
             for (w = p->wait_head; w; w = wn) {
                 wn = w->next;
                 if (w->deadline <= now) tfrdv_verbs__req_abandon(v, p, w, TFRDV_DEADLINE_EXCEEDED, "verbs: fetch passed its deadline while reconnecting", todo);
@@ -2778,6 +3103,9 @@ TFRDV_VERBS__PRIVATE tfrdv_verbs__peer* tfrdv_verbs__peer_new(tfrdv_verbs* v, co
     local->ctrl_slots = (uint32_t)v->cfg.ctrl_slots;
     local->ctrl_slot_size = (uint32_t)v->cfg.ctrl_slot_size;
     local->max_requests = p->nreq_slots;
+    pthread_mutex_lock(&v->mu);
+    local->incarnation = v->mgr ? tfrdv_mgr_incarnation(v->mgr) : 0;
+    pthread_mutex_unlock(&v->mu);
     tfrdv_verbs__fmt(local->worker, sizeof local->worker, "%s", v->worker);
     return p;
 fail:
@@ -2836,6 +3164,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__takeover(tfrdv_verbs* v, tfrdv_verbs__pee
         if (q == p || strcmp(q->name, p->name) != 0) continue;
         if (q->pend) q->pend->superseded = 1;
         q->want_reconnect = 0;
+        q->yield_at = 0;
         if (q->has_addr && !p->has_addr) tfrdv_verbs__copy_addr(p, q);
         while (q->wait_head) {
             tfrdv_verbs__req* r = q->wait_head;
@@ -2879,6 +3208,7 @@ TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__publish(tfrdv_verbs* v, tfrdv_verbs
         epoll_ctl(v->efd, EPOLL_CTL_ADD, p->fd, &ev);
     }
     tfrdv_verbs__takeover(v, p, todo);
+    pthread_cond_broadcast(&v->cv); /* peer_incarnation waits for it */
     pthread_mutex_unlock(&v->mu);
     return TFRDV_OK;
 }
@@ -2984,6 +3314,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_fail(tfrdv_verbs* v, tfrdv_verbs__pe
             tfrdv_verbs__req_fail(v, q, r, TFRDV_UNAVAILABLE, q->broken.msg, &todo);
         }
         q->wait_tail = 0;
+        pthread_cond_broadcast(&v->cv); /* peer_incarnation waits for it */
     } else if (!e->outgoing) {
         v->stats.bootstraps_dropped++;
     }
@@ -3028,7 +3359,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_done(tfrdv_verbs* v, tfrdv_verbs__pe
     if (e->outgoing) {
         pthread_mutex_lock(&v->mu);
         tfrdv_verbs__copy_addr(p, e->origin);
-        v->stats.reconnects++;
+        if (!e->origin->fresh) v->stats.reconnects++;
         pthread_mutex_unlock(&v->mu);
     }
     if (tfrdv_verbs__publish(v, p, &st, &todo) != TFRDV_OK) {
@@ -3039,6 +3370,36 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_done(tfrdv_verbs* v, tfrdv_verbs__pe
     tfrdv_verbs__pend_free(v, e);
     tfrdv_verbs__todo_run(v, &todo);
     tfrdv_verbs__todos_free(&todo);
+}
+/* an outgoing exchange to worker `name` is under way, on progress or in tfrdv_verbs_connect
+   (v->mu held) */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__connecting(tfrdv_verbs* v, const char* name) {
+    const tfrdv_verbs__dialing* d;
+    int i;
+    for (i = 0; i < v->npeers; i++)
+        if (v->peers[i]->pend && !v->peers[i]->pend->superseded && strcmp(v->peers[i]->name, name) == 0) return 1;
+    for (d = v->dialing; d; d = d->next)
+        if (strcmp(d->name, name) == 0) return 1;
+    return 0;
+}
+/* tfrdv_verbs_connect's wait for worker `name`'s own connection to this side (CONNECTIONS: its
+   listener yielded, or crossed ours): 1 once it is up; 0 at the deadline or, with while_answered,
+   as soon as no exchange accepted from it waits for its READY */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__await_peer(tfrdv_verbs* v, const char* name, int64_t deadline, int while_answered) {
+    for (;;) {
+        struct timespec ts = {0, 1000000};
+        const tfrdv_verbs__pend* e;
+        tfrdv_verbs__peer* p;
+        int up, answered = 0;
+        pthread_mutex_lock(&v->mu);
+        p = tfrdv_verbs__find_peer(v, name, strlen(name));
+        up = p && p->state == TFRDV_VERBS__PEER_UP;
+        for (e = v->pends; e && !answered; e = e->next) answered = strcmp(e->awaiting, name) == 0;
+        pthread_mutex_unlock(&v->mu);
+        if (up) return 1;
+        if ((while_answered && !answered) || tfrdv_now_ns() >= deadline) return 0;
+        if (v->has_thr || tfrdv_verbs_poll(v, 1000000) == 0) nanosleep(&ts, 0);
+    }
 }
 /* drive one exchange as far as its socket allows */
 TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pend* e) {
@@ -3081,12 +3442,30 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
             }
             e->out_off += (size_t)k;
         }
-        if (!e->outgoing) {
-            tfrdv_verbs__pend_done(v, e);
+        /* accepted: wait for the peer's READY (its QP is RTR) before anything is written to it */
+        e->phase = e->outgoing ? TFRDV_VERBS__PH_RECV : TFRDV_VERBS__PH_READY;
+        e->in_len = 0;
+        tfrdv_verbs__pend_watch(v, e, EPOLL_CTL_MOD, EPOLLIN);
+    }
+    if (e->phase == TFRDV_VERBS__PH_READY) { /* u32 0 */
+        while (e->in_len < 4) {
+            ssize_t k = recv(e->fd, e->in + e->in_len, 4 - e->in_len, MSG_DONTWAIT);
+            if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+            if (k <= 0) {
+                tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap connection from %s closed before its READY", who);
+                tfrdv_verbs__pend_fail(v, e, em);
+                return;
+            }
+            e->in_len += (size_t)k;
+        }
+        if (tfrdv_verbs__get32(e->in) != 0) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap connection from %s sent %u where its READY (0) belongs; dropped", who,
+                             (unsigned)tfrdv_verbs__get32(e->in));
+            tfrdv_verbs__pend_fail(v, e, em);
             return;
         }
-        e->phase = TFRDV_VERBS__PH_RECV;
-        tfrdv_verbs__pend_watch(v, e, EPOLL_CTL_MOD, EPOLLIN);
+        tfrdv_verbs__pend_done(v, e);
+        return;
     }
     for (;;) { /* PH_RECV: u32 length, then the peer's info */
         size_t need = e->in_len < 4 ? 4 : 4 + (size_t)tfrdv_verbs__get32(e->in);
@@ -3106,6 +3485,13 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
         }
         e->in_len += (size_t)k;
     }
+    if (e->outgoing && e->in_len == 4) { /* a yield: the peer connects to us at this moment */
+        pthread_mutex_lock(&v->mu);
+        e->origin->yield_at = tfrdv_now_ns() + v->cfg.connect_timeout_ns;
+        pthread_mutex_unlock(&v->mu);
+        tfrdv_verbs__pend_free(v, e); /* the calls wait for the peer's connection (takeover) */
+        return;
+    }
     if (tfrdv_verbs_info_decode(e->in + 4, e->in_len - 4, &remote, &st) != TFRDV_OK) {
         tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap connection %s %s without a valid peer info (%s); dropped",
                          e->outgoing ? "to" : "from", who, st.msg);
@@ -3120,6 +3506,9 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
         }
         else if (tfrdv_verbs__peer_up(v, e->p, &remote, &st) != TFRDV_OK)
             tfrdv_verbs__fmt(em, sizeof em, "%s", st.msg);
+        else if (send(e->fd, "\0\0\0\0", 4, MSG_DONTWAIT | MSG_NOSIGNAL) != 4) /* READY: our QP is RTR (4 bytes
+                                                                         into an idle socket) */
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: bootstrap connection to %s: sending READY failed: %s", e->p->ename, strerror(errno));
         else em[0] = 0;
         if (em[0]) tfrdv_verbs__pend_fail(v, e, em);
         else tfrdv_verbs__pend_done(v, e);
@@ -3127,15 +3516,27 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
     } else {
         tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
         tfrdv_verbs__peer* q;
-        int dup;
+        int dup, yield;
         pthread_mutex_lock(&v->mu);
         q = tfrdv_verbs__find_peer(v, remote.worker, strlen(remote.worker));
         /* a peer reconnecting closed its old connection first: see that close before judging */
         if (q && q->state == TFRDV_VERBS__PEER_UP) tfrdv_verbs__on_sock(v, q, &todo);
         dup = q && q->state == TFRDV_VERBS__PEER_UP;
+        /* both sides connecting to each other at once: the smaller worker name's connection goes
+           on; the larger side accepts it, and this side (the smaller) answers the peer's with a
+           yield (u32 length 0) so its calls wait for ours instead of failing; also when ours just
+           went up (it crossed the peer's hello) */
+        yield = strcmp(v->worker, remote.worker) < 0 && (dup || tfrdv_verbs__connecting(v, remote.worker));
         pthread_mutex_unlock(&v->mu);
         tfrdv_verbs__todo_run(v, &todo);
         tfrdv_verbs__todos_free(&todo);
+        if (yield) {
+            static const uint8_t zero[4] = {0, 0, 0, 0};
+            ssize_t k = send(e->fd, zero, 4, MSG_DONTWAIT | MSG_NOSIGNAL); /* (4 bytes into an idle socket) */
+            (void)k;
+            tfrdv_verbs__pend_free(v, e);
+            return;
+        }
         if (dup) {
             char ew[4 * TFRDV_VERBS_WORKER_MAX];
             tfrdv_escape(ew, sizeof ew, remote.worker, strlen(remote.worker));
@@ -3152,6 +3553,9 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_step(tfrdv_verbs* v, tfrdv_verbs__pe
         tfrdv_verbs__put32(e->out, (uint32_t)n);
         e->out_len = n + 4;
         e->phase = TFRDV_VERBS__PH_SEND;
+        pthread_mutex_lock(&v->mu);
+        tfrdv_verbs__fmt(e->awaiting, sizeof e->awaiting, "%s", remote.worker);
+        pthread_mutex_unlock(&v->mu);
         tfrdv_verbs__pend_step(v, e);
     }
 }
@@ -3196,6 +3600,29 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__pend_reconnect(tfrdv_verbs* v, tfrdv_verb
     n = tfrdv_verbs_info_encode(&local, e->out + 4, sizeof e->out - 4);
     tfrdv_verbs__put32(e->out, (uint32_t)n);
     e->out_len = n + 4;
+    if (!q->addrlen) { /* a table address never connected: resolved here, on progress (a host name
+                          waits for the resolver) */
+        struct addrinfo hints, *ai = 0;
+        char ps[16];
+        int gr;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICSERV;
+        tfrdv_verbs__fmt(ps, sizeof ps, "%d", q->port);
+        if ((gr = getaddrinfo(q->host, ps, &hints, &ai)) != 0 || !ai || ai->ai_addrlen > sizeof q->addr) {
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: cannot resolve %s's address %s:%d: %s", q->ename, q->host, q->port,
+                             gr ? gai_strerror(gr) : "no address");
+            if (ai) freeaddrinfo(ai);
+            tfrdv_verbs__pend_fail(v, e, em);
+            return;
+        }
+        pthread_mutex_lock(&v->mu);
+        memcpy(&q->addr, ai->ai_addr, ai->ai_addrlen);
+        q->addrlen = (socklen_t)ai->ai_addrlen;
+        pthread_mutex_unlock(&v->mu);
+        freeaddrinfo(ai);
+    }
     rc = tfrdv_verbs__tcp_start((const struct sockaddr*)&q->addr, q->addrlen, &e->fd);
     if (rc < 0) {
         tfrdv_verbs__fmt(em, sizeof em, "verbs: cannot connect to %s at %s:%d: %s", q->ename, q->host, q->port, strerror(errno));
@@ -3237,8 +3664,8 @@ TFRDV_VERBS__PRIVATE int64_t tfrdv_verbs__pend_timers(tfrdv_verbs* v) {
     }
     return soonest;
 }
-TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker, const char* host, int port,
-                                         tfrdv_status* st) {
+TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__connect_now(tfrdv_verbs* v, const char* peer_worker, const char* host, int port,
+                                                         tfrdv_status* st) {
     tfrdv_verbs_info local, remote;
     uint8_t lb[TFRDV_VERBS_INFO_MAX], rb[TFRDV_VERBS_INFO_MAX];
     size_t ln, rn = 0;
@@ -3248,10 +3675,19 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
     socklen_t salen = 0;
     int fd = -1;
     tfrdv_code rc;
-    if (!v || !peer_worker || (!v->cfg.exchange && (!host || port <= 0 || port > 65535)))
-        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_connect: NULL transport or peer, or no host:port");
-    if (strlen(peer_worker) >= TFRDV_VERBS_WORKER_MAX)
-        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_connect: worker name too long");
+    char hbuf[256];
+    if (!v || !peer_worker) return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_connect: NULL transport or peer_worker");
+    if (!tfrdv_verbs__worker_ok(peer_worker)) {
+        char ew[4 * TFRDV_VERBS_WORKER_MAX];
+        tfrdv_escape(ew, sizeof ew, peer_worker, strlen(peer_worker) < TFRDV_VERBS_WORKER_MAX ? strlen(peer_worker) : TFRDV_VERBS_WORKER_MAX);
+        return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_connect: \"%.200s\" is not a worker name (/job:J/replica:R/task:T)", ew);
+    }
+    if (!v->cfg.exchange && !host) { /* the table's address */
+        if ((rc = tfrdv_verbs__lookup(v, peer_worker, strlen(peer_worker), hbuf, sizeof hbuf, &port, st)) != TFRDV_OK) return rc;
+        host = hbuf;
+    }
+    if (!v->cfg.exchange && (port <= 0 || port > 65535))
+        return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_connect: port %d of %s (1..65535)", port, peer_worker);
     pthread_mutex_lock(&v->mu);
     p = tfrdv_verbs__find_peer(v, peer_worker, strlen(peer_worker));
     pthread_mutex_unlock(&v->mu);
@@ -3319,11 +3755,8 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
         if (!tfrdv_verbs__send_frame(fd, lb, ln, deadline) || !tfrdv_verbs__recv_frame(fd, rb, sizeof rb, &rn, deadline)) {
             close(fd);
             tfrdv_verbs__peer_free(v, p);
-            pthread_mutex_lock(&v->mu); /* the peer may have connected to us meanwhile */
-            p = tfrdv_verbs__find_peer(v, peer_worker, strlen(peer_worker));
-            fd = p && p->state == TFRDV_VERBS__PEER_UP;
-            pthread_mutex_unlock(&v->mu);
-            if (fd) return TFRDV_OK;
+            if (tfrdv_verbs__await_peer(v, peer_worker, deadline, 1)) return TFRDV_OK; /* the peer connected
+                                                                                        to us meanwhile */
             return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE,
                                     "verbs: bootstrap exchange with %s at %s:%d failed or took longer than connect_timeout_ns (is its progress running?)",
                                     peer_worker, host, port);
@@ -3333,6 +3766,13 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
         p->addrlen = salen;
         tfrdv_verbs__fmt(p->host, sizeof p->host, "%s", host);
         p->port = port;
+    }
+    if (fd >= 0 && rn == 0) { /* a yield: the peer connects to us at this moment; wait for it */
+        close(fd);
+        tfrdv_verbs__peer_free(v, p);
+        if (tfrdv_verbs__await_peer(v, peer_worker, tfrdv_now_ns() + v->cfg.connect_timeout_ns, 0)) return TFRDV_OK;
+        return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: %s connects to this side at the same moment, but its connection did not "
+                                "arrive within connect_timeout_ns", peer_worker);
     }
     if (tfrdv_verbs_info_decode(rb, rn, &remote, st) != TFRDV_OK) {
         if (fd >= 0) close(fd);
@@ -3351,12 +3791,37 @@ TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker
         tfrdv_verbs__peer_free(v, p);
         return st ? st->code : TFRDV_UNAVAILABLE;
     }
+    if (fd >= 0) { /* READY: our QP is RTR, the peer may write */
+        uint8_t ready[4] = {0, 0, 0, 0};
+        if (!tfrdv_verbs__io_until(fd, ready, 4, 1, tfrdv_now_ns() + v->cfg.connect_timeout_ns)) {
+            close(fd);
+            tfrdv_verbs__peer_free(v, p);
+            return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: bootstrap exchange with %s at %s:%d: sending READY failed", peer_worker, host, port);
+        }
+    }
     p->fd = fd;
     rc = tfrdv_verbs__publish(v, p, st, &todo);
     if (rc != TFRDV_OK) tfrdv_verbs__peer_free(v, p);
     tfrdv_verbs__todo_run(v, &todo);
     tfrdv_verbs__todos_free(&todo);
     if (rc == TFRDV_OK) tfrdv_verbs__wake(v); /* progress drops a reconnect this one superseded */
+    return rc;
+}
+TFRDV_API tfrdv_code tfrdv_verbs_connect(tfrdv_verbs* v, const char* peer_worker, const char* host, int port,
+                                         tfrdv_status* st) {
+    tfrdv_verbs__dialing d, **dp;
+    tfrdv_code rc;
+    if (!v || !peer_worker) return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_connect: NULL transport or peer_worker");
+    d.name = peer_worker; /* while it runs, this side's listener yields to the peer's connect (CONNECTIONS) */
+    pthread_mutex_lock(&v->mu);
+    d.next = v->dialing;
+    v->dialing = &d;
+    pthread_mutex_unlock(&v->mu);
+    rc = tfrdv_verbs__connect_now(v, peer_worker, host, port, st);
+    pthread_mutex_lock(&v->mu);
+    for (dp = &v->dialing; *dp && *dp != &d; dp = &(*dp)->next) {}
+    if (*dp) *dp = d.next;
+    pthread_mutex_unlock(&v->mu);
     return rc;
 }
 
@@ -3404,7 +3869,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_sock(tfrdv_verbs* v, tfrdv_verbs__peer
         }
     }
 }
-TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
+TFRDV_API int tfrdv_verbs_poll(tfrdv_verbs* v, int64_t timeout_ns) {
     int n = 0, i, k, nev;
     struct ibv_wc wc[16];
     struct epoll_event ev[16];
@@ -3438,6 +3903,11 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
             }
             n += k;
         }
+        if (p->state == TFRDV_VERBS__PEER_UP && p->untold && !p->outstanding && !p->doom_at &&
+            tfrdv_now_ns() - p->idle_since >= TFRDV_VERBS__TAKEN_AFTER_NS) {
+            p->untold = 0; /* idle: tell the peer every answer it wrote was taken (its drain) */
+            tfrdv_verbs__send_simple(v, p, TFRDV_VERBS__TAKEN, 0, &todo);
+        }
     }
     now = tfrdv_verbs__now(v);
     if (now >= v->next_timer) {
@@ -3450,7 +3920,7 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
     pthread_mutex_unlock(&v->mu);
     tfrdv_verbs__todo_run(v, &todo);
     soonest = want || v->pends ? tfrdv_verbs__pend_timers(v) : -1; /* (pends: progress only) */
-    if (n == 0 && timeout_ns > 0) {
+    if (n == 0 && timeout_ns != 0) {
         /* arm, then look once more: a completion between the poll and the arm is not lost */
         int busy = 0;
         pthread_mutex_lock(&v->mu);
@@ -3460,6 +3930,11 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
             if (p->doom_at) { /* wake for its break */
                 int64_t left = p->doom_at - tfrdv_now_ns();
                 if (soonest < 0 || left < soonest) soonest = left > 0 ? left : 0;
+            }
+            if (p->untold && !p->outstanding && !p->doom_at) { /* wake for its TAKEN */
+                int64_t left = p->idle_since + TFRDV_VERBS__TAKEN_AFTER_NS - tfrdv_now_ns();
+                if (left < 0) left = 0;
+                if (soonest < 0 || left < soonest) soonest = left;
             }
             ibv_req_notify_cq(p->cq, 0);
             if (ibv_poll_cq(p->cq, 1, wc) > 0) {
@@ -3471,7 +3946,7 @@ TFRDV_API int tfrdv_verbs_progress(tfrdv_verbs* v, int64_t timeout_ns) {
         pthread_mutex_unlock(&v->mu);
         tfrdv_verbs__todo_run(v, &todo);
         if (busy) timeout_ns = 0;
-        if (timeout_ns > v->cfg.keepalive_ns / 2) timeout_ns = v->cfg.keepalive_ns / 2;
+        if (timeout_ns < 0 || timeout_ns > v->cfg.keepalive_ns / 2) timeout_ns = v->cfg.keepalive_ns / 2;
         if (soonest >= 0 && timeout_ns > soonest) timeout_ns = soonest; /* a bootstrap deadline */
     } else {
         timeout_ns = 0;
@@ -3524,8 +3999,8 @@ TFRDV_VERBS__PRIVATE void* tfrdv_verbs__thread(void* arg) {
         stop = v->stop;
         pthread_mutex_unlock(&v->mu);
         if (stop) break;
-        if (tfrdv_verbs_progress(v, 0) > 0) busy_at = tfrdv_now_ns();
-        else if (tfrdv_now_ns() - busy_at > v->cfg.spin_ns) tfrdv_verbs_progress(v, 100000000);
+        if (tfrdv_verbs_poll(v, 0) > 0) busy_at = tfrdv_now_ns();
+        else if (v->cfg.spin_ns < 0 || tfrdv_now_ns() - busy_at > v->cfg.spin_ns) tfrdv_verbs_poll(v, 100000000);
         else sched_yield(); /* spinning: let the kernel's RDMA work (Soft-RoCE tasklets) run */
     }
     pthread_mutex_lock(&v->mu);
@@ -3554,6 +4029,97 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__unref(tfrdv_verbs* v) {
         tfrdv_verbs__free(&a, v, sizeof *v);
     }
 }
+/* create's checks: INVALID_ARGUMENT naming the field and the value */
+TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__check(const tfrdv_verbs_config* c, tfrdv_status* st) {
+    char host[256], es[256];
+    const char *why, *bad = 0;
+    int port;
+    long long val = 0;
+    size_t i;
+    if (!tfrdv_verbs__worker_ok(c->worker_name)) {
+        tfrdv_escape(es, sizeof es, c->worker_name, strlen(c->worker_name));
+        return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: worker_name \"%.200s\" is not a worker name (/job:J/replica:R/task:T)", es);
+    }
+    if (!c->hooks.allocator.alloc_fn != !c->hooks.allocator.free_fn)
+        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: hooks.allocator needs both functions or neither");
+#define TFRDV_VERBS__BAD(cond, name, x) if (!bad && (cond)) { bad = name; val = (long long)(x); }
+    TFRDV_VERBS__BAD(c->num_threads < -1, "num_threads (-1: none, 0 or more: one thread)", c->num_threads)
+    TFRDV_VERBS__BAD(c->port < 0 || c->port > 255, "port (0: the first active one, 1..255)", c->port)
+    TFRDV_VERBS__BAD(c->mtu && c->mtu != 256 && c->mtu != 512 && c->mtu != 1024 && c->mtu != 2048 && c->mtu != 4096,
+                     "mtu (0: the port's, or 256, 512, 1024, 2048, 4096)", c->mtu)
+    TFRDV_VERBS__BAD(c->ctrl_slots < 0 || (c->ctrl_slots && c->ctrl_slots < 4) || c->ctrl_slots > 65536, "ctrl_slots (0: 64, 4..65536)", c->ctrl_slots)
+    TFRDV_VERBS__BAD(c->ctrl_slot_size < 0 || (c->ctrl_slot_size && c->ctrl_slot_size < 256) || c->ctrl_slot_size > (1 << 20),
+                     "ctrl_slot_size (0: 4096, 256..1048576)", c->ctrl_slot_size)
+    TFRDV_VERBS__BAD(c->max_requests < 0 || c->max_requests > 32768, "max_requests (0: 256, 1..32768)", c->max_requests)
+    TFRDV_VERBS__BAD(c->connect_timeout_ns < 0, "connect_timeout_ns (0: 10 s)", c->connect_timeout_ns)
+    TFRDV_VERBS__BAD(c->keepalive_ns < 0, "keepalive_ns (0: 500 ms)", c->keepalive_ns)
+    TFRDV_VERBS__BAD(c->peer_timeout_ns < 0, "peer_timeout_ns (0: 5 s)", c->peer_timeout_ns)
+    TFRDV_VERBS__BAD(c->meta_cache_max < 0, "meta_cache_max (0: 4096)", c->meta_cache_max)
+    TFRDV_VERBS__BAD(c->reg_cache_keep_idle < 0 || c->reg_cache_keep_idle > 1, "reg_cache_keep_idle (0 or 1)", c->reg_cache_keep_idle)
+    TFRDV_VERBS__BAD(c->ack_timeout < 0 || c->ack_timeout > 31, "ack_timeout (0: 14, 1..31)", c->ack_timeout)
+    TFRDV_VERBS__BAD(c->retry_cnt < -1 || c->retry_cnt > 7, "retry_cnt (0: 7, 1..7, TFRDV_OFF: none)", c->retry_cnt)
+    TFRDV_VERBS__BAD(c->rnr_retry < -1 || c->rnr_retry > 7, "rnr_retry (0: 7, 1..7, TFRDV_OFF: none)", c->rnr_retry)
+    TFRDV_VERBS__BAD(c->reconnect_backoff_max_ns < 0, "reconnect_backoff_max_ns (0: 10 s)", c->reconnect_backoff_max_ns)
+    TFRDV_VERBS__BAD(c->num_workers && !c->workers, "num_workers (with workers NULL)", c->num_workers)
+#undef TFRDV_VERBS__BAD
+    if (bad) {
+        const char* sp = strchr(bad, ' ');
+        return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: %.*s %lld out of range%s", (int)(sp - bad), bad, val, sp);
+    }
+    if (c->listen_address && c->exchange)
+        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: listen_address with an exchange callback (the listener would never be used)");
+    if (c->listen_address && !tfrdv_verbs__split(c->listen_address, 1, host, sizeof host, &port, &why)) {
+        tfrdv_escape(es, sizeof es, c->listen_address, strlen(c->listen_address));
+        return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: listen_address \"%.200s\": %s", es, why);
+    }
+    if (c->gid) {
+        struct in6_addr a6;
+        size_t dl = strspn(c->gid, "0123456789");
+        int ok = c->gid[0] && dl == strlen(c->gid) ? dl <= 3 && atoi(c->gid) <= 255
+                                                   : inet_pton(AF_INET, c->gid, &a6) == 1 || inet_pton(AF_INET6, c->gid, &a6) == 1;
+        if (!ok) {
+            tfrdv_escape(es, sizeof es, c->gid, strlen(c->gid));
+            return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: gid \"%.200s\" is neither an index (0..255) nor an IPv4 or IPv6 address", es);
+        }
+    }
+    for (i = 0; i < c->num_workers; i++) {
+        const tfrdv_worker* w = &c->workers[i];
+        char en[256];
+        if (!w->name || !w->address)
+            return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: workers[%zu] has no name or address", i);
+        tfrdv_escape(en, sizeof en, w->name, strlen(w->name));
+        if (!tfrdv_verbs__worker_ok(w->name))
+            return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: workers[%zu].name \"%.200s\" is not a worker name (/job:J/replica:R/task:T)", i, en);
+        if (!tfrdv_verbs__split(w->address, 0, host, sizeof host, &port, &why)) {
+            tfrdv_escape(es, sizeof es, w->address, strlen(w->address));
+            return tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: workers[%zu].address \"%.120s\" of %.120s: %s", i, es, en, why);
+        }
+    }
+    return TFRDV_OK;
+}
+/* the worker table, copied into one allocation: entries, then the strings */
+TFRDV_VERBS__PRIVATE int tfrdv_verbs__copy_table(tfrdv_verbs* v, const tfrdv_worker* w, size_t n) {
+    size_t i, bytes = n * sizeof(tfrdv_verbs__went);
+    char* sp;
+    const char* why;
+    if (!n) return 1;
+    for (i = 0; i < n; i++) bytes += strlen(w[i].name) + 1 + strlen(w[i].address) + 1;
+    v->wt = (tfrdv_verbs__went*)tfrdv_verbs__alloc(&v->a, bytes);
+    if (!v->wt) return 0;
+    v->wt_bytes = bytes;
+    v->nwt = n;
+    sp = (char*)(v->wt + n);
+    for (i = 0; i < n; i++) {
+        size_t nl = strlen(w[i].name) + 1;
+        memcpy(sp, w[i].name, nl);
+        v->wt[i].name = sp;
+        sp += nl;
+        v->wt[i].host = sp; /* (checked: it splits) */
+        (void)tfrdv_verbs__split(w[i].address, 0, sp, strlen(w[i].address) + 1, &v->wt[i].port, &why);
+        sp += strlen(w[i].address) + 1;
+    }
+    return 1;
+}
 TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_verbs** out, tfrdv_status* st) {
     tfrdv_verbs* v;
     tfrdv_code rc;
@@ -3561,23 +4127,20 @@ TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_ver
     if (out) *out = 0;
     if (!cfg || !out || !cfg->worker_name)
         return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: NULL config, out or worker_name");
-    if (strlen(cfg->worker_name) >= TFRDV_VERBS_WORKER_MAX)
-        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: worker_name too long");
-    if (cfg->ctrl_slots < 0 || (cfg->ctrl_slots && cfg->ctrl_slots < 4) || cfg->ctrl_slots > 65536 || cfg->ctrl_slot_size < 0 ||
-        (cfg->ctrl_slot_size && cfg->ctrl_slot_size < 256) || cfg->ctrl_slot_size > (1 << 20) || cfg->max_requests < 0 ||
-        cfg->max_requests > 32768 || cfg->spin_ns < 0 || cfg->connect_timeout_ns < 0 || cfg->keepalive_ns < 0 ||
-        cfg->peer_timeout_ns < 0 || cfg->meta_cache_max < 0 || cfg->ack_timeout < 0 || cfg->ack_timeout > 31 ||
-        cfg->retry_cnt < 0 || cfg->retry_cnt > 7 || cfg->rnr_retry < 0 || cfg->rnr_retry > 7 || cfg->port < 0 || cfg->port > 255 ||
-        cfg->reconnect_backoff_max_ns < 0)
-        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: a size, count or time in the config is out of range");
-    if (!cfg->hooks.allocator.alloc_fn != !cfg->hooks.allocator.free_fn)
-        return tfrdv_status_set(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: hooks.allocator needs both functions or neither");
+    if ((rc = tfrdv_verbs__check(cfg, st)) != TFRDV_OK) return rc;
     v = (tfrdv_verbs*)tfrdv_verbs__zalloc_n(&cfg->hooks.allocator, 1, sizeof *v);
     if (!v) return tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_verbs_create: out of memory");
     v->cfg = *cfg;
     v->a = cfg->hooks.allocator;
     tfrdv_verbs__fmt(v->worker, sizeof v->worker, "%s", cfg->worker_name);
     v->cfg.worker_name = v->worker;
+    v->cfg.listen_address = 0; /* borrowed during create only */
+    v->cfg.gid = 0;
+    v->cfg.workers = 0;
+    if (v->cfg.retry_cnt < 0) v->cfg.retry_cnt = 0; /* TFRDV_OFF */
+    else if (!v->cfg.retry_cnt) v->cfg.retry_cnt = 7;
+    if (v->cfg.rnr_retry < 0) v->cfg.rnr_retry = 0;
+    else if (!v->cfg.rnr_retry) v->cfg.rnr_retry = 7;
     if (!v->cfg.ctrl_slots) v->cfg.ctrl_slots = 64;
     if (!v->cfg.ctrl_slot_size) v->cfg.ctrl_slot_size = 4096;
     if (!v->cfg.max_requests) v->cfg.max_requests = 256;
@@ -3588,8 +4151,6 @@ TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_ver
     if (!v->cfg.reg_cache_max_bytes) v->cfg.reg_cache_max_bytes = (uint64_t)8 << 30;
     if (!v->cfg.meta_cache_max) v->cfg.meta_cache_max = 4096;
     if (!v->cfg.ack_timeout) v->cfg.ack_timeout = 14;
-    if (!v->cfg.retry_cnt) v->cfg.retry_cnt = 7;
-    if (!v->cfg.rnr_retry) v->cfg.rnr_retry = 7;
     if (!v->cfg.reconnect_backoff_ns) v->cfg.reconnect_backoff_ns = 100000000;
     if (!v->cfg.reconnect_backoff_max_ns) v->cfg.reconnect_backoff_max_ns = (int64_t)10 * 1000000000;
     if (v->cfg.reconnect_backoff_max_ns < v->cfg.reconnect_backoff_ns) v->cfg.reconnect_backoff_max_ns = v->cfg.reconnect_backoff_ns;
@@ -3609,12 +4170,15 @@ TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_ver
     v->mc.n = v->mc.e ? (size_t)v->cfg.meta_cache_max : 0;
     v->scratch = (uint8_t*)tfrdv_verbs__alloc(&v->a, (size_t)v->cfg.ctrl_slot_size);
     v->rxcopy = (uint8_t*)tfrdv_verbs__alloc(&v->a, (size_t)v->cfg.ctrl_slot_size);
-    if (!v->mc.n || !v->scratch || !v->rxcopy) {
+    if (!v->mc.n || !v->scratch || !v->rxcopy || !tfrdv_verbs__copy_table(v, cfg->workers, cfg->num_workers)) {
         rc = tfrdv_status_set(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_verbs_create: out of memory");
         goto fail;
     }
     if ((rc = tfrdv_verbs__load(v, st)) != TFRDV_OK) goto fail;
-    if ((rc = tfrdv_verbs__open(v, st)) != TFRDV_OK) goto fail;
+    v->cfg.gid = cfg->gid; /* borrowed during create only */
+    rc = tfrdv_verbs__open(v, st);
+    v->cfg.gid = 0;
+    if (rc != TFRDV_OK) goto fail;
     v->pd = v->lib.alloc_pd(v->ctx);
     v->ch = v->pd ? v->lib.create_comp_channel(v->ctx) : 0;
     if (!v->pd || !v->ch) {
@@ -3635,30 +4199,39 @@ TFRDV_API tfrdv_code tfrdv_verbs_create(const tfrdv_verbs_config* cfg, tfrdv_ver
     epoll_ctl(v->efd, EPOLL_CTL_ADD, v->ch->fd, &ev);
     ev.data.ptr = &v->wfd;
     epoll_ctl(v->efd, EPOLL_CTL_ADD, v->wfd, &ev);
-    if (v->cfg.listen_port >= 0 && !v->cfg.exchange) {
-        struct sockaddr_in sa;
+    if (cfg->listen_address) {
+        struct addrinfo hints, *ai = 0;
+        struct sockaddr_storage sa;
         socklen_t sl = sizeof sa;
-        int one = 1;
-        memset(&sa, 0, sizeof sa);
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons((uint16_t)v->cfg.listen_port);
-        if (inet_pton(AF_INET, v->cfg.listen_host ? v->cfg.listen_host : "0.0.0.0", &sa.sin_addr) != 1) {
-            rc = tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "verbs: listen_host %s is not an IPv4 address", v->cfg.listen_host);
+        char host[256], ps[16];
+        const char* why;
+        int one = 1, port = 0, gr;
+        (void)tfrdv_verbs__split(cfg->listen_address, 1, host, sizeof host, &port, &why); /* (checked) */
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+        tfrdv_verbs__fmt(ps, sizeof ps, "%d", port);
+        if ((gr = getaddrinfo(host, ps, &hints, &ai)) != 0 || !ai) {
+            rc = tfrdv_verbs__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_verbs_create: listen_address \"%s\": cannot resolve host \"%s\" (%s)",
+                                  cfg->listen_address, host, gr ? gai_strerror(gr) : "no address");
             goto fail;
         }
-        v->lfd = socket(AF_INET, SOCK_STREAM, 0);
+        v->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (v->lfd < 0 || setsockopt(v->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-            bind(v->lfd, (struct sockaddr*)&sa, sizeof sa) != 0 || listen(v->lfd, 64) != 0 ||
+            bind(v->lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(v->lfd, 64) != 0 ||
             getsockname(v->lfd, (struct sockaddr*)&sa, &sl) != 0) {
-            rc = tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: bootstrap listener on port %d: %s", v->cfg.listen_port, strerror(errno));
+            rc = tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "tfrdv_verbs_create: bootstrap listener on listen_address %s: %s", cfg->listen_address, strerror(errno));
+            freeaddrinfo(ai);
             goto fail;
         }
-        v->listen_port = ntohs(sa.sin_port);
+        freeaddrinfo(ai);
+        v->listen_port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6*)&sa)->sin6_port : ((struct sockaddr_in*)&sa)->sin_port);
         fcntl(v->lfd, F_SETFL, fcntl(v->lfd, F_GETFL) | O_NONBLOCK);
         ev.data.ptr = &v->lfd;
         epoll_ctl(v->efd, EPOLL_CTL_ADD, v->lfd, &ev);
     }
-    if (v->cfg.progress_thread) {
+    if (v->cfg.num_threads >= 0) {
         v->thr_running = 1;
         if (pthread_create(&v->thr, 0, tfrdv_verbs__thread, v) != 0) {
             v->thr_running = 0;
@@ -3749,10 +4322,13 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__teardown(tfrdv_verbs* v) {
     tfrdv_verbs__free(&v->a, v->scratch, (size_t)v->cfg.ctrl_slot_size);
     tfrdv_verbs__free(&v->a, v->rxcopy, (size_t)v->cfg.ctrl_slot_size);
     v->scratch = v->rxcopy = 0;
+    tfrdv_verbs__free(&v->a, v->wt, v->wt_bytes);
+    v->wt = 0;
+    v->nwt = 0;
     tfrdv_verbs__unref(v); /* the owner's reference; a manager's vtable may hold more */
 }
 /* tfrdv_recv blocking in a callback of this transport's progress (its thread, or a host's
-   tfrdv_verbs_progress): the progress that would complete it is this very thread's, so it fails
+   tfrdv_verbs_poll): the progress that would complete it is this very thread's, so it fails
    now instead of waiting forever */
 TFRDV_VERBS__PRIVATE int tfrdv_verbs__t_wait(void* user, tfrdv_call* call, int64_t timeout_ns) {
     tfrdv_verbs* v = (tfrdv_verbs*)user;
@@ -3780,6 +4356,110 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__t_ref(void* user) {
     v->refs++;
     pthread_mutex_unlock(&v->mu);
 }
+/* tfrdv_transport.peer_incarnation: the incarnation the worker's bootstrap info carried. A
+   connected peer answers at once; otherwise this asks progress to connect it (the table's
+   address, as a fetch does) and waits, retrying after each back-off window, until timeout_ns. */
+TFRDV_VERBS__PRIVATE tfrdv_code tfrdv_verbs__peer_inc(void* user, tfrdv_mgr* mgr, tfrdv_str w, int64_t timeout_ns, uint64_t* inc,
+                                                      tfrdv_status* st) {
+    tfrdv_verbs* v = (tfrdv_verbs*)user;
+    char ew[4 * TFRDV_VERBS_WORKER_MAX], host[256], msg[TFRDV_STATUS_MSG_MAX];
+    int64_t now = tfrdv_now_ns(), end = timeout_ns < 0 ? INT64_MAX : now + timeout_ns;
+    tfrdv_code code = TFRDV_OK;
+    int port = 0;
+    (void)mgr;
+    tfrdv_escape(ew, sizeof ew, w.ptr, w.len < TFRDV_VERBS_WORKER_MAX ? w.len : TFRDV_VERBS_WORKER_MAX);
+    if (tfrdv_verbs__inside == v)
+        return tfrdv_verbs__err(st, TFRDV_FAILED_PRECONDITION, "verbs: asking %s's incarnation in a callback of this transport's "
+                                "progress would wait forever (the progress that answers is this thread's)", ew);
+    pthread_mutex_lock(&v->mu);
+    if (v->destroying) {
+        pthread_mutex_unlock(&v->mu);
+        return tfrdv_verbs__err(st, TFRDV_UNAVAILABLE, "verbs: worker %s: verbs transport destroyed", ew);
+    }
+    v->entered++; /* tfrdv_verbs_destroy waits until this has left */
+    msg[0] = 0;
+    for (;;) {
+        tfrdv_verbs__peer* p = tfrdv_verbs__find_peer(v, w.ptr, w.len);
+        if (v->destroying) { code = TFRDV_UNAVAILABLE; tfrdv_verbs__fmt(msg, sizeof msg, "verbs transport destroyed"); break; }
+        if (p && p->state == TFRDV_VERBS__PEER_UP) {
+            if (!p->remote.incarnation) {
+                code = TFRDV_UNAVAILABLE;
+                tfrdv_verbs__fmt(msg, sizeof msg, "it had no manager attached when it connected (incarnation 0): attach before connecting");
+                break;
+            }
+            *inc = p->remote.incarnation;
+            break;
+        }
+        if (!p && v->cfg.exchange) {
+            code = TFRDV_NOT_FOUND;
+            tfrdv_verbs__fmt(msg, sizeof msg, "not connected (with an exchange callback, tfrdv_verbs_connect it first)");
+            break;
+        }
+        if (!p) {
+            pthread_mutex_unlock(&v->mu);
+            code = tfrdv_verbs__lookup(v, w.ptr, w.len, host, sizeof host, &port, st);
+            pthread_mutex_lock(&v->mu);
+            if (code != TFRDV_OK) {
+                v->entered--;
+                if (v->destroying && v->entered == 0) pthread_cond_broadcast(&v->cv);
+                pthread_mutex_unlock(&v->mu);
+                return code; /* st: NOT_FOUND naming the worker, or a bad resolve answer */
+            }
+            if (!tfrdv_verbs__find_peer(v, w.ptr, w.len) && !tfrdv_verbs__placeholder(v, w.ptr, w.len, host, port)) {
+                code = TFRDV_RESOURCE_EXHAUSTED;
+                tfrdv_verbs__fmt(msg, sizeof msg, "out of memory");
+                break;
+            }
+            continue;
+        }
+        if (!tfrdv_verbs__can_reconnect(v, p)) {
+            code = p->broken.code ? (tfrdv_code)p->broken.code : TFRDV_UNAVAILABLE;
+            tfrdv_verbs__fmt(msg, sizeof msg, "%s", p->broken.msg);
+            break;
+        }
+        now = tfrdv_now_ns();
+        if (!p->pend && !p->want_reconnect && !p->yield_at && now >= p->retry_at) { /* (timeout 0: the attempt starts, the
+                                                                       answer comes to a later call) */
+            p->want_reconnect = v->want_reconnect = 1;
+            pthread_mutex_unlock(&v->mu);
+            tfrdv_verbs__wake(v);
+            pthread_mutex_lock(&v->mu);
+            continue;
+        }
+        if (now >= end) {
+            code = timeout_ns == 0 ? TFRDV_UNAVAILABLE : TFRDV_DEADLINE_EXCEEDED;
+            tfrdv_verbs__fmt(msg, sizeof msg, "did not answer%s%.200s", p->fresh && !p->fails ? "" : ": ", p->fresh && !p->fails ? "" : p->broken.msg);
+            break;
+        }
+        {
+            int64_t until = end, left;
+            if (!p->pend && p->retry_at > now && p->retry_at < until) until = p->retry_at;
+            if (until - now > 10000000) until = now + 10000000;
+            left = until - now;
+            if (v->has_thr) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                left += ts.tv_nsec;
+                ts.tv_sec += (time_t)(left / 1000000000);
+                ts.tv_nsec = (long)(left % 1000000000);
+                (void)pthread_cond_timedwait(&v->cv, &v->mu, &ts);
+            } else { /* host-driven: this thread progresses meanwhile */
+                pthread_mutex_unlock(&v->mu);
+                if (tfrdv_verbs_poll(v, left) == 0) { /* (another thread progresses, or nothing came) */
+                    struct timespec ts = {0, 1000000};
+                    nanosleep(&ts, 0);
+                }
+                pthread_mutex_lock(&v->mu);
+            }
+        }
+    }
+    v->entered--;
+    if (v->destroying && v->entered == 0) pthread_cond_broadcast(&v->cv);
+    pthread_mutex_unlock(&v->mu);
+    if (code != TFRDV_OK) return tfrdv_verbs__err(st, code, "verbs: worker %s: %s", ew, msg);
+    if (st) tfrdv_status_set(st, TFRDV_OK, "");
+    return TFRDV_OK;
+}
 TFRDV_API tfrdv_transport tfrdv_verbs_transport(tfrdv_verbs* v) {
     tfrdv_transport t;
     memset(&t, 0, sizeof t);
@@ -3790,6 +4470,7 @@ TFRDV_API tfrdv_transport tfrdv_verbs_transport(tfrdv_verbs* v) {
     t.wait = tfrdv_verbs__t_wait;
     t.destroy = tfrdv_verbs__t_destroy;
     t.ref = tfrdv_verbs__t_ref; /* each manager holds v until it goes (TRANSPORTS in tfrdv.h) */
+    t.peer_incarnation = tfrdv_verbs__peer_inc;
     return t;
 }
 TFRDV_API tfrdv_code tfrdv_verbs_attach(tfrdv_verbs* v, tfrdv_mgr* mgr, tfrdv_status* st) {
@@ -3803,7 +4484,7 @@ TFRDV_API tfrdv_code tfrdv_verbs_attach(tfrdv_verbs* v, tfrdv_mgr* mgr, tfrdv_st
     if (old) tfrdv_mgr_unref(old);
     return TFRDV_OK;
 }
-TFRDV_API int tfrdv_verbs_listen_port(const tfrdv_verbs* v) { return v ? v->listen_port : 0; }
+TFRDV_API int tfrdv_verbs_port(const tfrdv_verbs* v) { return v ? v->listen_port : 0; }
 TFRDV_API int tfrdv_verbs_fd(const tfrdv_verbs* v) { return v ? v->efd : -1; }
 TFRDV_API const char* tfrdv_verbs_describe(const tfrdv_verbs* v) { return v ? v->desc : ""; }
 TFRDV_API tfrdv_code tfrdv_verbs_register(tfrdv_verbs* v, void* ptr, size_t len, tfrdv_status* st) {
@@ -3843,6 +4524,7 @@ TFRDV_API void tfrdv_verbs_get_stats(tfrdv_verbs* v, tfrdv_verbs_stats* out) {
 #undef TFRDV_VERBS__INFO_MAGIC
 #undef TFRDV_VERBS__PAGE
 #undef TFRDV_VERBS__VERSION
+#undef TFRDV_VERBS__INFO_VERSION
 #undef TFRDV_VERBS__WR_CTRL
 #undef TFRDV_VERBS__WR_DATA
 #undef TFRDV_VERBS__WR_KIND

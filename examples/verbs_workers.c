@@ -1,10 +1,14 @@
 /* verbs_workers.c - a worker fetching tensors from a ps over RDMA (tfrdv_verbs.h): RC queue pairs,
    RDMA WRITE WITH IMMEDIATE straight into the receiver's buffer.
      verbs_workers                      both workers in this process (two RDMA contexts, one device)
-     verbs_workers ps PORT              the ps: listens on PORT, serves 5 steps, exits when the
-                                        worker disconnects
-     verbs_workers worker HOST:PORT     the worker: connects to the ps and fetches
-   Environment: TFRDV_VERBS_DEVICE (e.g. mlx5_0), TFRDV_VERBS_GID_INDEX (e.g. 3).
+     verbs_workers ps HOST:PORT         the ps: listens on HOST:PORT (an address of the private
+                                        RDMA network: there is no authentication, see SECURITY in
+                                        tfrdv_verbs.h), serves 5 steps, exits when the worker left
+     verbs_workers worker HOST:PORT     the worker: the ps's address goes in its worker table; the
+                                        first fetch connects; it asks the ps's incarnation
+                                        (tfrdv_mgr_peer_incarnation: the bootstrap carries it)
+   Environment: TFRDV_VERBS_DEVICE (e.g. mlx5_0), TFRDV_VERBS_GID (an index, "3", or the address
+   the GID holds, "10.0.0.5"; unset: automatic).
    Without an RDMA device (or without libibverbs) it says so and exits 0, so `make test` can run
    it anywhere; the README's verbs section shows how to run it on hardware and inside the Soft-RoCE guest. */
 #define TFRDV_IMPLEMENTATION
@@ -43,15 +47,20 @@ typedef struct node {
     tfrdv_verbs* v;
     tfrdv_mgr* m;
 } node;
-static int node_create(node* n, const char* name, int listen_port, tfrdv_status* st) {
-    tfrdv_verbs_config vc = tfrdv_verbs_config_init();
+/* listen: the ps's listener address (NULL: none); ps_address: the worker's table entry for the ps */
+static int node_create(node* n, const char* name, const char* listen, const char* ps_address, tfrdv_status* st) {
+    tfrdv_verbs_config vc = tfrdv_verbs_config_init(); /* zero everywhere: the defaults */
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
-    const char* gid = getenv("TFRDV_VERBS_GID_INDEX");
+    tfrdv_worker table[1];
+    table[0].name = PS;
+    table[0].address = ps_address;
     vc.worker_name = name;
     vc.device = getenv("TFRDV_VERBS_DEVICE");
-    vc.gid_index = gid ? atoi(gid) : -1;
-    vc.listen_port = listen_port;
-    vc.progress_thread = 1; /* or call tfrdv_verbs_progress() from your own loop */
+    vc.gid = getenv("TFRDV_VERBS_GID");
+    vc.listen_address = listen;
+    vc.workers = table; /* copied by create; tfrdv_cluster_from_env's table fits as it is */
+    vc.num_workers = ps_address ? 1 : 0;
+    /* vc.num_threads 0: one progress thread (-1: call tfrdv_verbs_poll() from your own loop) */
     if (tfrdv_verbs_create(&vc, &n->v, st) != TFRDV_OK) return 0;
     mc.worker_name = name;
     mc.transport = tfrdv_verbs_transport(n->v);
@@ -123,10 +132,18 @@ static void on_fetched(void* user, const tfrdv_status* st, const tfrdv_args* sa,
     pthread_cond_signal(&cv);
     pthread_mutex_unlock(&mu);
 }
-static int worker_fetch_all(node* w, uint64_t ps_incarnation) {
+static int worker_fetch_all(node* w) {
     static xfer xs[STEPS][NT];
     int64_t step;
     int t;
+    uint64_t ps_incarnation = 0;
+    tfrdv_status ist;
+    /* the ps's incarnation goes in every key: its bootstrap carries it (this connects to the ps,
+       waiting up to 30 s for it to come up) */
+    if (tfrdv_mgr_peer_incarnation(w->m, PS, (int64_t)30 * 1000000000, &ps_incarnation, &ist) != TFRDV_OK) {
+        printf("worker: %s %s\n", tfrdv_code_str(ist.code), ist.msg);
+        return 0;
+    }
     for (step = 1; step <= STEPS; step++) {
         tfrdv_rendezvous* r = 0;
         tfrdv_status st;
@@ -165,16 +182,14 @@ static int unavailable(const tfrdv_status* st) {
 int main(int argc, char** argv) {
     node ps, wk;
     tfrdv_status st;
+    char addr[64];
     memset(&ps, 0, sizeof ps);
     memset(&wk, 0, sizeof wk);
-    if (argc == 3 && strcmp(argv[1], "ps") == 0) {
-        /* the ps answers from its progress thread; it knows its incarnation, the worker gets it
-           from the command line in this toy (TensorFlow gets it from the cluster's device list) */
-        if (!node_create(&ps, PS, atoi(argv[2]), &st)) return st.code == TFRDV_UNAVAILABLE ? unavailable(&st) : 1;
+    if (argc == 3 && strcmp(argv[1], "ps") == 0) { /* the ps answers from its progress thread */
+        if (!node_create(&ps, PS, argv[2], NULL, &st)) return st.code == TFRDV_UNAVAILABLE ? unavailable(&st) : 1;
         if (!ps_send_all(&ps)) return 1;
-        printf("ps on %s, port %d, incarnation %llu: waiting for the worker\n", tfrdv_verbs_describe(ps.v),
-               tfrdv_verbs_listen_port(ps.v), (unsigned long long)tfrdv_mgr_incarnation(ps.m));
-        printf("  run: verbs_workers worker HOST:%d %llu\n", tfrdv_verbs_listen_port(ps.v), (unsigned long long)tfrdv_mgr_incarnation(ps.m));
+        printf("ps on %s, port %d: waiting for the worker (verbs_workers worker HOST:%d)\n", tfrdv_verbs_describe(ps.v),
+               tfrdv_verbs_port(ps.v), tfrdv_verbs_port(ps.v));
         for (;;) { /* until the worker has connected and gone again */
             tfrdv_verbs_stats s;
             struct timespec ts = {0, 100000000};
@@ -185,34 +200,26 @@ int main(int argc, char** argv) {
         node_destroy(&ps);
         return 0;
     }
-    if (argc == 4 && strcmp(argv[1], "worker") == 0) {
-        char host[256];
-        const char* colon = strrchr(argv[2], ':');
-        if (!colon || (size_t)(colon - argv[2]) >= sizeof host) return 2;
-        memcpy(host, argv[2], (size_t)(colon - argv[2]));
-        host[colon - argv[2]] = 0;
-        if (!node_create(&wk, WORKER, -1, &st)) return st.code == TFRDV_UNAVAILABLE ? unavailable(&st) : 1;
-        if (tfrdv_verbs_connect(wk.v, PS, host, atoi(colon + 1), &st) != TFRDV_OK) {
-            printf("connect: %s\n", st.msg);
-            return 1;
-        }
-        if (!worker_fetch_all(&wk, strtoull(argv[3], 0, 10))) return 1;
+    if (argc == 3 && strcmp(argv[1], "worker") == 0) { /* no listener: it only connects */
+        if (!node_create(&wk, WORKER, NULL, argv[2], &st)) return st.code == TFRDV_UNAVAILABLE ? unavailable(&st) : 1;
+        if (!worker_fetch_all(&wk)) return 1;
         node_destroy(&wk);
         printf("summary: %d/%d tensors intact\n", good, STEPS * NT);
         return bad ? 1 : 0;
     }
     if (argc != 1) {
-        fprintf(stderr, "usage: %s | %s ps PORT | %s worker HOST:PORT PS_INCARNATION\n", argv[0], argv[0], argv[0]);
+        fprintf(stderr, "usage: %s | %s ps HOST:PORT | %s worker HOST:PORT\n", argv[0], argv[0], argv[0]);
         return 2;
     }
-    /* both workers in this process */
-    if (!node_create(&ps, PS, 0, &st)) return st.code == TFRDV_UNAVAILABLE ? unavailable(&st) : 1;
-    if (!node_create(&wk, WORKER, -1, &st) || tfrdv_verbs_connect(wk.v, PS, "127.0.0.1", tfrdv_verbs_listen_port(ps.v), &st) != TFRDV_OK) {
+    /* both workers in this process: the ps on a free loopback port, in the worker's table */
+    if (!node_create(&ps, PS, "127.0.0.1:0", NULL, &st)) return st.code == TFRDV_UNAVAILABLE ? unavailable(&st) : 1;
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", tfrdv_verbs_port(ps.v));
+    if (!node_create(&wk, WORKER, NULL, addr, &st)) {
         printf("worker: %s\n", st.msg);
         return 1;
     }
     printf("device: %s\nthe ps sends %d tensors per step; the worker fetches them over RDMA\n", tfrdv_verbs_describe(wk.v), NT);
-    if (!ps_send_all(&ps) || !worker_fetch_all(&wk, tfrdv_mgr_incarnation(ps.m))) return 1;
+    if (!ps_send_all(&ps) || !worker_fetch_all(&wk)) return 1;
     node_destroy(&wk);
     node_destroy(&ps);
     printf("summary: %d/%d tensors intact\n", good, STEPS * NT);

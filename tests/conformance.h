@@ -142,7 +142,7 @@ typedef struct conf_transport {
     /* X_destroy every transport object make created (skip NULL ones). Called once per world:
        before the managers are destroyed, after them, or from inside a receive callback. */
     void (*destroy_transport)(conf_world* w);
-    /* optional: drive a host-driven transport once (tfrdv_verbs_progress, a poll loop), briefly */
+    /* optional: drive a host-driven transport once (tfrdv_verbs_poll, a poll loop), briefly */
     void (*poll)(conf_world* w);
     void* user; /* yours; make sees it as w->t->user */
 } conf_transport;

@@ -7,7 +7,7 @@
    The sender has every value buffered before the receiver asks (a fetch = one REQUEST + one RDMA
    WRITE WITH IMMEDIATE into a pre-registered receive pool). Like perftest, each process busy-polls
    on one thread: the sender with its progress thread, the receiver by calling
-   tfrdv_verbs_progress from the thread that waits (host-driven progress). A fetch is a round trip; ib_write_lat reports half a round trip (one write). */
+   tfrdv_verbs_poll from the thread that waits (host-driven progress). A fetch is a round trip; ib_write_lat reports half a round trip (one write). */
 #define TFRDV_IMPLEMENTATION
 #include "tfrdv.h"
 #define TFRDV_VERBS_IMPLEMENTATION
@@ -31,7 +31,8 @@ static int mk(worker* w, const char* name, int thread, int busy, tfrdv_status* s
     tfrdv_verbs_config vc = tfrdv_verbs_config_init();
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
     vc.worker_name = name;
-    vc.progress_thread = thread;
+    vc.num_threads = thread ? 0 : -1;
+    vc.listen_address = "127.0.0.1:0";
     if (busy) vc.spin_ns = (int64_t)3600 * 1000000000; /* busy-poll, like perftest */
     vc.max_requests = 64;
     if (tfrdv_verbs_create(&vc, &w->v, st) != TFRDV_OK) return 0;
@@ -97,7 +98,7 @@ static int sender(int ready_fd, int port_fd, int mode) {
     for (s = 0; s < 3; s++)
         if (s == mode)
             for (i = 0; i < bw[s].iters; i++) send_one(&w, 2000000 + s * 100000 + i, s == 0 ? "bw1" : s == 1 ? "bw16" : "bw64", bw[s].size);
-    dprintf(port_fd, "%d\n", tfrdv_verbs_listen_port(w.v));
+    dprintf(port_fd, "%d\n", tfrdv_verbs_port(w.v));
     if (read(ready_fd, &c, 1) < 0) return 1; /* until the receiver is done */
     tfrdv_mgr_destroy(w.m);
     tfrdv_verbs_destroy(w.v);
@@ -157,11 +158,11 @@ static int recv_one(tfrdv_rendezvous* r, const char* edge, const tfrdv_args* arg
 }
 /* host-driven progress while waiting, yielding like the companion thread does */
 static void spin(worker* w) {
-    if (tfrdv_verbs_progress(w->v, 0) == 0) sched_yield();
+    if (tfrdv_verbs_poll(w->v, 0) == 0) sched_yield();
 }
 /* throughput phases: the receiver sleeps on the completion channel instead (as ib_write_bw's
    passive side does), leaving the CPU to the sender and to the kernel's RDMA work */
-static void wait_events(worker* w) { tfrdv_verbs_progress(w->v, 2000000); }
+static void wait_events(worker* w) { tfrdv_verbs_poll(w->v, 2000000); }
 static int cmp_i64(const void* a, const void* b) {
     int64_t x = *(const int64_t*)a, y = *(const int64_t*)b;
     return x < y ? -1 : x > y;

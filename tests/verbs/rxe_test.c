@@ -66,7 +66,7 @@ static int child_main(int rfd, int wfd, int ctrl_slots) {
         return 1;
     }
     start_dumper(&b);
-    dprintf(wfd, "port %d\n", tfrdv_verbs_listen_port(b.v));
+    dprintf(wfd, "port %d\n", tfrdv_verbs_port(b.v));
     while (fgets(line, sizeof line, in)) {
         long long step;
         int dst, dtype, seed, dead, rank, n, off, i;
@@ -248,7 +248,6 @@ static void test_faults(void) {
         c2 = tfrdv_verbs_config_init();
         c2.worker_name = f.name;
         c2.library = cfg_lib;
-        c2.progress_thread = 1;
         TT_CHECK(tfrdv_verbs_create(&c2, &f.v, &st) == TFRDV_OK);
         if (!f.v) return;
         mc.worker_name = f.name;
@@ -335,7 +334,6 @@ static void test_exchange_callback(void) {
         tfrdv_mgr_config mc = tfrdv_mgr_config_init();
         snprintf(xw[i].name, sizeof xw[i].name, "/job:w/replica:0/task:%d", 10 + i);
         vc.worker_name = xw[i].name;
-        vc.progress_thread = 1;
         vc.exchange = xchg;
         vc.exchange_user = (void*)(intptr_t)i;
         TT_CHECK(tfrdv_verbs_create(&vc, &xw[i].v, &st) == TFRDV_OK);
@@ -343,7 +341,7 @@ static void test_exchange_callback(void) {
         mc.incarnation = INC;
         mc.transport = tfrdv_verbs_transport(xw[i].v);
         TT_CHECK(tfrdv_mgr_create(&mc, &xw[i].m, &st) == TFRDV_OK && tfrdv_verbs_attach(xw[i].v, xw[i].m, &st) == TFRDV_OK);
-        TT_CHECK_EQ_INT(tfrdv_verbs_listen_port(xw[i].v), 0); /* no TCP listener */
+        TT_CHECK_EQ_INT(tfrdv_verbs_port(xw[i].v), 0); /* no TCP listener */
     }
     pthread_create(&t, 0, xconnect, (void*)(intptr_t)1);
     ok1 = (intptr_t)xconnect((void*)(intptr_t)0);
@@ -746,7 +744,7 @@ static void dead_peer(int sig) {
         char t[16], port[16], fd[16];
         close(p[0]);
         snprintf(t, sizeof t, "%d", task);
-        snprintf(port, sizeof port, "%d", tfrdv_verbs_listen_port(A.v));
+        snprintf(port, sizeof port, "%d", tfrdv_verbs_port(A.v));
         snprintf(fd, sizeof fd, "%d", p[1]);
         execl("/proc/self/exe", "rxe_test", "--peer", t, port, fd, (char*)0);
         _exit(127);

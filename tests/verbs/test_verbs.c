@@ -198,12 +198,24 @@ static void test_info(void) {
     a.ctrl_slots = 64;
     a.ctrl_slot_size = 4096;
     a.max_requests = 256;
+    a.incarnation = 0x0123456789abcdefULL;
     strcpy(a.worker, "/job:w/replica:0/task:1");
     n = tfrdv_verbs_info_encode(&a, buf, sizeof buf);
-    TT_CHECK_EQ_INT(n, 64 + strlen(a.worker));
+    TT_CHECK_EQ_INT(n, 72 + strlen(a.worker));
     TT_CHECK_EQ_INT(tfrdv_verbs_info_decode(buf, n, &b, &st), TFRDV_OK);
     TT_CHECK(memcmp(&a, &b, sizeof a) == 0);
-    TT_CHECK_EQ_INT(tfrdv_verbs_info_encode(&a, buf, 70), 0);
+    TT_CHECK(b.incarnation == 0x0123456789abcdefULL);
+    TT_CHECK_EQ_INT(tfrdv_verbs_info_encode(&a, buf, 80), 0);
+    n = tfrdv_verbs_info_encode(&a, buf, sizeof buf);
+    /* a version-1 peer (no incarnation): refused naming both versions */
+    tfrdv_verbs__put16(buf + 4, 1);
+    TT_CHECK_EQ_INT(tfrdv_verbs_info_decode(buf, n, &b, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "protocol version 1; this side speaks 2");
+    TT_CHECK_EQ_INT(tfrdv_verbs_info_decode(buf, 64, &b, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "protocol version 1");
+    tfrdv_verbs__put16(buf + 4, 2);
+    TT_CHECK_EQ_INT(tfrdv_verbs_info_decode(buf, 71, &b, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "shorter than 72 bytes");
     TT_CHECK_EQ_INT(tfrdv_verbs_info_decode(buf, n - 1, &b, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_CONTAINS(st.msg, "worker name length");
     buf[0] ^= 1;
@@ -513,6 +525,8 @@ static tfrdv_allocator si_alloc, si_mgr_alloc; /* and allocates through these */
 static int64_t si_call_timeout_ns;              /* and times calls out after this (0: 20 s) */
 static int64_t si_backoff_ns; /* and uses this reconnect_backoff_ns */
 static tfrdv_logger si_logger; /* and logs through this */
+static const tfrdv_worker* si_workers; /* and has this worker table */
+static size_t si_nworkers;
 /* a worker on the stand-in libibverbs */
 static int siw_make(worker* w, int task, int thread, int port, int64_t connect_timeout_ns) {
     wopts o;
@@ -528,6 +542,10 @@ static int siw_make(worker* w, int task, int thread, int port, int64_t connect_t
     o.alloc = si_alloc;
     o.mgr_alloc = si_mgr_alloc;
     o.logger = si_logger;
+    o.workers = si_workers;
+    o.num_workers = si_nworkers;
+    si_workers = 0;
+    si_nworkers = 0;
     memset(&si_logger, 0, sizeof si_logger);
     si_backoff_ns = 0;
     si_call_timeout_ns = 0;
@@ -696,7 +714,7 @@ static void test_standin_fetch(void) {
     tfrdv_status st;
     if (!standin_ok()) return;
     TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
-    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
     TT_CHECK(si_send(&b, 0, 1, "small", 100, 1) && si_send(&b, 0, 1, "big", 1 << 20, 2));
     TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 1, "small", &f), TFRDV_OK);
     TT_CHECK(si_bytes_ok(f.val, 100, 1));
@@ -720,15 +738,15 @@ static void test_bootstrap_silent_peer(void) {
     tfrdv_verbs_stats s;
     if (!standin_ok()) return;
     TT_CHECK(siw_make(&a, 0, 0, 0, (int64_t)2 * 1000000000));
-    silent = tcp_to(tfrdv_verbs_listen_port(a.v));
-    good = tcp_to(tfrdv_verbs_listen_port(a.v));
+    silent = tcp_to(tfrdv_verbs_port(a.v));
+    good = tcp_to(tfrdv_verbs_port(a.v));
     TT_CHECK(silent >= 0 && good >= 0);
     n = hello(fr, sizeof fr, "/job:h/replica:0/task:1");
     TT_CHECK(send(good, fr, n, 0) == (ssize_t)n);
     /* the host's progress loop; the good peer reads the listener's reply as it comes */
     for (i = 0; i < 2000; i++) {
         ssize_t k;
-        tfrdv_verbs_progress(a.v, 1000000);
+        tfrdv_verbs_poll(a.v, 1000000);
         k = recv(good, rep + got, sizeof rep - got, MSG_DONTWAIT);
         if (k > 0) got += (size_t)k;
         if (got >= 4 && got >= 4 + (size_t)tfrdv_verbs__get32(rep)) {
@@ -738,13 +756,50 @@ static void test_bootstrap_silent_peer(void) {
     }
     TT_CHECK(got >= 4 && got == 4 + (size_t)tfrdv_verbs__get32(rep)); /* the good peer was answered */
     TT_CHECK_EQ_INT(st0, 0);                                         /* while the silent one waits */
-    tfrdv_verbs_get_stats(a.v, &s);
+    TT_CHECK(send(good, "\0\0\0\0", 4, 0) == 4); /* READY: the good peer goes live */
+    for (i = 0; i < 2000; i++) {
+        tfrdv_verbs_poll(a.v, 1000000);
+        tfrdv_verbs_get_stats(a.v, &s);
+        if (s.peers == 1) break;
+    }
     TT_CHECK_EQ_INT(s.peers, 1);
+    TT_CHECK_EQ_INT(peer_state(silent), 0);
     /* the silent one goes once its exchange passed connect_timeout_ns */
-    for (i = 0; i < 10000 && peer_state(silent) == 0; i++) tfrdv_verbs_progress(a.v, 1000000);
+    for (i = 0; i < 10000 && peer_state(silent) == 0; i++) tfrdv_verbs_poll(a.v, 1000000);
     TT_CHECK_EQ_INT(peer_state(silent), 1);
     close(silent);
     close(good);
+    rm_worker(&a);
+}
+
+/* Issue 28: after the listener's answer the connecting side sends READY (u32 0) before the
+   accepting side goes live; anything else there drops the exchange (no peer is published) */
+static void test_bootstrap_bad_ready(void) {
+    worker a;
+    int fd, i;
+    uint8_t fr[TFRDV_VERBS_INFO_MAX + 4], rep[TFRDV_VERBS_INFO_MAX + 4], bad[4] = {7, 0, 0, 0};
+    size_t n = hello(fr, sizeof fr, "/job:h/replica:0/task:5");
+    tfrdv_verbs_stats s;
+    if (!standin_ok()) return;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0));
+    fd = tcp_to(tfrdv_verbs_port(a.v));
+    TT_CHECK(fd >= 0);
+    if (fd >= 0) {
+        struct timeval tv = {10, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        TT_CHECK(send(fd, fr, n, 0) == (ssize_t)n && recv(fd, rep, 4, MSG_WAITALL) == 4);
+        tfrdv_verbs_get_stats(a.v, &s);
+        TT_CHECK_EQ_INT(s.peers, 0); /* answered, not live before READY */
+        TT_CHECK(send(fd, bad, 4, 0) == 4);
+        for (i = 0; i < 10000; i++) {
+            tfrdv_verbs_get_stats(a.v, &s);
+            if (s.bootstraps_dropped) break;
+            sleep_ms(1);
+        }
+        TT_CHECK_EQ_INT(s.bootstraps_dropped, 1);
+        TT_CHECK_EQ_INT(s.peers, 0);
+        close(fd);
+    }
     rm_worker(&a);
 }
 
@@ -794,10 +849,10 @@ static void test_bootstrap_dripping_peer(void) {
     memset(&d, 0, sizeof d);
     pthread_mutex_init(&d.mu, 0);
     d.n = hello(d.fr, sizeof d.fr, "/job:h/replica:0/task:2");
-    d.fd = tcp_to(tfrdv_verbs_listen_port(a.v));
+    d.fd = tcp_to(tfrdv_verbs_port(a.v));
     TT_CHECK(d.fd >= 0 && d.n > 80);
     TT_CHECK(pthread_create(&t, 0, drip, &d) == 0);
-    for (i = 0; i < 100000 && !drip_done(&d); i++) tfrdv_verbs_progress(a.v, 1000000);
+    for (i = 0; i < 100000 && !drip_done(&d); i++) tfrdv_verbs_poll(a.v, 1000000);
     pthread_join(t, 0);
     pthread_mutex_destroy(&d.mu);
     printf("    frame of %zu bytes: listener closed after %zu\n", d.n, d.closed_at);
@@ -868,10 +923,12 @@ static void test_closed_connections_freed(void) {
     mrs0 = standin_live_mrs();
     rss0 = rss_kib();
     for (i = 0; i < 300; i++) {
-        int fd = tcp_to(tfrdv_verbs_listen_port(a.v));
+        int fd = tcp_to(tfrdv_verbs_port(a.v));
         struct timeval tv = {10, 0};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        if (fd >= 0 && send(fd, fr, n, 0) == (ssize_t)n && recv(fd, rep, 4, MSG_WAITALL) == 4) answered++;
+        if (fd >= 0 && send(fd, fr, n, 0) == (ssize_t)n && recv(fd, rep, 4, MSG_WAITALL) == 4 &&
+            recv(fd, rep + 4, tfrdv_verbs__get32(rep), MSG_WAITALL) == (ssize_t)tfrdv_verbs__get32(rep) && send(fd, "\0\0\0\0", 4, 0) == 4)
+            answered++; /* the info answered, READY sent: the peer is live until the close */
         close(fd);
         for (k = 0; k < 10000; k++) { /* until the listener saw the close */
             tfrdv_verbs_get_stats(a.v, &s);
@@ -912,7 +969,7 @@ static void test_broken_while_serving(void) {
     if (!standin_ok()) return;
     si_corrupt = 1;
     TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
-    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
     TT_CHECK(si_fetch_start(&a, 1, 7, "later", &pending)); /* b serves it: no value yet */
     TT_CHECK(si_send(&b, 0, 7, "now", 4096, 3));
     TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 7, "now", &bad), TFRDV_UNAVAILABLE);
@@ -947,7 +1004,7 @@ static void test_reconnect(void) {
     if (!standin_ok()) return;
     si_backoff_ns = 1000000000; /* wide enough for the next call to fall inside it under sanitizers */
     TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
-    bport = tfrdv_verbs_listen_port(b.v);
+    bport = tfrdv_verbs_port(b.v);
     TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", bport, &st) == TFRDV_OK);
     TT_CHECK(si_send(&b, 0, 1, "e", 1000, 1));
     TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 1, "e", &f), TFRDV_OK);
@@ -1035,7 +1092,7 @@ static void test_destroy_transport_first(void) {
     tfrdv_status st;
     if (!standin_ok()) return;
     TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
-    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
     TT_CHECK(si_send(&b, 0, 1, "warm", 100, 1));
     TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 1, "warm", &f), TFRDV_OK); /* the pair works */
     TT_CHECK(si_bytes_ok(f.val, 100, 1));
@@ -1057,7 +1114,7 @@ static void test_destroy_transport_first(void) {
     tfrdv_mgr_destroy(a.m); /* drops the vtable's reference: the transport's memory goes now */
     /* b: a fetch of a new a is in flight, being served by b, when b's transport goes first */
     TT_CHECK(siw_make(&a, 0, 1, 0, 0));
-    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
     TT_CHECK(si_fetch_start(&a, 1, 4, "later", &f));
     tfrdv_verbs_destroy(b.v);
     TT_CHECK_EQ_INT(si_fetch_end(&f), TFRDV_UNAVAILABLE); /* the peer went away */
@@ -1099,7 +1156,7 @@ static void test_destroy_while_fetching(void) {
     int i, k, ok = 0, unavailable = 0, other = 0;
     if (!standin_ok()) return;
     TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
-    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
     for (k = 0; k < 2; k++)
         for (i = 0; i < DW_N; i += 2) { /* half the values exist */
             char e[32];
@@ -1137,14 +1194,14 @@ static void test_destroy_while_fetching(void) {
 }
 
 /* tfrdv_verbs_destroy from a receive callback, wherever callbacks run: the progress thread, a
-   host's tfrdv_verbs_progress, and start_call failing inline (no connection to the worker): it
+   host's tfrdv_verbs_poll, and start_call failing inline (no connection to the worker): it
    returns at once, the last thread to leave the transport shuts it down, the other fetch in
    flight fails UNAVAILABLE exactly once and a later fetch fails at once */
 /* 1 once a callback set *flag (at most ~20 s), progressing a host-driven worker meanwhile (host) */
 static int flag_wait(int* flag, worker* host) {
     int i;
     for (i = 0; i < 20000 && !__atomic_load_n(flag, __ATOMIC_ACQUIRE); i++) {
-        if (host) tfrdv_verbs_progress(host->v, 1000000);
+        if (host) tfrdv_verbs_poll(host->v, 1000000);
         else sleep_ms(1);
     }
     return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
@@ -1162,7 +1219,7 @@ static void vd_done(void* user, const tfrdv_status* st, const tfrdv_args* sa, co
     tfrdv_verbs_destroy(d->v);
     __atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
 }
-static void destroy_from_callback(int kind) { /* 0: progress thread, 1: tfrdv_verbs_progress, 2: inline */
+static void destroy_from_callback(int kind) { /* 0: progress thread, 1: tfrdv_verbs_poll, 2: inline */
     worker a, b;
     vdcb d;
     si_fetch other, after;
@@ -1175,16 +1232,17 @@ static void destroy_from_callback(int kind) { /* 0: progress thread, 1: tfrdv_ve
     memset(&d, 0, sizeof d);
     TT_CHECK(siw_make(&a, 0, kind != 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
     d.v = a.v;
-    if (kind != 2) TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
-    TT_CHECK(si_fetch_start(&a, 1, 1, "vd_never", &other)); /* kind 2: fails at once, no connection */
+    if (kind != 2) TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(si_fetch_start(&a, 1, 1, "vd_never", &other)); /* kind 2: fails at once, NOT_FOUND: not
+                                                                  connected, no address */
     mk_key(&k, kb, sizeof kb, kind == 2 ? 5 : 1, 0, "vd");
     TT_CHECK(tfrdv_mgr_find(a.m, 1, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k, 0, vd_done, &d, &st), TFRDV_OK);
     if (kind != 2) TT_CHECK(si_send(&b, 0, 1, "vd", 64, 3));
     TT_CHECK(flag_wait(&d.done, kind == 1 ? &a : 0)); /* destroy returned inside the callback */
-    TT_CHECK_EQ_INT(d.code, kind == 2 ? TFRDV_UNAVAILABLE : TFRDV_OK);
-    TT_CHECK_EQ_INT(si_fetch_end(&other), TFRDV_UNAVAILABLE);
-    if (kind == 1) TT_CHECK_EQ_INT(tfrdv_verbs_progress(a.v, 0), 0); /* shut down: nothing more */
+    TT_CHECK_EQ_INT(d.code, kind == 2 ? TFRDV_NOT_FOUND : TFRDV_OK);
+    TT_CHECK_EQ_INT(si_fetch_end(&other), kind == 2 ? TFRDV_NOT_FOUND : TFRDV_UNAVAILABLE);
+    if (kind == 1) TT_CHECK_EQ_INT(tfrdv_verbs_poll(a.v, 0), 0); /* shut down: nothing more */
     TT_CHECK(si_fetch_start(&a, 1, 1, "vd_after", &after));
     TT_CHECK_EQ_INT(si_fetch_end(&after), TFRDV_UNAVAILABLE);
     TT_CHECK_CONTAINS(after.st.msg, "destroyed");
@@ -1203,7 +1261,7 @@ static void test_destroy_from_progress_callback(void) { destroy_from_callback(1)
 static void test_destroy_from_start_call_callback(void) { destroy_from_callback(2); }
 
 /* a blocking tfrdv_recv inside a receive callback of the progress (its thread, a host's
-   tfrdv_verbs_progress) could never complete: it fails FAILED_PRECONDITION at once, and the
+   tfrdv_verbs_poll) could never complete: it fails FAILED_PRECONDITION at once, and the
    transport goes on working */
 typedef struct vnest {
     worker* w;
@@ -1246,7 +1304,7 @@ static void blocking_recv_in_callback(int host) {
     memset(&n, 0, sizeof n);
     TT_CHECK(siw_make(&a, 0, !host, 0, 0) && siw_make(&b, 1, 1, 0, 0));
     n.w = &a;
-    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
     mk_key(&k, kb, sizeof kb, 1, 0, "vn_outer");
     TT_CHECK(tfrdv_mgr_find(a.m, 1, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k, 0, vnest_done, &n, &st), TFRDV_OK);
@@ -1263,7 +1321,7 @@ static void blocking_recv_in_callback(int host) {
         calls = f.calls;
         pthread_mutex_unlock(&f.mu);
         if (calls) break;
-        tfrdv_verbs_progress(a.v, 1000000);
+        tfrdv_verbs_poll(a.v, 1000000);
     }
     TT_CHECK_EQ_INT(si_fetch_end(&f), TFRDV_OK);
     TT_CHECK(si_bytes_ok(f.val, 64, 5));
@@ -1322,7 +1380,7 @@ static void test_allocator_counts(void) {
     si_alloc = fx_alloc_hooks(&fb).allocator;
     si_mgr_alloc = fx_alloc_hooks(&fmb).allocator;
     TT_CHECK(siw_make(&b, 1, 1, 0, 0));
-    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
     for (i = 0; i < 3; i++) { /* the same key, its shape changing: METADATA, RE-REQUEST */
         uint64_t n = i == 1 ? 1 << 20 : 100 + (uint64_t)i;
         TT_CHECK(si_send(&b, 0, 1 + i, "t", n, i));
@@ -1399,7 +1457,7 @@ static long fail_run(int who, long fail_at) {
         ok = fl.failed == 1;
         goto done;
     }
-    if (tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_listen_port(b.v), &st) != TFRDV_OK) {
+    if (tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) != TFRDV_OK) {
         ok = st.code == TFRDV_RESOURCE_EXHAUSTED || (who == 1 && st.code == TFRDV_UNAVAILABLE);
         if (!ok) printf("    fail_at %ld: connect: %s\n", fail_at, st.msg);
         goto done;
@@ -1502,7 +1560,7 @@ static void test_exactly_once(void) {
     int t;
     if (!standin_ok()) return;
     TT_CHECK(siw_make(&w[0], 0, 1, 0, 0) && siw_make(&w[1], 1, 1, 0, 0));
-    TT_CHECK(tfrdv_verbs_connect(w[0].v, w[1].name, "127.0.0.1", tfrdv_verbs_listen_port(w[1].v), &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_verbs_connect(w[0].v, w[1].name, "127.0.0.1", tfrdv_verbs_port(w[1].v), &st) == TFRDV_OK);
     for (t = 0; t < EO_T; t++) {
         char e[16];
         snprintf(e, sizeof e, "eo%d", t);
@@ -1563,7 +1621,7 @@ static void test_hostile_bytes_escaped(void) {
     si_logger.fn = esc_log;
     TT_CHECK(siw_make(&a, 0, 1, 0, 0));
     /* the hostile bootstrap peer: its hello, then the 'B' frame, then it closes */
-    fd = tcp_to(tfrdv_verbs_listen_port(a.v));
+    fd = tcp_to(tfrdv_verbs_port(a.v));
     TT_CHECK(fd >= 0);
     tfrdv_verbs__put32(bye, (uint32_t)(5 + wl));
     bye[4] = 'B';
@@ -1573,6 +1631,7 @@ static void test_hostile_bytes_escaped(void) {
         struct timeval tv = {10, 0};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         TT_CHECK(send(fd, fr, n, 0) == (ssize_t)n && recv(fd, rep, 4, MSG_WAITALL) == 4);
+        TT_CHECK(send(fd, "\0\0\0\0", 4, 0) == 4); /* READY */
         TT_CHECK(send(fd, bye, 9 + wl, 0) == (ssize_t)(9 + wl));
         close(fd);
     }
@@ -1584,7 +1643,7 @@ static void test_hostile_bytes_escaped(void) {
     TT_CHECK_EQ_INT(s.peers_broken, 1);
     /* a serving worker's status message with the same bytes reaches the receiver's status */
     TT_CHECK(siw_make(&b, 1, 1, 0, 0) && siw_make(&c, 2, 1, 0, 0));
-    TT_CHECK(tfrdv_verbs_connect(b.v, c.name, "127.0.0.1", tfrdv_verbs_listen_port(c.v), &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_verbs_connect(b.v, c.name, "127.0.0.1", tfrdv_verbs_port(c.v), &st) == TFRDV_OK);
     TT_CHECK(tfrdv_mgr_find(c.m, 4, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK);
     if (r) {
         tfrdv_abort(r, TFRDV_ABORTED, why);
@@ -1609,6 +1668,379 @@ static void test_hostile_bytes_escaped(void) {
     TT_CHECK(seen_nl >= 1);
     TT_CHECK(seen_esc >= 1);
 }
+#ifdef TT_HAVE_IBV
+/* Issue 28: every malformed field is refused by create, INVALID_ARGUMENT naming it (before any
+   device is touched: the library named here does not exist, so a field let through fails
+   UNAVAILABLE instead and the check sees it) */
+static void refused(const tfrdv_verbs_config* c, const char* field) {
+    tfrdv_verbs* v = 0;
+    tfrdv_status st;
+    tfrdv_code rc = tfrdv_verbs_create(c, &v, &st);
+    if (rc != TFRDV_INVALID_ARGUMENT || !strstr(st.msg, field)) printf("    %s: got %d \"%s\"\n", field, (int)rc, st.msg);
+    TT_CHECK_EQ_INT(rc, TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, field);
+    TT_CHECK(v == 0);
+    if (v) tfrdv_verbs_destroy(v);
+}
+static void test_config_refused(void) {
+    static const tfrdv_worker bad_name[1] = {{"/job:w/task:1", "127.0.0.1:5000"}};
+    static const tfrdv_worker bad_addr[1] = {{"/job:w/replica:0/task:1", "127.0.0.1"}};
+    static const tfrdv_worker bare_v6[1] = {{"/job:w/replica:0/task:1", "::1:5000"}};
+    static const tfrdv_worker zero_port[1] = {{"/job:w/replica:0/task:1", "h1:0"}};
+    static const tfrdv_worker no_addr[1] = {{"/job:w/replica:0/task:1", 0}};
+    tfrdv_verbs_config base = tfrdv_verbs_config_init(), c;
+    tfrdv_verbs* v = 0;
+    tfrdv_status st;
+    base.worker_name = "/job:w/replica:0/task:0";
+    base.library = "libtfrdv-no-such-verbs.so.1";
+    TT_CHECK_EQ_INT(tfrdv_verbs_create(&base, &v, &st), TFRDV_UNAVAILABLE); /* the base is fine */
+#define TT_BAD(stmt, field) do { c = base; stmt; refused(&c, field); } while (0)
+    TT_BAD(c.worker_name = "/job:w/task:0", "worker_name");
+    TT_BAD(c.worker_name = "/job:w/replica:00/task:0", "worker_name");
+    TT_BAD(c.num_threads = -2, "num_threads");
+    TT_BAD(c.port = 256, "port");
+    TT_BAD(c.port = -1, "port");
+    TT_BAD(c.mtu = 300, "mtu");
+    TT_BAD(c.mtu = 8192, "mtu");
+    TT_BAD(c.mtu = 128, "mtu");
+    TT_BAD(c.ctrl_slots = 3, "ctrl_slots");
+    TT_BAD(c.ctrl_slots = -1, "ctrl_slots");
+    TT_BAD(c.ctrl_slot_size = 100, "ctrl_slot_size");
+    TT_BAD(c.ctrl_slot_size = -4096, "ctrl_slot_size");
+    TT_BAD(c.max_requests = -1, "max_requests");
+    TT_BAD(c.max_requests = 40000, "max_requests");
+    TT_BAD(c.connect_timeout_ns = -1, "connect_timeout_ns");
+    TT_BAD(c.keepalive_ns = -5, "keepalive_ns");
+    TT_BAD(c.peer_timeout_ns = -1, "peer_timeout_ns");
+    TT_BAD(c.meta_cache_max = -1, "meta_cache_max");
+    TT_BAD(c.reg_cache_keep_idle = 2, "reg_cache_keep_idle");
+    TT_BAD(c.ack_timeout = 32, "ack_timeout");
+    TT_BAD(c.retry_cnt = 8, "retry_cnt");
+    TT_BAD(c.rnr_retry = -2, "rnr_retry");
+    TT_BAD(c.reconnect_backoff_max_ns = -1, "reconnect_backoff_max_ns");
+    TT_BAD(c.num_workers = 1, "num_workers");
+    TT_BAD(c.listen_address = "127.0.0.1", "listen_address");
+    TT_BAD(c.listen_address = "::1:5000", "listen_address");
+    TT_BAD(c.listen_address = "[::1]", "listen_address");
+    TT_BAD(c.listen_address = "[127.0.0.1]:5000", "listen_address");
+    TT_BAD(c.listen_address = "127.0.0.1:70000", "listen_address");
+    TT_BAD(c.listen_address = "127.0.0.1:-1", "listen_address");
+    TT_BAD(c.listen_address = "my host:5000", "listen_address");
+    TT_BAD(c.listen_address = ":5000", "listen_address");
+    TT_BAD((c.listen_address = "127.0.0.1:0", c.exchange = (tfrdv_verbs_exchange_fn)1), "listen_address");
+    TT_BAD(c.gid = "abc", "gid");
+    TT_BAD(c.gid = "256", "gid");
+    TT_BAD(c.gid = "10.0.0", "gid");
+    TT_BAD(c.gid = "", "gid");
+    TT_BAD((c.workers = bad_name, c.num_workers = 1), "workers[0].name");
+    TT_BAD((c.workers = bad_addr, c.num_workers = 1), "workers[0].address");
+    TT_BAD((c.workers = bare_v6, c.num_workers = 1), "workers[0].address");
+    TT_BAD((c.workers = zero_port, c.num_workers = 1), "workers[0].address");
+    TT_BAD((c.workers = no_addr, c.num_workers = 1), "workers[0]");
+    TT_BAD(c.hooks.allocator.alloc_fn = fail_alloc_fn, "hooks.allocator");
+#undef TT_BAD
+    /* accepted syntax: IPv4, [v6], host names, port 0 to listen, gid index and addresses */
+    c = base;
+    c.listen_address = "[::]:0";
+    c.gid = "fe80::1";
+    TT_CHECK_EQ_INT(tfrdv_verbs_create(&c, &v, &st), TFRDV_UNAVAILABLE);
+    c.listen_address = "localhost:5000";
+    c.gid = "3";
+    c.workers = zero_port + 0;
+    TT_CHECK_EQ_INT(tfrdv_verbs_create(&c, &v, &st), TFRDV_UNAVAILABLE); /* (num_workers 0) */
+}
+
+/* /proc/self/task entries: this process's threads */
+#include <dirent.h>
+static int count_threads(void) {
+    DIR* d = opendir("/proc/self/task");
+    struct dirent* e;
+    int n = 0;
+    if (!d) return -1;
+    while ((e = readdir(d)) != 0)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+/* Issue 28: a zeroed config is the default everywhere: one progress thread, no listener, the
+   automatic GID; num_threads -1 starts none; attach starts none; the gid field picks by index or
+   by address and refuses one the table does not hold */
+static void test_zero_config_threads(void) {
+    tfrdv_verbs_config c;
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_verbs* v = 0;
+    tfrdv_mgr* m = 0;
+    tfrdv_status st;
+    int n0, n1, n2;
+    if (!standin_ok()) return;
+    memset(&c, 0, sizeof c);
+    c.worker_name = "/job:w/replica:0/task:0";
+    c.library = standin;
+    n0 = count_threads();
+    TT_CHECK_EQ_INT(tfrdv_verbs_create(&c, &v, &st), TFRDV_OK);
+    if (!v) return;
+    n1 = count_threads();
+    TT_CHECK_EQ_INT(tfrdv_verbs_port(v), 0); /* no listener unless asked for */
+    TT_CHECK_CONTAINS(tfrdv_verbs_describe(v), "gid 0 (fe80::1)");
+    mc.worker_name = c.worker_name;
+    mc.transport = tfrdv_verbs_transport(v);
+    TT_CHECK(tfrdv_mgr_create(&mc, &m, &st) == TFRDV_OK && tfrdv_verbs_attach(v, m, &st) == TFRDV_OK);
+    n2 = count_threads();
+    printf("    threads: %d before create, %d after (default config), %d after attach\n", n0, n1, n2);
+    TT_CHECK_EQ_INT(n1 - n0, 1);
+    TT_CHECK_EQ_INT(n2, n1);
+    tfrdv_verbs_destroy(v);
+    tfrdv_mgr_destroy(m);
+    TT_CHECK_EQ_INT(count_threads(), n0);
+    c.num_threads = -1;
+    c.listen_address = "127.0.0.1:0";
+    c.gid = "fe80::1";
+    TT_CHECK_EQ_INT(tfrdv_verbs_create(&c, &v, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(count_threads(), n0);
+    TT_CHECK(v && tfrdv_verbs_port(v) > 0);
+    if (v) TT_CHECK_CONTAINS(tfrdv_verbs_describe(v), "gid 0 (fe80::1)");
+    tfrdv_verbs_destroy(v);
+    c.gid = "0";
+    TT_CHECK_EQ_INT(tfrdv_verbs_create(&c, &v, &st), TFRDV_OK);
+    tfrdv_verbs_destroy(v);
+    c.gid = "1"; /* the stand-in's table has one entry */
+    TT_CHECK_EQ_INT(tfrdv_verbs_create(&c, &v, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "gid \"1\"");
+    c.gid = "10.0.0.5";
+    TT_CHECK_EQ_INT(tfrdv_verbs_create(&c, &v, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "gid \"10.0.0.5\": no GID");
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+}
+
+/* a TCP port on 127.0.0.1 nobody listens on */
+static int dead_port(void) {
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr*)&sa, sizeof sa) == 0 && getsockname(fd, (struct sockaddr*)&sa, &sl) == 0) port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+/* Issue 28: the worker table. A fetch from a worker never connected connects on demand to its
+   table address; tfrdv_mgr_peer_incarnation answers the incarnation its bootstrap carried
+   (with the progress thread, and host-driven: the waiting thread polls); an unknown worker is
+   NOT_FOUND, an unreachable one UNAVAILABLE / DEADLINE_EXCEEDED, each naming the worker;
+   tfrdv_verbs_connect by name looks the address up. */
+static void test_worker_table(void) {
+    worker a, b, c, d;
+    tfrdv_worker tab[2];
+    char addr_b[64], addr_dead[64];
+    si_fetch f;
+    tfrdv_status st;
+    tfrdv_verbs_stats vs;
+    uint64_t inc = 0;
+    if (!standin_ok()) return;
+    TT_CHECK(siw_make(&b, 1, 1, 0, 0));
+    snprintf(addr_b, sizeof addr_b, "127.0.0.1:%d", tfrdv_verbs_port(b.v));
+    snprintf(addr_dead, sizeof addr_dead, "127.0.0.1:%d", dead_port());
+    tab[0].name = b.name;
+    tab[0].address = addr_b;
+    tab[1].name = "/job:w/replica:0/task:2";
+    tab[1].address = addr_dead;
+    si_workers = tab;
+    si_nworkers = 2;
+    TT_CHECK(siw_make(&a, 0, 1, -1, 0)); /* no listener: a only connects */
+    TT_CHECK_EQ_INT(tfrdv_verbs_port(a.v), 0);
+    /* a fetch connects on demand */
+    TT_CHECK(si_send(&b, 0, 1, "lazy", 1000, 4));
+    TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 1, "lazy", &f), TFRDV_OK);
+    TT_CHECK(si_bytes_ok(f.val, 1000, 4));
+    si_fetch_fini(&f);
+    tfrdv_verbs_get_stats(a.v, &vs);
+    TT_CHECK(vs.reconnects == 0 && vs.reconnect_failures == 0); /* a first connect is no reconnect */
+    /* the incarnation from its bootstrap */
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(a.m, b.name, 5000000000LL, &inc, &st), TFRDV_OK);
+    TT_CHECK(inc == INC);
+    /* unknown and unreachable workers */
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(a.m, "/job:w/replica:0/task:9", 0, &inc, &st), TFRDV_NOT_FOUND);
+    TT_CHECK_CONTAINS(st.msg, "/job:w/replica:0/task:9");
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(a.m, "/job:w/replica:0/task:2", 300000000, &inc, &st), TFRDV_DEADLINE_EXCEEDED);
+    TT_CHECK_CONTAINS(st.msg, "/job:w/replica:0/task:2");
+    printf("    %s\n", st.msg);
+    TT_CHECK_EQ_INT(si_fetch_wait(&a, 9, 1, "nobody", &f), TFRDV_NOT_FOUND);
+    TT_CHECK_CONTAINS(f.st.msg, "/job:w/replica:0/task:9");
+    si_fetch_fini(&f);
+    sleep_ms(200); /* past the back-off window the peer_incarnation attempts opened */
+    TT_CHECK_EQ_INT(si_fetch_wait(&a, 2, 1, "dead", &f), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(f.st.msg, "/job:w/replica:0/task:2");
+    printf("    %s\n", f.st.msg);
+    si_fetch_fini(&f);
+    /* host-driven: peer_incarnation polls while it waits for the connection */
+    si_workers = tab;
+    si_nworkers = 1;
+    TT_CHECK(siw_make(&c, 3, 0, -1, 0));
+    inc = 0;
+    TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(c.m, b.name, 5000000000LL, &inc, &st), TFRDV_OK);
+    TT_CHECK(inc == INC);
+    /* tfrdv_verbs_connect by name */
+    si_workers = tab;
+    si_nworkers = 1;
+    TT_CHECK(siw_make(&d, 4, 1, -1, 0));
+    TT_CHECK_EQ_INT(tfrdv_verbs_connect(d.v, b.name, 0, 0, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_verbs_connect(d.v, "/job:w/replica:0/task:9", 0, 0, &st), TFRDV_NOT_FOUND);
+    TT_CHECK_CONTAINS(st.msg, "/job:w/replica:0/task:9");
+    TT_CHECK_EQ_INT(tfrdv_verbs_connect(d.v, "/job:w/task:9", 0, 0, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK(si_send(&b, 4, 1, "named", 64, 5));
+    TT_CHECK_EQ_INT(si_fetch_wait(&d, 1, 1, "named", &f), TFRDV_OK);
+    si_fetch_fini(&f);
+    rm_worker(&a);
+    rm_worker(&c);
+    rm_worker(&d);
+    rm_worker(&b);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+}
+/* Issue 28: two workers with each other in their tables fetch from each other at the same moment:
+   both connect on demand at once; one connection must come out of it (the smaller name's), and
+   every fetch succeeds, with no break and no failed attempt */
+static void test_simultaneous_connect(void) {
+    int round, ok = 0;
+    if (!standin_ok()) return;
+    for (round = 0; round < 20; round++) {
+        worker a, b;
+        tfrdv_worker ta[1], tb[1];
+        char addr_a[64], addr_b[64];
+        si_fetch fa, fb;
+        tfrdv_verbs_stats sa, sb;
+        tfrdv_code ca, cb;
+        /* listeners first (ports), then the tables: a and b are made again with them */
+        TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+        snprintf(addr_a, sizeof addr_a, "127.0.0.1:%d", tfrdv_verbs_port(a.v));
+        snprintf(addr_b, sizeof addr_b, "127.0.0.1:%d", tfrdv_verbs_port(b.v));
+        rm_worker(&a);
+        rm_worker(&b);
+        ta[0].name = "/job:w/replica:0/task:1";
+        ta[0].address = addr_b;
+        tb[0].name = "/job:w/replica:0/task:0";
+        tb[0].address = addr_a;
+        si_workers = ta;
+        si_nworkers = 1;
+        TT_CHECK(siw_make(&a, 0, 1, atoi(strchr(addr_a, ':') + 1), 0));
+        si_workers = tb;
+        si_nworkers = 1;
+        TT_CHECK(siw_make(&b, 1, 1, atoi(strchr(addr_b, ':') + 1), 0));
+        TT_CHECK(si_send(&a, 1, 1, "to_b", 100, 1) && si_send(&b, 0, 1, "to_a", 100, 2));
+        TT_CHECK(si_fetch_start(&a, 1, 1, "to_a", &fa));
+        TT_CHECK(si_fetch_start(&b, 0, 1, "to_b", &fb));
+        ca = si_fetch_end(&fa);
+        cb = si_fetch_end(&fb);
+        if (ca != TFRDV_OK) printf("    round %d, a: %s\n", round, fa.st.msg);
+        if (cb != TFRDV_OK) printf("    round %d, b: %s\n", round, fb.st.msg);
+        TT_CHECK_EQ_INT(ca, TFRDV_OK);
+        TT_CHECK_EQ_INT(cb, TFRDV_OK);
+        tfrdv_verbs_get_stats(a.v, &sa);
+        tfrdv_verbs_get_stats(b.v, &sb);
+        TT_CHECK_EQ_INT(sa.peers_broken + sb.peers_broken, 0);
+        TT_CHECK_EQ_INT(sa.reconnect_failures + sb.reconnect_failures, 0);
+        ok += ca == TFRDV_OK && cb == TFRDV_OK;
+        si_fetch_fini(&fa);
+        si_fetch_fini(&fb);
+        rm_worker(&a);
+        rm_worker(&b);
+    }
+    printf("    %d of 20 rounds: both fetches OK\n", ok);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+}
+/* ... and the same with tfrdv_verbs_connect called on both sides at once (two threads, released
+   together): both calls succeed on one connection, fetches go both ways, nothing breaks */
+typedef struct dial_arg {
+    worker* w;
+    const char* peer;
+    int port, *go;
+    tfrdv_code rc;
+    tfrdv_status st;
+} dial_arg;
+static void* dial(void* arg) {
+    dial_arg* d = (dial_arg*)arg;
+    while (!__atomic_load_n(d->go, __ATOMIC_ACQUIRE)) {}
+    d->rc = tfrdv_verbs_connect(d->w->v, d->peer, "127.0.0.1", d->port, &d->st);
+    return 0;
+}
+static void test_simultaneous_blocking_connect(void) {
+    int round, ok = 0;
+    if (!standin_ok()) return;
+    for (round = 0; round < 20; round++) {
+        worker a, b;
+        dial_arg da, db;
+        pthread_t ta, tb;
+        si_fetch fa, fb;
+        tfrdv_verbs_stats sa, sb;
+        int go = 0;
+        TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+        memset(&da, 0, sizeof da);
+        memset(&db, 0, sizeof db);
+        da.w = &a, da.peer = "/job:w/replica:0/task:1", da.port = tfrdv_verbs_port(b.v), da.go = &go;
+        db.w = &b, db.peer = "/job:w/replica:0/task:0", db.port = tfrdv_verbs_port(a.v), db.go = &go;
+        if (pthread_create(&ta, 0, dial, &da) != 0) abort();
+        if (pthread_create(&tb, 0, dial, &db) != 0) abort();
+        __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+        pthread_join(ta, 0);
+        pthread_join(tb, 0);
+        if (da.rc != TFRDV_OK) printf("    round %d, a: %s\n", round, da.st.msg);
+        if (db.rc != TFRDV_OK) printf("    round %d, b: %s\n", round, db.st.msg);
+        TT_CHECK_EQ_INT(da.rc, TFRDV_OK);
+        TT_CHECK_EQ_INT(db.rc, TFRDV_OK);
+        TT_CHECK(si_send(&a, 1, 1, "to_b", 100, 1) && si_send(&b, 0, 1, "to_a", 100, 2));
+        TT_CHECK(si_fetch_start(&a, 1, 1, "to_a", &fa));
+        TT_CHECK(si_fetch_start(&b, 0, 1, "to_b", &fb));
+        TT_CHECK_EQ_INT(si_fetch_end(&fa), TFRDV_OK);
+        TT_CHECK_EQ_INT(si_fetch_end(&fb), TFRDV_OK);
+        tfrdv_verbs_get_stats(a.v, &sa);
+        tfrdv_verbs_get_stats(b.v, &sb);
+        TT_CHECK_EQ_INT(sa.peers_broken + sb.peers_broken, 0);
+        ok += da.rc == TFRDV_OK && db.rc == TFRDV_OK && fa.st.code == TFRDV_OK && fb.st.code == TFRDV_OK;
+        si_fetch_fini(&fa);
+        si_fetch_fini(&fb);
+        rm_worker(&a);
+        rm_worker(&b);
+    }
+    printf("    %d of 20 rounds: both connects and both fetches OK\n", ok);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+}
+/* Issue 28: an IPv6 listener ("[::1]:0") and a table address in brackets */
+static void test_ipv6_listener(void) {
+    tfrdv_verbs_config c = tfrdv_verbs_config_init();
+    tfrdv_verbs* v = 0;
+    tfrdv_status st;
+    worker a;
+    tfrdv_worker tab[1];
+    char addr[64];
+    si_fetch f;
+    int fd;
+    if (!standin_ok()) return;
+    fd = socket(AF_INET6, SOCK_STREAM, 0);
+    if (fd < 0) {
+        printf("    [SKIP] no IPv6 here\n");
+        return;
+    }
+    close(fd);
+    c.worker_name = "/job:w/replica:0/task:1";
+    c.library = standin;
+    c.listen_address = "[::1]:0";
+    if (tfrdv_verbs_create(&c, &v, &st) != TFRDV_OK) {
+        printf("    [SKIP] no IPv6 loopback here: %s\n", st.msg);
+        TT_CHECK_CONTAINS(st.msg, "listen_address [::1]:0");
+        return;
+    }
+    snprintf(addr, sizeof addr, "[::1]:%d", tfrdv_verbs_port(v));
+    tab[0].name = c.worker_name;
+    tab[0].address = addr;
+    si_workers = tab;
+    si_nworkers = 1;
+    TT_CHECK(siw_make(&a, 0, 1, -1, 0));
+    TT_CHECK_EQ_INT(tfrdv_verbs_connect(a.v, c.worker_name, 0, 0, &st), TFRDV_OK); /* (no manager: refused requests) */
+    rm_worker(&a);
+    tfrdv_verbs_destroy(v);
+    (void)f;
+}
+#endif
 
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
@@ -1630,6 +2062,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_unavailable);
     TT_RUN(test_standin_fetch);
     TT_RUN(test_bootstrap_silent_peer);
+    TT_RUN(test_bootstrap_bad_ready);
     TT_RUN(test_bootstrap_dripping_peer);
     TT_RUN(test_connect_dripping_listener);
     TT_RUN(test_closed_connections_freed);
@@ -1647,6 +2080,12 @@ int main(int argc, char** argv) {
     TT_RUN(test_allocator_failures);
     TT_RUN(test_exactly_once);
     TT_RUN(test_hostile_bytes_escaped);
+    TT_RUN(test_config_refused);
+    TT_RUN(test_zero_config_threads);
+    TT_RUN(test_worker_table);
+    TT_RUN(test_simultaneous_connect);
+    TT_RUN(test_simultaneous_blocking_connect);
+    TT_RUN(test_ipv6_listener);
 #endif
     return TT_MAIN_END();
 }

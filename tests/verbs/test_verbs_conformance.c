@@ -36,7 +36,7 @@ static int verbs_make(conf_world* w, tfrdv_status* st) {
     w->state = p;
     vc.hooks = w->hooks;
     vc.library = standin;
-    vc.progress_thread = 1;
+    vc.listen_address = "127.0.0.1:0";
     vc.worker_name = w->server_name;
     if (tfrdv_verbs_create(&vc, &p->server, st) != TFRDV_OK) return 0;
     vc.worker_name = w->client_name;
@@ -51,7 +51,7 @@ static int verbs_make(conf_world* w, tfrdv_status* st) {
     mc.transport = tfrdv_verbs_transport(p->client);
     mc.call_timeout_ns = w->call_timeout_ns;
     if (tfrdv_mgr_create(&mc, &w->client, st) != TFRDV_OK || tfrdv_verbs_attach(p->client, w->client, st) != TFRDV_OK) return 0;
-    return tfrdv_verbs_connect(p->client, w->server_name, "127.0.0.1", tfrdv_verbs_listen_port(p->server), st) == TFRDV_OK;
+    return tfrdv_verbs_connect(p->client, w->server_name, "127.0.0.1", tfrdv_verbs_port(p->server), st) == TFRDV_OK;
 }
 static void verbs_destroy(conf_world* w) {
     verbs_pair* p = (verbs_pair*)w->state;
@@ -68,9 +68,11 @@ int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     snprintf(standin, sizeof standin, "%.*s/libstandinverbs.so", slash ? (int)(slash - argv[0]) : 1, slash ? argv[0] : ".");
     signal(SIGPIPE, SIG_IGN);
-    /* the sender keeps each answer until the receiver takes it (its next request on the slot)
-       or refuses it (CANCEL): a receive that gave up meanwhile leaves its value in the table */
-    t.flags = CONF_WAIT | CONF_GIVES_BACK;
+    /* the sender keeps each answer until the receiver takes it (its next request on the slot:
+       tfrdv_mgr_serve_delivered) or refuses it (CANCEL: tfrdv_mgr_serve_return): a receive that
+       gave up meanwhile leaves its value in the table, and a drain waits for the verdict; the
+       peer's incarnation comes with its bootstrap info */
+    t.flags = CONF_WAIT | CONF_GIVES_BACK | CONF_DRAINS | CONF_PEER_INCARNATION;
     conf_run(&t);
     return TT_MAIN_END();
 }

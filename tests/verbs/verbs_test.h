@@ -14,24 +14,30 @@ typedef struct worker {
 } worker;
 typedef struct wopts { /* zero: the defaults */
     int64_t call_timeout_ns, peer_timeout_ns, connect_timeout_ns, reconnect_backoff_ns;
-    int ctrl_slots, max_requests, listen_port;
-    int no_thread;       /* the test drives tfrdv_verbs_progress itself */
+    int ctrl_slots, max_requests, listen_port; /* listen on 127.0.0.1:listen_port (-1: no listener) */
+    int no_thread;       /* the test drives tfrdv_verbs_poll itself */
     const char* library; /* e.g. the stand-in libibverbs */
     tfrdv_allocator alloc, mgr_alloc; /* the transport's and the manager's hooks.allocator */
     tfrdv_logger logger;              /* the transport's hooks.logger */
+    const tfrdv_worker* workers;      /* the transport's worker table */
+    size_t num_workers;
 } wopts;
 
 static int mk_worker(worker* w, int task, const wopts* o, tfrdv_status* st) {
     tfrdv_verbs_config vc = tfrdv_verbs_config_init();
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    char listen[32];
     memset(w, 0, sizeof *w);
     snprintf(w->name, sizeof w->name, "/job:w/replica:0/task:%d", task);
     vc.worker_name = w->name;
     if (o) vc.hooks.allocator = o->alloc;
     if (o) vc.hooks.logger = o->logger;
-    vc.progress_thread = o && o->no_thread ? 0 : 1;
+    vc.num_threads = o && o->no_thread ? -1 : 0;
     vc.library = o ? o->library : 0;
-    vc.listen_port = o ? o->listen_port : 0;
+    vc.workers = o ? o->workers : 0;
+    vc.num_workers = o ? o->num_workers : 0;
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", o ? o->listen_port : 0);
+    vc.listen_address = o && o->listen_port < 0 ? 0 : listen;
     vc.connect_timeout_ns = o ? o->connect_timeout_ns : 0;
     vc.reconnect_backoff_ns = o ? o->reconnect_backoff_ns : 0;
     vc.ctrl_slots = o ? o->ctrl_slots : 0;
