@@ -34,6 +34,11 @@ static void on_drained(void* u, int64_t step_id, const tfrdv_status* st) {
     d->st = *st;
     if (d->destroy) tfrdv_mgr_destroy(d->destroy);
 }
+/* a: the allocator that checks for leaks, c: worker B's config on the fake clock, m: its manager */
+#define MGR_B(a, c, m)                                    \
+    fx_alloc a = {0};                                     \
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);    \
+    tfrdv_mgr* m = mk(&c)
 static tfrdv_rendezvous* step(tfrdv_mgr* m, int64_t id) {
     tfrdv_rendezvous* r = 0;
     TT_CHECK_EQ_INT(tfrdv_mgr_find(m, id, &r, 0), TFRDV_OK);
@@ -46,14 +51,10 @@ static void serve_ex(tfrdv_mgr* m, int64_t step_id, const fx_key* k, int64_t rid
 }
 
 static void test_unknown_step_has_drained_already_and_is_tombstoned(void) {
-    fx_alloc a = {0};
-    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
-    tfrdv_mgr* m = mk(&c);
-    drained d;
+    MGR_B(a, c, m);
+    drained d = {0};
     fx_key k;
-    fx_serve s;
-    memset(&d, 0, sizeof d);
-    memset(&s, 0, sizeof s);
+    fx_serve s = {0};
     TT_CHECK_EQ_INT(tfrdv_mgr_cleanup_when_drained(m, 5, -1, on_drained, &d), TFRDV_OK);
     TT_CHECK_EQ_INT(d.calls, 1); /* inline */
     TT_CHECK_EQ_INT(d.st.code, TFRDV_OK);
@@ -71,15 +72,12 @@ static void test_unknown_step_has_drained_already_and_is_tombstoned(void) {
 
 /* local consumer: the drain ends when the last buffered value is received, not before */
 static void test_drain_ends_when_the_last_value_is_received(void) {
-    fx_alloc a = {0};
-    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
-    tfrdv_mgr* m = mk(&c);
+    MGR_B(a, c, m);
     tfrdv_rendezvous* r = step(m, 7);
     fx_key k;
     fx_value v1, v2;
     fx_recv r1, r2;
-    drained d;
-    memset(&d, 0, sizeof d);
+    drained d = {0};
     memset(&r1, 0, sizeof r1);
     memset(&r2, 0, sizeof r2);
     key(&k, B0, INC_B, B0, "x");
@@ -105,15 +103,12 @@ static void test_drain_ends_when_the_last_value_is_received(void) {
 
 /* a waiting receiver keeps the step: the drain ends when the value it waits for comes */
 static void test_a_waiting_receive_keeps_the_step_until_its_value_comes(void) {
-    fx_alloc a = {0};
-    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
-    tfrdv_mgr* m = mk(&c);
+    MGR_B(a, c, m);
     tfrdv_rendezvous* r = step(m, 8);
     fx_key k;
     fx_value v;
     fx_recv rv;
-    drained d;
-    memset(&d, 0, sizeof d);
+    drained d = {0};
     memset(&rv, 0, sizeof rv);
     key(&k, B0, INC_B, B0, "y");
     TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, fx_recv_done, &rv, 0), TFRDV_OK);
@@ -130,16 +125,12 @@ static void test_a_waiting_receive_keeps_the_step_until_its_value_comes(void) {
 
 /* a confirming transport: handed over is not delivered; the confirmation ends the drain */
 static void test_confirmed_delivery_ends_the_drain(void) {
-    fx_alloc a = {0};
-    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
-    tfrdv_mgr* m = mk(&c);
+    MGR_B(a, c, m);
     tfrdv_rendezvous* r = step(m, 9);
     fx_key k;
     fx_value v;
-    fx_serve s;
-    drained d;
-    memset(&d, 0, sizeof d);
-    memset(&s, 0, sizeof s);
+    fx_serve s = {0};
+    drained d = {0};
     key(&k, B0, INC_B, A0, "w");
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, 0, fx_value_init(&v, 4), 0, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_mgr_cleanup_when_drained(m, 9, -1, on_drained, &d), TFRDV_OK);
@@ -167,16 +158,13 @@ static void test_confirmed_delivery_ends_the_drain(void) {
 /* the client gave up on the answer: the value goes back and the step waits for its next taker;
    before the fix a drain counting only the table would have cleaned the step and lost it */
 static void test_a_value_given_back_is_not_lost_to_the_drain(void) {
-    fx_alloc a = {0};
-    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
-    tfrdv_mgr* m = mk(&c);
+    MGR_B(a, c, m);
     tfrdv_rendezvous* r = step(m, 10);
     fx_key k;
     fx_value v;
     fx_serve s1, s2;
-    drained d;
+    drained d = {0};
     tfrdv_status st;
-    memset(&d, 0, sizeof d);
     memset(&s1, 0, sizeof s1);
     memset(&s2, 0, sizeof s2);
     key(&k, B0, INC_B, A0, "back");
@@ -205,16 +193,12 @@ static void test_a_value_given_back_is_not_lost_to_the_drain(void) {
 
 /* without TFRDV_SERVE_CONFIRMS the hand-over is the delivery */
 static void test_without_confirms_the_answer_is_the_delivery(void) {
-    fx_alloc a = {0};
-    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
-    tfrdv_mgr* m = mk(&c);
+    MGR_B(a, c, m);
     tfrdv_rendezvous* r = step(m, 11);
     fx_key k;
     fx_value v;
-    fx_serve s;
-    drained d;
-    memset(&d, 0, sizeof d);
-    memset(&s, 0, sizeof s);
+    fx_serve s = {0};
+    drained d = {0};
     key(&k, B0, INC_B, A0, "plain");
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, 0, fx_value_init(&v, 6), 0, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_mgr_cleanup_when_drained(m, 11, -1, on_drained, &d), TFRDV_OK);
@@ -230,16 +214,12 @@ static void test_without_confirms_the_answer_is_the_delivery(void) {
 
 /* a request served before the step starts keeps it; a request waiting in the table too */
 static void test_deferred_and_waiting_requests_keep_the_step(void) {
-    fx_alloc a = {0};
-    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
-    tfrdv_mgr* m = mk(&c);
+    MGR_B(a, c, m);
     tfrdv_rendezvous* r = 0;
     fx_key k;
     fx_value v;
-    fx_serve s;
-    drained d;
-    memset(&d, 0, sizeof d);
-    memset(&s, 0, sizeof s);
+    fx_serve s = {0};
+    drained d = {0};
     key(&k, B0, INC_B, A0, "early");
     serve_ex(m, 12, &k, 91, TFRDV_SERVE_CONFIRMS, &s); /* deferred: the step is not initialised */
     TT_CHECK_EQ_INT(s.calls, 0);
@@ -262,19 +242,15 @@ static void test_deferred_and_waiting_requests_keep_the_step(void) {
 
 /* the timeout (acted on by tfrdv_mgr_expire) cleans up as tfrdv_mgr_cleanup and says what was left */
 static void test_timeout_cleans_up_and_names_what_was_left(void) {
-    fx_alloc a = {0};
-    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
-    tfrdv_mgr* m = mk(&c);
+    MGR_B(a, c, m);
     tfrdv_rendezvous* r = step(m, 13);
     fx_key k1, k2, k3;
     fx_value v1, v2, v3;
     fx_recv rv;
-    fx_serve s;
-    drained d;
+    fx_serve s = {0};
+    drained d = {0};
     int64_t next;
-    memset(&d, 0, sizeof d);
     memset(&rv, 0, sizeof rv);
-    memset(&s, 0, sizeof s);
     fx_set_now(1000000000);
     key(&k1, B0, INC_B, B0, "left1");
     key(&k2, B0, INC_B, B0, "left2");
@@ -312,9 +288,7 @@ static void test_timeout_cleans_up_and_names_what_was_left(void) {
 
 /* whatever comes first ends the drain exactly once: cleanup, abort, shutdown */
 static void test_cleanup_abort_and_shutdown_end_a_pending_drain(void) {
-    fx_alloc a = {0};
-    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
-    tfrdv_mgr* m = mk(&c);
+    MGR_B(a, c, m);
     tfrdv_rendezvous* r1 = step(m, 21);
     tfrdv_rendezvous* r2 = step(m, 22);
     tfrdv_rendezvous* r3 = step(m, 23);
@@ -357,16 +331,12 @@ static void test_cleanup_abort_and_shutdown_end_a_pending_drain(void) {
 
 /* the callback may destroy the manager (the owner's last reference) */
 static void test_the_callback_may_destroy_the_manager(void) {
-    fx_alloc a = {0};
-    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
-    tfrdv_mgr* m = mk(&c);
+    MGR_B(a, c, m);
     tfrdv_rendezvous* r = step(m, 31);
     fx_key k;
     fx_value v;
-    fx_serve s;
-    drained d;
-    memset(&d, 0, sizeof d);
-    memset(&s, 0, sizeof s);
+    fx_serve s = {0};
+    drained d = {0};
     key(&k, B0, INC_B, A0, "last");
     TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, 0, fx_value_init(&v, 14), 0, 0), TFRDV_OK);
     tfrdv_unref(r);
