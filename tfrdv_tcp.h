@@ -186,14 +186,20 @@
      the connection's send queue is empty, so the small path costs one sendmsg per message and no
      hand-off; the rest is written by the I/O loop. Per small fetch: the server makes one
      epoll_wait + one recv + one sendmsg (answered inline when the value is there); the client one
-     sendmsg, then either its loop one epoll_wait + one recv, or (below) the waiting thread two
-     epoll_ctl + poll + one recv. A client reads up to 64 KiB per recv: small responses that
+     sendmsg, then either its loop one epoll_wait + one recv, or (below) the waiting thread one
+     poll + one recv: 6 system calls per fetch in all, where a raw blocking ping-pong makes 4.
+     A client reads up to 64 KiB per recv: small responses that
      arrive together are read together; a value of 32 KiB or more streams straight into the
      receiver's memory. A thread blocked in tfrdv_recv lends
      itself (tfrdv_transport.wait): it takes its call's connection out of the event loop, may
      check it without sleeping for up to spin_ns (50 us; the spin rule below), then sleeps on the
      socket, and reads and
-     completes the response itself: no hand-off, in either progress mode (stats.waits_lent). A
+     completes the response itself: no hand-off, in either progress mode (stats.waits_lent). With
+     epoll, a lent thread that leaves nothing in flight keeps the connection out of the loop's
+     set for the next one (no epoll_ctl pair per fetch); it goes back to the loop when a call
+     starts that no thread will wait for (tfrdv_call_will_wait: tfrdv_recv_async, a retry), a
+     wait is declined or gives up, or after two ticks (expire_interval_ns) without a fetch, so a
+     peer's end is noticed within 40 ms with no call in flight (at once with one). A
      connection the loop is reading is taken over as soon as the loop lets go of it; one that
      another lent thread reads, or one still connecting, is left to that reader
      (stats.waits_declined); responses to other calls that it reads meanwhile complete on the
@@ -910,6 +916,9 @@ struct tfrdv_tcp__conn {
     unsigned armed;                            /* the epoll interest set registered now */
     int claimed;                               /* who reads it now: TFRDV_TCP__BY_* (under t->mu) */
     pthread_t claimer;                         /* the lent thread, while BY_WAITER */
+    int lazy;                                  /* epoll: a lent thread left it out of the loop's
+                                                  set for the next one (no call in flight; 1, and
+                                                  2 after a tick: the next tick re-arms it) */
     int cwake[2];                              /* wakes the thread lent by tfrdv_recv (made at its
                                                   first claim; an eventfd or a pipe), or -1 */
     tfrdv_tcp__spin spin;                      /* whether lent threads spin (under t->mu) */
@@ -1450,6 +1459,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__arm(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
 #ifdef TFRDV_TCP__EPOLL
     struct epoll_event ev;
     if (c->claimed == TFRDV_TCP__BY_WAITER) { tfrdv_tcp__wake_fd(c->cwake); return; }
+    c->lazy = 0;
     memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN | EPOLLRDHUP | ((c->wblocked || c->state == TFRDV_TCP__C_CONNECTING) ? EPOLLOUT : 0u);
     ev.data.ptr = c;
@@ -2811,6 +2821,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__cancel_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c
 TFRDV_TCP__PRIVATE int tfrdv_tcp__detach_call(tfrdv_tcp* t, tfrdv_tcp__ent* e, tfrdv_code code, const char* msg, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent* x;
     if (e->conn && e->conn->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_fd(e->conn->cwake); /* it may wait for e */
+    if (e->conn && e->conn->lazy) tfrdv_tcp__arm(t, e->conn); /* its thread may not come: the loop reads */
     if (e->state == TFRDV_TCP__E_WAIT) {
         tfrdv_tcp__ent_remove(t, e);
         tfrdv_tcp__todo_fin(td, e, code, msg);
@@ -2901,6 +2912,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
         if (c->state != TFRDV_TCP__C_OPEN) continue;
         if (!c->server) { /* acknowledgements nothing else carried */
             if (c->nacks && !c->wblocked) tfrdv_tcp__write(t, c, &td);
+            if (c->lazy && ++c->lazy > 2) tfrdv_tcp__arm(t, c); /* idle for a tick: the loop
+                                                                  watches it again (its end) */
             continue;
         }
         if (t->cfg.stall_timeout_ns < 0) continue;
@@ -3448,6 +3461,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     }
     tfrdv_tcp__ent_insert(t, e);
     t->stats.calls_started++;
+    if (c && c->lazy && !tfrdv_call_will_wait(call)) tfrdv_tcp__arm(t, c); /* no thread will read it */
     if (c && c->state == TFRDV_TCP__C_OPEN && !c->wblocked) tfrdv_tcp__write(t, c, &td);
     pthread_mutex_unlock(&t->mu);
     tfrdv_tcp__todo_run(t, &td);
@@ -3526,12 +3540,14 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     if (!c || c->server || c->state != TFRDV_TCP__C_OPEN || !c->hello_ok || c->claimed || t->closing ||
         (c->cwake[0] < 0 && !tfrdv_tcp__wake_open(c->cwake))) {
         if (e && e->call == call) t->stats.waits_declined++;
+        if (c && c->lazy) tfrdv_tcp__arm(t, c); /* the loop reads it then */
         pthread_mutex_unlock(&t->mu);
         return 0;
     }
     t->stats.waits_lent++;
     c->claimed = TFRDV_TCP__BY_WAITER;
     c->claimer = pthread_self();
+    c->lazy = 0;
     t->nclaims++;
     if (t->cfg.spin_ns > 0) {
         if (c->spin.checks-- <= 0) { /* where the two ends run, now and then (system calls) */
@@ -3576,6 +3592,13 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     }
     c->claimed = TFRDV_TCP__BY_NONE;
     t->nclaims--;
+#ifdef TFRDV_TCP__EPOLL
+    if (c->state == TFRDV_TCP__C_OPEN && !c->in_epoll && c->calls.next == &c->calls && !c->wblocked &&
+        c->rx == TFRDV_TCP__RX_HDR && c->rlen == c->roff && !t->closing)
+        c->lazy = 1; /* nothing in flight: kept for the next lent thread, no epoll_ctl pair per
+                        fetch; a call no thread will read, a decline or the second tick re-arms */
+    else
+#endif
     if (c->state == TFRDV_TCP__C_OPEN) tfrdv_tcp__arm(t, c); /* back to the loop (level-triggered:
                                                               what is left wakes it) */
     if (t->closing && t->nclaims == 0) pthread_cond_broadcast(&t->cv);

@@ -2342,6 +2342,72 @@ static void test_recv_reads_its_own_response(void) {
     srv_stop(&s);
     waiter_free(w);
 }
+/* Between fetches the connection stays with the threads blocked in tfrdv_recv (out of the
+   event loop: no epoll_ctl pair per fetch): every one of a run of blocking fetches is read by its
+   own thread. An async receive on it still completes (start_call hands the connection back:
+   the tick, an hour away here, would be too late), and a connection left that way is watched
+   again after a tick: the server's end is seen with no call in flight. */
+static void test_lent_connection_kept_between_fetches(void) {
+    srv s;
+    cli c, c2;
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_tcp_stats t0, t1;
+    tfrdv_rendezvous* r;
+    tfrdv_status st;
+    tfrdv_value* v;
+    waiter* w = waiter_new();
+    int i, ok = 0, dead;
+    alarm(120);
+    tc.expire_interval_ns = 3600 * SEC;
+    if (!pair_open(&s, &c, "127.0.0.1:0", 0, &tc)) { waiter_free(w); return; }
+    warm(&s, &c, "warm"); /* a blocking fetch: connected, greeted, then kept */
+    TT_CHECK_EQ_INT(srv_send_n(&s, 1, "kept", 3, 1, d1024, 4096, 60, 20).code, 0);
+    tfrdv_tcp_get_stats(c.t, &t0);
+    for (i = 0; i < 20; i++) {
+        char e[32];
+        snprintf(e, sizeof e, "kept_%d", i);
+        if (fetch(&c, 1, e, PS_INC, 30 * SEC, &v, &dead, &st) == TFRDV_OK && v && v->size == 4096 &&
+            check((uint8_t*)v->data, 4096, 60u + (unsigned)i))
+            ok++;
+        tfrdv_value_release(v);
+    }
+    tfrdv_tcp_get_stats(c.t, &t1);
+    TT_CHECK_EQ_INT(ok, 20);
+#ifndef TFRDV_TCP_NO_EPOLL /* (the poll() loop watches every connection nobody reads) */
+    TT_CHECK_EQ_INT(t1.waits_lent - t0.waits_lent, 20); /* the loop never read one of them */
+#endif
+    TT_CHECK_EQ_INT(t1.waits_declined, t0.waits_declined);
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "async_0", 3, 1, d1024, 4096, 61).code, 0);
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    post_recvs(r, "async_", 1, w); /* no thread will read it: the loop must */
+    TT_CHECK(waiter_wait(w, 1, 30 * SEC));
+    TT_CHECK(w->n == 1 && w->code[0] == TFRDV_OK && w->v[0] && check((uint8_t*)w->v[0]->data, 4096, 61));
+    tfrdv_unref(r);
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "again", 3, 1, d1024, 4096, 62).code, 0);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "again", PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK); /* kept again */
+    tfrdv_value_release(v);
+    /* a second client with the default tick: fetch, then the server goes away while nothing is
+       in flight; the connection's end is noticed (it closes) without a call */
+    TT_CHECK(cli_open(&c2, s.addr, 0, 0));
+    TT_CHECK_EQ_INT(srv_send_n(&s, 1, "last", 3, 1, d1024, 4096, 63, 2).code, 0);
+    for (i = 0; i < 2; i++) { /* the first waits for the HELLO in the loop, the second is kept */
+        char e[32];
+        snprintf(e, sizeof e, "last_%d", i);
+        TT_CHECK_EQ_INT(fetch(&c2, 1, e, PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+        tfrdv_value_release(v);
+    }
+    sleep_ms(50); /* its acknowledgements go out with a tick: nothing left to write */
+    cli_close(&c);
+    srv_stop(&s);
+    for (i = 0; i < 2000; i++) {
+        tfrdv_tcp_get_stats(c2.t, &t1);
+        if (t1.connections == 0) break;
+        sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(t1.connections, 0);
+    cli_close(&c2);
+    waiter_free(w);
+}
 static void test_lent_thread_cancel_timeout_destroy_kill(void) {
     srv s;
     cli c;
@@ -3560,6 +3626,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_small_responses_read_together);
     TT_RUN(test_spin_rule);
     TT_RUN(test_recv_reads_its_own_response);
+    TT_RUN(test_lent_connection_kept_between_fetches);
     TT_RUN(test_lent_thread_cancel_timeout_destroy_kill);
     TT_RUN(test_host_driven_recv_needs_no_poller);
     TT_RUN(test_allocator_hook);
