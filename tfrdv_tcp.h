@@ -184,7 +184,11 @@
      between calls, waking at least every expire_interval_ns. Requests and small responses are
      written by the thread that produced them (the caller of the fetch, the serve completion) when
      the connection's send queue is empty, so the small path costs one sendmsg per message and no
-     hand-off; the rest is written by the I/O loop. Per small fetch: the server makes one
+     hand-off; the rest is written by the I/O loop. While the loop is reading that connection,
+     what other threads and its own callbacks and serves queue on it is written by the loop at
+     the end of that pass, together: the answers to requests that arrived in one read share a
+     sendmsg (up to 16 frames each), and so do the requests the receive callbacks post. Per
+     small fetch: the server makes one
      epoll_wait + one recv + one sendmsg (answered inline when the value is there); the client one
      sendmsg, then either its loop one epoll_wait + one recv, or (below) the waiting thread one
      poll + one recv: 6 system calls per fetch in all, where a raw blocking ping-pong makes 4.
@@ -1762,6 +1766,13 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
     }
 }
 
+/* what a thread other than c's reader queued on c: written now, or, while the event loop reads
+   c, by the loop at the end of that pass (tfrdv_tcp__conn_event), so the requests and answers
+   produced meanwhile (by its callbacks and serves, or by other threads) share one sendmsg */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__write_soon(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
+    if (c->claimed != TFRDV_TCP__BY_LOOP) tfrdv_tcp__write(t, c, td);
+}
+
 /* >>after unlocking -------------------------------------------------------------------------- */
 /* conn_bad's last words (no lock; the thread that reads c runs it, so c is not freed meanwhile,
    and the response in progress still holds its value): the rest of the frame in progress, then
@@ -2092,7 +2103,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__serve_done(void* user, const tfrdv_status* st
                 tfrdv_tcp__queue_error(t, c, r->id, TFRDV_DEADLINE_EXCEEDED, 0, "tfrdv_tcp: the request's deadline passed on the serving side");
             else
                 tfrdv_tcp__queue_error(t, c, r->id, status->code, status->detail, status->msg);
-            if (!c->wblocked) tfrdv_tcp__write(t, c, &td);
+            if (!c->wblocked) tfrdv_tcp__write_soon(t, c, &td);
         }
         tfrdv_value_release(value); /* NULL on errors, by contract */
         r->value = 0;
@@ -2110,7 +2121,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__serve_done(void* user, const tfrdv_status* st
             if (c && !r->cancelled) {
                 if (r->expired) tfrdv_tcp__queue_error(t, c, r->id, TFRDV_DEADLINE_EXCEEDED, 0, "tfrdv_tcp: the request's deadline passed on the serving side");
                 else tfrdv_tcp__queue_error(t, c, r->id, TFRDV_RESOURCE_EXHAUSTED, 0, "tfrdv_tcp: value larger than max_tensor_bytes of the serving side");
-                if (!c->wblocked) tfrdv_tcp__write(t, c, &td);
+                if (!c->wblocked) tfrdv_tcp__write_soon(t, c, &td);
             }
             if (r->cancelled) t->stats.serve_cancelled++;
             r->tnext = td.back;
@@ -2121,7 +2132,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__serve_done(void* user, const tfrdv_status* st
             c->ring_bytes += r->total;
             tfrdv_tcp__req_insert(t, r);
             tfrdv_tcp__list_add(&c->ring, r);
-            if (!c->wblocked) tfrdv_tcp__write(t, c, &td);
+            if (!c->wblocked) tfrdv_tcp__write_soon(t, c, &td);
         }
     }
     pthread_mutex_unlock(&t->mu);
@@ -3031,18 +3042,19 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_event(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     pthread_mutex_unlock(&t->mu);
     tfrdv_tcp__conn_io(t, c, rd, wr, err);
     pthread_mutex_lock(&t->mu);
-    if (c->nacks && c->state == TFRDV_TCP__C_OPEN && !c->wblocked) { /* the pass's deliveries,
-                                 after their callbacks ran (a thread lent by tfrdv_recv leaves its
-                                 acknowledgement to its next request or the tick) */
+    c->claimed = TFRDV_TCP__BY_NONE; /* from here on, writers write themselves */
+    if (t->loop_waiters) pthread_cond_broadcast(&t->cv); /* a lent thread takes it over */
+    if (c->state == TFRDV_TCP__C_OPEN && !c->wblocked) { /* what the pass queued (tfrdv_tcp__write_soon)
+                                 and its deliveries' acknowledgements, after their callbacks ran (a
+                                 thread lent by tfrdv_recv leaves its acknowledgement to its next
+                                 request or the tick), in one go */
         tfrdv_tcp__todo td;
         tfrdv_tcp__todo_init(&td);
         tfrdv_tcp__write(t, c, &td);
         pthread_mutex_unlock(&t->mu);
         tfrdv_tcp__todo_run(t, &td);
-        pthread_mutex_lock(&t->mu);
+        return;
     }
-    c->claimed = TFRDV_TCP__BY_NONE;
-    if (t->loop_waiters) pthread_cond_broadcast(&t->cv); /* a lent thread takes it over */
     pthread_mutex_unlock(&t->mu);
 }
 /* t->mu held: tfrdv_tcp_destroy was called from a callback and no thread is inside the transport
@@ -3462,7 +3474,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     tfrdv_tcp__ent_insert(t, e);
     t->stats.calls_started++;
     if (c && c->lazy && !tfrdv_call_will_wait(call)) tfrdv_tcp__arm(t, c); /* no thread will read it */
-    if (c && c->state == TFRDV_TCP__C_OPEN && !c->wblocked) tfrdv_tcp__write(t, c, &td);
+    if (c && c->state == TFRDV_TCP__C_OPEN && !c->wblocked) tfrdv_tcp__write_soon(t, c, &td);
     pthread_mutex_unlock(&t->mu);
     tfrdv_tcp__todo_run(t, &td);
 }

@@ -3324,6 +3324,48 @@ static void test_delivery_acknowledged(void) {
 }
 /* a peer that asks and then reads nothing, or reads and acknowledges nothing, does not keep the
    values: after stall_timeout_ns its connection is closed and they go back to the table */
+/* requests that arrive together are answered together: the answers a pass of the event loop
+   produces (served inline, their values already there) leave in one sendmsg per 16 frames (the
+   iovec limit), not one each */
+static void test_answers_of_one_read_share_a_sendmsg(void) {
+    insrv s;
+    tfrdv_tcp_frame f;
+    tfrdv_tcp_stats a, b;
+    static uint8_t buf[16384];
+    size_t n = 0;
+    int i, fd, got = 0;
+    alarm(60);
+    if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
+    for (i = 0; i < 20; i++) {
+        char e[32];
+        snprintf(e, sizeof e, "together_%d", i);
+        insrv_send(&s, e, 4096);
+    }
+    fd = raw_greet(s.addr, 2);
+    for (i = 0; i < 20; i++) { /* 20 REQUEST frames, one write */
+        char e[32];
+        tfrdv_key k;
+        snprintf(e, sizeof e, "together_%d", i);
+        key_for(&k, e, PS_INC);
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_REQUEST;
+        f.id = (uint64_t)i + 1;
+        f.step_id = 1;
+        f.request_id = 9000 + i;
+        f.key.ptr = k.buf;
+        f.key.len = k.len;
+        n += tfrdv_tcp_encode(&f, buf + n, sizeof buf - n);
+    }
+    tfrdv_tcp_get_stats(s.t, &a);
+    TT_CHECK(wr_full(fd, buf, n));
+    for (i = 0; i < 20; i++) got += raw_get(fd, TFRDV_TCP_RESPONSE, &f, 0, 0) == 1 && f.bytes == 4096;
+    TT_CHECK_EQ_INT(got, 20);
+    tfrdv_tcp_get_stats(s.t, &b);
+    TT_CHECK_EQ_INT(b.served - a.served, 20);
+    TT_CHECK(b.sendmsg_calls - a.sendmsg_calls <= 4); /* 2 when the 20 came in one read; was 20 */
+    close(fd);
+    insrv_close(&s);
+}
 static void test_peer_that_reads_nothing(void) {
     insrv s;
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
@@ -3637,6 +3679,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_worker_started_before_its_ps);
     TT_RUN(test_delivery_acknowledged);
     TT_RUN(test_peer_that_reads_nothing);
+    TT_RUN(test_answers_of_one_read_share_a_sendmsg);
     TT_RUN(test_exactly_once_under_give_up_races_tcp);
     TT_RUN(test_exactly_once_under_give_up_races_unix);
     alarm(0);
