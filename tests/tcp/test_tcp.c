@@ -65,6 +65,17 @@ static int under_valgrind(void) {
     const char* v = getenv("VALGRIND");
     return v && v[0] == '1';
 }
+/* a sanitizer or valgrind: threads run at other relative speeds (count bounds widen) */
+static int slow_build(void) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    return 1;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+    return 1;
+#endif
+#endif
+    return under_valgrind();
+}
 static void big_release(tfrdv_value* v) {
     free(v->data);
     free(v);
@@ -2360,8 +2371,18 @@ static void test_lent_connection_kept_between_fetches(void) {
     alarm(120);
     tc.expire_interval_ns = 3600 * SEC;
     if (!pair_open(&s, &c, "127.0.0.1:0", 0, &tc)) { waiter_free(w); return; }
-    warm(&s, &c, "warm"); /* a blocking fetch: connected, greeted, then kept */
-    TT_CHECK_EQ_INT(srv_send_n(&s, 1, "kept", 3, 1, d1024, 4096, 60, 20).code, 0);
+    warm(&s, &c, "warm"); /* connected and greeted (the loop read that answer) */
+    TT_CHECK_EQ_INT(srv_send_n(&s, 1, "kept", 3, 1, d1024, 4096, 60, 30).code, 0);
+    for (i = 20; i < 30; i++) { /* until one is read by its thread (until then the loop may beat
+                                   a thread to its answer): from then on the connection is kept */
+        char e[32];
+        tfrdv_tcp_get_stats(c.t, &t0);
+        snprintf(e, sizeof e, "kept_%d", i);
+        TT_CHECK_EQ_INT(fetch(&c, 1, e, PS_INC, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+        tfrdv_value_release(v);
+        tfrdv_tcp_get_stats(c.t, &t1);
+        if (t1.waits_lent > t0.waits_lent) break;
+    }
     tfrdv_tcp_get_stats(c.t, &t0);
     for (i = 0; i < 20; i++) {
         char e[32];
@@ -2430,7 +2451,7 @@ static void test_requests_posted_together_go_out_together(void) {
     TT_CHECK(rp.ts.served >= t0.calls_started + 64);
     tfrdv_tcp_get_stats(c.t, &t1);
     printf("      64 requests posted in a row: %llu sendmsg calls\n", (unsigned long long)(t1.sendmsg_calls - t0.sendmsg_calls));
-    TT_CHECK(t1.sendmsg_calls - t0.sendmsg_calls < 32);
+    TT_CHECK(t1.sendmsg_calls - t0.sendmsg_calls < (uint64_t)(slow_build() ? 64 : 32)); /* 1-10 here */
     TT_CHECK_EQ_INT(srv_send_n(&s, 1, "together", 3, 1, d1024, 4096, 70, 64).code, 0);
     TT_CHECK(waiter_wait(w, 64, 30 * SEC));
     for (i = 0; i < 64 && i < w->n; i++) ok += w->code[i] == TFRDV_OK && w->v[i] && w->v[i]->size == 4096;
