@@ -838,6 +838,14 @@ TFRDV_API tfrdv_value* tfrdv_call_alloc_value(tfrdv_call* call, int32_t dtype, i
    on the manager's clock (tfrdv_mgr_now), or INT64_MAX when there is none: put it on the wire
    (a gRPC deadline, a verbs timeout). The core enforces it too, in tfrdv_mgr_expire. */
 TFRDV_API int64_t tfrdv_call_deadline(const tfrdv_call* call);
+/* 1 when a thread blocked in tfrdv_recv waits for this call and will lend itself through
+   tfrdv_transport.wait as soon as start_call returns (the first attempt of a tfrdv_recv on a
+   manager whose transport has wait; through tfrdv_router, wait reaches the call's route only if
+   its transport has one); 0 otherwise: tfrdv_recv_async, a retry (attempt 1..), no wait hook.
+   From start_call on. A hint for a provider that keeps a connection out of its event loop while
+   waiting threads keep reading it: a call answering 0 needs the loop. wait may still decline or
+   not come at all (the receive timed out or was cancelled first: cancel_call comes then). */
+TFRDV_API int tfrdv_call_will_wait(const tfrdv_call* call);
 /* Exactly once per start_call. value (may be NULL) is one owned reference handed to the core. */
 TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
                                  tfrdv_value* value, int is_dead);
@@ -6834,6 +6842,14 @@ TFRDV_API void* tfrdv_call_endpoint(const tfrdv_call* call) { return call ? call
 TFRDV_API const tfrdv_args* tfrdv_call_recv_args(const tfrdv_call* call) { return call ? &call->recv_args : 0; }
 TFRDV_API int tfrdv_call_attempt(const tfrdv_call* call) { return call ? call->attempt : 0; }
 TFRDV_API int64_t tfrdv_call_deadline(const tfrdv_call* call) { return call ? call->deadline : INT64_MAX; }
+TFRDV_API int tfrdv_call_will_wait(const tfrdv_call* call) {
+#ifndef TFRDV_NO_THREADS
+    return call && call->attempt == 0 && call->done == tfrdv__sync_done && call->mgr->cfg.transport.wait != 0;
+#else
+    TFRDV__UNUSED(call);
+    return 0;
+#endif
+}
 TFRDV_API tfrdv_mgr* tfrdv_call_mgr(const tfrdv_call* call) { return call ? call->mgr : 0; }
 TFRDV_API void* tfrdv_call_scratch(tfrdv_call* call) { return call ? (void*)call->scratch.bytes : 0; }
 

@@ -184,16 +184,30 @@
      between calls, waking at least every expire_interval_ns. Requests and small responses are
      written by the thread that produced them (the caller of the fetch, the serve completion) when
      the connection's send queue is empty, so the small path costs one sendmsg per message and no
-     hand-off; the rest is written by the I/O loop. Per small fetch: the server makes one
+     hand-off; the rest is written by the I/O loop. While the loop is reading that connection,
+     what other threads and its own callbacks and serves queue on it is written by the loop at
+     the end of that pass, together: the answers to requests that arrived in one read share a
+     sendmsg (up to 16 frames each), and so do the requests the receive callbacks post. A
+     tfrdv_recv_async (or a retry) whose connection has other calls in flight leaves its REQUEST
+     to the I/O thread (woken once, if it sleeps), which writes the requests posted meanwhile in
+     one sendmsg as it wakes: 64 fetches in flight cost the posting thread no system call each
+     (a tfrdv_recv's request, and every request without an I/O thread, is written at once). Per
+     small fetch: the server makes one
      epoll_wait + one recv + one sendmsg (answered inline when the value is there); the client one
-     sendmsg, then either its loop one epoll_wait + one recv, or (below) the waiting thread two
-     epoll_ctl + poll + one recv. A client reads up to 64 KiB per recv: small responses that
+     sendmsg, then either its loop one epoll_wait + one recv, or (below) the waiting thread one
+     poll + one recv: 6 system calls per fetch in all, where a raw blocking ping-pong makes 4.
+     A client reads up to 64 KiB per recv: small responses that
      arrive together are read together; a value of 32 KiB or more streams straight into the
      receiver's memory. A thread blocked in tfrdv_recv lends
      itself (tfrdv_transport.wait): it takes its call's connection out of the event loop, may
      check it without sleeping for up to spin_ns (50 us; the spin rule below), then sleeps on the
      socket, and reads and
-     completes the response itself: no hand-off, in either progress mode (stats.waits_lent). A
+     completes the response itself: no hand-off, in either progress mode (stats.waits_lent). With
+     epoll, a lent thread that leaves nothing in flight keeps the connection out of the loop's
+     set for the next one (no epoll_ctl pair per fetch); it goes back to the loop when a call
+     starts that no thread will wait for (tfrdv_call_will_wait: tfrdv_recv_async, a retry), a
+     wait is declined or gives up, or after two ticks (expire_interval_ns) without a fetch, so a
+     peer's end is noticed within 40 ms with no call in flight (at once with one). A
      connection the loop is reading is taken over as soon as the loop lets go of it; one that
      another lent thread reads, or one still connecting, is left to that reader
      (stats.waits_declined); responses to other calls that it reads meanwhile complete on the
@@ -910,6 +924,11 @@ struct tfrdv_tcp__conn {
     unsigned armed;                            /* the epoll interest set registered now */
     int claimed;                               /* who reads it now: TFRDV_TCP__BY_* (under t->mu) */
     pthread_t claimer;                         /* the lent thread, while BY_WAITER */
+    int corked;                                /* requests wait in obuf for the loop (t->corkq) */
+    tfrdv_tcp__conn* cnext;                    /* t->corkq */
+    int lazy;                                  /* epoll: a lent thread left it out of the loop's
+                                                  set for the next one (no call in flight; 1, and
+                                                  2 after a tick: the next tick re-arms it) */
     int cwake[2];                              /* wakes the thread lent by tfrdv_recv (made at its
                                                   first claim; an eventfd or a pipe), or -1 */
     tfrdv_tcp__spin spin;                      /* whether lent threads spin (under t->mu) */
@@ -1039,6 +1058,9 @@ struct tfrdv_tcp {
     int nfree_ents, nfree_reqs, nfree_cms;
     size_t serving_count;                      /* tfrdv_mgr_serve calls whose done has not returned */
     size_t nqueued;                            /* responses waiting in send rings */
+    tfrdv_tcp__conn* corkq;                    /* client connections whose requests the I/O thread
+                                                  writes as it wakes and before it sleeps */
+    int loop_awake, cork_woken;                /* between those two; the loop was woken for them */
     tfrdv_tcp_stats stats;                     /* under mu, but for the two counters below */
     uint64_t frames_received, recv_calls;      /* the polling thread's, atomic */
 #ifndef TFRDV_TCP__EPOLL
@@ -1450,6 +1472,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__arm(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
 #ifdef TFRDV_TCP__EPOLL
     struct epoll_event ev;
     if (c->claimed == TFRDV_TCP__BY_WAITER) { tfrdv_tcp__wake_fd(c->cwake); return; }
+    c->lazy = 0;
     memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN | EPOLLRDHUP | ((c->wblocked || c->state == TFRDV_TCP__C_CONNECTING) ? EPOLLOUT : 0u);
     ev.data.ptr = c;
@@ -1750,6 +1773,13 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
         }
         budget -= (size_t)n;
     }
+}
+
+/* what a thread other than c's reader queued on c: written now, or, while the event loop reads
+   c, by the loop at the end of that pass (tfrdv_tcp__conn_event), so the requests and answers
+   produced meanwhile (by its callbacks and serves, or by other threads) share one sendmsg */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__write_soon(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
+    if (c->claimed != TFRDV_TCP__BY_LOOP) tfrdv_tcp__write(t, c, td);
 }
 
 /* >>after unlocking -------------------------------------------------------------------------- */
@@ -2082,7 +2112,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__serve_done(void* user, const tfrdv_status* st
                 tfrdv_tcp__queue_error(t, c, r->id, TFRDV_DEADLINE_EXCEEDED, 0, "tfrdv_tcp: the request's deadline passed on the serving side");
             else
                 tfrdv_tcp__queue_error(t, c, r->id, status->code, status->detail, status->msg);
-            if (!c->wblocked) tfrdv_tcp__write(t, c, &td);
+            if (!c->wblocked) tfrdv_tcp__write_soon(t, c, &td);
         }
         tfrdv_value_release(value); /* NULL on errors, by contract */
         r->value = 0;
@@ -2100,7 +2130,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__serve_done(void* user, const tfrdv_status* st
             if (c && !r->cancelled) {
                 if (r->expired) tfrdv_tcp__queue_error(t, c, r->id, TFRDV_DEADLINE_EXCEEDED, 0, "tfrdv_tcp: the request's deadline passed on the serving side");
                 else tfrdv_tcp__queue_error(t, c, r->id, TFRDV_RESOURCE_EXHAUSTED, 0, "tfrdv_tcp: value larger than max_tensor_bytes of the serving side");
-                if (!c->wblocked) tfrdv_tcp__write(t, c, &td);
+                if (!c->wblocked) tfrdv_tcp__write_soon(t, c, &td);
             }
             if (r->cancelled) t->stats.serve_cancelled++;
             r->tnext = td.back;
@@ -2111,7 +2141,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__serve_done(void* user, const tfrdv_status* st
             c->ring_bytes += r->total;
             tfrdv_tcp__req_insert(t, r);
             tfrdv_tcp__list_add(&c->ring, r);
-            if (!c->wblocked) tfrdv_tcp__write(t, c, &td);
+            if (!c->wblocked) tfrdv_tcp__write_soon(t, c, &td);
         }
     }
     pthread_mutex_unlock(&t->mu);
@@ -2811,6 +2841,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__cancel_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c
 TFRDV_TCP__PRIVATE int tfrdv_tcp__detach_call(tfrdv_tcp* t, tfrdv_tcp__ent* e, tfrdv_code code, const char* msg, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent* x;
     if (e->conn && e->conn->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_fd(e->conn->cwake); /* it may wait for e */
+    if (e->conn && e->conn->lazy) tfrdv_tcp__arm(t, e->conn); /* its thread may not come: the loop reads */
     if (e->state == TFRDV_TCP__E_WAIT) {
         tfrdv_tcp__ent_remove(t, e);
         tfrdv_tcp__todo_fin(td, e, code, msg);
@@ -2901,6 +2932,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
         if (c->state != TFRDV_TCP__C_OPEN) continue;
         if (!c->server) { /* acknowledgements nothing else carried */
             if (c->nacks && !c->wblocked) tfrdv_tcp__write(t, c, &td);
+            if (c->lazy && ++c->lazy > 2) tfrdv_tcp__arm(t, c); /* idle for a tick: the loop
+                                                                  watches it again (its end) */
             continue;
         }
         if (t->cfg.stall_timeout_ns < 0) continue;
@@ -2959,7 +2992,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__free_dead(tfrdv_tcp* t) { /* under t->mu */
     tfrdv_tcp__conn *keep = 0, *c;
     while ((c = t->dead) != 0) {
         t->dead = c->dnext;
-        if (c->claimed) { /* a lent thread still holds it: its release is before the next pass */
+        if (c->claimed || c->corked) { /* a lent thread still holds it (its release is before the
+                                          next pass), or it waits in t->corkq (flushed first) */
             c->dnext = keep;
             keep = c;
             continue;
@@ -3018,18 +3052,19 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_event(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     pthread_mutex_unlock(&t->mu);
     tfrdv_tcp__conn_io(t, c, rd, wr, err);
     pthread_mutex_lock(&t->mu);
-    if (c->nacks && c->state == TFRDV_TCP__C_OPEN && !c->wblocked) { /* the pass's deliveries,
-                                 after their callbacks ran (a thread lent by tfrdv_recv leaves its
-                                 acknowledgement to its next request or the tick) */
+    c->claimed = TFRDV_TCP__BY_NONE; /* from here on, writers write themselves */
+    if (t->loop_waiters) pthread_cond_broadcast(&t->cv); /* a lent thread takes it over */
+    if (c->state == TFRDV_TCP__C_OPEN && !c->wblocked) { /* what the pass queued (tfrdv_tcp__write_soon)
+                                 and its deliveries' acknowledgements, after their callbacks ran (a
+                                 thread lent by tfrdv_recv leaves its acknowledgement to its next
+                                 request or the tick), in one go */
         tfrdv_tcp__todo td;
         tfrdv_tcp__todo_init(&td);
         tfrdv_tcp__write(t, c, &td);
         pthread_mutex_unlock(&t->mu);
         tfrdv_tcp__todo_run(t, &td);
-        pthread_mutex_lock(&t->mu);
+        return;
     }
-    c->claimed = TFRDV_TCP__BY_NONE;
-    if (t->loop_waiters) pthread_cond_broadcast(&t->cv); /* a lent thread takes it over */
     pthread_mutex_unlock(&t->mu);
 }
 /* t->mu held: tfrdv_tcp_destroy was called from a callback and no thread is inside the transport
@@ -3047,6 +3082,24 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__leave(tfrdv_tcp* t) {
     tfrdv_tcp__shutdown(t);
     pthread_mutex_unlock(&t->poll_mu);
     tfrdv_tcp__release(t);
+}
+/* Requests other threads posted while others were in flight on their connection wait in
+   t->corkq for the I/O thread (tfrdv_tcp__start_call), which writes each connection's together
+   as it wakes (woken for them if it slept) and again before it sleeps (awake 0). */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__uncork(tfrdv_tcp* t, int awake) {
+    tfrdv_tcp__todo td;
+    tfrdv_tcp__todo_init(&td);
+    pthread_mutex_lock(&t->mu);
+    t->loop_awake = awake;
+    t->cork_woken = 0;
+    while (t->corkq) {
+        tfrdv_tcp__conn* c = t->corkq;
+        t->corkq = c->cnext;
+        c->corked = 0;
+        if (c->state == TFRDV_TCP__C_OPEN && !c->wblocked) tfrdv_tcp__write(t, c, &td);
+    }
+    pthread_mutex_unlock(&t->mu);
+    tfrdv_tcp__todo_run(t, &td);
 }
 TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
     int n, i, handled = 0, last;
@@ -3067,6 +3120,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
     {
         struct epoll_event evs[64];
         n = epoll_wait(t->efd, evs, 64, ms);
+        tfrdv_tcp__uncork(t, 1); /* first: the requests go out before the answers are read */
         for (i = 0; i < n; i++) {
             void* p = evs[i].data.ptr;
             uint32_t ev = evs[i].events;
@@ -3117,6 +3171,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
         }
         pthread_mutex_unlock(&t->mu);
         n = poll(pf, (nfds_t)np, ms);
+        tfrdv_tcp__uncork(t, 1);
         for (i = 0; n > 0 && i < np; i++) {
             short re = pf[i].revents;
             if (!re) continue;
@@ -3134,6 +3189,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
     }
 #endif
     if (tfrdv_tcp__now() >= t->next_tick) tfrdv_tcp__tick(t);
+    tfrdv_tcp__uncork(t, 0); /* what the pass's callbacks and other threads posted meanwhile */
     pthread_mutex_lock(&t->mu);
     tfrdv_tcp__free_dead(t);
     t->polling = 0;
@@ -3448,7 +3504,16 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     }
     tfrdv_tcp__ent_insert(t, e);
     t->stats.calls_started++;
-    if (c && c->state == TFRDV_TCP__C_OPEN && !c->wblocked) tfrdv_tcp__write(t, c, &td);
+    if (c && c->lazy && !tfrdv_call_will_wait(call)) tfrdv_tcp__arm(t, c); /* no thread will read it */
+    if (c && c->state == TFRDV_TCP__C_OPEN && !c->wblocked) {
+        if (t->has_thread && c->claimed == TFRDV_TCP__BY_NONE && (c->calls.next != e || e->next != &c->calls) &&
+            !tfrdv_call_will_wait(call)) { /* others in flight: the I/O thread writes them together */
+            if (!c->corked) { c->corked = 1; c->cnext = t->corkq; t->corkq = c; }
+            if (!t->loop_awake && !t->cork_woken) { t->cork_woken = 1; tfrdv_tcp__wake(t); }
+        } else {
+            tfrdv_tcp__write_soon(t, c, &td);
+        }
+    }
     pthread_mutex_unlock(&t->mu);
     tfrdv_tcp__todo_run(t, &td);
 }
@@ -3526,12 +3591,14 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     if (!c || c->server || c->state != TFRDV_TCP__C_OPEN || !c->hello_ok || c->claimed || t->closing ||
         (c->cwake[0] < 0 && !tfrdv_tcp__wake_open(c->cwake))) {
         if (e && e->call == call) t->stats.waits_declined++;
+        if (c && c->lazy) tfrdv_tcp__arm(t, c); /* the loop reads it then */
         pthread_mutex_unlock(&t->mu);
         return 0;
     }
     t->stats.waits_lent++;
     c->claimed = TFRDV_TCP__BY_WAITER;
     c->claimer = pthread_self();
+    c->lazy = 0;
     t->nclaims++;
     if (t->cfg.spin_ns > 0) {
         if (c->spin.checks-- <= 0) { /* where the two ends run, now and then (system calls) */
@@ -3576,6 +3643,13 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     }
     c->claimed = TFRDV_TCP__BY_NONE;
     t->nclaims--;
+#ifdef TFRDV_TCP__EPOLL
+    if (c->state == TFRDV_TCP__C_OPEN && !c->in_epoll && c->calls.next == &c->calls && !c->wblocked &&
+        c->rx == TFRDV_TCP__RX_HDR && c->rlen == c->roff && !t->closing)
+        c->lazy = 1; /* nothing in flight: kept for the next lent thread, no epoll_ctl pair per
+                        fetch; a call no thread will read, a decline or the second tick re-arms */
+    else
+#endif
     if (c->state == TFRDV_TCP__C_OPEN) tfrdv_tcp__arm(t, c); /* back to the loop (level-triggered:
                                                               what is left wakes it) */
     if (t->closing && t->nclaims == 0) pthread_cond_broadcast(&t->cv);
@@ -3714,6 +3788,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__free_all(tfrdv_tcp* t) {
     tfrdv_tcp__free(t, t->workers, t->capworkers * sizeof *t->workers);
     tfrdv_tcp__free(t, t->bound, t->capbound * sizeof *t->bound);
     while ((p = t->peers) != 0) { t->peers = p->next; tfrdv_tcp__free(t, p, sizeof *p + strlen(p->addr)); }
+    while (t->corkq) { t->corkq->corked = 0; t->corkq = t->corkq->cnext; }
     tfrdv_tcp__free_dead(t);
 #ifndef TFRDV_TCP__EPOLL
     tfrdv_tcp__free(t, t->pfds, t->npoll * sizeof *t->pfds);

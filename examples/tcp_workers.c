@@ -9,7 +9,12 @@
                           one task, as a cluster launcher starts it ("ps" or "worker")
    Nothing is passed around by hand: the worker asks the ps for its incarnation (the keys name it)
    and waits for the ps if it is not up yet; the ps cleans a step up once the worker has taken its
-   4 tensors (16 B .. 1 MiB; tfrdv_mgr_drain), and ends after the last step. */
+   4 tensors (16 B .. 1 MiB; tfrdv_mgr_drain), and ends after the last step. Both print which
+   path the values took: the socket, or (same host, Unix sockets) the ps's memory read straight
+   into the worker's (process_vm_readv, values of 64 KiB and more). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* Linux: lets tfrdv_tcp.h use SO_PEERCRED and process_vm_readv (same host) */
+#endif
 #define TFRDV_IMPLEMENTATION
 #define TFRDV_TCP_IMPLEMENTATION
 #include "tfrdv.h"
@@ -91,8 +96,9 @@ static int run_ps(const tfrdv_cluster* cl) {
     for (step = 1; step <= STEPS && !rc; step++) /* cleaned up once the worker has every tensor */
         if (tfrdv_mgr_drain(m, step, WAIT_NS, &st) != TFRDV_OK) rc = fail("ps", "step not fetched", &st);
     tfrdv_tcp_get_stats(tcp, &s);
-    printf("ps: %llu of %d tensors delivered (%llu bytes)%s\n", (unsigned long long)s.values_acked, STEPS * NT,
-           (unsigned long long)s.bytes_sent, rc ? "" : ", every step cleaned up");
+    printf("ps: %llu of %d tensors delivered (%llu bytes; %llu read from this process's memory)%s\n",
+           (unsigned long long)s.values_acked, STEPS * NT, (unsigned long long)s.bytes_sent,
+           (unsigned long long)s.values_cma_sent, rc ? "" : ", every step cleaned up");
     fflush(stdout);
     tfrdv_tcp_destroy(tcp); /* also removes a Unix socket file */
     tfrdv_mgr_destroy(m);
@@ -129,6 +135,7 @@ static int run_worker(const tfrdv_cluster* cl) {
     tfrdv_tcp* tcp;
     tfrdv_mgr* m = NULL;
     tfrdv_status st;
+    tfrdv_tcp_stats s;
     uint64_t ps_inc;
     int64_t step, total_ns = 0;
     int t, good = 0;
@@ -173,6 +180,9 @@ static int run_worker(const tfrdv_cluster* cl) {
         }
     }
     printf("\nworker: %d/%d transfers intact, mean latency %.1f us\n", good, STEPS * NT, good ? (double)total_ns / good / 1e3 : 0.0);
+    tfrdv_tcp_get_stats(tcp, &s);
+    printf("worker: path to the ps: %s; %llu values read from its memory, the rest over the socket\n",
+           s.same_host_grants ? "same host" : "socket only", (unsigned long long)s.values_cma);
     fflush(stdout);
     tfrdv_tcp_destroy(tcp); /* closes the connection (the ps sees the worker is done) */
     tfrdv_mgr_destroy(m);

@@ -4,8 +4,9 @@
    help" and the receive then waits for the finish without calling wait again; the receive's
    timeout and a user cancellation still complete it (cancel_call reaches the provider, which
    returns from wait); tfrdv_recv_async never lends; the router passes wait to the route's
-   transport and lends nothing for a route whose transport has none. The providers here are
-   small and hold one call. */
+   transport and lends nothing for a route whose transport has none; tfrdv_call_will_wait tells
+   start_call which calls a thread will lend itself to. The providers here are small and hold one
+   call. */
 #define _POSIX_C_SOURCE 200809L
 #include "tt.h"
 #define TFRDV_IMPLEMENTATION
@@ -25,6 +26,8 @@ typedef struct lender {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int mode, starts, cancels, waits, finish_in_start;
+    int fail_starts;            /* starts left to finish UNAVAILABLE inside start_call */
+    int will_wait[4];           /* tfrdv_call_will_wait at each of the first starts */
     int64_t first_timeout, max_timeout;
     tfrdv_call* call;           /* held from start until someone finishes it */
     int wrong_call;             /* wait was given another call than the held one */
@@ -47,8 +50,10 @@ static tfrdv_call* take(lender* l) {
 static void ln_start(void* u, tfrdv_call* call) {
     lender* l = (lender*)u;
     pthread_mutex_lock(&l->mu);
+    if (l->starts < 4) l->will_wait[l->starts] = tfrdv_call_will_wait(call);
     l->starts++;
-    if (l->finish_in_start) {
+    if (l->finish_in_start || l->fail_starts) {
+        if (l->fail_starts) l->fail_starts--;
         pthread_mutex_unlock(&l->mu);
         tfrdv_call_finish(call, TFRDV_UNAVAILABLE, "finished in start", 0, 0);
         return;
@@ -319,6 +324,91 @@ static void test_router_passes_wait_to_the_route(void) {
     t.destroy(t.user);
 }
 
+/* tfrdv_call_will_wait: 1 in start_call for the first attempt of a tfrdv_recv over a transport
+   with wait, 0 for tfrdv_recv_async, for a retry and without a wait hook */
+typedef struct expirer { tfrdv_mgr* m; volatile int stop; } expirer;
+static void* expire_loop(void* p) {
+    expirer* x = (expirer*)p;
+    while (!__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE)) {
+        (void)tfrdv_mgr_expire(x->m, tfrdv_mgr_now(x->m));
+        sleep_ns(MS);
+    }
+    return 0;
+}
+static void test_will_wait_names_the_calls_a_thread_lends_itself_to(void) {
+    fx_alloc a = {0};
+    lender l;
+    tfrdv_rendezvous* r;
+    tfrdv_transport t = lender_transport(&l, FINISH_IN_WAIT);
+    tfrdv_mgr* m = mgr_over(&a, t, &r);
+    tfrdv_mgr_config c = tfrdv_mgr_config_init();
+    tfrdv_value* v = 0;
+    tfrdv_status st;
+    tfrdv_code got = TFRDV_UNKNOWN;
+    tfrdv_call* call;
+    expirer x;
+    pthread_t th;
+    fx_key k;
+    TT_CHECK_EQ_INT(tfrdv_call_will_wait(0), 0);
+    TT_CHECK_EQ_INT(recv_from(r, B0, 0, 0, &v, &st), TFRDV_OK); /* blocking */
+    TT_CHECK_EQ_INT(l.starts, 1);
+    TT_CHECK_EQ_INT(l.will_wait[0], 1);
+    TT_CHECK_EQ_INT(l.waits, 1);
+    tfrdv_value_release(v);
+    key(&k, B0, 1, A0, "t"); /* async */
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, on_done, &got, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(l.starts, 2);
+    TT_CHECK_EQ_INT(l.will_wait[1], 0);
+    call = take(&l);
+    TT_CHECK(call != 0);
+    tfrdv_call_finish(call, TFRDV_OK, "", &l.val.v, 0);
+    TT_CHECK_EQ_INT(got, TFRDV_OK);
+    done_mgr(&a, m, r);
+    lender_free(&l);
+
+    /* no wait hook: nobody lends */
+    t = lender_transport(&l, FINISH_IN_WAIT);
+    t.wait = 0;
+    m = mgr_over(&a, t, &r);
+    pthread_create(&th, 0, finish_later, &l);
+    TT_CHECK_EQ_INT(recv_from(r, B0, 0, 0, &v, &st), TFRDV_OK);
+    pthread_join(th, 0);
+    TT_CHECK_EQ_INT(l.will_wait[0], 0);
+    tfrdv_value_release(v);
+    done_mgr(&a, m, r);
+    lender_free(&l);
+
+    /* a retry: the first start finishes UNAVAILABLE, the retry (attempt 1) starts from
+       tfrdv_mgr_expire on another thread while the receive's thread no longer lends itself */
+    t = lender_transport(&l, FINISH_IN_WAIT);
+    l.fail_starts = 1;
+    c.hooks = fx_alloc_hooks(&a);
+    c.worker_name = WA;
+    c.transport = t;
+    c.call_max_retries = 1;
+    c.retry_backoff_ns = MS;
+    m = mk(&c);
+    TT_CHECK(m != 0);
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(m, 1, &r, 0), TFRDV_OK);
+    x.m = m;
+    x.stop = 0;
+    pthread_create(&th, 0, expire_loop, &x);
+    {
+        pthread_t fin;
+        pthread_create(&fin, 0, finish_later, &l); /* takes the retry's call after 20 ms */
+        TT_CHECK_EQ_INT(recv_from(r, B0, 0, 0, &v, &st), TFRDV_OK);
+        pthread_join(fin, 0);
+    }
+    __atomic_store_n(&x.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(th, 0);
+    TT_CHECK_EQ_INT(l.starts, 2);
+    TT_CHECK_EQ_INT(l.will_wait[0], 1);
+    TT_CHECK_EQ_INT(l.will_wait[1], 0);
+    tfrdv_value_release(v);
+    done_mgr(&a, m, r);
+    lender_free(&l);
+}
+
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_wait_can_finish_the_call_on_the_waiting_thread);
@@ -327,5 +417,6 @@ int main(int argc, char** argv) {
     TT_RUN(test_user_cancel_reaches_a_lent_thread);
     TT_RUN(test_async_receive_never_lends);
     TT_RUN(test_router_passes_wait_to_the_route);
+    TT_RUN(test_will_wait_names_the_calls_a_thread_lends_itself_to);
     return TT_MAIN_END();
 }
