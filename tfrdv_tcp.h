@@ -2783,8 +2783,9 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
             c->shm->tx_ok = 1;
             t->stats.ring_connections++;
             if (!c->wblocked) tfrdv_tcp__write(t, c, td);
-        } else if (c->shm) {
-            tfrdv_tcp__shm_free(t, c);
+        } else if (c->shm) { /* no doorbell, nothing goes in (the memory stays until the
+                                connection goes: this frame may have come through it) */
+            tfrdv_tcp__shm_stop(t, c);
             if (!t->shm_logged) {
                 t->shm_logged = rsay = 1;
                 snprintf(rmsg, sizeof rmsg, "tfrdv_tcp: small frames to %.80s travel over the socket: the server refused the shared-memory ring (its log says why) (said once per transport)", c->peer ? c->peer->addr : "?");
@@ -3196,7 +3197,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_frames(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     while (off < len && c->state == TFRDV_TCP__C_OPEN) {
         long used = tfrdv_tcp_decode(b + off, len - off, &t->lim, &f, &st);
         why[0] = 0;
-        if (used < 0) snprintf(why, sizeof why, "in the ring: %s", st.msg + (strncmp(st.msg, "tfrdv_tcp: ", 11) == 0 ? 11 : 0));
+        if (used < 0) snprintf(why, sizeof why, "in the ring: %.200s", st.msg + (strncmp(st.msg, "tfrdv_tcp: ", 11) == 0 ? 11 : 0));
         else if (used == 0) snprintf(why, sizeof why, "a frame cut short in a ring record (%llu bytes left)", (unsigned long long)(len - off));
         else if (f.type == TFRDV_TCP_RESPONSE && (f.remote || f.data_len != f.bytes || f.data_len > len - off - (size_t)used))
             snprintf(why, sizeof why, "a RESPONSE in the ring without all its %llu value bytes", (unsigned long long)f.bytes);
