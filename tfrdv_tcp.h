@@ -3272,8 +3272,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_frames(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     }
 }
 /* the reading thread: records whose socket frames were read; announce: when none is left, say
-   so in the sleep word (then look once more: a record written meanwhile is not missed) */
+   so in the sleep word (then look once more: a record written meanwhile is not missed). At most
+   64 records per call (other connections come next): the loop rings its own doorbell for the
+   rest, a lent thread finds them before it sleeps */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_run(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td, int announce) {
+    int n = 0;
     for (;;) {
         tfrdv_tcp__shm* s = c->shm;
         uint32_t len;
@@ -3297,6 +3300,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_run(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfr
             continue;
         }
         if (sfr > c->rfr) return; /* after socket frames not read yet: their event comes */
+        if (announce && ++n > 64) {
+            uint64_t one = 1;
+            if (c->claimed != TFRDV_TCP__BY_WAITER) while (write(s->efd, &one, sizeof one) < 0 && errno == EINTR) {}
+            return;
+        }
         tfrdv_tcp__shm_out(&s->rx, s->rx.pos + 16, s->buf, len);
         s->rx.pos += 16 + tfrdv_tcp__shm_pad(len);
         __atomic_store_n(s->rx.head, s->rx.pos, __ATOMIC_RELEASE);
