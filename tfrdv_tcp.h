@@ -171,9 +171,10 @@
      the ring's memory and the socket, with its sleep word cleared, so a producer whose consumer
      spins makes no system call at all. The socket stays the control channel: the peer's death
      is its EOF and every call completes exactly once as on the socket. An idle connection costs
-     nothing (no thread wakes for the ring). Measured (bench_samehost, this VM, both processes
-     on one CPU): a 4 KiB fetch 1.48x a raw Unix-socket ping-pong through the ring, 2.20x over
-     the socket; on two CPUs 0.76x and 0.98x. Fallbacks, each logged once per transport with
+     nothing (no thread wakes for the ring). Measured (bench_samehost, a loaded 2-vCPU VM, two
+     runs): both processes on one CPU, a 4 KiB fetch is 1.5-1.8x a raw Unix-socket ping-pong
+     through the ring, 2.2-2.6x over the socket (1 B: 1.7-2.5x, 2.3-4.0x); on two CPUs 0.75x
+     and 1.0-1.1x. Fallbacks, each logged once per transport with
      the reason: same_host TFRDV_OFF on either side, a version 3 peer, memfd or eventfd
      failing, the server refusing, a build without it (not Linux, no epoll, no _GNU_SOURCE).
      TFRDV_TCP_RING_DENY in the environment (read by tfrdv_tcp_create): 1 = never offer or
