@@ -9,8 +9,14 @@
    fetch lands in one warm preallocated buffer (tfrdv_args.alloc_fn) and the payload is served
    from one warm buffer; the baseline is memcpy between two warm buffers of the same size.
    Rounds interleave the variants; figure = median time per fetch over the rounds; ratio =
-   memcpy's time / the variant's time (1.0 = memory speed). Nothing is pinned. Exits non-zero
-   only for a wrong answer (a failed or corrupt fetch), never for a missed target. */
+   memcpy's time / the variant's time (1.0 = memory speed); these rows are not pinned.
+   Then small fetches (1 B, 4 KiB) through the shared-memory ring (SAME HOST RING: the default
+   client of task 0) and over the socket (same_host off) against a raw Unix-socket ping-pong
+   (64-byte request, 32-byte header + payload; a thread of the server process), each in two
+   placements: one-cpu (both processes on one CPU) and two-cpus (client and server on two),
+   median of interleaved rounds, ratio = variant / raw of the same placement and run. Last, the
+   idle cost: both processes connected and idle for 10 s (getrusage, /proc/<pid>/stat). Exits
+   non-zero only for a wrong answer (a failed or corrupt fetch), never for a missed target. */
 #define _GNU_SOURCE
 #define TFRDV_IMPLEMENTATION
 #define TFRDV_TCP_IMPLEMENTATION
@@ -21,6 +27,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,8 +69,63 @@ static int rd_full(int fd, void* p, size_t n) {
 }
 static void payload_free(tfrdv_value* v) { free(v); }
 
+/* ---- placement: every thread of this process on one CPU (cpu < 0: back on all of them) ---- */
+static cpu_set_t start_cpus;
+static int pin_process(int cpu) {
+    DIR* d = opendir("/proc/self/task");
+    struct dirent* e;
+    cpu_set_t set;
+    int ok = d != 0;
+    if (cpu < 0) set = start_cpus;
+    else {
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+    }
+    while (d && (e = readdir(d)) != 0) {
+        int tid = atoi(e->d_name);
+        if (tid > 0 && sched_setaffinity(tid, sizeof set, &set) != 0) ok = 0;
+    }
+    if (d) closedir(d);
+    return ok;
+}
+/* ---- the raw Unix-socket ping-pong: 64-byte request (the payload size first), 32-byte header
+   + payload back ---- */
+static char raw_addr[108];
+static int unix_addr(const char* a, struct sockaddr_un* un, socklen_t* len) {
+    size_t n = strlen(a + 6);
+    memset(un, 0, sizeof *un);
+    un->sun_family = AF_UNIX;
+    memcpy(un->sun_path + 1, a + 6, n); /* "unix:@name": abstract */
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+    return 1;
+}
+static void* raw_server(void* arg) {
+    int lfd = *(int*)arg, fd;
+    unsigned char req[64], hdr[32];
+    while ((fd = accept(lfd, 0, 0)) >= 0) {
+        uint64_t size;
+        while (rd_full(fd, req, sizeof req)) {
+            struct iovec iv[2];
+            struct msghdr mh;
+            memcpy(&size, req, 8);
+            memset(hdr, 0, sizeof hdr);
+            memcpy(hdr, &size, 8);
+            iv[0].iov_base = hdr;
+            iv[0].iov_len = sizeof hdr;
+            iv[1].iov_base = pat;
+            iv[1].iov_len = (size_t)size;
+            memset(&mh, 0, sizeof mh);
+            mh.msg_iov = iv;
+            mh.msg_iovlen = 2;
+            if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)(sizeof hdr + size)) break;
+        }
+        close(fd);
+    }
+    return 0;
+}
+
 /* ---- the server ---- */
-typedef struct cmd { int64_t step, n; uint64_t size; int which; } cmd;
+typedef struct cmd { int64_t step, n; uint64_t size; int which; } cmd; /* which -1: pin to CPU n */
 static int serve_main(int in, int out, const char* a0, const char* a1) {
     tfrdv_tcp* t[2];
     tfrdv_mgr* m[2];
@@ -77,10 +143,26 @@ static int serve_main(int in, int out, const char* a0, const char* a1) {
         mc.transport = tfrdv_tcp_transport(t[i]);
         if (tfrdv_mgr_create(&mc, &m[i], &st) != TFRDV_OK || tfrdv_tcp_attach(t[i], m[i], &st) != TFRDV_OK) return 1;
     }
+    { /* the raw ping-pong's listener and thread */
+        static int lfd;
+        struct sockaddr_un un;
+        socklen_t ul;
+        pthread_t th;
+        lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+        unix_addr(raw_addr, &un, &ul);
+        if (lfd < 0 || bind(lfd, (struct sockaddr*)&un, ul) != 0 || listen(lfd, 4) != 0) return 1;
+        if (pthread_create(&th, 0, raw_server, &lfd) != 0) return 1;
+        pthread_detach(th);
+    }
     if (write(out, "k", 1) != 1) return 1;
     while (rd_full(in, &c, sizeof c)) {
         tfrdv_rendezvous* r = 0;
         int64_t j;
+        if (c.which < 0) {
+            char k = pin_process((int)c.n) ? 'k' : 'n';
+            if (write(out, &k, 1) != 1) return 1;
+            continue;
+        }
         (void)tfrdv_mgr_start_step(m[c.which], c.step, &r, &st);
         for (j = 0; j < c.n; j++) {
             tfrdv_key k;
@@ -180,6 +262,116 @@ static double med(double* v, int n) {
     return v[n / 2];
 }
 
+/* the raw ping-pong: n exchanges of size on a connection of its own; ns per exchange */
+static int raw_fd = -1;
+static double raw_block(uint64_t size, int n) {
+    unsigned char req[64], *buf = dst;
+    int64_t t0;
+    int i;
+    if (raw_fd < 0) {
+        struct sockaddr_un un;
+        socklen_t ul;
+        raw_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        unix_addr(raw_addr, &un, &ul);
+        if (raw_fd < 0 || connect(raw_fd, (struct sockaddr*)&un, ul) != 0) return -1;
+    }
+    memset(req, 0, sizeof req);
+    memcpy(req, &size, 8);
+    t0 = now_ns();
+    for (i = 0; i < n; i++) {
+        if (write(raw_fd, req, sizeof req) != (ssize_t)sizeof req || !rd_full(raw_fd, buf, 32 + (size_t)size)) return -1;
+    }
+    return (double)(now_ns() - t0) / n;
+}
+/* both processes where asked: one-cpu (both on cpu a), two-cpus (client a, server b), or back */
+static int place(int p, int a, int b) {
+    cmd c;
+    char k = 0;
+    memset(&c, 0, sizeof c);
+    c.which = -1;
+    c.n = p < 0 ? -1 : p == 0 ? a : b;
+    if (write(to_srv, &c, sizeof c) != (ssize_t)sizeof c || read(from_srv, &k, 1) != 1) return 0;
+    return pin_process(p < 0 ? -1 : a) && k == 'k';
+}
+/* CPU seconds of a process from /proc/<pid>/stat (utime + stime) */
+static double proc_cpu(pid_t pid) {
+    char path[64], buf[1024], *p;
+    unsigned long ut = 0, stt = 0;
+    FILE* f;
+    size_t n;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (!(f = fopen(path, "r"))) return -1;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    if (!(p = strrchr(buf, ')')) || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &stt) != 2) return -1;
+    return (double)(ut + stt) / (double)sysconf(_SC_CLK_TCK);
+}
+static double self_cpu(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+/* 1 B and 4 KiB: ring and socket against the raw ping-pong, in both placements; idle cost */
+static int small_fetches(pid_t srv_pid) {
+    static const uint64_t sz[2] = {1, 4096};
+    static const char* pn[2] = {"one-cpu", "two-cpus"};
+    enum { RR = 9, N = 2000 };
+    double tr[3][RR], fig[2][2][3];
+    int p, si, r, k, cpus = CPU_COUNT(&start_cpus), a = 0, b = 1, placed[2] = {0, 0};
+    char tl[1024];
+    size_t tlen = 0;
+    tfrdv_tcp_stats s0, s1;
+    for (k = 0, p = 0; k < CPU_SETSIZE && p < 2; k++)
+        if (CPU_ISSET(k, &start_cpus)) { if (p == 0) a = k; else b = k; p++; }
+    tfrdv_tcp_get_stats(ct[V_ON], &s0);
+    printf("small fetches (tfrdv_recv, sequential; %d per round, median of %d interleaved rounds), us per fetch and x raw:\n", N, RR);
+    printf("  %-9s %-8s %12s %22s %22s\n", "placement", "size", "raw unix", "ring (same host)", "socket (same_host off)");
+    for (p = 0; p < 2; p++) {
+        if (p == 1 && cpus < 2) { printf("  two-cpus: skipped (one CPU available)\n"); break; }
+        placed[p] = place(p, a, b);
+        if (!placed[p]) printf("  %s: could not pin (the rows run unpinned)\n", pn[p]);
+        for (si = 0; si < 2; si++) {
+            for (r = 0; r < RR; r++) {
+                tr[0][r] = raw_block(sz[si], N);
+                tr[1][r] = block(V_ON, sz[si], N);
+                tr[2][r] = block(V_OFF, sz[si], N);
+                if (tr[0][r] < 0 || tr[1][r] < 0 || tr[2][r] < 0) { (void)place(-1, a, b); return 1; }
+            }
+            for (k = 0; k < 3; k++) fig[p][si][k] = med(tr[k], RR);
+            printf("  %-9s %-8llu %12.2f %14.2f %6.2fx %14.2f %6.2fx\n", pn[p], (unsigned long long)sz[si], fig[p][si][0] / 1000.0,
+                   fig[p][si][1] / 1000.0, fig[p][si][1] / fig[p][si][0], fig[p][si][2] / 1000.0, fig[p][si][2] / fig[p][si][0]);
+            {
+                double x = fig[p][si][1] / fig[p][si][0], lim = p == 0 ? 0.75 : 1.0;
+                tlen += (size_t)snprintf(tl + tlen, sizeof tl - tlen, "TARGET samehost_ring_%s %s %.3f %s\n", si ? "4KiB" : "1B",
+                                         placed[p] ? pn[p] : "unpinned", x, x <= lim ? "met" : "missed");
+            }
+        }
+    }
+    (void)place(-1, a, b);
+    tfrdv_tcp_get_stats(ct[V_ON], &s1);
+    printf("  ring client: %llu values through the ring, %llu frames written into it, ring connections %llu\n",
+           (unsigned long long)(s1.values_ring - s0.values_ring), (unsigned long long)(s1.frames_ring_sent - s0.frames_ring_sent),
+           (unsigned long long)s1.ring_connections);
+    { /* idle: every connection open, nothing asked, 10 s */
+        double c0 = self_cpu(), p0 = proc_cpu(srv_pid), c1, p1, worst;
+        int64_t t0 = now_ns();
+        struct timespec ts = {10, 0};
+        nanosleep(&ts, 0);
+        c1 = self_cpu();
+        p1 = proc_cpu(srv_pid);
+        t0 = now_ns() - t0;
+        c1 = 100.0 * (c1 - c0) / ((double)t0 / 1e9);
+        p1 = p0 < 0 ? -1 : 100.0 * (p1 - p0) / ((double)t0 / 1e9);
+        worst = c1 > p1 ? c1 : p1;
+        printf("idle for %.1f s, connected (3 client transports, 2 server transports, ring up): client %.2f%%, server %.2f%% of a CPU\n",
+               (double)t0 / 1e9, c1, p1);
+        tlen += (size_t)snprintf(tl + tlen, sizeof tl - tlen, "TARGET samehost_idle_cpu_percent unpinned %.3f %s\n", worst, worst <= 1.0 ? "met" : "missed");
+    }
+    fputs(tl, stdout);
+    return 0;
+}
+
 int main(void) {
     static const uint64_t sizes[4] = {4096, 65536, (uint64_t)1 << 20, (uint64_t)64 << 20};
     static const int counts[4] = {2000, 1000, 200, 4};
@@ -194,6 +386,8 @@ int main(void) {
     memset(dst, 1, MAXB);
     snprintf(a0, sizeof a0, "unix:@tfrdv_bench_sh0_%d", (int)getpid());
     snprintf(a1, sizeof a1, "unix:@tfrdv_bench_sh1_%d", (int)getpid());
+    snprintf(raw_addr, sizeof raw_addr, "unix:@tfrdv_bench_shraw_%d", (int)getpid());
+    (void)sched_getaffinity(0, sizeof start_cpus, &start_cpus);
     if (pipe(c2s) || pipe(s2c)) return 1;
     pid = fork();
     if (pid == 0) {
@@ -236,6 +430,7 @@ int main(void) {
         printf("TARGET samehost_64MiB unpinned %.2f %s\n", r64, r64 >= 0.7 ? "met" : "missed");
         printf("TARGET samehost_1MiB unpinned %.2f %s\n", r1, r1 >= 0.5 ? "met" : "missed");
     }
+    if (!bad) bad = small_fetches(pid);
     for (v = V_OFF; v < NV; v++) { tfrdv_tcp_destroy(ct[v]); tfrdv_mgr_destroy(cm[v]); }
     close(to_srv);
     waitpid(pid, &si, 0);

@@ -174,8 +174,8 @@ static void test_codec_by_address(void) {
     TT_CHECK(g.type == TFRDV_TCP_SAMEHOST && g.sh_flags == TFRDV_TCP_SH_CMA_READ);
 
     /* hostile */
-    f.sh_flags = 8;
-    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "SAMEHOST with unknown flags 0x8");
+    f.sh_flags = 16; /* 4 and 8: the ring (version 4) */
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "SAMEHOST with unknown flags 0x10");
     f.sh_flags = 0;
     f.id = 3;
     bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "id 3 (0 expected)");
@@ -833,7 +833,7 @@ static void test_hostile_server_by_address(void) {
 }
 
 /* ---- an older peer (protocol version 2) never sees a SAMEHOST frame ---- */
-typedef struct oldsrv { int lfd, saw_samehost, saw_ack; } oldsrv;
+typedef struct oldsrv { int lfd, saw_samehost, saw_ack, version; } oldsrv;
 static void* old_server(void* p) {
     oldsrv* o = (oldsrv*)p;
     rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
@@ -844,12 +844,12 @@ static void* old_server(void* p) {
     if (fd < 0) { free(rb); return 0; }
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_HELLO;
-    f.version = 2;
+    f.version = (uint16_t)(o->version ? o->version : 2);
     f.name.ptr = PS;
     f.name.len = strlen(PS);
     raw_put(fd, &f);
     while (raw_next(fd, rb, &g)) {
-        if (g.type == TFRDV_TCP_SAMEHOST) o->saw_samehost = 1;
+        if (g.type == TFRDV_TCP_SAMEHOST) o->saw_samehost = (int)g.sh_flags;
         if (g.type == TFRDV_TCP_ACK) { o->saw_ack = 1; break; }
         if (g.type != TFRDV_TCP_REQUEST) continue;
         memset(&f, 0, sizeof f); /* a 4-byte value, the bytes in the frame */
@@ -991,6 +991,392 @@ static void test_fallback_nondumpable_server(void) {
     TT_CHECK_EQ_INT(srv_stats(&s).ts.values_cma_sent, 0);
     srv_stop(&s);
 }
+
+/* ============================================================================================
+   SAME HOST RING: small frames through the shared-memory ring (protocol version 4)
+   ============================================================================================ */
+#include <sys/eventfd.h>
+#define RING_SH ((int64_t)4 << 20) /* same_host: by address from 4 MiB, so 64 KiB still takes the ring */
+/* the first fetch goes out with the HELLO; then waits (bounded) until the ring is up */
+static void ring_warm(srv* s, cli* c) {
+    int i;
+    TT_CHECK_EQ_INT(srv_send(s, "warm", 1, 0).code, 0);
+    TT_CHECK(fetch_check(c, "warm", 1, 0));
+    for (i = 0; i < 1000 && cstats(c).ring_connections < 1; i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(cstats(c).ring_connections, 1);
+}
+/* 1 B .. 64 KiB arrive byte-exact through the ring (the counters of both ends say so); 64 KiB + 1
+   takes the socket */
+static void test_ring_sizes(void) {
+    static const uint64_t sizes[7] = {0, 1, 100, 4096, 65535, 65536, 65537};
+    srv s;
+    cli c;
+    rep r;
+    uint64_t base, sbase;
+    int i;
+    alarm(60);
+    if (!srv_start(&s, upath("ring.sock"), RING_SH, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
+    ring_warm(&s, &c);
+    base = cstats(&c).values_ring;
+    sbase = srv_stats(&s).ts.values_ring_sent;
+    TT_CHECK_EQ_INT(srv_stats(&s).ts.ring_connections, 1);
+    for (i = 0; i < 7; i++) {
+        char e[16];
+        snprintf(e, sizeof e, "r%d", i);
+        TT_CHECK_EQ_INT(srv_send(&s, e, sizes[i], (unsigned)i + 5).code, 0);
+        TT_CHECK(fetch_check(&c, e, sizes[i], (unsigned)i + 5));
+    }
+    r = srv_settled(&s);
+    TT_CHECK_EQ_INT(cstats(&c).values_ring - base, 6);
+    TT_CHECK_EQ_INT(r.ts.values_ring_sent - sbase, 6);
+    TT_CHECK(cstats(&c).frames_ring_sent > 0);     /* the requests and acknowledgements too */
+    TT_CHECK(r.ts.frames_ring_received > 0);
+    TT_CHECK_EQ_INT(cstats(&c).values_cma, 0);
+    TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 0);
+    TT_CHECK_EQ_INT(r.ts.values_unacked, 0);
+    cli_close(&c);
+    srv_stop(&s);
+}
+/* 1000 fetches in flight at once (more than the ring holds: ring and socket mix, in order) */
+typedef struct many { pthread_mutex_t mu; int done, ok; } many;
+typedef struct many_one { many* m; unsigned seed; } many_one;
+static void on_many(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    many_one* o = (many_one*)u;
+    int ok = st->code == TFRDV_OK && v && v->size == 1024 && check((const uint8_t*)v->data, 1024, o->seed);
+    (void)sa; (void)ra; (void)dead;
+    tfrdv_value_release(v);
+    pthread_mutex_lock(&o->m->mu);
+    o->m->done++;
+    o->m->ok += ok;
+    pthread_mutex_unlock(&o->m->mu);
+}
+static void test_ring_pipelined(void) {
+    enum { N = 1000 };
+    static many_one one[N];
+    many m;
+    srv s;
+    cli c;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_status st;
+    uint64_t base;
+    int i, done = 0;
+    alarm(120);
+    if (!srv_start(&s, upath("ringp.sock"), RING_SH, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
+    ring_warm(&s, &c);
+    base = cstats(&c).values_ring;
+    memset(&m, 0, sizeof m);
+    pthread_mutex_init(&m.mu, 0);
+    TT_CHECK_EQ_INT(srv_send_n(&s, "p", 1024, 100, N).code, 0);
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    for (i = 0; i < N; i++) {
+        tfrdv_key k;
+        char e[16];
+        snprintf(e, sizeof e, "p_%d", i);
+        key_for(&k, e);
+        one[i].m = &m;
+        one[i].seed = 100u + (unsigned)i;
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_many, &one[i], &st), TFRDV_OK);
+    }
+    for (i = 0; i < 3000 && done < N; i++) { /* up to 15 s */
+        pthread_mutex_lock(&m.mu);
+        done = m.done;
+        pthread_mutex_unlock(&m.mu);
+        if (done < N) sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(m.done, N);
+    TT_CHECK_EQ_INT(m.ok, N);
+    printf("    %llu of %d values through the ring\n", (unsigned long long)(cstats(&c).values_ring - base), N);
+    TT_CHECK(cstats(&c).values_ring - base > 0);
+    TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 0);
+    TT_CHECK_EQ_INT(srv_settled(&s).ts.values_unacked, 0);
+    tfrdv_unref(r);
+    pthread_mutex_destroy(&m.mu);
+    cli_close(&c);
+    srv_stop(&s);
+}
+/* the serving process is killed with calls in flight: each finishes once, UNAVAILABLE */
+static void test_ring_server_killed(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    tfrdv_key k;
+    static slot pend[16];
+    int status, i, j, done = 0;
+    alarm(60);
+    if (!srv_start(&s, upath("ringk.sock"), RING_SH, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
+    ring_warm(&s, &c);
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    for (i = 0; i < 16; i++) {
+        char e[16];
+        memset(&pend[i], 0, sizeof pend[i]);
+        pthread_mutex_init(&pend[i].mu, 0);
+        snprintf(e, sizeof e, "never%d", i);
+        key_for(&k, e);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_slot, &pend[i], &st), TFRDV_OK);
+    }
+    for (i = 0; i < 1000 && srv_stats(&s).ts.server_requests_live < 16; i++) sleep_ms(5);
+    kill(s.pid, SIGKILL);
+    waitpid(s.pid, &status, 0);
+    for (j = 0; j < 2000 && done < 16; j++) {
+        done = 0;
+        for (i = 0; i < 16; i++) {
+            pthread_mutex_lock(&pend[i].mu);
+            done += pend[i].done == 1;
+            pthread_mutex_unlock(&pend[i].mu);
+        }
+        if (done < 16) sleep_ms(5);
+    }
+    sleep_ms(50); /* a second completion would show now */
+    for (i = 0; i < 16; i++) {
+        TT_CHECK_EQ_INT(pend[i].done, 1);
+        TT_CHECK_EQ_INT(pend[i].code, TFRDV_UNAVAILABLE);
+        pthread_mutex_destroy(&pend[i].mu);
+    }
+    TT_CHECK(cstats(&c).frames_ring_sent > 0); /* the requests went through the ring */
+    tfrdv_unref(r);
+    close(s.cfd);
+    close(s.rfd);
+    cli_close(&c);
+}
+/* receives time out and are cancelled while their answers come through the ring */
+static void test_ring_exactly_once(void) {
+    static eo_world x;
+    tfrdv_key k[EO_T];
+    tfrdv_parsed_key pk[EO_T];
+    tfrdv_rendezvous *rc = 0, *rs = 0;
+    tfrdv_status st;
+    int t;
+    alarm(120);
+    if (!insrv_open(&x.s, upath("eor.sock"), RING_SH)) { TT_CHECK(0); return; }
+    if (!cli_open(&x.c, x.s.addr, RING_SH)) { TT_CHECK(0); insrv_close(&x.s); return; }
+    for (t = 0; t < EO_T; t++) {
+        char e[16];
+        snprintf(e, sizeof e, "eor%d", t);
+        key_for(&k[t], e);
+        pk[t] = k[t].parsed;
+    }
+    (void)tfrdv_mgr_start_step(x.c.m, 1, &rc, &st);
+    (void)tfrdv_mgr_start_step(x.s.m, 1, &rs, &st);
+    eo_workload("tcp, same host through the ring", rc, rs, x.s.m, 1, pk, eo_tcp_settle, &x, 1);
+    printf("    %llu values through the ring; server: %llu written into it, %llu returned to the table\n",
+           (unsigned long long)tstats(x.c.t).values_ring, (unsigned long long)tstats(x.s.t).values_ring_sent,
+           (unsigned long long)tstats(x.s.t).values_returned);
+    TT_CHECK(tstats(x.c.t).values_ring > 0);
+    TT_CHECK_EQ_INT(tstats(x.c.t).protocol_errors, 0);
+    TT_CHECK_EQ_INT(tstats(x.s.t).protocol_errors, 0);
+    tfrdv_unref(rc);
+    tfrdv_unref(rs);
+    cli_close(&x.c);
+    insrv_close(&x.s);
+}
+
+/* ---- a hostile client: a raw socket in this process passing its own ring ---- */
+typedef struct rawring { int fd, mfd, efd[3]; uint8_t* map; rawbuf rb; } rawring;
+static int raw_connect(const char* addr) {
+    struct sockaddr_un un;
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    snprintf(un.sun_path, sizeof un.sun_path, "%s", addr + 5);
+    if (connect(fd, (struct sockaddr*)&un, sizeof un) != 0) { close(fd); return -1; }
+    return fd;
+}
+/* HELLO (version 4), the server's HELLO, then SAMEHOST 4 with nfd of: a memfd of the ring's size
+   (sealed or not; its ring 1 head and sleep word preset) and three eventfds */
+static int raw_offer(rawring* x, const char* addr, int sealed, int nfd, uint64_t head1, uint32_t wake1) {
+    tfrdv_tcp_frame f, g;
+    uint8_t b[64];
+    struct msghdr mh;
+    struct iovec iv;
+    union { struct cmsghdr h; char c[CMSG_SPACE(4 * sizeof(int))]; } cb;
+    struct cmsghdr* cm;
+    int fds[4], i;
+    size_t n;
+    memset(x, 0, sizeof *x);
+    x->map = (uint8_t*)MAP_FAILED;
+    if ((x->fd = raw_connect(addr)) < 0) return 0;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = 4;
+    f.name.ptr = WK;
+    f.name.len = strlen(WK);
+    raw_put(x->fd, &f);
+    if (!raw_next(x->fd, &x->rb, &g) || g.type != TFRDV_TCP_HELLO) return 0;
+    x->mfd = memfd_create("hostile", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (x->mfd < 0 || ftruncate(x->mfd, 4096 + 2 * (256 << 10)) != 0) return 0;
+    if (sealed && fcntl(x->mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return 0;
+    x->map = (uint8_t*)mmap(0, 4096 + 2 * (256 << 10), PROT_READ | PROT_WRITE, MAP_SHARED, x->mfd, 0);
+    if (x->map == (uint8_t*)MAP_FAILED) return 0;
+    __atomic_store_n((uint64_t*)(void*)(x->map + 1024 + 64), head1, __ATOMIC_RELEASE);
+    __atomic_store_n((uint32_t*)(void*)(x->map + 1024 + 128), wake1, __ATOMIC_RELEASE);
+    for (i = 0; i < 3; i++) x->efd[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    fds[0] = x->mfd;
+    fds[1] = x->efd[0];
+    fds[2] = x->efd[1];
+    fds[3] = x->efd[2];
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_SAMEHOST;
+    f.sh_flags = TFRDV_TCP_SH_RING_OFFER;
+    n = tfrdv_tcp_encode(&f, b, sizeof b);
+    iv.iov_base = b;
+    iv.iov_len = n;
+    memset(&mh, 0, sizeof mh);
+    memset(&cb, 0, sizeof cb);
+    mh.msg_iov = &iv;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cb.c;
+    mh.msg_controllen = CMSG_SPACE((size_t)nfd * sizeof(int));
+    cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN((size_t)nfd * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, (size_t)nfd * sizeof(int));
+    return sendmsg(x->fd, &mh, MSG_NOSIGNAL) == (ssize_t)n;
+}
+static void raw_ring_close(rawring* x) {
+    int i;
+    if (x->map != (uint8_t*)MAP_FAILED) munmap(x->map, 4096 + 2 * (256 << 10));
+    for (i = 0; i < 3; i++) if (x->efd[i] > 0) close(x->efd[i]);
+    if (x->mfd > 0) close(x->mfd);
+    if (x->fd >= 0) close(x->fd);
+}
+/* a record into ring 0 (client -> server) at position pos; the tail set to tail; the doorbell */
+static void raw_record(rawring* x, uint64_t pos, uint32_t len, const uint8_t* body, size_t blen, uint64_t tail) {
+    uint8_t h[16];
+    uint64_t one = 1;
+    memset(h, 0, sizeof h);
+    memcpy(h, &len, 4); /* little-endian hosts */
+    memcpy(x->map + 4096 + pos, h, 16);
+    if (blen) memcpy(x->map + 4096 + pos + 16, body, blen);
+    __atomic_store_n((uint64_t*)(void*)x->map, tail, __ATOMIC_RELEASE);
+    (void)!write(x->efd[0], &one, sizeof one);
+}
+/* the CLOSE the server sends before it closes: its message, or "" at EOF without one */
+static void raw_close_msg(rawring* x, char* out, size_t cap) {
+    tfrdv_tcp_frame g;
+    out[0] = 0;
+    while (raw_next(x->fd, &x->rb, &g))
+        if (g.type == TFRDV_TCP_CLOSE) snprintf(out, cap, "%.*s", (int)g.message.len, g.message.ptr);
+}
+static void test_ring_hostile_client(void) {
+    static const char* want[6] = {"ring position 1099511627776 is not within", "a ring record of 2147483647 bytes",
+                                  "in the ring: ", "frame type 4 in the ring", "ring position 12345 is not within",
+                                  "ring sleep word is 7"};
+    insrv s;
+    int act;
+    alarm(60);
+    if (!insrv_open(&s, upath("ringh.sock"), RING_SH)) { TT_CHECK(0); return; }
+    for (act = 0; act < 6; act++) {
+        rawring x;
+        char msg[300];
+        uint8_t body[32];
+        uint64_t rings = tstats(s.t).ring_connections, errs = tstats(s.t).protocol_errors;
+        int i, ok = raw_offer(&x, s.addr, 1, 4, act == 4 ? 12345 : 0, act == 5 ? 7u : 0u);
+        TT_CHECK(ok);
+        if (!ok) { raw_ring_close(&x); break; }
+        for (i = 0; i < 1000 && tstats(s.t).ring_connections == rings && tstats(s.t).protocol_errors == errs; i++) sleep_ms(2);
+        memset(body, 0, sizeof body);
+        if (act == 0) raw_record(&x, 0, 0, 0, 0, (uint64_t)1 << 40);
+        if (act == 1) raw_record(&x, 0, 0x7fffffffu, 0, 0, 64);
+        if (act == 2) { body[0] = 77; raw_record(&x, 0, 16, body, 16, 32); } /* a frame of an unknown type */
+        if (act == 3) { body[0] = TFRDV_TCP_DATA; body[4] = 1; body[8] = 1; raw_record(&x, 0, 17, body, 17, 40); }
+        raw_close_msg(&x, msg, sizeof msg); /* acts 4, 5: the server's answer went through the ring */
+        TT_CHECK_CONTAINS(msg, want[act]);
+        TT_CHECK_EQ_INT(tstats(s.t).protocol_errors - errs, 1);
+        raw_ring_close(&x);
+    }
+    /* the server still serves */
+    {
+        cli c;
+        tfrdv_rendezvous* rz = 0;
+        tfrdv_key k;
+        tfrdv_status st;
+        if (cli_open(&c, s.addr, RING_SH)) {
+            (void)tfrdv_mgr_start_step(s.m, 1, &rz, &st);
+            key_for(&k, "after");
+            TT_CHECK_EQ_INT(tfrdv_send(rz, &k.parsed, 0, mkval(4096, 4), 0, &st), TFRDV_OK);
+            TT_CHECK(fetch_check(&c, "after", 4096, 4));
+            tfrdv_unref(rz);
+            cli_close(&c);
+        } else TT_CHECK(0);
+    }
+    insrv_close(&s);
+}
+/* an unsealed memfd (it could shrink under the mapping: SIGBUS) and a short set of descriptors
+   are refused: the answer says no ring, the connection goes on over the socket */
+static void test_ring_unsealed_refused(void) {
+    insrv s;
+    int act;
+    alarm(60);
+    if (!insrv_open(&s, upath("ringu.sock"), RING_SH)) { TT_CHECK(0); return; }
+    for (act = 0; act < 2; act++) {
+        rawring x;
+        tfrdv_tcp_frame g;
+        int got = 0, ok = raw_offer(&x, s.addr, act == 1, act == 0 ? 4 : 1, 0, 0);
+        TT_CHECK(ok);
+        while (ok && raw_next(x.fd, &x.rb, &g))
+            if (g.type == TFRDV_TCP_SAMEHOST) { got = 1; TT_CHECK_EQ_INT(g.sh_flags, 0); break; }
+        TT_CHECK(got);
+        TT_CHECK_EQ_INT(tstats(s.t).ring_connections, 0);
+        TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
+        raw_ring_close(&x);
+    }
+    insrv_close(&s);
+}
+/* each fallback: over the socket, the reason logged once */
+static void test_ring_fallbacks(void) {
+    static const char* env[2] = {"1", "2"};
+    static const char* want[2] = {"TFRDV_TCP_RING_DENY=1 is set", "memfd_create taken as failing"};
+    int i;
+    alarm(60);
+    for (i = 0; i < 3; i++) {
+        srv s;
+        cli c;
+        if (!srv_start(&s, upath("ringf.sock"), i == 2 ? TFRDV_OFF : RING_SH, 0)) { TT_CHECK(0); return; }
+        if (i < 2) setenv("TFRDV_TCP_RING_DENY", env[i], 1); /* read by create */
+        log_reset();
+        if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); unsetenv("TFRDV_TCP_RING_DENY"); srv_stop(&s); return; }
+        unsetenv("TFRDV_TCP_RING_DENY");
+        TT_CHECK_EQ_INT(srv_send(&s, "f1", 4096, 1).code, 0);
+        TT_CHECK_EQ_INT(srv_send(&s, "f2", 4096, 2).code, 0);
+        TT_CHECK(fetch_check(&c, "f1", 4096, 1));
+        if (i == 2) { int j; for (j = 0; j < 1000 && !log_count("refused the shared-memory ring"); j++) sleep_ms(5); }
+        TT_CHECK(fetch_check(&c, "f2", 4096, 2));
+        TT_CHECK_EQ_INT(cstats(&c).ring_connections, 0);
+        TT_CHECK_EQ_INT(cstats(&c).values_ring, 0);
+        TT_CHECK_EQ_INT(log_count(i < 2 ? want[i] : "the server refused the shared-memory ring"), 1);
+        TT_CHECK_EQ_INT(log_count("not a shared-memory ring") + log_count("refused the shared-memory ring"), 1);
+        cli_close(&c);
+        srv_stop(&s);
+    }
+    { /* an older peer (version 3): never offered, logged once */
+        oldsrv o;
+        pthread_t th;
+        cli c;
+        tfrdv_value* v = 0;
+        tfrdv_status st;
+        const char* addr = upath("old3.sock");
+        memset(&o, 0, sizeof o);
+        o.version = 3;
+        o.lfd = raw_listen(addr);
+        TT_CHECK(o.lfd >= 0);
+        if (o.lfd < 0) return;
+        pthread_create(&th, 0, old_server, &o);
+        log_reset();
+        if (!cli_open(&c, addr, RING_SH)) { TT_CHECK(0); close(o.lfd); pthread_join(th, 0); return; }
+        TT_CHECK_EQ_INT(fetch(&c, "old", &v, &st), TFRDV_OK);
+        tfrdv_value_release(v);
+        pthread_join(th, 0);
+        TT_CHECK(!(o.saw_samehost & (int)TFRDV_TCP_SH_RING_OFFER));
+        TT_CHECK_EQ_INT(log_count("protocol version 3 on this connection (the ring needs 4)"), 1);
+        cli_close(&c);
+        close(o.lfd);
+    }
+}
 static void test_config_same_host(void) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_tcp* t = 0;
@@ -1028,6 +1414,13 @@ int main(int argc, char** argv) {
     TT_RUN(test_fallback_disabled);
     TT_RUN(test_fallback_probe_denied);
     TT_RUN(test_fallback_nondumpable_server);
+    TT_RUN(test_ring_sizes);
+    TT_RUN(test_ring_pipelined);
+    TT_RUN(test_ring_server_killed);
+    TT_RUN(test_ring_exactly_once);
+    TT_RUN(test_ring_hostile_client);
+    TT_RUN(test_ring_unsealed_refused);
+    TT_RUN(test_ring_fallbacks);
 #endif
     alarm(0);
     {
