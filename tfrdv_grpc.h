@@ -3048,10 +3048,10 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__simple_accept(tfrdv_grpc* g, tfrdv_grpc__ta
         snprintf(msg, sizeof msg, "tfrdv_grpc: method %s is not implemented by this worker", m);
     } else if (x->method == TFRDV_GRPC__M_STATUS) {
         tfrdv_grpc_device def;
-        TFRDV_GRPC__ADD(g, status_calls, 1);
         const tfrdv_grpc_device* d = g->cfg.devices;
         size_t nd = g->cfg.num_devices, len;
         grpc_slice s;
+        TFRDV_GRPC__ADD(g, status_calls, 1);
         if (!nd) {
             memset(&def, 0, sizeof def);
             snprintf(def.name, sizeof def.name, "%s/device:CPU:0", tfrdv_mgr_worker_name(g->mgr));

@@ -2486,13 +2486,13 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
     __atomic_fetch_add(&t->frames_received, 1, __ATOMIC_RELAXED);
     if (!c->hello_ok) {
         size_t n;
+        tfrdv_tcp__ent *bad = 0, *enx;
         if (f->type != TFRDV_TCP_HELLO) {
             pthread_mutex_lock(&t->mu);
             tfrdv_tcp__conn_bad(t, c, "the first frame is not a HELLO (not a tfrdv_tcp peer?)", td);
             pthread_mutex_unlock(&t->mu);
             return;
         }
-        tfrdv_tcp__ent *bad = 0, *enx;
         n = f->name.len;
         pthread_mutex_lock(&t->mu);
         memcpy(c->peer_name, f->name.ptr, n);
@@ -4180,9 +4180,9 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
         int64_t now = tfrdv_tcp__now();
         int retry = t->cfg.connect_retry_ns > 0; /* a peer not up yet: wait for it */
         if (p->retry_at > now && !retry) {
+            char wn[100];
             t->stats.backoff_rejects++;
             t->stats.calls_failed++;
-            char wn[100];
             (void)tfrdv_escape(wn, sizeof wn, w.ptr, w.len);
             snprintf(msg, sizeof msg, "tfrdv_tcp: %s (%.*s) unreachable: %s; next connect attempt in %lld ms", p->addr,
                      (int)strlen(wn), wn, p->err, (long long)tfrdv_tcp__ms(p->retry_at - now));

@@ -47,6 +47,19 @@ for cc in gcc clang; do
   done
 done
 
+# 1b. the companions' implementations keep the same C90-style blocks (declarations first)
+if have gcc; then
+  for h in tcp grpc verbs; do
+    H=$(echo "$h" | tr a-z A-Z); extra=""
+    if [ $h = grpc ]; then pkg-config --exists grpc 2> /dev/null || { skip "gcc -std=c99 tfrdv_grpc.h implementation" grpc; continue; }
+      extra=$(pkg-config --cflags grpc); fi
+    if [ $h = verbs ] && [ ! -f /usr/include/infiniband/verbs.h ]; then skip "gcc -std=c99 tfrdv_verbs.h implementation" ibverbs; continue; fi
+    printf '#define _GNU_SOURCE\n#define TFRDV_IMPLEMENTATION\n#define TFRDV_%s_IMPLEMENTATION\n#include "tfrdv.h"\n#include "tfrdv_%s.h"\n' "$H" "$h" > comp_$h.c
+    cell "gcc -std=c99 tfrdv_$h.h implementation (-Wdeclaration-after-statement)" \
+      gcc -std=c99 -Wall -Wextra -Werror -Wdeclaration-after-statement $extra $INC -c comp_$h.c -o comp_$h.o
+  done
+fi
+
 # 2. C++: implementation + runtime smoke use, {g++, clang++} x {c++11, c++17}
 for cxx in g++ clang++; do
   for std in c++11 c++17; do
