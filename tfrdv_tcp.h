@@ -1728,6 +1728,19 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__broken(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
     c->olen = c->ooff = 0;
     c->wpart = 0;
 }
+/* a RESPONSE frame's header fields for answer r (type, value description, dead mark) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__resp_head(tfrdv_tcp_frame* f, const tfrdv_tcp__req* r) {
+    f->type = TFRDV_TCP_RESPONSE;
+    if (r->value) {
+        f->dtype = r->value->dtype;
+        f->rank = r->value->rank;
+        f->bytes = r->total;
+        if (f->rank > 0) memcpy(f->dims, r->value->dims, (size_t)f->rank * sizeof *f->dims);
+    } else {
+        f->no_value = 1;
+    }
+    f->is_dead = r->is_dead;
+}
 /* writes whatever the connection has queued until the socket is full */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
     struct iovec iov[TFRDV_TCP__IOV];
@@ -1787,16 +1800,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
                     f.id = r->id;
                     f.data_len = body;
                     if (!r->started && !r->planned) {
-                        f.type = TFRDV_TCP_RESPONSE;
-                        if (r->value) {
-                            f.dtype = r->value->dtype;
-                            f.rank = r->value->rank;
-                            f.bytes = r->total;
-                            if (f.rank > 0) memcpy(f.dims, r->value->dims, (size_t)f.rank * sizeof *f.dims);
-                        } else {
-                            f.no_value = 1;
-                        }
-                        f.is_dead = r->is_dead;
+                        tfrdv_tcp__resp_head(&f, r);
                         if (tfrdv_tcp__sh_plan(t, c, r, &f)) { body = 0; r->plan_off = left; } /* SAME HOST */
                     } else {
                         f.type = TFRDV_TCP_DATA;
@@ -3179,17 +3183,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_flush(tfrdv_tcp* t, tfrdv_tcp__conn* c, t
             (c->sh_send && r->total >= t->sh_min) || (r->total && (!r->value || !r->value->data))) /* by address */
             continue;
         memset(&f, 0, sizeof f);
-        f.type = TFRDV_TCP_RESPONSE;
+        tfrdv_tcp__resp_head(&f, r);
         f.id = r->id;
-        if (r->value) {
-            f.dtype = r->value->dtype;
-            f.rank = r->value->rank;
-            f.bytes = r->total;
-            if (f.rank > 0) memcpy(f.dims, r->value->dims, (size_t)f.rank * sizeof *f.dims);
-        } else {
-            f.no_value = 1;
-        }
-        f.is_dead = r->is_dead;
         f.data_len = r->total;
         hl = tfrdv_tcp_encode(&f, hdr, sizeof hdr);
         if (hl > sizeof hdr || len + hl + (size_t)r->total > room) break;

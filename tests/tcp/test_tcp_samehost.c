@@ -621,18 +621,20 @@ static void eo_tcp_settle(void* u) {
     TT_CHECK_EQ_INT(tstats(x->c.t).client_calls_live, 0);
     TT_CHECK_EQ_INT(tstats(x->s.t).values_unacked, 0);
 }
-/* receives time out and are cancelled while their values are read by address: every value is
-   received exactly once or stays buffered */
-static void test_exactly_once_by_address(void) {
+/* the exactly-once workload (receives time out and are cancelled while their values are on the
+   way) over a same-host connection with same_host sh; returns the client's and server's stats */
+static void eo_same_host(const char* sock, int64_t sh, const char* label, tfrdv_tcp_stats* cs, tfrdv_tcp_stats* ss) {
     static eo_world x;
     tfrdv_key k[EO_T];
     tfrdv_parsed_key pk[EO_T];
     tfrdv_rendezvous *rc = 0, *rs = 0;
     tfrdv_status st;
     int t;
+    memset(cs, 0, sizeof *cs);
+    memset(ss, 0, sizeof *ss);
     alarm(120);
-    if (!insrv_open(&x.s, upath("eo.sock"), 1)) { TT_CHECK(0); return; }
-    if (!cli_open(&x.c, x.s.addr, 1)) { TT_CHECK(0); insrv_close(&x.s); return; }
+    if (!insrv_open(&x.s, upath(sock), sh)) { TT_CHECK(0); return; }
+    if (!cli_open(&x.c, x.s.addr, sh)) { TT_CHECK(0); insrv_close(&x.s); return; }
     for (t = 0; t < EO_T; t++) {
         char e[16];
         snprintf(e, sizeof e, "eo%d", t);
@@ -641,16 +643,23 @@ static void test_exactly_once_by_address(void) {
     }
     (void)tfrdv_mgr_start_step(x.c.m, 1, &rc, &st);
     (void)tfrdv_mgr_start_step(x.s.m, 1, &rs, &st);
-    eo_workload("tcp, same host by address", rc, rs, x.s.m, 1, pk, eo_tcp_settle, &x, 1);
-    printf("    %llu values read by address; server: %llu sent by address, %llu returned to the table\n",
-           (unsigned long long)tstats(x.c.t).values_cma, (unsigned long long)tstats(x.s.t).values_cma_sent,
-           (unsigned long long)tstats(x.s.t).values_returned);
-    TT_CHECK(tstats(x.c.t).values_cma > 0);
-    TT_CHECK_EQ_INT(tstats(x.c.t).protocol_errors, 0);
+    eo_workload(label, rc, rs, x.s.m, 1, pk, eo_tcp_settle, &x, 1);
+    *cs = tstats(x.c.t);
+    *ss = tstats(x.s.t);
+    TT_CHECK_EQ_INT(cs->protocol_errors, 0);
+    TT_CHECK_EQ_INT(ss->protocol_errors, 0);
     tfrdv_unref(rc);
     tfrdv_unref(rs);
     cli_close(&x.c);
     insrv_close(&x.s);
+}
+/* ... with values read by address: every value is received exactly once or stays buffered */
+static void test_exactly_once_by_address(void) {
+    tfrdv_tcp_stats c, s;
+    eo_same_host("eo.sock", 1, "tcp, same host by address", &c, &s);
+    printf("    %llu values read by address; server: %llu sent by address, %llu returned to the table\n",
+           (unsigned long long)c.values_cma, (unsigned long long)s.values_cma_sent, (unsigned long long)s.values_returned);
+    TT_CHECK(c.values_cma > 0);
 }
 
 /* the client dies after the server answered by address: the value goes back to the table, and
@@ -1142,36 +1151,13 @@ static void test_ring_server_killed(void) {
     close(s.rfd);
     cli_close(&c);
 }
-/* receives time out and are cancelled while their answers come through the ring */
+/* ... with their answers through the ring */
 static void test_ring_exactly_once(void) {
-    static eo_world x;
-    tfrdv_key k[EO_T];
-    tfrdv_parsed_key pk[EO_T];
-    tfrdv_rendezvous *rc = 0, *rs = 0;
-    tfrdv_status st;
-    int t;
-    alarm(120);
-    if (!insrv_open(&x.s, upath("eor.sock"), RING_SH)) { TT_CHECK(0); return; }
-    if (!cli_open(&x.c, x.s.addr, RING_SH)) { TT_CHECK(0); insrv_close(&x.s); return; }
-    for (t = 0; t < EO_T; t++) {
-        char e[16];
-        snprintf(e, sizeof e, "eor%d", t);
-        key_for(&k[t], e);
-        pk[t] = k[t].parsed;
-    }
-    (void)tfrdv_mgr_start_step(x.c.m, 1, &rc, &st);
-    (void)tfrdv_mgr_start_step(x.s.m, 1, &rs, &st);
-    eo_workload("tcp, same host through the ring", rc, rs, x.s.m, 1, pk, eo_tcp_settle, &x, 1);
+    tfrdv_tcp_stats c, s;
+    eo_same_host("eor.sock", RING_SH, "tcp, same host through the ring", &c, &s);
     printf("    %llu values through the ring; server: %llu written into it, %llu returned to the table\n",
-           (unsigned long long)tstats(x.c.t).values_ring, (unsigned long long)tstats(x.s.t).values_ring_sent,
-           (unsigned long long)tstats(x.s.t).values_returned);
-    TT_CHECK(tstats(x.c.t).values_ring > 0);
-    TT_CHECK_EQ_INT(tstats(x.c.t).protocol_errors, 0);
-    TT_CHECK_EQ_INT(tstats(x.s.t).protocol_errors, 0);
-    tfrdv_unref(rc);
-    tfrdv_unref(rs);
-    cli_close(&x.c);
-    insrv_close(&x.s);
+           (unsigned long long)c.values_ring, (unsigned long long)s.values_ring_sent, (unsigned long long)s.values_returned);
+    TT_CHECK(c.values_ring > 0);
 }
 
 /* ---- a hostile client: a raw socket in this process passing its own ring ---- */
