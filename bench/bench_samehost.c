@@ -69,25 +69,8 @@ static int rd_full(int fd, void* p, size_t n) {
 }
 static void payload_free(tfrdv_value* v) { free(v); }
 
-/* ---- placement: every thread of this process on one CPU (cpu < 0: back on all of them) ---- */
-static cpu_set_t start_cpus;
-static int pin_process(int cpu) {
-    DIR* d = opendir("/proc/self/task");
-    struct dirent* e;
-    cpu_set_t set;
-    int ok = d != 0;
-    if (cpu < 0) set = start_cpus;
-    else {
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-    }
-    while (d && (e = readdir(d)) != 0) {
-        int tid = atoi(e->d_name);
-        if (tid > 0 && sched_setaffinity(tid, sizeof set, &set) != 0) ok = 0;
-    }
-    if (d) closedir(d);
-    return ok;
-}
+/* ---- placement ---- */
+#include "bench_pin.h"
 /* ---- the raw Unix-socket ping-pong: 64-byte request (the payload size first), 32-byte header
    + payload back ---- */
 static char raw_addr[108];

@@ -116,25 +116,8 @@ static void make_key(int64_t i, char* buf, size_t cap, tfrdv_parsed_key* pk) {
         bu_die("key");
 }
 
-/* ---- placement: every thread of this process on one CPU, or back on all it started with ---- */
-static cpu_set_t start_cpus;
-static int pin_process(int cpu) {
-    DIR* d = opendir("/proc/self/task");
-    struct dirent* e;
-    cpu_set_t set;
-    int ok = d != 0;
-    if (cpu < 0) set = start_cpus;
-    else {
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-    }
-    while (d && (e = readdir(d)) != 0) {
-        int tid = atoi(e->d_name);
-        if (tid > 0 && sched_setaffinity(tid, sizeof set, &set) != 0) ok = 0;
-    }
-    if (d) closedir(d);
-    return ok;
-}
+/* ---- placement ---- */
+#include "bench_pin.h"
 
 /* ============================================================================================
    Server process
