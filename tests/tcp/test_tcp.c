@@ -781,7 +781,8 @@ static void test_cancel_keeps_value(void) {
     tfrdv_cancel_start(cm);
     TT_CHECK(waiter_wait(w, 1, 10 * SEC));
     TT_CHECK_EQ_INT(w->code[0], TFRDV_CANCELLED);
-    SRV_UNTIL(&s, rp, rp.ts.serve_cancelled >= 1);
+    /* counted cancelled at the CANCEL; live until the withdrawn serve's callback has run */
+    SRV_UNTIL(&s, rp, rp.ts.serve_cancelled >= 1 && rp.ts.server_requests_live == 0);
     TT_CHECK_EQ_INT(rp.ts.serve_cancelled, 1);
     TT_CHECK_EQ_INT(rp.ts.server_requests_live, 0);
     TT_CHECK_EQ_INT(srv_send(&s, 1, "late", 1, 0, 0, 4, 5).code, 0);
