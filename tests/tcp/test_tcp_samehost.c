@@ -519,6 +519,21 @@ static void on_slot(void* u, const tfrdv_status* st, const tfrdv_args* sa, const
     snprintf(s->msg, sizeof s->msg, "%s", st->msg);
     pthread_mutex_unlock(&s->mu);
 }
+/* waits up to 10 s until each of the n slots completed once; returns how many did */
+static int slots_done(slot* s, int n) {
+    int i, j, done = 0;
+    for (j = 0; j < 2000; j++) {
+        done = 0;
+        for (i = 0; i < n; i++) {
+            pthread_mutex_lock(&s[i].mu);
+            done += s[i].done == 1;
+            pthread_mutex_unlock(&s[i].mu);
+        }
+        if (done == n) break;
+        sleep_ms(5);
+    }
+    return done;
+}
 static void test_server_killed_mid_read(void) {
     srv s;
     cli c;
@@ -528,7 +543,7 @@ static void test_server_killed_mid_read(void) {
     tfrdv_args a;
     tfrdv_key k;
     static slot others[8];
-    int dead, status, i, j, done;
+    int dead, status, i, done;
     alarm(60);
     if (!srv_start(&s, upath("kill.sock"), 1, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); srv_stop(&s); return; }
@@ -551,15 +566,7 @@ static void test_server_killed_mid_read(void) {
     TT_CHECK_CONTAINS(st.msg, "process_vm_readv");
     TT_CHECK(!v);
     kill_on_alloc = 0;
-    for (j = 0, done = 0; j < 2000 && done < 8; j++) { /* up to 10 s */
-        done = 0;
-        for (i = 0; i < 8; i++) {
-            pthread_mutex_lock(&others[i].mu);
-            done += others[i].done == 1;
-            pthread_mutex_unlock(&others[i].mu);
-        }
-        if (done < 8) sleep_ms(5);
-    }
+    done = slots_done(others, 8);
     TT_CHECK_EQ_INT(done, 8);
     for (i = 0; i < 8; i++) {
         TT_CHECK_EQ_INT(others[i].done, 1);
@@ -1113,7 +1120,7 @@ static void test_ring_server_killed(void) {
     tfrdv_rendezvous* r;
     tfrdv_key k;
     static slot pend[16];
-    int status, i, j, done = 0;
+    int status, i;
     alarm(60);
     if (!srv_start(&s, upath("ringk.sock"), RING_SH, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
@@ -1130,15 +1137,7 @@ static void test_ring_server_killed(void) {
     for (i = 0; i < 1000 && srv_stats(&s).ts.server_requests_live < 16; i++) sleep_ms(5);
     kill(s.pid, SIGKILL);
     waitpid(s.pid, &status, 0);
-    for (j = 0; j < 2000 && done < 16; j++) {
-        done = 0;
-        for (i = 0; i < 16; i++) {
-            pthread_mutex_lock(&pend[i].mu);
-            done += pend[i].done == 1;
-            pthread_mutex_unlock(&pend[i].mu);
-        }
-        if (done < 16) sleep_ms(5);
-    }
+    (void)slots_done(pend, 16); /* each is checked below */
     sleep_ms(50); /* a second completion would show now */
     for (i = 0; i < 16; i++) {
         TT_CHECK_EQ_INT(pend[i].done, 1);
