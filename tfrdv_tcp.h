@@ -254,7 +254,9 @@
      set for the next one (no epoll_ctl pair per fetch); it goes back to the loop when a call
      starts that no thread will wait for (tfrdv_call_will_wait: tfrdv_recv_async, a retry), a
      wait is declined or gives up, or after two ticks (expire_interval_ns) without a fetch, so a
-     peer's end is noticed within 40 ms with no call in flight (at once with one). A
+     peer's end is noticed within 40 ms with no call in flight (at once with one); a call
+     started on a connection kept idle for over 100 us first looks (one poll, no wait) whether
+     the peer ended it, and if so dials again instead of failing UNAVAILABLE. A
      connection the loop is reading is taken over as soon as the loop lets go of it; one that
      another lent thread reads, or one still connecting, is left to that reader
      (stats.waits_declined); responses to other calls that it reads meanwhile complete on the
@@ -990,6 +992,7 @@ struct tfrdv_tcp__conn {
     int lazy;                                  /* epoll: a lent thread left it out of the loop's
                                                   set for the next one (no call in flight; 1, and
                                                   2 after a tick: the next tick re-arms it) */
+    int64_t kept_at;                           /* when it was last left so, or found alive */
     int cwake[2];                              /* wakes the thread lent by tfrdv_recv (made at its
                                                   first claim; an eventfd or a pipe), or -1 */
     tfrdv_tcp__spin spin;                      /* whether lent threads spin (under t->mu) */
@@ -4099,6 +4102,48 @@ TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__dial(tfrdv_tcp* t, tfrdv_tcp__pee
     tfrdv_tcp__arm(t, c);
     return c;
 }
+/* t->mu held: a kept connection (out of the loop's set, nothing in flight) idle for more than
+   100 us may have lost its peer with nobody watching: one poll, no wait, before a call is written
+   into it. Its end seen: it closes (nothing to fail), and the caller dials again (NULL). */
+TFRDV_TCP__PRIVATE tfrdv_tcp__conn* tfrdv_tcp__kept_alive(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
+#ifdef TFRDV_TCP__EPOLL
+    struct pollfd pf;
+    int64_t now;
+    int gone = 0;
+    char b;
+    if (!c || !c->lazy || c->state != TFRDV_TCP__C_OPEN || c->claimed || (now = tfrdv_tcp__now()) - c->kept_at < 100000)
+        return c;
+    pf.fd = c->fd;
+#ifdef POLLRDHUP
+    pf.events = POLLIN | POLLRDHUP;
+#else
+    pf.events = POLLIN;
+#endif
+    pf.revents = 0;
+    if (poll(&pf, 1, 0) == 1) {
+#ifdef POLLRDHUP
+        gone = (pf.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+#else
+        gone = (pf.revents & (POLLHUP | POLLERR)) != 0;
+#endif
+        if (!gone && (pf.revents & POLLIN)) { /* EOF, or bytes nobody asked for: the loop reads them */
+            ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+            gone = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+            if (!gone) tfrdv_tcp__arm(t, c);
+        }
+    }
+    if (!gone) {
+        c->kept_at = now;
+        return c;
+    }
+    tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, "tfrdv_tcp: the peer closed the connection", td);
+    return 0;
+#else
+    (void)t;
+    (void)td;
+    return c;
+#endif
+}
 /* worker w's address into addr: the table, else the resolve callback (its answer checked like a
    configured one). OK, NOT_FOUND "No worker known as ..." or INVALID_ARGUMENT; no lock held. */
 TFRDV_TCP__PRIVATE tfrdv_code tfrdv_tcp__address_of(tfrdv_tcp* t, tfrdv_str w, char* addr, size_t cap, tfrdv_status* st) {
@@ -4170,7 +4215,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
         tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp: out of memory", 0, 0);
         return;
     }
-    c = p->conn;
+    c = tfrdv_tcp__kept_alive(t, p->conn, &td);
     if (!c) {
         int64_t now = tfrdv_tcp__now();
         int retry = t->cfg.connect_retry_ns > 0; /* a peer not up yet: wait for it */
@@ -4369,8 +4414,11 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
 #ifdef TFRDV_TCP__EPOLL
     if (c->state == TFRDV_TCP__C_OPEN && !c->in_epoll && c->calls.next == &c->calls && !c->wblocked &&
         c->rx == TFRDV_TCP__RX_HDR && c->rlen == c->roff && !t->closing)
+    {
         c->lazy = 1; /* nothing in flight: kept for the next lent thread, no epoll_ctl pair per
                         fetch; a call no thread will read, a decline or the second tick re-arms */
+        c->kept_at = tfrdv_tcp__now();
+    }
     else
 #endif
     if (c->state == TFRDV_TCP__C_OPEN) tfrdv_tcp__arm(t, c); /* back to the loop (level-triggered:

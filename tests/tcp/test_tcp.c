@@ -2433,6 +2433,45 @@ static void test_lent_connection_kept_between_fetches(void) {
     cli_close(&c2);
     waiter_free(w);
 }
+/* A kept connection (out of the loop's set between blocking fetches) whose peer restarted: the
+   next call sees the old connection's end before writing to it and dials the new server (it used
+   to write its request into the dead socket and fail UNAVAILABLE until the loop's second tick) */
+static void test_kept_connection_to_a_restarted_peer(void) {
+    srv s;
+    cli c;
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_tcp_stats ts;
+    tfrdv_status st;
+    tfrdv_value* v;
+    lent l;
+    pthread_t lt;
+    int dead;
+    const char* a = upath("kept_restart.sock");
+    alarm(120);
+    tc.expire_interval_ns = 3600 * SEC; /* no tick puts the connection back in the loop's set */
+    if (!pair_open(&s, &c, a, 0, &tc)) return;
+    warm(&s, &c, "warm");
+    lent_init(&l, &c, "kept"); /* read by its own thread: the connection is kept */
+    l.timeout_ns = 30 * SEC;
+    lent_start(&lt, &l, &s, srv_stats(&s).ts.served);
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "kept", 3, 1, d1024, 4096, 70).code, 0);
+    pthread_join(lt, 0);
+    TT_CHECK_EQ_INT(l.code, TFRDV_OK);
+    TT_CHECK(l.v && check((uint8_t*)l.v->data, 4096, 70));
+    tfrdv_value_release(l.v);
+    srv_kill(&s); /* the server dies and comes back at the same address */
+    if (!srv_start(&s, a, PS_INC + 1, 0, 0)) { TT_CHECK(0); cli_close(&c); return; }
+    sleep_ms(1);
+    TT_CHECK_EQ_INT(srv_send(&s, 1, "again", 3, 1, d1024, 4096, 71).code, 0);
+    TT_CHECK_EQ_INT(fetch(&c, 1, "again", PS_INC + 1, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+    TT_CHECK(v && check((uint8_t*)v->data, 4096, 71));
+    tfrdv_value_release(v);
+    tfrdv_tcp_get_stats(c.t, &ts);
+    TT_CHECK_EQ_INT(ts.connects, 2);
+    TT_CHECK_EQ_INT(ts.calls_failed, 0);
+    cli_close(&c);
+    srv_stop(&s);
+}
 /* Receives posted while others are in flight on the connection leave their REQUESTs to the I/O
    thread, which writes those posted meanwhile together: 64 posted in a row take far fewer than
    64 sendmsg calls (one each before), every one reaches the server and completes. */
@@ -3726,6 +3765,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_spin_rule);
     TT_RUN(test_recv_reads_its_own_response);
     TT_RUN(test_lent_connection_kept_between_fetches);
+    TT_RUN(test_kept_connection_to_a_restarted_peer);
     TT_RUN(test_requests_posted_together_go_out_together);
     TT_RUN(test_lent_thread_cancel_timeout_destroy_kill);
     TT_RUN(test_host_driven_recv_needs_no_poller);
