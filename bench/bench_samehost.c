@@ -15,7 +15,8 @@
    (64-byte request, 32-byte header + payload; a thread of the server process), each in two
    placements: one-cpu (both processes on one CPU) and two-cpus (client and server on two),
    median of interleaved rounds, ratio = variant / raw of the same placement and run. Last, the
-   idle cost: both processes connected and idle for 10 s (getrusage, /proc/<pid>/stat). Exits
+   idle cost: both processes connected and idle for 10 s (getrusage, /proc/<pid>/stat), and the
+   server killed with 65 calls in flight on its ring connection (ms to the last failure). Exits
    non-zero only for a wrong answer (a failed or corrupt fetch), never for a missed target. */
 #define _GNU_SOURCE
 #define TFRDV_IMPLEMENTATION
@@ -355,6 +356,73 @@ static int small_fetches(pid_t srv_pid) {
     return 0;
 }
 
+/* the server killed (SIGKILL) with calls in flight on the ring connection: 64 asynchronous
+   receives and one blocking one, for values never sent; every one must fail UNAVAILABLE. Figure:
+   ms from the kill to the last completion (target <= 100). 1: a wrong answer. */
+enum { KILLED_ASYNC = 64 };
+typedef struct killed { pthread_mutex_t mu; pthread_cond_t cv; int n, bad; int64_t last; } killed;
+static killed kw = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+static void killed_one(tfrdv_code code, tfrdv_value* v) {
+    pthread_mutex_lock(&kw.mu);
+    if (code != TFRDV_UNAVAILABLE || v) kw.bad++;
+    kw.n++;
+    kw.last = now_ns();
+    pthread_cond_broadcast(&kw.cv);
+    pthread_mutex_unlock(&kw.mu);
+    if (v) tfrdv_value_release(v);
+}
+static void on_killed(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    (void)u; (void)sa; (void)ra; (void)dead;
+    killed_one(st->code, v);
+}
+static void* killed_blocking(void* p) {
+    tfrdv_rendezvous* r = (tfrdv_rendezvous*)p;
+    tfrdv_key k;
+    tfrdv_value* v = 0;
+    tfrdv_status st;
+    int dead;
+    make_key(PS0, KILLED_ASYNC, &k);
+    killed_one(tfrdv_recv(r, &k.parsed, 0, 60000000000LL, &v, &dead, &st), v);
+    return 0;
+}
+static int peer_killed(pid_t pid) {
+    tfrdv_rendezvous* r = 0;
+    tfrdv_status st;
+    tfrdv_tcp_stats s0, s1;
+    pthread_t th;
+    int64_t step = next_step++, t0;
+    int i, ok = 1;
+    double ms;
+    (void)tfrdv_mgr_start_step(cm[V_ON], step, &r, &st);
+    for (i = 0; i < KILLED_ASYNC; i++) {
+        tfrdv_key k;
+        make_key(PS0, i, &k);
+        if (tfrdv_recv_async(r, &k.parsed, 0, on_killed, 0, &st) != TFRDV_OK) { fprintf(stderr, "killed: %s\n", st.msg); return 1; }
+    }
+    if (pthread_create(&th, 0, killed_blocking, r) != 0) return 1;
+    for (i = 0; i < 2000; i++) { /* every request at the server (its requests counter), the thread lent */
+        tfrdv_tcp_get_stats(ct[V_ON], &s0);
+        if (s0.client_calls_live == KILLED_ASYNC + 1) break;
+        usleep(1000);
+    }
+    usleep(20000);
+    tfrdv_tcp_get_stats(ct[V_ON], &s0);
+    t0 = now_ns();
+    kill(pid, SIGKILL);
+    pthread_mutex_lock(&kw.mu);
+    while (kw.n < KILLED_ASYNC + 1) pthread_cond_wait(&kw.cv, &kw.mu);
+    ms = (double)(kw.last - t0) / 1e6;
+    if (kw.bad) ok = 0;
+    pthread_mutex_unlock(&kw.mu);
+    pthread_join(th, 0);
+    tfrdv_unref(r);
+    tfrdv_tcp_get_stats(ct[V_ON], &s1);
+    printf("server killed with %d calls in flight on its ring connection (%llu ring connections): all failed UNAVAILABLE "
+           "%s, the last %.2f ms after the kill\n", KILLED_ASYNC + 1, (unsigned long long)s0.ring_connections, ok ? "yes" : "NO", ms);
+    printf("TARGET samehost_peer_killed_calls_failed_ms unpinned %.2f %s\n", ms, ms <= 100.0 ? "met" : "missed");
+    return !ok;
+}
+
 int main(void) {
     static const uint64_t sizes[4] = {4096, 65536, (uint64_t)1 << 20, (uint64_t)64 << 20};
     static const int counts[4] = {2000, 1000, 200, 4};
@@ -414,8 +482,10 @@ int main(void) {
         printf("TARGET samehost_1MiB unpinned %.2f %s\n", r1, r1 >= 0.5 ? "met" : "missed");
     }
     if (!bad) bad = small_fetches(pid);
+    if (!bad) bad = peer_killed(pid); /* last: the server is gone after it */
     for (v = V_OFF; v < NV; v++) { tfrdv_tcp_destroy(ct[v]); tfrdv_mgr_destroy(cm[v]); }
     close(to_srv);
+    if (bad) kill(pid, SIGKILL);
     waitpid(pid, &si, 0);
     return bad;
 }
