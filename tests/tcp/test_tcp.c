@@ -2622,7 +2622,8 @@ static int flag_wait(int* flag, cli* host) {
     }
     return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
 }
-static void destroy_from_callback(int kind) { /* 0: the I/O thread, 1: tfrdv_tcp_poll, 2: a lent thread */
+static void destroy_from_callback(int kind, const char* addr) { /* 0: the I/O thread, 1: tfrdv_tcp_poll, 2: a lent
+                                                                   thread; a Unix addr: through the ring too */
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     srv s;
     cli c;
@@ -2638,9 +2639,20 @@ static void destroy_from_callback(int kind) { /* 0: the I/O thread, 1: tfrdv_tcp
     alarm(60);
     memset(&d, 0, sizeof d);
     if (kind == 1) tc.num_threads = -1;
-    if (!pair_open(&s, &c, "127.0.0.1:0", 0, &tc)) { waiter_free(w); return; }
+    if (!pair_open(&s, &c, addr, 0, &tc)) { waiter_free(w); return; }
     d.t = c.t;
     if (kind == 2) warm(&s, &c, "cbd_warm"); /* a thread lends itself to an open connection only */
+#if defined(__linux__) && !defined(TFRDV_TCP_NO_EPOLL) /* (the ring needs epoll) */
+    if (kind == 2 && strncmp(addr, "unix:", 5) == 0) { /* the lent thread reads through the ring */
+        tfrdv_tcp_stats ts;
+        for (i = 0; i < 2000; i++) { /* the ring's set-up answer follows the first fetch */
+            tfrdv_tcp_get_stats(c.t, &ts);
+            if (ts.ring_connections) break;
+            sleep_ms(5);
+        }
+        TT_CHECK_EQ_INT(ts.ring_connections, 1);
+    }
+#endif
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
     post_recvs(r, "cbd_never", 3, w);
     key_for(&k, "cbd", PS_INC);
@@ -2677,9 +2689,14 @@ static void destroy_from_callback(int kind) { /* 0: the I/O thread, 1: tfrdv_tcp
     srv_stop(&s);
     waiter_free(w);
 }
-static void test_destroy_from_io_thread_callback(void) { destroy_from_callback(0); }
-static void test_destroy_from_poll_callback(void) { destroy_from_callback(1); }
-static void test_destroy_from_lent_thread_callback(void) { destroy_from_callback(2); }
+static void test_destroy_from_io_thread_callback(void) { destroy_from_callback(0, "127.0.0.1:0"); }
+static void test_destroy_from_poll_callback(void) { destroy_from_callback(1, "127.0.0.1:0"); }
+static void test_destroy_from_lent_thread_callback(void) { destroy_from_callback(2, "127.0.0.1:0"); }
+static void test_destroy_from_callback_unix(void) {
+    destroy_from_callback(0, upath("cbd0.sock"));
+    destroy_from_callback(1, upath("cbd1.sock"));
+    destroy_from_callback(2, upath("cbd2.sock"));
+}
 
 /* a blocking tfrdv_recv inside a receive callback, on the thread that reads the connection its
    fetch would use (the I/O thread, a tfrdv_tcp_poll caller): its response could never be read,
@@ -3757,6 +3774,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_destroy_from_io_thread_callback);
     TT_RUN(test_destroy_from_poll_callback);
     TT_RUN(test_destroy_from_lent_thread_callback);
+    TT_RUN(test_destroy_from_callback_unix);
     TT_RUN(test_blocking_recv_in_io_thread_callback);
     TT_RUN(test_blocking_recv_in_poll_callback);
     TT_RUN(test_blocking_recv_in_lent_thread_callback);
