@@ -140,12 +140,7 @@
      HELLO gets one). TFRDV_TCP_CMA_DENY=1 in the environment (read by tfrdv_tcp_create) makes the
      check fail as EPERM would, for tests. TCP peers on the same host use the socket. The read
      runs on the thread reading the connection: a 64 MiB value holds it for its copy (~10-25 ms).
-     One process_vm_readv moves about half of memcpy's bytes per second (it pins the server's
-     pages as it goes), so a value of 8 MiB or more is read by two threads when the reading
-     thread may run on two CPUs or more: a thread made for it reads the second half meanwhile
-     (its start costs tens of microseconds; if it cannot be made, one thread reads it all).
-     stats.values_cma / values_cma_sent count the values that took this path, values_cma_split
-     those read by two threads.
+     stats.values_cma / values_cma_sent count the values that took this path.
 
    SAME HOST RING (Linux, Unix sockets, protocol version 4)
      Small frames skip the socket too. With its SAMEHOST frame the client passes (SCM_RIGHTS) a
@@ -552,7 +547,6 @@ typedef struct tfrdv_tcp_stats {
     uint64_t frames_ring_sent, frames_ring_received; /* frames that went through a ring */
     uint64_t values_ring;          /* client: values received through the ring */
     uint64_t values_ring_sent;     /* server: responses written into the ring */
-    uint64_t values_cma_split;     /* client: values_cma copied by two threads (SAME HOST) */
 } tfrdv_tcp_stats;
 TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
 
@@ -1166,7 +1160,6 @@ struct tfrdv_tcp {
     int shm_deny, shm_logged;                  /* TFRDV_TCP_RING_DENY (1: off, 2: memfd_create
                                                   taken as failing); the ring's fallback was logged */
     uint64_t ring_frames_in, ring_values_in;   /* the reading threads' counters (atomic) */
-    uint64_t sh_split;                         /* values by address copied by two threads (atomic) */
 };
 
 /* SAME HOST RING: the shared memory of a connection (the section of that name) */
@@ -2933,74 +2926,25 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_remote_ok(tfrdv_tcp* t, tfrdv_tcp__conn* c,
 /* client: the value of e lies in the server at f->remote_addr: read it into e's memory (at least
    f->bytes, checked by on_response), then complete e as if its last byte had come. Any failure
    closes the connection (its calls fail UNAVAILABLE naming the cause; the server's values go back) */
-#ifdef TFRDV_TCP__CMA
-/* one part of a value by address: bytes from the peer's remote into dst; got, err (0: short) */
-typedef struct tfrdv_tcp__shpart {
-    long pid;
-    uint8_t* dst;
-    uint64_t remote, bytes, got;
-    int err;
-} tfrdv_tcp__shpart;
-TFRDV_TCP__PRIVATE void* tfrdv_tcp__sh_copy(void* u) {
-    tfrdv_tcp__shpart* p = (tfrdv_tcp__shpart*)u;
-    while (p->got < p->bytes) {
-        uint64_t left = p->bytes - p->got;
-        size_t want = left > ((uint64_t)1 << 30) ? ((size_t)1 << 30) : (size_t)left;
-        struct iovec l, r;
-        ssize_t n;
-        l.iov_base = p->dst + p->got;
-        l.iov_len = want;
-        r.iov_base = (void*)(uintptr_t)(p->remote + p->got);
-        r.iov_len = want;
-        n = process_vm_readv((pid_t)p->pid, &l, 1, &r, 1, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) { p->err = n < 0 ? errno : 0; break; }
-        p->got += (uint64_t)n; /* short: the next call says why */
-    }
-    return 0;
-}
-/* a value of TFRDV_TCP__SH_SPLIT bytes or more is copied by two threads (this one and one made
-   for it) when this thread may run on two CPUs or more: one process_vm_readv moves ~0.5x of
-   memcpy's bytes per second (it pins the peer's pages as it goes), two move more */
-#define TFRDV_TCP__SH_SPLIT ((uint64_t)8 << 20)
-TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_cpus(void) {
-#ifdef TFRDV_TCP__AFFINITY
-    cpu_set_t cs;
-    if (sched_getaffinity(0, sizeof cs, &cs) == 0) return CPU_COUNT(&cs);
-#endif
-    return 1;
-}
-#endif
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__ent* e, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
     uint64_t got = 0;
     int err = 0, gave_up;
     char why[200];
 #ifdef TFRDV_TCP__CMA
-    tfrdv_tcp__shpart a, b;
-    pthread_t th;
-    int two = 0;
-    memset(&a, 0, sizeof a);
-    a.pid = c->sh_pid;
-    a.dst = (uint8_t*)e->value->data;
-    a.remote = f->remote_addr;
-    a.bytes = f->bytes;
-    b = a;
-    if (f->bytes >= TFRDV_TCP__SH_SPLIT && tfrdv_tcp__sh_cpus() > 1) { /* the second half: the other thread */
-        a.bytes = (f->bytes / 2) & ~(uint64_t)4095;
-        b.dst += a.bytes;
-        b.remote += a.bytes;
-        b.bytes = f->bytes - a.bytes;
-        two = pthread_create(&th, 0, tfrdv_tcp__sh_copy, &b) == 0;
-        if (!two) a.bytes = f->bytes; /* no thread: all here */
+    while (got < f->bytes) {
+        uint64_t left = f->bytes - got;
+        size_t want = left > ((uint64_t)1 << 30) ? ((size_t)1 << 30) : (size_t)left;
+        struct iovec l, r;
+        ssize_t n;
+        l.iov_base = (uint8_t*)e->value->data + got;
+        l.iov_len = want;
+        r.iov_base = (void*)(uintptr_t)(f->remote_addr + got);
+        r.iov_len = want;
+        n = process_vm_readv((pid_t)c->sh_pid, &l, 1, &r, 1, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) { err = n < 0 ? errno : 0; break; }
+        got += (uint64_t)n; /* short: the next call says why */
     }
-    (void)tfrdv_tcp__sh_copy(&a);
-    if (two) {
-        (void)pthread_join(th, 0);
-        __atomic_fetch_add(&t->sh_split, 1, __ATOMIC_RELAXED);
-    }
-    got = a.got;
-    err = a.err;
-    if (two && a.got == a.bytes) { got += b.got; err = b.err; }
 #else
     err = ENOSYS;
 #endif
@@ -5094,7 +5038,6 @@ TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out) {
     out->recv_calls = __atomic_load_n(&t->recv_calls, __ATOMIC_RELAXED);
     out->frames_ring_received = __atomic_load_n(&t->ring_frames_in, __ATOMIC_RELAXED);
     out->values_ring = __atomic_load_n(&t->ring_values_in, __ATOMIC_RELAXED);
-    out->values_cma_split = __atomic_load_n(&t->sh_split, __ATOMIC_RELAXED);
     out->connections = t->nconns;
     out->client_calls_live = t->ents.count;
     out->server_requests_live = t->serving_count + t->nqueued;
