@@ -184,11 +184,12 @@
      sleep word cleared, so a producer whose consumer spins makes no system call at all. The
      socket stays the control channel: the peer's death is its EOF and every call completes
      exactly once as on the socket. An idle connection costs nothing (no thread wakes for the
-     ring). Measured (bench_samehost, a loaded 2-vCPU VM, one run, futex sleeps): both
-     processes on one CPU, a 4 KiB fetch is 1.18x a raw Unix-socket ping-pong through the
-     ring (1 B: 1.26x; the eventfd sleep before it: 1.3-1.4x), the socket 1.5-1.7x; on two CPUs
-     0.34-0.40x. Fallbacks, each logged once per transport with
-     the reason: same_host TFRDV_OFF on either side, a version 3 peer, memfd or eventfd
+     ring). Measured (bench_samehost, a loaded 2-vCPU VM, three runs interleaved with the
+     eventfd sleep it replaced): both processes on one CPU, a 4 KiB fetch is 1.25-1.36x a raw
+     Unix-socket ping-pong through the ring (eventfd: 1.40-1.44x), 1 B 1.32-1.37x (1.41-1.53x),
+     the socket 1.6-1.8x; on two CPUs 0.55-0.62x (1 B: 0.31-0.67x). The server still wakes
+     its I/O loop for a request (epoll, an eventfd). Fallbacks, each logged once per transport
+     with the reason: same_host TFRDV_OFF on either side, a version 3 peer, memfd or eventfd
      failing, the server refusing, a build without it (not Linux, no epoll, no _GNU_SOURCE).
      TFRDV_TCP_RING_DENY in the environment (read by tfrdv_tcp_create): 1 = never offer or
      accept one, 2 = memfd_create taken as failing; for tests. Limit: an eventfd is shared with
