@@ -70,7 +70,9 @@
                    flag 2 "granted" (or 0: refused); each side sends at most one. Version 4
                    (SAME HOST RING): client flag 4 "a ring": the frame's sendmsg (or an earlier
                    one) carries 4 descriptors (SCM_RIGHTS: the memfd, three eventfds); server
-                   flag 8 "mapped". A version 3 peer gets neither (it refuses unknown flags)
+                   flag 8 "mapped"; client flag 16 (with 4) "my lent threads may sleep on a
+                   futex", server flag 16 (with 8) "I wake them so". A version 3 peer gets
+                   none of these (it refuses unknown flags)
      Delivery (version 2). A server keeps the value of each response it has written until the
      client acknowledges it (ACK: the receive got it) or refuses it (CANCEL: the receive had given
      up: cancelled, timed out, its rendezvous aborted, while the answer was on the wire); a refused
@@ -162,20 +164,32 @@
      malformed frame (UNAVAILABLE naming what was wrong, a CLOSE, stats.protocol_errors).
      Doorbells: each ring has a sleep word: a consumer that finds its ring empty writes whom to
      wake (1: its I/O loop, whose eventfd is in its epoll set, edge-triggered, never read; 2: a
-     thread lent by tfrdv_recv, whose eventfd it polls next to the socket), then looks once more;
-     a producer rings (one eventfd write) only when the word is set, and clears it. Why eventfds
-     and not a futex: every consumer must also watch the socket (a response may take it: large
-     values, a full ring; its EOF is the peer's death), and a futex cannot be waited on
-     together with a descriptor; a futex waiter would have to poll the socket on a timer. A lent
-     thread spins (the spin rule below, unchanged: never when the peer shares its only CPU) on
-     the ring's memory and the socket, with its sleep word cleared, so a producer whose consumer
-     spins makes no system call at all. The socket stays the control channel: the peer's death
-     is its EOF and every call completes exactly once as on the socket. An idle connection costs
-     nothing (no thread wakes for the ring). Measured (bench_samehost, a loaded 2-vCPU VM, two
-     runs): both processes on one CPU, a 4 KiB fetch is 1.5-1.8x a raw Unix-socket ping-pong
-     through the ring, 2.2-2.6x over the socket (1 B: 1.7-2.5x, 2.3-4.0x); on two CPUs 0.75x
-     and 1.0-1.1x. Fallbacks, each logged once per transport with
-     the reason: same_host TFRDV_OFF on either side, a version 3 peer, memfd or eventfd
+     thread lent by tfrdv_recv, whose eventfd it polls next to the socket; 3: such a thread
+     asleep on a futex on the word itself), then looks once more; a producer rings (one eventfd
+     write, or FUTEX_WAKE for 3) only when the word is set, and clears it. The loop keeps an
+     eventfd (it waits on many sockets at once). A lent thread of a client whose server agreed
+     (SAMEHOST flag 16) sleeps on the futex (word 3: one system call each way where poll and
+     an eventfd read cost two, and a cheaper wake-up) while nothing is due from its side on the
+     socket (no blocked write, no frame half read); otherwise it polls as with 2. A futex cannot
+     be waited on together with a descriptor, so the socket is covered thus: such a server
+     counts its socket writes in the mapping (a u64 next to the sleep word), then looks at the
+     word and wakes a futex sleeper; the sleeper writes the word, then looks at the count and,
+     when it moved, looks at the socket (poll, no timeout) instead of sleeping: one of the two
+     sees the other. The peer's death is only seen on the socket (its EOF), so a futex sleep
+     lasts at most 20 ms and then looks at it: calls of a dead server fail within about 20 ms
+     (a thread with no call left does not wait). This process's own reasons to wake the thread
+     (a deadline, a blocked write, shutdown) count in a local word it reads after writing the
+     sleep word, and wake the futex too. A lent thread spins (the spin rule below, unchanged:
+     never when the peer shares its only CPU) on the ring's memory and the socket, with its
+     sleep word cleared, so a producer whose consumer spins makes no system call at all. The
+     socket stays the control channel: the peer's death is its EOF and every call completes
+     exactly once as on the socket. An idle connection costs nothing (no thread wakes for the
+     ring). Measured (bench_samehost, a loaded 2-vCPU VM, three runs interleaved with the
+     eventfd sleep it replaced): both processes on one CPU, a 4 KiB fetch is 1.25-1.36x a raw
+     Unix-socket ping-pong through the ring (eventfd: 1.40-1.44x), 1 B 1.32-1.37x (1.41-1.53x),
+     the socket 1.6-1.8x; on two CPUs 0.55-0.62x (1 B: 0.31-0.67x). The server still wakes
+     its I/O loop for a request (epoll, an eventfd). Fallbacks, each logged once per transport
+     with the reason: same_host TFRDV_OFF on either side, a version 3 peer, memfd or eventfd
      failing, the server refusing, a build without it (not Linux, no epoll, no _GNU_SOURCE).
      TFRDV_TCP_RING_DENY in the environment (read by tfrdv_tcp_create): 1 = never offer or
      accept one, 2 = memfd_create taken as failing; for tests. Limit: an eventfd is shared with
@@ -327,6 +341,7 @@ extern "C" {
 #define TFRDV_TCP_SH_CMA_GRANT 2u      /* ... the server sends large values by address */
 #define TFRDV_TCP_SH_RING_OFFER 4u     /* ... (version 4) the client passes a ring (SAME HOST RING) */
 #define TFRDV_TCP_SH_RING_OK 8u        /* ... the server mapped it: small frames use it */
+#define TFRDV_TCP_SH_RING_FUTEX 16u    /* ... (with 4, then with 8) sleep word 3: a futex waiter */
 /* Longest encoding of a frame's header + fixed body (RESPONSE meta with 254 dims and an address). */
 #define TFRDV_TCP_META_MAX (TFRDV_TCP_HEADER_LEN + 32 + 8 * TFRDV_TCP_MAX_RANK)
 
@@ -584,7 +599,9 @@ TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
 #if defined(TFRDV_TCP__EPOLL) && defined(_GNU_SOURCE)
 #include <sys/mman.h>
 #if defined(MFD_ALLOW_SEALING) && defined(F_ADD_SEALS) && defined(SCM_RIGHTS)
-#define TFRDV_TCP__RING 1 /* SAME HOST RING: memfd + eventfd doorbells */
+#define TFRDV_TCP__RING 1 /* SAME HOST RING: memfd + eventfd doorbells, a futex for a lent thread */
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #endif
 #endif
 #endif
@@ -863,7 +880,8 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST body of %u bytes (8 expected) or id %llu (0 expected)", blen, (unsigned long long)id), -1;
         if (len < TFRDV_TCP_HEADER_LEN + 8) return 0;
         out->sh_flags = tfrdv_tcp__ld32(p);
-        if (out->sh_flags & ~(TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_CMA_GRANT | TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_OK) ||
+        if (out->sh_flags & ~(TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_CMA_GRANT | TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_OK |
+                             TFRDV_TCP_SH_RING_FUTEX) ||
             tfrdv_tcp__ld32(p + 4))
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST with unknown flags 0x%x or a non-zero reserved field", out->sh_flags), -1;
         return (long)(TFRDV_TCP_HEADER_LEN + 8);
@@ -1165,6 +1183,10 @@ typedef struct tfrdv_tcp__shm {
     int tx_ok;                                 /* frames may go in (the server mapped it) */
     int efd;                                   /* our loop's doorbell (epoll, edge-triggered) */
     int peer_efd[2];                           /* the peer's: its loop's, its lent thread's (or -1) */
+    int fx;                                    /* both sides agreed on sleep word 3 (a futex waiter) */
+    uint64_t *socks;                           /* in the mapping: the server's socket writes (fx) */
+    uint64_t nsock;                            /* server: those writes; client: the count last seen */
+    uint32_t lwake;                            /* client: this process woke its lent thread (fx) */
     int out[4], nout;                          /* client: passed with the next sendmsg */
     uint8_t* buf;                              /* a record copied out */
 } tfrdv_tcp__shm;
@@ -1185,7 +1207,10 @@ TFRDV_TCP__PRIVATE ssize_t tfrdv_tcp__recv(tfrdv_tcp__conn* c, void* buf, size_t
 TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_before(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_drain(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_ready(tfrdv_tcp__conn* c, int awake);
-TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_nap(tfrdv_tcp__conn* c);
+TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_nap(tfrdv_tcp__conn* c, int fx);
+TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_sleep(tfrdv_tcp__conn* c, struct pollfd* pf, int64_t left, uint32_t lw);
+TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_sock(tfrdv_tcp__conn* c);
+TFRDV_TCP__PRIVATE void tfrdv_tcp__wake_lent(tfrdv_tcp__conn* c);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_handback(tfrdv_tcp__conn* c);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_stop(tfrdv_tcp* t, tfrdv_tcp__conn* c);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_free(tfrdv_tcp* t, tfrdv_tcp__conn* c);
@@ -1587,7 +1612,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__wake(tfrdv_tcp* t) { tfrdv_tcp__wake_fd(t->wa
 TFRDV_TCP__PRIVATE void tfrdv_tcp__arm(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
 #ifdef TFRDV_TCP__EPOLL
     struct epoll_event ev;
-    if (c->claimed == TFRDV_TCP__BY_WAITER) { tfrdv_tcp__wake_fd(c->cwake); return; }
+    if (c->claimed == TFRDV_TCP__BY_WAITER) { tfrdv_tcp__wake_lent(c); return; }
     c->lazy = 0;
     memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN | EPOLLRDHUP | ((c->wblocked || c->state == TFRDV_TCP__C_CONNECTING) ? EPOLLOUT : 0u);
@@ -1598,7 +1623,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__arm(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
         c->armed = ev.events;
     }
 #else
-    if (c->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_fd(c->cwake);
+    if (c->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_lent(c);
     else tfrdv_tcp__wake(t);
 #endif
 }
@@ -1852,6 +1877,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
         }
         /* account the bytes written against the plan */
         if (mh.msg_controllen) tfrdv_tcp__shm_sent(c);
+        tfrdv_tcp__shm_sock(c); /* SAME HOST RING: a client asleep on its futex looks */
         w = (size_t)n;
         c->stalled_since = 0;
         for (i = 0; i < np; i++) {
@@ -2796,7 +2822,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         tfrdv_tcp_frame f;
         memset(&f, 0, sizeof f);
         f.type = TFRDV_TCP_SAMEHOST;
-        f.sh_flags = (ok ? TFRDV_TCP_SH_CMA_READ : 0u) | (ring ? TFRDV_TCP_SH_RING_OFFER : 0u);
+        f.sh_flags = (ok ? TFRDV_TCP_SH_CMA_READ : 0u) | (ring ? TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_FUTEX : 0u);
         c->sh_pid = ok ? pid : 0;
         c->sh_asked = 1;
         c->sh_cma = ok;
@@ -2820,14 +2846,16 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
     char bad[120], msg[400], rwhy[300], rmsg[500];
     int say = 0, rsay = 0;
-    const uint32_t ask = TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_RING_OFFER;
+    const uint32_t ask = TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_FUTEX;
     bad[0] = rwhy[0] = 0;
     pthread_mutex_lock(&t->mu);
     if (c->peer_version < 3 || !c->is_unix || c->sh_seen)
         snprintf(bad, sizeof bad, "SAMEHOST frame %s", c->sh_seen ? "sent twice" : !c->is_unix ? "on a TCP connection" : "from a peer that said version < 3");
     else if (c->server) {
-        if (!f->sh_flags || (f->sh_flags & ~ask) || (c->peer_version < 4 && f->sh_flags != TFRDV_TCP_SH_CMA_READ))
-            snprintf(bad, sizeof bad, "SAMEHOST from a version %d client with flags 0x%x (1%s expected)", c->peer_version, f->sh_flags, c->peer_version < 4 ? "" : ", 4 or 5");
+        if (!f->sh_flags || (f->sh_flags & ~ask) || (c->peer_version < 4 && f->sh_flags != TFRDV_TCP_SH_CMA_READ) ||
+            ((f->sh_flags & TFRDV_TCP_SH_RING_FUTEX) && !(f->sh_flags & TFRDV_TCP_SH_RING_OFFER)))
+            snprintf(bad, sizeof bad, "SAMEHOST from a version %d client with flags 0x%x (1%s expected)", c->peer_version, f->sh_flags,
+                     c->peer_version < 4 ? "" : ", 4, 5, 20 or 21");
         else {
             tfrdv_tcp_frame g;
             int ring = 0;
@@ -2854,11 +2882,14 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
             while (c->nshm_in > 0) close(c->shm_in[--c->nshm_in]); /* descriptors not taken */
             memset(&g, 0, sizeof g);
             g.type = TFRDV_TCP_SAMEHOST;
-            g.sh_flags = (c->sh_send ? TFRDV_TCP_SH_CMA_GRANT : 0u) | (ring ? TFRDV_TCP_SH_RING_OK : 0u);
+            if (ring && (f->sh_flags & TFRDV_TCP_SH_RING_FUTEX)) c->shm->fx = 1; /* its lent threads sleep on a futex */
+            g.sh_flags = (c->sh_send ? TFRDV_TCP_SH_CMA_GRANT : 0u) | (ring ? TFRDV_TCP_SH_RING_OK : 0u) |
+                         (ring && c->shm->fx ? TFRDV_TCP_SH_RING_FUTEX : 0u);
             (void)tfrdv_tcp__queue(t, c, &g);
             if (!c->wblocked) tfrdv_tcp__write(t, c, td);
         }
-    } else if (!c->sh_asked || (f->sh_flags & ~((c->sh_cma ? TFRDV_TCP_SH_CMA_GRANT : 0u) | (c->shm ? TFRDV_TCP_SH_RING_OK : 0u))))
+    } else if (!c->sh_asked || (f->sh_flags & ~((c->sh_cma ? TFRDV_TCP_SH_CMA_GRANT : 0u) | (c->shm ? TFRDV_TCP_SH_RING_OK | TFRDV_TCP_SH_RING_FUTEX : 0u))) ||
+               (f->sh_flags & (TFRDV_TCP_SH_RING_OK | TFRDV_TCP_SH_RING_FUTEX)) == TFRDV_TCP_SH_RING_FUTEX)
         snprintf(bad, sizeof bad, "SAMEHOST %s (flags 0x%x)", c->sh_asked ? "with flags not asked for" : "answer to no question", f->sh_flags);
     else {
         c->sh_seen = 1;
@@ -2870,6 +2901,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
         }
         if (c->shm && (f->sh_flags & TFRDV_TCP_SH_RING_OK)) { /* SAME HOST RING: frames may go in */
             c->shm->tx_ok = 1;
+            c->shm->fx = (f->sh_flags & TFRDV_TCP_SH_RING_FUTEX) != 0;
             t->stats.ring_connections++;
             if (!c->wblocked) tfrdv_tcp__write(t, c, td);
         } else if (c->shm) { /* no doorbell, nothing goes in (the memory stays until the
@@ -2975,8 +3007,10 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_sent(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfr
    copies; records are copied out before they are decoded (the peer may rewrite them meanwhile).
    Layout (offsets in the memfd): ring d (0: client -> server, 1: server -> client) has its
    producer position at d*1024, its consumer position at d*1024+64, its sleep word at
-   d*1024+128 (0 awake, 1 its loop sleeps, 2 a thread lent by tfrdv_recv sleeps) and its bytes at
-   4096 + d*TFRDV_TCP__RING_BYTES. A record: u32 body length (1..TFRDV_TCP__RING_REC_MAX), u32
+   d*1024+128 (0 awake, 1 its loop sleeps, 2 a thread lent by tfrdv_recv sleeps, 3 one sleeps on a
+   futex on this word: fx, SAMEHOST flag 16) and its bytes at 4096 + d*TFRDV_TCP__RING_BYTES; at
+   1024+192 the server's count of its socket writes (fx: its client's futex sleeper looks at the
+   socket when it moved). A record: u32 body length (1..TFRDV_TCP__RING_REC_MAX), u32
    zero, u64 socket frames written before it, then whole frames, padded to 8 bytes. */
 
 TFRDV_TCP__PRIVATE size_t tfrdv_tcp__shm_pad(size_t n) { return (n + 7u) & ~(size_t)7u; }
@@ -3118,6 +3152,41 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_sent(tfrdv_tcp__conn* c) {
 }
 
 #ifdef TFRDV_TCP__RING
+/* the futex of sleep word 3 (shared: two processes map it) */
+#define TFRDV_TCP__FX_SLICE_NS 20000000 /* a futex sleep's longest: the peer's death shows on the socket */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__fx_wake(uint32_t* w) { (void)syscall(SYS_futex, w, FUTEX_WAKE, 1, (void*)0, (void*)0, 0); }
+#endif
+/* under t->mu, after bytes went on the socket of a server whose client sleeps on a futex (fx):
+   counted in the mapping, then the sleeper woken (its next look at the count sees them) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_sock(tfrdv_tcp__conn* c) {
+#ifdef TFRDV_TCP__RING
+    tfrdv_tcp__shm* s = c->shm;
+    uint32_t w = 3u;
+    if (!s || !s->fx || !c->server || !s->tx_ok) return;
+    __atomic_store_n(s->socks, ++s->nsock, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the count before the word (the sleeper: the word
+                                               before the count) */
+    if (__atomic_load_n(s->tx.wake, __ATOMIC_RELAXED) == 3u &&
+        __atomic_compare_exchange_n(s->tx.wake, &w, 0u, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+        tfrdv_tcp__fx_wake(s->tx.wake);
+#else
+    (void)c;
+#endif
+}
+/* this process wakes the thread lent to c (an arm, a timer, shutdown): its eventfd, and its
+   futex when it sleeps on one */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__wake_lent(tfrdv_tcp__conn* c) {
+#ifdef TFRDV_TCP__RING
+    uint32_t w = 3u;
+    if (c->shm && c->shm->fx && !c->server) {
+        __atomic_fetch_add(&c->shm->lwake, 1u, __ATOMIC_SEQ_CST);
+        if (__atomic_compare_exchange_n(c->shm->rx.wake, &w, 0u, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+            tfrdv_tcp__fx_wake(c->shm->rx.wake);
+    }
+#endif
+    tfrdv_tcp__wake_fd(c->cwake);
+}
+#ifdef TFRDV_TCP__RING
 /* under t->mu: the peer's sleep word says whom to wake (0: nobody) */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_bell(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
     tfrdv_tcp__shm* s = c->shm;
@@ -3130,8 +3199,9 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_bell(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
     if (!__atomic_load_n(s->tx.wake, __ATOMIC_RELAXED)) return;
     w = __atomic_exchange_n(s->tx.wake, 0u, __ATOMIC_SEQ_CST);
     if (!w) return;
+    if (w == 3 && s->fx) { tfrdv_tcp__fx_wake(s->tx.wake); return; } /* its lent thread's futex */
     if (w > 2 || s->peer_efd[w - 1] < 0) {
-        snprintf(why, sizeof why, "the peer's ring sleep word is %u (0..%d)", w, s->peer_efd[1] < 0 ? 1 : 2);
+        snprintf(why, sizeof why, "the peer's ring sleep word is %u (0..%d)", w, s->fx ? 3 : s->peer_efd[1] < 0 ? 1 : 2);
         tfrdv_tcp__conn_bad(t, c, why, td);
         return;
     }
@@ -3377,17 +3447,43 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_ready(tfrdv_tcp__conn* c, int awake) {
     return 0;
 #endif
 }
-/* the lent thread, before it sleeps: the producer is to ring its doorbell (the conn's cwake);
-   1 when a record came meanwhile (then it does not sleep) */
-TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_nap(tfrdv_tcp__conn* c) {
+/* the lent thread, before it sleeps: the producer is to ring its doorbell (2: the conn's cwake;
+   3: fx, a futex on the word); 1 when a record came meanwhile (then it does not sleep) */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_nap(tfrdv_tcp__conn* c, int fx) {
 #ifdef TFRDV_TCP__RING
     if (!c->shm) return 0;
-    __atomic_store_n(c->shm->rx.wake, 2u, __ATOMIC_RELAXED);
+    __atomic_store_n(c->shm->rx.wake, fx ? 3u : 2u, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     return tfrdv_tcp__shm_ready(c, 0);
 #else
-    (void)c;
+    (void)c; (void)fx;
     return 0;
+#endif
+}
+/* the lent thread, word 3 announced (shm_nap): sleeps on the futex, at most a slice (the peer's
+   death shows only on the socket: EOF), unless this process woke it since lw (tfrdv_tcp__wake_lent)
+   or the server wrote to the socket since the last look (it counts its writes in the mapping,
+   then looks at the word: one of the two sees the other). As poll: > 0 with pf's revents, 0
+   (look at the ring and the call again) */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_sleep(tfrdv_tcp__conn* c, struct pollfd* pf, int64_t left, uint32_t lw) {
+#ifdef TFRDV_TCP__RING
+    tfrdv_tcp__shm* s = c->shm;
+    uint64_t k = __atomic_load_n(s->socks, __ATOMIC_SEQ_CST);
+    struct timespec ts;
+    if (__atomic_load_n(&s->lwake, __ATOMIC_SEQ_CST) != lw) return 0;
+    if (k != s->nsock) {
+        s->nsock = k;
+        return poll(pf, 2, 0);
+    }
+    if (left > TFRDV_TCP__FX_SLICE_NS) left = TFRDV_TCP__FX_SLICE_NS;
+    if (left < 1) left = 1;
+    ts.tv_sec = (time_t)(left / 1000000000);
+    ts.tv_nsec = (long)(left % 1000000000);
+    if (syscall(SYS_futex, s->rx.wake, FUTEX_WAIT, 3u, &ts, (void*)0, 0) != 0 && errno == ETIMEDOUT) return poll(pf, 2, 0);
+    return 0;
+#else
+    (void)c; (void)lw;
+    return poll(pf, 2, (int)((left + 999999) / 1000000));
 #endif
 }
 /* the lent thread lets go (under t->mu): the loop's doorbell again, rung here if a record came */
@@ -3426,6 +3522,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_offer(tfrdv_tcp* t, tfrdv_tcp__conn* c, ch
     else {
         tfrdv_tcp__shm_ring_at(&s->tx, s->map, 0);
         tfrdv_tcp__shm_ring_at(&s->rx, s->map, 1);
+        s->socks = (uint64_t*)(void*)(s->map + 1024 + 192);
         __atomic_store_n(s->rx.wake, 1u, __ATOMIC_RELAXED); /* our loop sleeps: ring */
         s->peer_efd[0] = sfd;
         s->out[0] = mfd;
@@ -3487,6 +3584,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_accept(tfrdv_tcp* t, tfrdv_tcp__conn* c, c
     c->nshm_in = 0;
     tfrdv_tcp__shm_ring_at(&s->tx, s->map, 1);
     tfrdv_tcp__shm_ring_at(&s->rx, s->map, 0);
+    s->socks = (uint64_t*)(void*)(s->map + 1024 + 192);
     __atomic_store_n(s->rx.wake, 1u, __ATOMIC_RELAXED); /* our loop sleeps: ring */
     s->tx_ok = 1;
     t->stats.ring_connections++;
@@ -3556,7 +3654,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__cancel_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c
 /* finish e's call now with (code, msg) while its bytes may still arrive (e stays, call-less) */
 TFRDV_TCP__PRIVATE int tfrdv_tcp__detach_call(tfrdv_tcp* t, tfrdv_tcp__ent* e, tfrdv_code code, const char* msg, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent* x;
-    if (e->conn && e->conn->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_fd(e->conn->cwake); /* it may wait for e */
+    if (e->conn && e->conn->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_lent(e->conn); /* it may wait for e */
     if (e->conn && e->conn->lazy) tfrdv_tcp__arm(t, e->conn); /* its thread may not come: the loop reads */
     if (e->state == TFRDV_TCP__E_WAIT) {
         tfrdv_tcp__ent_remove(t, e);
@@ -4379,9 +4477,13 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     for (;;) {
         struct pollfd pf[2];
         int64_t left = end - tfrdv_tcp__now();
-        int n;
+        int n, fx;
+        uint32_t lw = 0;
         e = tfrdv_tcp__ent_find(t, id);
         if (!e || e->call != call || c->state != TFRDV_TCP__C_OPEN || t->closing || left <= 0) break;
+        /* SAME HOST RING: a futex sleep while nothing is due on the socket from this side */
+        fx = c->shm && c->shm->fx && c->shm->tx_ok && !c->wblocked && c->rx == TFRDV_TCP__RX_HDR && c->rlen == c->roff;
+        if (fx) lw = __atomic_load_n(&c->shm->lwake, __ATOMIC_SEQ_CST);
         pf[0].fd = c->fd;
         pf[0].events = (short)(POLLIN | (c->wblocked ? POLLOUT : 0));
         pf[1].fd = c->cwake[0];
@@ -4396,8 +4498,9 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
             spin_until = 0;
             spun = n > 0 && (pf[0].revents || ring) ? 2 : 1;
         }
-        if (n == 0) n = tfrdv_tcp__shm_nap(c); /* SAME HOST RING: announces the sleep; 1: frames came */
-        if (n == 0)
+        if (n == 0) n = tfrdv_tcp__shm_nap(c, fx); /* SAME HOST RING: announces the sleep; 1: frames came */
+        if (n == 0 && fx) n = tfrdv_tcp__shm_sleep(c, pf, left, lw);
+        else if (n == 0)
             n = poll(pf, 2, left == INT64_MAX ? -1 : left > 3600000000000LL ? 3600000 : (int)((left + 999999) / 1000000));
         if (n > 0 && pf[1].revents) tfrdv_tcp__wake_drain(c->cwake);
         if (n > 0 && pf[0].revents)
@@ -4905,7 +5008,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__shutdown(tfrdv_tcp* t) {
     if (t->nclaims) { /* threads lent by tfrdv_recv: each sees closing and lets go */
         tfrdv_tcp__conn* c;
         for (c = t->conns.next; c != &t->conns; c = c->next)
-            if (c->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_fd(c->cwake);
+            if (c->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_lent(c);
         while (t->nclaims) pthread_cond_wait(&t->cv, &t->mu);
     }
     tfrdv_tcp__listen_arm(t, 0);
@@ -4958,7 +5061,7 @@ TFRDV_API void tfrdv_tcp_destroy(tfrdv_tcp* t) {
         tfrdv_tcp__conn* c;
         t->deferred = 1;
         for (c = t->conns.next; c != &t->conns; c = c->next)
-            if (c->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_fd(c->cwake);
+            if (c->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_lent(c);
         pthread_cond_broadcast(&t->cv); /* lent threads waiting for the loop */
         pthread_mutex_unlock(&t->mu);
         tfrdv_tcp__wake(t);

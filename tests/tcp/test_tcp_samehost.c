@@ -174,8 +174,8 @@ static void test_codec_by_address(void) {
     TT_CHECK(g.type == TFRDV_TCP_SAMEHOST && g.sh_flags == TFRDV_TCP_SH_CMA_READ);
 
     /* hostile */
-    f.sh_flags = 16; /* 4 and 8: the ring (version 4) */
-    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "SAMEHOST with unknown flags 0x10");
+    f.sh_flags = 32; /* 4, 8 and 16: the ring (version 4) */
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "SAMEHOST with unknown flags 0x20");
     f.sh_flags = 0;
     f.id = 3;
     bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "id 3 (0 expected)");
@@ -1172,6 +1172,7 @@ static int raw_connect(const char* addr) {
 }
 /* HELLO (version 4), the server's HELLO, then SAMEHOST 4 with nfd of: a memfd of the ring's size
    (sealed or not; its ring 1 head and sleep word preset) and three eventfds */
+static uint32_t raw_offer_flags = TFRDV_TCP_SH_RING_OFFER; /* what raw_offer's SAMEHOST says */
 static int raw_offer(rawring* x, const char* addr, int sealed, int nfd, uint64_t head1, uint32_t wake1) {
     tfrdv_tcp_frame f, g;
     uint8_t b[64];
@@ -1205,7 +1206,7 @@ static int raw_offer(rawring* x, const char* addr, int sealed, int nfd, uint64_t
     fds[3] = x->efd[2];
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_SAMEHOST;
-    f.sh_flags = TFRDV_TCP_SH_RING_OFFER;
+    f.sh_flags = raw_offer_flags;
     n = tfrdv_tcp_encode(&f, b, sizeof b);
     iv.iov_base = b;
     iv.iov_len = n;
@@ -1290,6 +1291,106 @@ static void test_ring_hostile_client(void) {
         } else TT_CHECK(0);
     }
     insrv_close(&s);
+}
+/* the futex doorbell (SAMEHOST flag 16) is agreed only with a ring: offered with one, the answer
+   (through the ring) says 8 | 16; offered alone, the connection closes naming the flags */
+static void test_ring_futex_flags(void) {
+    insrv s;
+    rawring x;
+    char msg[300];
+    int i, ok;
+    alarm(60);
+    if (!insrv_open(&s, upath("ringf.sock"), RING_SH)) { TT_CHECK(0); return; }
+    raw_offer_flags = TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_FUTEX;
+    ok = raw_offer(&x, s.addr, 1, 4, 0, 0);
+    TT_CHECK(ok);
+    if (ok) {
+        uint64_t tail = 0;
+        for (i = 0; i < 1000 && !(tail = __atomic_load_n((uint64_t*)(void*)(x.map + 1024), __ATOMIC_ACQUIRE)); i++) sleep_ms(2);
+        TT_CHECK(tail >= 16 + 24);
+        if (tail >= 16 + 24) {
+            tfrdv_tcp_frame g;
+            tfrdv_status st;
+            TT_CHECK_EQ_INT(tfrdv_tcp_decode(x.map + 4096 + (256 << 10) + 16, 24, 0, &g, &st), 24);
+            TT_CHECK_EQ_INT(g.type, TFRDV_TCP_SAMEHOST);
+            TT_CHECK_EQ_INT(g.sh_flags, TFRDV_TCP_SH_RING_OK | TFRDV_TCP_SH_RING_FUTEX);
+        }
+    }
+    raw_ring_close(&x);
+    raw_offer_flags = TFRDV_TCP_SH_RING_FUTEX;
+    ok = raw_offer(&x, s.addr, 1, 4, 0, 0);
+    TT_CHECK(ok);
+    if (ok) {
+        raw_close_msg(&x, msg, sizeof msg);
+        TT_CHECK_CONTAINS(msg, "SAMEHOST from a version 4 client with flags 0x10");
+    }
+    raw_ring_close(&x);
+    raw_offer_flags = TFRDV_TCP_SH_RING_OFFER;
+    insrv_close(&s);
+}
+/* a thread lent by tfrdv_recv asleep on the ring's futex (nothing comes: no doorbell, no socket
+   byte) learns of the server's death from the socket all the same: its receive and the others
+   pending fail UNAVAILABLE, once each */
+typedef struct fxwait { cli* c; tfrdv_rendezvous* r; tfrdv_code code; char msg[256]; } fxwait;
+static void* fx_recv(void* u) {
+    fxwait* w = (fxwait*)u;
+    tfrdv_key k;
+    tfrdv_value* v = 0;
+    tfrdv_status st;
+    int dead = 0;
+    key_for(&k, "never_blocking");
+    w->code = tfrdv_recv(w->r, &k.parsed, 0, 60 * SEC, &v, &dead, &st);
+    snprintf(w->msg, sizeof w->msg, "%s", st.msg);
+    if (v) tfrdv_value_release(v);
+    return 0;
+}
+static void test_ring_futex_waiter_server_killed(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_key k;
+    static slot pend[4];
+    fxwait w;
+    pthread_t th;
+    uint64_t lent;
+    int status, i;
+    alarm(60);
+    if (!srv_start(&s, upath("ringfk.sock"), RING_SH, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
+    ring_warm(&s, &c);
+    memset(&w, 0, sizeof w);
+    w.c = &c;
+    w.code = TFRDV_OK;
+    (void)tfrdv_mgr_start_step(c.m, 1, &w.r, &st);
+    lent = cstats(&c).waits_lent;
+    TT_CHECK_EQ_INT(pthread_create(&th, 0, fx_recv, &w), 0);
+    for (i = 0; i < 1000 && cstats(&c).waits_lent == lent; i++) sleep_ms(5);
+    TT_CHECK(cstats(&c).waits_lent > lent); /* the blocked receive reads the connection */
+    for (i = 0; i < 4; i++) {
+        char e[16];
+        memset(&pend[i], 0, sizeof pend[i]);
+        pthread_mutex_init(&pend[i].mu, 0);
+        snprintf(e, sizeof e, "never%d", i);
+        key_for(&k, e);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(w.r, &k.parsed, 0, on_slot, &pend[i], &st), TFRDV_OK);
+    }
+    for (i = 0; i < 1000 && srv_stats(&s).ts.server_requests_live < 5; i++) sleep_ms(5);
+    sleep_ms(30); /* (not asserted: the lent thread is most likely asleep on the futex by now) */
+    kill(s.pid, SIGKILL);
+    waitpid(s.pid, &status, 0);
+    pthread_join(th, 0);
+    TT_CHECK_EQ_INT(w.code, TFRDV_UNAVAILABLE);
+    (void)slots_done(pend, 4);
+    sleep_ms(50); /* a second completion would show now */
+    for (i = 0; i < 4; i++) {
+        TT_CHECK_EQ_INT(pend[i].done, 1);
+        TT_CHECK_EQ_INT(pend[i].code, TFRDV_UNAVAILABLE);
+        pthread_mutex_destroy(&pend[i].mu);
+    }
+    tfrdv_unref(w.r);
+    close(s.cfd);
+    close(s.rfd);
+    cli_close(&c);
 }
 /* an unsealed memfd (it could shrink under the mapping: SIGBUS) and a short set of descriptors
    are refused: the answer says no ring, the connection goes on over the socket */
@@ -1402,6 +1503,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_ring_sizes);
     TT_RUN(test_ring_pipelined);
     TT_RUN(test_ring_server_killed);
+    TT_RUN(test_ring_futex_waiter_server_killed);
+    TT_RUN(test_ring_futex_flags);
     TT_RUN(test_ring_exactly_once);
     TT_RUN(test_ring_hostile_client);
     TT_RUN(test_ring_unsealed_refused);
