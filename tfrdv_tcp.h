@@ -38,12 +38,12 @@
                socket (a regular file, a directory, a link: never removed). The file gets mode unix_mode
                (default 0600) and is removed by tfrdv_tcp_destroy.
 
-   WIRE FORMAT (little-endian, version 4)
+   WIRE FORMAT (little-endian, version 5)
      Every frame starts with a 16-byte header:
          u8 type, u8 flags (0), u16 zero, u32 body length, u64 id
      id is the call's wire id: chosen by the client, unique per connection (not the tfrdv request
      id, which travels in the body: two calls may carry the same request id). Bodies:
-       1 HELLO     u32 magic 0x56445254 ("TRDV"), u16 version (4), u16 zero, u64 incarnation,
+       1 HELLO     u32 magic 0x56445254 ("TRDV"), u16 version (5), u16 zero, u64 incarnation,
                    u32 name length (<= 255), worker name. id 0. Each side sends one first; the
                    client may pipeline its requests behind it. Both then speak the lower of the
                    two versions. Bad magic, version 0: CLOSE.
@@ -54,7 +54,10 @@
                    without payload; then rank and bytes are 0), u32 zero, u64 value bytes,
                    rank x i64 dims (each >= 0), then the first value bytes (at most frame_bytes);
                    flag 4 (version 3, SAME HOST below): u64 address instead of bytes, the value's
-                   bytes lie at [address, address + value bytes) in the server's memory
+                   bytes lie at [address, address + value bytes) in the server's memory;
+                   flag 8 (version 5, ZERO COPY below; never with 4): u32 descriptor, u32 zero,
+                   u64 offset instead of bytes: the value lies at [offset, offset + value bytes)
+                   of the server's shared pool whose descriptor (in the server) that is
        4 DATA      more value bytes of response id, in order (body = the bytes)
        5 ERROR     u32 code (1..16), u32 status detail (TFRDV_DETAIL_*; one the receiver does not
                    know arrives as 0), u32 message length
@@ -71,6 +74,8 @@
                    (SAME HOST RING): client flag 4 "a ring": the frame's sendmsg (or an earlier
                    one) carries 4 descriptors (SCM_RIGHTS: the memfd, three eventfds); server
                    flag 8 "mapped". A version 3 peer gets neither (it refuses unknown flags)
+      10 RELEASE   n x u64 wire ids (1..512), id 0 (version 5, ZERO COPY): the client no longer
+                   maps the pool values of these responses; the server releases its hold
      Delivery (version 2). A server keeps the value of each response it has written until the
      client acknowledges it (ACK: the receive got it) or refuses it (CANCEL: the receive had given
      up: cancelled, timed out, its rendezvous aborted, while the answer was on the wire); a refused
@@ -183,6 +188,41 @@
      blocks; a full counter seen (EAGAIN) closes the connection, the first trick is open to a
      peer of the same uid (the socket file's mode), who could ptrace this process anyway.
      stats.ring_connections, frames_ring_sent / received, values_ring / values_ring_sent.
+
+   ZERO COPY (Linux, Unix sockets, protocol version 5, on top of SAME HOST)
+     A value whose bytes already lie in shared memory is not copied at all. tfrdv_tcp_pool_create
+     makes a pool: one memfd (MFD_ALLOW_SEALING, sealed F_SEAL_SHRINK | F_SEAL_SEAL: it can never
+     shrink under another process's mapping) mapped shared, with a first-fit allocator
+     (tfrdv_tcp_pool_allocator: a tfrdv_allocator; make values with tfrdv_value_new(&alloc, ...)
+     and write their bytes in place). tfrdv_tcp_add_pool(t, pool) lets the serving transport
+     recognise them: a response that would go by address (SAME HOST granted, at least same_host
+     bytes) whose value lies whole in a registered pool goes instead as RESPONSE flag 8 (the pool's
+     descriptor number in the server, offset, length), to a client that said version 5. The
+     client takes the descriptor with pidfd_getfd (Linux 5.6; it needs the permission
+     process_vm_readv needs, which SAME HOST already checked), checks it (a regular file, sealed
+     F_SEAL_SHRINK, offset + length within its size, no overflow) and maps the pages covering the
+     range read-only (PROT_READ: do not write through the value). The receiver's value is that
+     mapping: ->data points into it, nothing is copied; its release unmaps it and queues the
+     response's id for a RELEASE frame (sent with the connection's next frame or at the next tick,
+     expire_interval_ns). The server keeps a reference on the value (so its pool block is not
+     reused) from the moment the frame is whole on the wire until that RELEASE or the
+     connection's end; the ACK / CANCEL rules for the table are unchanged. A receive with its own
+     alloc hook (tfrdv_args.alloc_fn) gets its own memory: one copy from the mapping, released at
+     once (stats.values_zero_copy_copied). Costs and limits: mapping and unmapping (a few system
+     calls, then page faults as the receiver reads: the bytes are read from the sender's pages);
+     a receiver that keeps its values holds the sender's pool memory (stats.values_lent on the
+     server; the pool's tfrdv_tcp_pool_live_bytes); a connection that ends releases the server's
+     hold, so a receiver still mapping a value then sees memory the sender may reuse (the mapping
+     stays valid: no fault, but release such values before closing the client transport or copy
+     what must outlive it); a server that dies leaves the mapping valid. A hostile reference (a
+     descriptor that is no file or not sealed, a range past the pool's size, pidfd_getfd refused)
+     closes the connection as a malformed frame would (UNAVAILABLE naming what was wrong, a CLOSE,
+     stats.protocol_errors). Fallbacks: no pool registered, a value outside every pool, below
+     same_host, no SAME HOST grant, a version 4 peer: the other paths, unchanged (nothing logged:
+     the SAME HOST fallbacks already are). The pool does not grow (its capacity is fixed at
+     create). The link that carries releases back is malloc'd (values may outlive both the
+     connection and the transport). stats.values_zero_copy / values_zero_copy_copied (client),
+     values_zero_copy_sent / releases_received / values_lent (server).
 
    CONTRACTS
      No value is lost: a value leaves the serving table for good only when its delivery is
@@ -552,7 +592,7 @@ typedef struct tfrdv_tcp_stats {
 TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
 
 /* ---------------------------------------------------------------------------------------------
-   Shared pool (see SHARED POOL): a tfrdv_allocator whose blocks lie in one sealed memfd
+   Shared pool (see ZERO COPY): a tfrdv_allocator whose blocks lie in one sealed memfd
    --------------------------------------------------------------------------------------------- */
 typedef struct tfrdv_tcp_pool tfrdv_tcp_pool;
 /* A pool of capacity bytes (rounded up to the page size; 1 byte .. 2^40) in a memfd made with
