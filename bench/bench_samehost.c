@@ -122,7 +122,7 @@ static int serve_main(int in, int out, const char* a0, const char* a1) {
     tfrdv_mgr* m[2];
     tfrdv_status st;
     tfrdv_tcp_pool* pool = 0;
-    tfrdv_value* zv = 0; /* the pool value served (one reference per send) */
+    tfrdv_value* zvs[2] = {0, 0}; /* the pool values served (4 KiB, 256 MiB; a reference per send) */
     cmd c;
     int i;
     for (i = 0; i < 2; i++) {
@@ -161,14 +161,17 @@ static int serve_main(int in, int out, const char* a0, const char* a1) {
             continue;
         }
         if (c.which == 2) { /* ZERO COPY: one pool value of c.size, sent c.n times */
-            if (!zv || zv->size != c.size) {
+            tfrdv_value** zp = &zvs[c.size > ((uint64_t)1 << 20)];
+            tfrdv_value* zv;
+            if (!*zp || (*zp)->size != c.size) {
                 tfrdv_allocator pa = tfrdv_tcp_pool_allocator(pool);
                 int64_t d = (int64_t)c.size;
                 uint64_t b;
-                tfrdv_value_release(zv);
-                if (!(zv = tfrdv_value_new(&pa, 4, 1, &d, 0, c.size))) return 1;
-                for (b = 0; b < c.size; b++) ((unsigned char*)zv->data)[b] = zc_byte(b);
+                tfrdv_value_release(*zp);
+                if (!(*zp = tfrdv_value_new(&pa, 4, 1, &d, 0, c.size))) { fprintf(stderr, "server: the pool has no %llu bytes\n", (unsigned long long)c.size); return 1; }
+                for (b = 0; b < c.size; b++) ((unsigned char*)(*zp)->data)[b] = zc_byte(b);
             }
+            zv = *zp;
             (void)tfrdv_mgr_start_step(m[0], c.step, &r, &st);
             for (j = 0; j < c.n; j++) {
                 tfrdv_key k;
@@ -194,7 +197,8 @@ static int serve_main(int in, int out, const char* a0, const char* a1) {
         if (write(out, "k", 1) != 1) return 1;
     }
     for (i = 0; i < 2; i++) { tfrdv_tcp_destroy(t[i]); tfrdv_mgr_destroy(m[i]); }
-    tfrdv_value_release(zv);
+    tfrdv_value_release(zvs[0]);
+    tfrdv_value_release(zvs[1]);
     tfrdv_tcp_pool_destroy(pool);
     return 0;
 }
