@@ -3639,7 +3639,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_accept(tfrdv_tcp* t, tfrdv_tcp__conn* c, c
 #endif
 
 /* >>SHARED POOL ------------------------------------------------------------------------------ */
-/* A first-fit allocator over one sealed memfd mapping (see SHARED POOL in the docs). The free
+/* A first-fit allocator over one sealed memfd mapping (see ZERO COPY in the docs). The free
    extents are kept sorted by offset in a growing array and merged with their neighbours on free.
    References: the creator's (pool_destroy) and one per live block; the last one unmaps. */
 typedef struct tfrdv_tcp__ext { uint64_t off, len; } tfrdv_tcp__ext;
