@@ -211,10 +211,12 @@
      once (stats.values_zero_copy_copied). Costs and limits: mapping and unmapping (a few system
      calls, then page faults as the receiver reads: the bytes are read from the sender's pages);
      a receiver that keeps its values holds the sender's pool memory (stats.values_lent on the
-     server; the pool's tfrdv_tcp_pool_live_bytes); a connection that ends releases the server's
-     hold, so a receiver still mapping a value then sees memory the sender may reuse (the mapping
-     stays valid: no fault, but release such values before closing the client transport or copy
-     what must outlive it); a server that dies leaves the mapping valid. A hostile reference (a
+     server; the pool's tfrdv_tcp_pool_live_bytes); a connection that ends (a client that closed
+     its transport may still hold its values) keeps the server's hold on what it lent until the
+     serving transport is destroyed (still counted in values_lent), so a value never changes
+     under its receiver while the sender's transport lives: release pool values before closing
+     the client transport, or their blocks stay taken until then; a server that dies leaves the
+     mapping valid. A hostile reference (a
      descriptor that is no file or not sealed, a range past the pool's size, pidfd_getfd refused)
      closes the connection as a malformed frame would (UNAVAILABLE naming what was wrong, a CLOSE,
      stats.protocol_errors). Fallbacks: no pool registered, a value outside every pool, below
@@ -586,8 +588,8 @@ typedef struct tfrdv_tcp_stats {
                                       (its alloc hook asked for it) */
     uint64_t values_zero_copy_sent; /* server: responses sent as (pool, offset, length) */
     uint64_t releases_received;    /* server: pool values the client let go (RELEASE) */
-    size_t values_lent;            /* server: pool values a client still maps (held here until
-                                      its RELEASE or the connection's end) */
+    size_t values_lent;            /* server: pool values a client may still map (held here until
+                                      its RELEASE; if the connection ended first, until destroy) */
 } tfrdv_tcp_stats;
 TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
 
@@ -1257,6 +1259,8 @@ struct tfrdv_tcp {
     int sh_deny, sh_logged;                    /* TFRDV_TCP_CMA_DENY; the fallback was logged */
     struct tfrdv_tcp_pool* pools[16];          /* ZERO COPY: tfrdv_tcp_add_pool (under mu) */
     int npools;
+    struct tfrdv_tcp__lent* orphans;           /* ZERO COPY: values lent over connections that
+                                                  ended (held until destroy, under mu) */
     int shm_deny, shm_logged;                  /* TFRDV_TCP_RING_DENY (1: off, 2: memfd_create
                                                   taken as failing); the ring's fallback was logged */
     uint64_t ring_frames_in, ring_values_in;   /* the reading threads' counters (atomic) */
@@ -3925,15 +3929,17 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_on_release(tfrdv_tcp* t, tfrdv_tcp__conn* 
     pthread_mutex_unlock(&t->mu);
     tfrdv_tcp__lent_drop(t, drop);
 }
-/* the connection ends (under t->mu): its lent values go (the client is gone or let go of the
-   connection); the client's link stops taking ids */
+/* the connection ends (under t->mu): its lent values stay held until the transport is
+   destroyed (t->orphans): nobody can tell whether the client still maps them (a client that
+   closed its transport may keep its values), and a block reused meanwhile would change a value
+   under its receiver; the client's link stops taking ids */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_conn_end(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
     tfrdv_tcp__lent* l;
+    (void)td;
     while ((l = c->lent) != 0) {
         c->lent = l->next;
-        l->next = td->lent;
-        td->lent = l;
-        t->stats.values_lent--;
+        l->next = t->orphans;
+        t->orphans = l;
     }
     if (c->zlink) {
         pthread_mutex_lock(&c->zlink->mu);
@@ -5165,6 +5171,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__free_all(tfrdv_tcp* t) {
     while ((p = t->peers) != 0) { t->peers = p->next; tfrdv_tcp__free(t, p, sizeof *p + strlen(p->addr)); }
     while (t->corkq) { t->corkq->corked = 0; t->corkq = t->corkq->cnext; }
     tfrdv_tcp__free_dead(t);
+    tfrdv_tcp__lent_drop(t, t->orphans); /* ZERO COPY: held since their connection ended */
+    t->orphans = 0;
     while (t->npools > 0) tfrdv_tcp__pool_unuse(t->pools[--t->npools]); /* ZERO COPY */
 #ifndef TFRDV_TCP__EPOLL
     tfrdv_tcp__free(t, t->pfds, t->npoll * sizeof *t->pfds);

@@ -1586,6 +1586,44 @@ static void test_zero_copy_own_memory(void) {
     cli_close(&c);
     srv_stop(&s);
 }
+/* the client closes its transport while it still holds a pool value: the server cannot know
+   whether the value is still mapped, so it keeps the block (values_lent) instead of reusing it:
+   a value the server allocates next does not overwrite the one the client holds */
+static void test_zero_copy_value_outlives_client_transport(void) {
+    srv s;
+    cli c;
+    rep r;
+    tfrdv_value *v = 0, *w = 0;
+    tfrdv_status st;
+    int i;
+    alarm(60);
+    if (!srv_start(&s, upath("zcout.sock"), 1, 4)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); srv_stop(&s); return; }
+    warm(&s, &c, 1);
+    (void)srv_pool_settled(&s);
+    TT_CHECK_EQ_INT(srv_send(&s, "out1", MIB, 11).code, 0);
+    TT_CHECK_EQ_INT(fetch(&c, "out1", &v, &st), TFRDV_OK);
+    TT_CHECK(v && in_pool_mapping(v->data) && check((const uint8_t*)v->data, MIB, 11));
+    cli_close(&c); /* v stays with the application */
+    for (i = 0; i < 1000; i++) {
+        r = srv_stats(&s);
+        if (r.ts.connections == 0) break;
+        sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(r.ts.connections, 0);
+    TT_CHECK_EQ_INT(r.ts.values_lent, 1); /* held past its connection */
+    TT_CHECK(r.pool_live >= MIB);
+    if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); tfrdv_value_release(v); srv_stop(&s); return; }
+    warm(&s, &c, 1);
+    TT_CHECK_EQ_INT(srv_send(&s, "out2", MIB, 12).code, 0); /* a new block from the same pool */
+    TT_CHECK_EQ_INT(fetch(&c, "out2", &w, &st), TFRDV_OK);
+    TT_CHECK(w && check((const uint8_t*)w->data, MIB, 12));
+    TT_CHECK(v && check((const uint8_t*)v->data, MIB, 11)); /* unchanged */
+    tfrdv_value_release(w);
+    tfrdv_value_release(v);
+    cli_close(&c);
+    srv_stop(&s);
+}
 /* the server dies while the client maps its value: the mapping stays valid, the bytes too */
 static void test_zero_copy_server_killed(void) {
     srv s;
@@ -1726,6 +1764,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_pool_allocator);
     TT_RUN(test_zero_copy_sizes);
     TT_RUN(test_zero_copy_own_memory);
+    TT_RUN(test_zero_copy_value_outlives_client_transport);
     TT_RUN(test_zero_copy_server_killed);
     TT_RUN(test_zero_copy_hostile_server);
 #endif
