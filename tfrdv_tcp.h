@@ -38,12 +38,12 @@
                socket (a regular file, a directory, a link: never removed). The file gets mode unix_mode
                (default 0600) and is removed by tfrdv_tcp_destroy.
 
-   WIRE FORMAT (little-endian, version 4)
+   WIRE FORMAT (little-endian, version 5)
      Every frame starts with a 16-byte header:
          u8 type, u8 flags (0), u16 zero, u32 body length, u64 id
      id is the call's wire id: chosen by the client, unique per connection (not the tfrdv request
      id, which travels in the body: two calls may carry the same request id). Bodies:
-       1 HELLO     u32 magic 0x56445254 ("TRDV"), u16 version (4), u16 zero, u64 incarnation,
+       1 HELLO     u32 magic 0x56445254 ("TRDV"), u16 version (5), u16 zero, u64 incarnation,
                    u32 name length (<= 255), worker name. id 0. Each side sends one first; the
                    client may pipeline its requests behind it. Both then speak the lower of the
                    two versions. Bad magic, version 0: CLOSE.
@@ -54,7 +54,10 @@
                    without payload; then rank and bytes are 0), u32 zero, u64 value bytes,
                    rank x i64 dims (each >= 0), then the first value bytes (at most frame_bytes);
                    flag 4 (version 3, SAME HOST below): u64 address instead of bytes, the value's
-                   bytes lie at [address, address + value bytes) in the server's memory
+                   bytes lie at [address, address + value bytes) in the server's memory;
+                   flag 8 (version 5, ZERO COPY below; never with 4): u32 descriptor, u32 zero,
+                   u64 offset instead of bytes: the value lies at [offset, offset + value bytes)
+                   of the server's shared pool whose descriptor (in the server) that is
        4 DATA      more value bytes of response id, in order (body = the bytes)
        5 ERROR     u32 code (1..16), u32 status detail (TFRDV_DETAIL_*; one the receiver does not
                    know arrives as 0), u32 message length
@@ -73,6 +76,8 @@
                    flag 8 "mapped"; client flag 16 (with 4) "my lent threads may sleep on a
                    futex", server flag 16 (with 8) "I wake them so". A version 3 peer gets
                    none of these (it refuses unknown flags)
+      10 RELEASE   n x u64 wire ids (1..512), id 0 (version 5, ZERO COPY): the client no longer
+                   maps the pool values of these responses; the server releases its hold
      Delivery (version 2). A server keeps the value of each response it has written until the
      client acknowledges it (ACK: the receive got it) or refuses it (CANCEL: the receive had given
      up: cancelled, timed out, its rendezvous aborted, while the answer was on the wire); a refused
@@ -197,6 +202,43 @@
      blocks; a full counter seen (EAGAIN) closes the connection, the first trick is open to a
      peer of the same uid (the socket file's mode), who could ptrace this process anyway.
      stats.ring_connections, frames_ring_sent / received, values_ring / values_ring_sent.
+
+   ZERO COPY (Linux, Unix sockets, protocol version 5, on top of SAME HOST)
+     A value whose bytes already lie in shared memory is not copied at all. tfrdv_tcp_pool_create
+     makes a pool: one memfd (MFD_ALLOW_SEALING, sealed F_SEAL_SHRINK | F_SEAL_SEAL: it can never
+     shrink under another process's mapping) mapped shared, with a first-fit allocator
+     (tfrdv_tcp_pool_allocator: a tfrdv_allocator; make values with tfrdv_value_new(&alloc, ...)
+     and write their bytes in place). tfrdv_tcp_add_pool(t, pool) lets the serving transport
+     recognise them: a response that would go by address (SAME HOST granted, at least same_host
+     bytes) whose value lies whole in a registered pool goes instead as RESPONSE flag 8 (the pool's
+     descriptor number in the server, offset, length), to a client that said version 5. The
+     client takes the descriptor with pidfd_getfd (Linux 5.6; it needs the permission
+     process_vm_readv needs, which SAME HOST already checked), checks it (a regular file, sealed
+     F_SEAL_SHRINK, offset + length within its size, no overflow) and maps the pages covering the
+     range read-only (PROT_READ: do not write through the value). The receiver's value is that
+     mapping: ->data points into it, nothing is copied; its release unmaps it and queues the
+     response's id for a RELEASE frame (sent with the connection's next frame or at the next tick,
+     expire_interval_ns). The server keeps a reference on the value (so its pool block is not
+     reused) from the moment the frame is whole on the wire until that RELEASE or the
+     connection's end; the ACK / CANCEL rules for the table are unchanged. A receive with its own
+     alloc hook (tfrdv_args.alloc_fn) gets its own memory: one copy from the mapping, released at
+     once (stats.values_zero_copy_copied). Costs and limits: mapping and unmapping (a few system
+     calls, then page faults as the receiver reads: the bytes are read from the sender's pages);
+     a receiver that keeps its values holds the sender's pool memory (stats.values_lent on the
+     server; the pool's tfrdv_tcp_pool_live_bytes); a connection that ends (a client that closed
+     its transport may still hold its values) keeps the server's hold on what it lent until the
+     serving transport is destroyed (still counted in values_lent), so a value never changes
+     under its receiver while the sender's transport lives: release pool values before closing
+     the client transport, or their blocks stay taken until then; a server that dies leaves the
+     mapping valid. A hostile reference (a
+     descriptor that is no file or not sealed, a range past the pool's size, pidfd_getfd refused)
+     closes the connection as a malformed frame would (UNAVAILABLE naming what was wrong, a CLOSE,
+     stats.protocol_errors). Fallbacks: no pool registered, a value outside every pool, below
+     same_host, no SAME HOST grant, a version 4 peer: the other paths, unchanged (nothing logged:
+     the SAME HOST fallbacks already are). The pool does not grow (its capacity is fixed at
+     create). The link that carries releases back is malloc'd (values may outlive both the
+     connection and the transport). stats.values_zero_copy / values_zero_copy_copied (client),
+     values_zero_copy_sent / releases_received / values_lent (server).
 
    CONTRACTS
      No value is lost: a value leaves the serving table for good only when its delivery is
@@ -330,7 +372,7 @@ extern "C" {
    Frame codec (pure functions, no sockets: used by the transport, exposed for tests, fuzzers and
    other implementations of the protocol)
    --------------------------------------------------------------------------------------------- */
-#define TFRDV_TCP_PROTOCOL_VERSION 4  /* what this side speaks (HELLO); versions 1 to 3 are served */
+#define TFRDV_TCP_PROTOCOL_VERSION 5  /* what this side speaks (HELLO); versions 1 to 4 are served */
 #define TFRDV_TCP_PROTOCOL_VERSION_MIN 1
 #define TFRDV_TCP_MAGIC 0x56445254u    /* "TRDV" little-endian */
 #define TFRDV_TCP_HEADER_LEN 16
@@ -342,13 +384,14 @@ extern "C" {
 #define TFRDV_TCP_SH_RING_OFFER 4u     /* ... (version 4) the client passes a ring (SAME HOST RING) */
 #define TFRDV_TCP_SH_RING_OK 8u        /* ... the server mapped it: small frames use it */
 #define TFRDV_TCP_SH_RING_FUTEX 16u    /* ... (with 4, then with 8) sleep word 3: a futex waiter */
-/* Longest encoding of a frame's header + fixed body (RESPONSE meta with 254 dims and an address). */
-#define TFRDV_TCP_META_MAX (TFRDV_TCP_HEADER_LEN + 32 + 8 * TFRDV_TCP_MAX_RANK)
+/* Longest encoding of a frame's header + fixed body (RESPONSE meta with 254 dims and a pool
+   reference, ZERO COPY). */
+#define TFRDV_TCP_META_MAX (TFRDV_TCP_HEADER_LEN + 40 + 8 * TFRDV_TCP_MAX_RANK)
 
 typedef enum tfrdv_tcp_frame_type {
     TFRDV_TCP_HELLO = 1, TFRDV_TCP_REQUEST = 2, TFRDV_TCP_RESPONSE = 3, TFRDV_TCP_DATA = 4,
     TFRDV_TCP_ERROR = 5, TFRDV_TCP_CANCEL = 6, TFRDV_TCP_CLOSE = 7, TFRDV_TCP_ACK = 8,
-    TFRDV_TCP_SAMEHOST = 9
+    TFRDV_TCP_SAMEHOST = 9, TFRDV_TCP_RELEASE = 10
 } tfrdv_tcp_frame_type;
 
 /* What the receiver accepts (every field 0: the defaults of tfrdv_tcp_config). */
@@ -392,6 +435,12 @@ typedef struct tfrdv_tcp_frame {
     int remote;
     uint64_t remote_addr;
     uint32_t sh_flags;
+    /* RESPONSE flag 8 (version 5, ZERO COPY): the value lies at pool_off in the sender's shared
+       pool whose descriptor (in the sender) is pool_fd (data_len 0). RELEASE uses num_acks and
+       ack_ids / ack_bytes as ACK does. */
+    int pooled;
+    uint32_t pool_fd;
+    uint64_t pool_off;
 } tfrdv_tcp_frame;
 
 /* Decodes the frame at buf[0..len). Returns the bytes consumed (> 0: header + decoded body; for
@@ -550,8 +599,44 @@ typedef struct tfrdv_tcp_stats {
     uint64_t frames_ring_sent, frames_ring_received; /* frames that went through a ring */
     uint64_t values_ring;          /* client: values received through the ring */
     uint64_t values_ring_sent;     /* server: responses written into the ring */
+    /* ZERO COPY (values made with a tfrdv_tcp_pool registered by tfrdv_tcp_add_pool) */
+    uint64_t values_zero_copy;     /* client: values whose bytes are a mapping of the sender's pool */
+    uint64_t values_zero_copy_copied; /* client: ... copied once into the receiver's own memory
+                                      (its alloc hook asked for it) */
+    uint64_t values_zero_copy_sent; /* server: responses sent as (pool, offset, length) */
+    uint64_t releases_received;    /* server: pool values the client let go (RELEASE) */
+    size_t values_lent;            /* server: pool values a client may still map (held here until
+                                      its RELEASE; if the connection ended first, until destroy) */
 } tfrdv_tcp_stats;
 TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
+
+/* ---------------------------------------------------------------------------------------------
+   Shared pool (see ZERO COPY): a tfrdv_allocator whose blocks lie in one sealed memfd
+   --------------------------------------------------------------------------------------------- */
+typedef struct tfrdv_tcp_pool tfrdv_tcp_pool;
+/* A pool of capacity bytes (rounded up to the page size; 1 byte .. 2^40) in a memfd made with
+   MFD_ALLOW_SEALING and sealed F_SEAL_SHRINK | F_SEAL_SEAL (it can never shrink under a mapping
+   in another process), mapped shared. Pages are taken from the kernel as they are first written.
+   INVALID_ARGUMENT for a capacity out of range; UNAVAILABLE naming the failing call (memfd_create,
+   ftruncate, fcntl, mmap) or on a build without memfd (not Linux, no _GNU_SOURCE). */
+TFRDV_API tfrdv_code tfrdv_tcp_pool_create(uint64_t capacity, tfrdv_tcp_pool** out,
+                                           tfrdv_status* st);
+/* The allocator: pass it to tfrdv_value_new (or use it in your own alloc hook). Blocks are
+   64-byte aligned, first fit; a request the pool cannot hold returns NULL. Thread-safe. */
+TFRDV_API tfrdv_allocator tfrdv_tcp_pool_allocator(tfrdv_tcp_pool* p);
+/* Bytes in blocks handed out and not yet freed (rounded up to 64 each), and blocks. */
+TFRDV_API uint64_t tfrdv_tcp_pool_live_bytes(tfrdv_tcp_pool* p);
+TFRDV_API uint64_t tfrdv_tcp_pool_live_blocks(tfrdv_tcp_pool* p);
+/* The pool's memfd and mapping (for checks and tests; the pool owns both). */
+TFRDV_API int tfrdv_tcp_pool_fd(const tfrdv_tcp_pool* p);
+TFRDV_API void* tfrdv_tcp_pool_base(const tfrdv_tcp_pool* p);
+TFRDV_API uint64_t tfrdv_tcp_pool_capacity(const tfrdv_tcp_pool* p);
+/* Lets t send values whose bytes lie in p by reference (ZERO COPY): t holds a reference on p
+   until tfrdv_tcp_destroy. At most 16 pools per transport (RESOURCE_EXHAUSTED beyond). */
+TFRDV_API tfrdv_code tfrdv_tcp_add_pool(tfrdv_tcp* t, tfrdv_tcp_pool* p, tfrdv_status* st);
+/* Drops the caller's reference: the memory is unmapped and the memfd closed when the last block
+   is freed too (values made from the pool may outlive this call). NULL is fine. */
+TFRDV_API void tfrdv_tcp_pool_destroy(tfrdv_tcp_pool* p);
 
 #ifdef __cplusplus
 }
@@ -584,6 +669,9 @@ TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 #if defined(__linux__) && !defined(TFRDV_TCP_NO_EPOLL)
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -677,12 +765,12 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
     switch (f->type) {
     case TFRDV_TCP_HELLO: body = 20 + (uint64_t)f->name.len; break;
     case TFRDV_TCP_REQUEST: body = 28 + (uint64_t)f->key.len; break;
-    case TFRDV_TCP_RESPONSE: body = 24 + 8 * (uint64_t)rank + (f->remote ? 8 : f->data_len); break;
+    case TFRDV_TCP_RESPONSE: body = 24 + 8 * (uint64_t)rank + (f->remote ? 8 : f->pooled ? 16 : f->data_len); break;
     case TFRDV_TCP_DATA: body = f->data_len; break;
     case TFRDV_TCP_ERROR: body = 12 + (uint64_t)f->message.len; break;
     case TFRDV_TCP_CANCEL: body = 0; break;
     case TFRDV_TCP_CLOSE: body = 8 + (uint64_t)f->message.len; break;
-    case TFRDV_TCP_ACK: body = 8 * (uint64_t)f->num_acks; break;
+    case TFRDV_TCP_ACK: case TFRDV_TCP_RELEASE: body = 8 * (uint64_t)f->num_acks; break;
     case TFRDV_TCP_SAMEHOST: body = 8; break;
     default: return 0;
     }
@@ -709,11 +797,16 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
     case TFRDV_TCP_RESPONSE:
         tfrdv_tcp__put(&w, (uint64_t)(uint32_t)f->dtype, 4);
         tfrdv_tcp__put(&w, (uint64_t)rank, 4);
-        tfrdv_tcp__put(&w, (uint64_t)((f->is_dead ? 1u : 0u) | (f->no_value ? 2u : 0u) | (f->remote ? 4u : 0u)), 4);
+        tfrdv_tcp__put(&w, (uint64_t)((f->is_dead ? 1u : 0u) | (f->no_value ? 2u : 0u) | (f->remote ? 4u : f->pooled ? 8u : 0u)), 4);
         tfrdv_tcp__put(&w, 0, 4);
         tfrdv_tcp__put(&w, f->bytes, 8);
         for (i = 0; i < rank; i++) tfrdv_tcp__put(&w, (uint64_t)f->dims[i], 8);
         if (f->remote) tfrdv_tcp__put(&w, f->remote_addr, 8);
+        else if (f->pooled) { /* ZERO COPY */
+            tfrdv_tcp__put(&w, f->pool_fd, 4);
+            tfrdv_tcp__put(&w, 0, 4);
+            tfrdv_tcp__put(&w, f->pool_off, 8);
+        }
         break;
     case TFRDV_TCP_SAMEHOST:
         tfrdv_tcp__put(&w, f->sh_flags, 4);
@@ -730,7 +823,7 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
         tfrdv_tcp__put(&w, f->message.len, 4);
         tfrdv_tcp__putb(&w, f->message.ptr, f->message.len);
         break;
-    case TFRDV_TCP_ACK: { /* from ack_ids, or (a decoded frame) its ack_bytes as they are */
+    case TFRDV_TCP_ACK: case TFRDV_TCP_RELEASE: { /* from ack_ids, or (a decoded frame) its ack_bytes as they are */
         uint32_t k;
         if (f->ack_ids)
             for (k = 0; k < f->num_acks; k++) tfrdv_tcp__put(&w, f->ack_ids[k], 8);
@@ -756,7 +849,7 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
     type = b[0];
     blen = tfrdv_tcp__ld32(b + 4);
     id = tfrdv_tcp__ld64(b + 8);
-    if (type < TFRDV_TCP_HELLO || type > TFRDV_TCP_SAMEHOST)
+    if (type < TFRDV_TCP_HELLO || type > TFRDV_TCP_RELEASE)
         return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: unknown frame type %u", type), -1;
     if (b[1] || b[2] || b[3])
         return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: reserved header bytes of a type %u frame are not zero", type), -1;
@@ -767,6 +860,7 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
     out->body_len = blen;
     out->data_len = 0;
     out->remote = 0;
+    out->pooled = 0;
     p = b + TFRDV_TCP_HEADER_LEN;
     switch (type) {
     case TFRDV_TCP_HELLO:
@@ -811,14 +905,17 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
         fl = tfrdv_tcp__ld32(p + 8);
         if (n > TFRDV_TCP_MAX_RANK)
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE rank %u exceeds %d", n, TFRDV_TCP_MAX_RANK), -1;
-        if (fl > 7 || tfrdv_tcp__ld32(p + 12))
+        if (fl > 15 || (fl & 12) == 12 || tfrdv_tcp__ld32(p + 12))
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE with unknown flags 0x%x", fl), -1;
         out->rank = (int32_t)n;
         out->is_dead = (int)(fl & 1);
         out->no_value = (int)(fl >> 1 & 1);
         out->remote = (int)(fl >> 2 & 1);
+        out->pooled = (int)(fl >> 3 & 1);
         out->bytes = tfrdv_tcp__ld64(p + 16);
-        fixed = 24 + 8 * (uint64_t)n + (out->remote ? 8 : 0);
+        fixed = 24 + 8 * (uint64_t)n + (out->remote ? 8 : out->pooled ? 16 : 0);
+        if (out->pooled && (out->no_value || !out->bytes || blen != fixed))
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE from a pool (flag 8) with %s", out->no_value || !out->bytes ? "no value bytes" : "bytes or a wrong body length"), -1;
         if (out->remote && (out->no_value || !out->bytes || blen != fixed))
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE by address (flag 4) with %s", out->no_value || !out->bytes ? "no value bytes" : "bytes or a wrong body length"), -1;
         if (blen < fixed)
@@ -845,6 +942,13 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
             if (out->remote_addr > UINT64_MAX - out->bytes)
                 return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE address 0x%llx + %llu bytes wraps", (unsigned long long)out->remote_addr, (unsigned long long)out->bytes), -1;
         }
+        if (out->pooled) { /* ZERO COPY: the range is checked again against the pool's size */
+            out->pool_fd = tfrdv_tcp__ld32(p + 24 + 8 * (size_t)n);
+            out->pool_off = tfrdv_tcp__ld64(p + 32 + 8 * (size_t)n);
+            if (tfrdv_tcp__ld32(p + 28 + 8 * (size_t)n) || out->pool_fd > INT32_MAX || out->pool_off > UINT64_MAX - out->bytes)
+                return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: RESPONSE pool descriptor %u (0..2^31-1), reserved field or offset %llu + %llu bytes (wraps)",
+                                      out->pool_fd, (unsigned long long)out->pool_off, (unsigned long long)out->bytes), -1;
+        }
         out->data_len = blen - fixed;
         return (long)need;
     case TFRDV_TCP_DATA:
@@ -869,8 +973,9 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
         if (blen) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: CANCEL with a %u-byte body", blen), -1;
         return TFRDV_TCP_HEADER_LEN;
     case TFRDV_TCP_ACK:
+    case TFRDV_TCP_RELEASE:
         if (!blen || blen % 8 || blen / 8 > TFRDV_TCP_ACK_MAX || id)
-            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: ACK body of %u bytes (8..%u, a multiple of 8) or id %llu (0 expected)", blen, (unsigned)(8 * TFRDV_TCP_ACK_MAX), (unsigned long long)id), -1;
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: %s body of %u bytes (8..%u, a multiple of 8) or id %llu (0 expected)", type == TFRDV_TCP_ACK ? "ACK" : "RELEASE", blen, (unsigned)(8 * TFRDV_TCP_ACK_MAX), (unsigned long long)id), -1;
         if (len < TFRDV_TCP_HEADER_LEN + (size_t)blen) return 0;
         out->num_acks = blen / 8;
         out->ack_bytes = p;
@@ -901,6 +1006,11 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
 
 #ifndef TFRDV_TCP_NO_TRANSPORT
 /* >>types ------------------------------------------------------------------------------------ */
+typedef struct tfrdv_tcp__lent {               /* ZERO COPY: a pool value a client maps */
+    struct tfrdv_tcp__lent* next;
+    uint64_t id;
+    tfrdv_value* value;
+} tfrdv_tcp__lent;
 #ifndef MSG_NOSIGNAL
 #define MSG_NOSIGNAL 0 /* SO_NOSIGPIPE is set on each socket instead, where it exists */
 #endif
@@ -977,6 +1087,8 @@ typedef struct tfrdv_tcp__req {
     size_t key_len, key_cap;
     char* key;                                 /* key_cap bytes follow the record */
     int sh_remote;                             /* SAME HOST: its RESPONSE carries the address */
+    int zc;                                    /* ZERO COPY: ... a pool reference (sh_remote too) */
+    struct tfrdv_tcp__lent* zc_node;           /* ... its c->lent record, made when planned */
 } tfrdv_tcp__req;
 
 /* a planned piece of a sendmsg */
@@ -1061,6 +1173,10 @@ struct tfrdv_tcp__conn {
     uint32_t oframes;
     int shm_in[4], nshm_in;
     struct tfrdv_tcp__shm* shm;                /* the ring, or NULL */
+    /* ZERO COPY: server, pool values the client maps (under t->mu); client, the link its mapped
+       values' releases report through (RELEASE) */
+    struct tfrdv_tcp__lent* lent;
+    struct tfrdv_tcp__zlink* zlink;
 };
 
 struct tfrdv_tcp__peer {
@@ -1096,6 +1212,7 @@ typedef struct tfrdv_tcp__todo {
     tfrdv_tcp__req* done;                      /* values delivered: release, then free */
     tfrdv_tcp__req* cancel;                    /* serve requests to withdraw (pinned) */
     tfrdv_tcp__conn* linger;                   /* conn_bad: finish its frame, CLOSE (first) */
+    struct tfrdv_tcp__lent* lent;              /* ZERO COPY: lent pool values to release */
     tfrdv_status st;                           /* the bulk status */
     char log[TFRDV_STATUS_MSG_MAX + 64];
     int log_level;
@@ -1161,6 +1278,10 @@ struct tfrdv_tcp {
     uint64_t sh_min;                           /* values of this many bytes go by address; 0: off */
     long sh_lpid;                              /* the process that bound the listener */
     int sh_deny, sh_logged;                    /* TFRDV_TCP_CMA_DENY; the fallback was logged */
+    struct tfrdv_tcp_pool* pools[16];          /* ZERO COPY: tfrdv_tcp_add_pool (under mu) */
+    int npools;
+    struct tfrdv_tcp__lent* orphans;           /* ZERO COPY: values lent over connections that
+                                                  ended (held until destroy, under mu) */
     int shm_deny, shm_logged;                  /* TFRDV_TCP_RING_DENY (1: off, 2: memfd_create
                                                   taken as failing); the ring's fallback was logged */
     uint64_t ring_frames_in, ring_values_in;   /* the reading threads' counters (atomic) */
@@ -1365,6 +1486,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_free(tfrdv_tcp* t, tfrdv_tcp__ent* e) {
     else tfrdv_tcp__free(t, e, sizeof *e);
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__req_dispose(tfrdv_tcp* t, tfrdv_tcp__req* r) { /* refs == 0 */
+    if (r->zc_node) { tfrdv_tcp__free(t, r->zc_node, sizeof *r->zc_node); r->zc_node = 0; } /* ZERO COPY: never sent */
     if (r->cm) {
         if (t->nfree_cms < TFRDV_TCP__FREE_MAX && tfrdv_cancel_mgr_reset(r->cm) == TFRDV_OK) t->free_cms[t->nfree_cms++] = r->cm;
         else tfrdv_cancel_mgr_destroy(r->cm);
@@ -1769,6 +1891,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__resp_head(tfrdv_tcp_frame* f, const tfrdv_tcp
     }
     f->is_dead = r->is_dead;
 }
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_flush(tfrdv_tcp* t, tfrdv_tcp__conn* c);
+TFRDV_TCP__PRIVATE int tfrdv_tcp__zc_due(tfrdv_tcp__conn* c);
 /* writes whatever the connection has queued until the socket is full */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
     struct iovec iov[TFRDV_TCP__IOV];
@@ -1777,6 +1901,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__write(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv
     uint64_t cbuf[8];                     /* SAME HOST RING: SCM_RIGHTS (4 descriptors) */
     if (c->state != TFRDV_TCP__C_OPEN || c->fd < 0) return;
     if (c->nacks) tfrdv_tcp__ack_queue(t, c);
+    if (c->zlink) tfrdv_tcp__zc_flush(t, c); /* ZERO COPY: RELEASE frames */
     if (c->shm) { /* SAME HOST RING: what fits goes there */
         tfrdv_tcp__shm_flush(t, c, td);
         if (c->state != TFRDV_TCP__C_OPEN) return;
@@ -1979,6 +2104,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__todo_init(tfrdv_tcp__todo* td) {
     td->fin = 0;
     td->back = td->done = td->cancel = 0;
     td->linger = 0;
+    td->lent = 0;
     td->st.code = TFRDV_OK;
     td->st.detail = 0;
     td->st.msg[0] = 0;
@@ -2000,12 +2126,14 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__give_back(tfrdv_tcp* t, tfrdv_tcp__req* r) {
     t->stats.values_returned++;
     pthread_mutex_unlock(&t->mu);
 }
+TFRDV_TCP__PRIVATE void tfrdv_tcp__lent_drop(tfrdv_tcp* t, struct tfrdv_tcp__lent* l);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__todo_run(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent *e, *enx;
     tfrdv_tcp__req *r, *rnx, *dead = 0;
     if (td->linger) tfrdv_tcp__linger(td->linger); /* before the value in progress goes back */
     if (td->log[0]) tfrdv_tcp__log(t, td->log_level, "%s", td->log);
     for (r = td->cancel; r; r = r->cnext) tfrdv_cancel_start(r->cm); /* pinned: refs > 0 */
+    if (td->lent) tfrdv_tcp__lent_drop(t, td->lent); /* ZERO COPY */
     for (e = td->fin; e; e = e->tnext) {
         if (e->value) { tfrdv_value_release(e->value); e->value = 0; }
         if (e->call) {
@@ -2107,6 +2235,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__impostor_msg(const tfrdv_tcp__conn* c, tfrdv_
 }
 /* The connection is gone: its calls fail with (code, msg), its served requests are withdrawn and
    their values go back. Socket closed now; memory freed at the end of the poll round. */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_conn_end(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_fail(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_code code, const char* msg,
                                              tfrdv_tcp__todo* td) {
     tfrdv_tcp__req* r;
@@ -2121,6 +2250,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_fail(tfrdv_tcp* t, tfrdv_tcp__conn* c, t
         c->fd = -1;
     }
     tfrdv_tcp__shm_stop(t, c); /* SAME HOST RING */
+    tfrdv_tcp__zc_conn_end(t, c, td); /* ZERO COPY */
     if (c->peer && c->peer->conn == c) c->peer->conn = 0;
     while (c->calls.next != &c->calls) {
         tfrdv_tcp__ent* e = c->calls.next;
@@ -2394,6 +2524,10 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_ack(tfrdv_tcp* t, tfrdv_tcp__conn* c, cons
     pthread_mutex_unlock(&t->mu);
 }
 /* a RESPONSE header for a call of ours: allocate its memory (outside the lock) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__ent_complete(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__ent* e, tfrdv_tcp__todo* td);
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_release_id(tfrdv_tcp* t, tfrdv_tcp__conn* c, uint64_t id);
+TFRDV_TCP__PRIVATE tfrdv_value* tfrdv_tcp__zc_value(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_call* call,
+                                                    const char** fail, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__on_response(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent* e;
     tfrdv_call* call;
@@ -2401,6 +2535,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_response(tfrdv_tcp* t, tfrdv_tcp__conn* c,
     const char* fail = 0;
     pthread_mutex_lock(&t->mu);
     e = tfrdv_tcp__ent_find(t, f->id);
+    if (f->pooled && (!e || e->conn != c || e->state != TFRDV_TCP__E_WAIT))
+        tfrdv_tcp__zc_release_id(t, c, f->id); /* ZERO COPY: not mapped, let go at once */
     if (!e || e->conn != c) {
         if (f->id > t->next_id || f->id == 0) { tfrdv_tcp__conn_bad(t, c, "RESPONSE for an id never requested", td); pthread_mutex_unlock(&t->mu); return; }
         pthread_mutex_unlock(&t->mu);
@@ -2414,7 +2550,10 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_response(tfrdv_tcp* t, tfrdv_tcp__conn* c,
     e->state = TFRDV_TCP__E_ALLOC;
     call = e->call;
     pthread_mutex_unlock(&t->mu);
-    if (!f->no_value) {
+    if (f->pooled) { /* ZERO COPY: a mapping of the sender's pool (or a copy from it) */
+        v = tfrdv_tcp__zc_value(t, c, f, call, &fail, td);
+        if (c->state == TFRDV_TCP__C_DEAD) { tfrdv_value_release(v); return; } /* hostile: closed */
+    } else if (!f->no_value) {
         v = tfrdv_call_alloc_value(call, f->dtype, f->rank, f->dims, f->bytes);
         if (!v) fail = "tfrdv_tcp: the receiver's allocator gave no memory for the value";
         else if (v->size < f->bytes || (f->bytes && !v->data)) {
@@ -2451,6 +2590,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_response(tfrdv_tcp* t, tfrdv_tcp__conn* c,
     e->dead = f->is_dead;
     pthread_mutex_unlock(&t->mu);
     if (f->remote) { tfrdv_tcp__sh_read(t, c, e, f, td); return; } /* SAME HOST */
+    if (f->pooled) { e->got = e->total; tfrdv_tcp__ent_complete(t, c, e, td); return; } /* ZERO COPY */
     c->rx = TFRDV_TCP__RX_DATA;
     c->rent = e;
     c->rleft = f->data_len;
@@ -2514,6 +2654,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_error(tfrdv_tcp* t, tfrdv_tcp__conn* c, co
 }
 
 TFRDV_TCP__PRIVATE void tfrdv_tcp__cancel_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, uint64_t id, tfrdv_tcp__todo* td);
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_on_release(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f);
+TFRDV_TCP__PRIVATE int tfrdv_tcp__zc_ok(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
     tfrdv_tcp__ent* e;
     __atomic_fetch_add(&t->frames_received, 1, __ATOMIC_RELAXED);
@@ -2573,9 +2715,14 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         if (!c->server || c->peer_version < 2) break;
         tfrdv_tcp__on_ack(t, c, f, td);
         return;
+    case TFRDV_TCP_RELEASE: /* ZERO COPY */
+        if (!c->server || c->peer_version < 5) break;
+        tfrdv_tcp__zc_on_release(t, c, f);
+        return;
     case TFRDV_TCP_RESPONSE:
         if (c->server) break;
         if (f->remote && !tfrdv_tcp__sh_remote_ok(t, c, td)) return; /* SAME HOST */
+        if (f->pooled && !tfrdv_tcp__zc_ok(t, c, td)) return; /* ZERO COPY */
         tfrdv_tcp__on_response(t, c, f, td);
         return;
     case TFRDV_TCP_SAMEHOST:
@@ -2972,12 +3119,14 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfr
     if (gave_up) tfrdv_tcp__ent_complete(t, c, e, td);
 }
 /* server (under t->mu, planning r's RESPONSE): by address? */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__zc_plan(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r, tfrdv_tcp_frame* f);
 TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_plan(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r, tfrdv_tcp_frame* f) {
     if (!c->sh_send || !r->value || !r->value->data || r->total < t->sh_min || r->sent) return 0;
     r->sh_remote = 1;
+    f->data_len = 0;
+    if (tfrdv_tcp__zc_plan(t, c, r, f)) return 1; /* ZERO COPY */
     f->remote = 1;
     f->remote_addr = (uint64_t)(uintptr_t)r->value->data;
-    f->data_len = 0;
     return 1;
 }
 /* server: the client copies a value sent by address after its RESPONSE went out, so its
@@ -2987,13 +3136,15 @@ TFRDV_TCP__PRIVATE int64_t tfrdv_tcp__sh_grace(const tfrdv_tcp__req* r) {
     return r->total > ((uint64_t)1 << 40) ? (int64_t)1 << 54 : (int64_t)(r->total * 15);
 }
 /* server (under t->mu): r's RESPONSE by address went out whole: its bytes count as written */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_sent(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_sent(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r) {
     uint64_t left = r->total - r->sent;
     if (!left) return;
     c->ring_bytes -= left;
     t->stats.bytes_sent += left;
-    t->stats.values_cma_sent++;
     r->sent = r->total;
+    if (r->zc) { tfrdv_tcp__zc_sent(t, c, r); return; } /* ZERO COPY */
+    t->stats.values_cma_sent++;
 }
 
 /* >>SAME HOST RING --------------------------------------------------------------------------- */
@@ -3352,7 +3503,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_frames(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
         else if (f.type == TFRDV_TCP_RESPONSE && (f.remote || f.data_len != f.bytes || f.data_len > len - off - (size_t)used))
             snprintf(why, sizeof why, "a RESPONSE in the ring without all its %llu value bytes", (unsigned long long)f.bytes);
         else if (f.type != TFRDV_TCP_RESPONSE && f.type != TFRDV_TCP_REQUEST && f.type != TFRDV_TCP_CANCEL &&
-                 f.type != TFRDV_TCP_ACK && f.type != TFRDV_TCP_ERROR && f.type != TFRDV_TCP_SAMEHOST)
+                 f.type != TFRDV_TCP_ACK && f.type != TFRDV_TCP_ERROR && f.type != TFRDV_TCP_SAMEHOST && f.type != TFRDV_TCP_RELEASE)
             snprintf(why, sizeof why, "frame type %d in the ring", f.type);
         if (why[0]) {
             pthread_mutex_lock(&t->mu);
@@ -3592,6 +3743,510 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_accept(tfrdv_tcp* t, tfrdv_tcp__conn* c, c
 }
 #endif
 
+/* >>SHARED POOL ------------------------------------------------------------------------------ */
+/* A first-fit allocator over one sealed memfd mapping (see ZERO COPY in the docs). The free
+   extents are kept sorted by offset in a growing array and merged with their neighbours on free.
+   References: the creator's (pool_destroy) and one per live block; the last one unmaps. */
+typedef struct tfrdv_tcp__ext { uint64_t off, len; } tfrdv_tcp__ext;
+struct tfrdv_tcp_pool {
+    pthread_mutex_t mu;
+    int fd;
+    uint8_t* base;
+    uint64_t cap, live_bytes, live_blocks;
+    tfrdv_tcp__ext* free_ext;
+    size_t nfree, free_cap;
+    int destroyed, users;                      /* users: transports (tfrdv_tcp_add_pool) */
+};
+#define TFRDV_TCP__POOL_ALIGN 64u
+#define TFRDV_TCP__POOL_MAX ((uint64_t)1 << 40)
+TFRDV_TCP__PRIVATE void tfrdv_tcp__pool_final(tfrdv_tcp_pool* p) {
+#ifdef TFRDV_TCP__RING
+    if (p->base) munmap(p->base, (size_t)p->cap);
+#endif
+    if (p->fd >= 0) close(p->fd);
+    pthread_mutex_destroy(&p->mu);
+    free(p->free_ext);
+    free(p);
+}
+TFRDV_TCP__PRIVATE void* tfrdv_tcp__pool_alloc(void* user, size_t size) {
+    tfrdv_tcp_pool* p = (tfrdv_tcp_pool*)user;
+    uint64_t n = ((uint64_t)size + TFRDV_TCP__POOL_ALIGN - 1) & ~(uint64_t)(TFRDV_TCP__POOL_ALIGN - 1);
+    void* r = 0;
+    size_t i;
+    if (!n) n = TFRDV_TCP__POOL_ALIGN;
+    if ((uint64_t)size > p->cap) return 0;
+    pthread_mutex_lock(&p->mu);
+    for (i = 0; i < p->nfree; i++) {
+        tfrdv_tcp__ext* e = &p->free_ext[i];
+        if (e->len < n) continue;
+        r = p->base + e->off;
+        e->off += n;
+        e->len -= n;
+        if (!e->len) {
+            memmove(e, e + 1, (p->nfree - i - 1) * sizeof *e);
+            p->nfree--;
+        }
+        p->live_bytes += n;
+        p->live_blocks++;
+        break;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return r;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__pool_free(void* user, void* ptr, size_t size) {
+    tfrdv_tcp_pool* p = (tfrdv_tcp_pool*)user;
+    uint64_t n = ((uint64_t)size + TFRDV_TCP__POOL_ALIGN - 1) & ~(uint64_t)(TFRDV_TCP__POOL_ALIGN - 1), off;
+    size_t i;
+    int last;
+    if (!ptr) return;
+    if (!n) n = TFRDV_TCP__POOL_ALIGN;
+    off = (uint64_t)((uint8_t*)ptr - p->base);
+    pthread_mutex_lock(&p->mu);
+    for (i = 0; i < p->nfree && p->free_ext[i].off < off; i++) {}
+    if (i > 0 && p->free_ext[i - 1].off + p->free_ext[i - 1].len == off) { /* joins the one before */
+        p->free_ext[i - 1].len += n;
+        if (i < p->nfree && off + n == p->free_ext[i].off) {
+            p->free_ext[i - 1].len += p->free_ext[i].len;
+            memmove(&p->free_ext[i], &p->free_ext[i + 1], (p->nfree - i - 1) * sizeof *p->free_ext);
+            p->nfree--;
+        }
+    } else if (i < p->nfree && off + n == p->free_ext[i].off) { /* joins the one after */
+        p->free_ext[i].off = off;
+        p->free_ext[i].len += n;
+    } else {
+        if (p->nfree == p->free_cap) { /* a new extent; the array grows (on failure the bytes stay lost) */
+            size_t nc = p->free_cap ? 2 * p->free_cap : 16;
+            tfrdv_tcp__ext* ne = (tfrdv_tcp__ext*)realloc(p->free_ext, nc * sizeof *ne);
+            if (ne) {
+                p->free_ext = ne;
+                p->free_cap = nc;
+            }
+        }
+        if (p->nfree < p->free_cap) {
+            memmove(&p->free_ext[i + 1], &p->free_ext[i], (p->nfree - i) * sizeof *p->free_ext);
+            p->free_ext[i].off = off;
+            p->free_ext[i].len = n;
+            p->nfree++;
+        }
+    }
+    p->live_bytes -= n;
+    p->live_blocks--;
+    last = p->destroyed && !p->live_blocks && !p->users;
+    pthread_mutex_unlock(&p->mu);
+    if (last) tfrdv_tcp__pool_final(p);
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__pool_unuse(tfrdv_tcp_pool* p) {
+    int last;
+    pthread_mutex_lock(&p->mu);
+    last = --p->users == 0 && p->destroyed && !p->live_blocks;
+    pthread_mutex_unlock(&p->mu);
+    if (last) tfrdv_tcp__pool_final(p);
+}
+TFRDV_API tfrdv_code tfrdv_tcp_pool_create(uint64_t capacity, tfrdv_tcp_pool** out, tfrdv_status* st) {
+    tfrdv_tcp_pool* p;
+    uint64_t pg;
+    tfrdv_code code = TFRDV_UNAVAILABLE;
+    if (!out) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_pool_create: NULL out");
+    *out = 0;
+    if (!capacity || capacity > TFRDV_TCP__POOL_MAX)
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_pool_create: capacity %llu out of range (1..2^40)", (unsigned long long)capacity);
+#ifndef TFRDV_TCP__RING
+    (void)p; (void)pg; (void)code;
+    return tfrdv_tcp__err(st, TFRDV_UNAVAILABLE, "tfrdv_tcp_pool_create: no memfd in this build (Linux, epoll, _GNU_SOURCE)");
+#else
+    pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    capacity = (capacity + pg - 1) / pg * pg;
+    if (!(p = (tfrdv_tcp_pool*)calloc(1, sizeof *p)))
+        return tfrdv_tcp__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp_pool_create: out of memory");
+    p->cap = capacity;
+    p->fd = -1;
+    pthread_mutex_init(&p->mu, 0);
+    if ((p->fd = memfd_create("tfrdv_tcp_pool", MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) {
+        code = tfrdv_tcp__err(st, TFRDV_UNAVAILABLE, "tfrdv_tcp_pool_create: memfd_create failed: %s", strerror(errno));
+    } else if (ftruncate(p->fd, (off_t)capacity) != 0) {
+        code = tfrdv_tcp__err(st, TFRDV_UNAVAILABLE, "tfrdv_tcp_pool_create: ftruncate to %llu bytes failed: %s", (unsigned long long)capacity, strerror(errno));
+    } else if (fcntl(p->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
+        code = tfrdv_tcp__err(st, TFRDV_UNAVAILABLE, "tfrdv_tcp_pool_create: sealing the memfd failed: %s", strerror(errno));
+    } else if ((p->base = (uint8_t*)mmap(0, (size_t)capacity, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0)) == (uint8_t*)MAP_FAILED) {
+        p->base = 0;
+        code = tfrdv_tcp__err(st, TFRDV_UNAVAILABLE, "tfrdv_tcp_pool_create: mmap of %llu bytes failed: %s", (unsigned long long)capacity, strerror(errno));
+    } else if (!(p->free_ext = (tfrdv_tcp__ext*)malloc(16 * sizeof *p->free_ext))) {
+        code = tfrdv_tcp__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp_pool_create: out of memory");
+    } else {
+        p->free_cap = 16;
+        p->nfree = 1;
+        p->free_ext[0].off = 0;
+        p->free_ext[0].len = capacity;
+        *out = p;
+        tfrdv_tcp__ok(st);
+        return TFRDV_OK;
+    }
+    tfrdv_tcp__pool_final(p);
+    return code;
+#endif
+}
+TFRDV_API tfrdv_allocator tfrdv_tcp_pool_allocator(tfrdv_tcp_pool* p) {
+    tfrdv_allocator a;
+    a.alloc_fn = tfrdv_tcp__pool_alloc;
+    a.free_fn = tfrdv_tcp__pool_free;
+    a.user = p;
+    return a;
+}
+TFRDV_API uint64_t tfrdv_tcp_pool_live_bytes(tfrdv_tcp_pool* p) {
+    uint64_t n;
+    pthread_mutex_lock(&p->mu);
+    n = p->live_bytes;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+TFRDV_API uint64_t tfrdv_tcp_pool_live_blocks(tfrdv_tcp_pool* p) {
+    uint64_t n;
+    pthread_mutex_lock(&p->mu);
+    n = p->live_blocks;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+TFRDV_API int tfrdv_tcp_pool_fd(const tfrdv_tcp_pool* p) { return p->fd; }
+TFRDV_API void* tfrdv_tcp_pool_base(const tfrdv_tcp_pool* p) { return p->base; }
+TFRDV_API uint64_t tfrdv_tcp_pool_capacity(const tfrdv_tcp_pool* p) { return p->cap; }
+TFRDV_API void tfrdv_tcp_pool_destroy(tfrdv_tcp_pool* p) {
+    int last;
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->destroyed = 1;
+    last = !p->live_blocks && !p->users;
+    pthread_mutex_unlock(&p->mu);
+    if (last) tfrdv_tcp__pool_final(p);
+}
+
+/* >>ZERO COPY -------------------------------------------------------------------------------- */
+/* Pool values by reference between the processes of one host (see ZERO COPY in the docs). The
+   server sends a response whose value lies in a pool of tfrdv_tcp_add_pool as (descriptor,
+   offset, length) (RESPONSE flag 8) and keeps a reference on the value (c->lent) from the moment
+   the frame is whole on the wire until the client's RELEASE of that wire id, or the connection's
+   end. The client takes the descriptor from the server with pidfd_getfd (the permission is the
+   one process_vm_readv needs, already checked by SAME HOST), checks it (a regular file sealed
+   against shrinking, the range within its size) and maps the pages covering the range read-only;
+   the value's release unmaps them and queues the id on the connection's link (zlink), which the
+   next write or tick sends as a RELEASE frame. The link outlives the connection and the
+   transport (values may be released after both): it is malloc'd and refcounted. */
+typedef struct tfrdv_tcp__zlink {
+    pthread_mutex_t mu;
+    int refs, open;                            /* open: its connection still reads the ids */
+    uint64_t* ids;                             /* wire ids released, not yet sent */
+    size_t n, cap;
+} tfrdv_tcp__zlink;
+typedef struct tfrdv_tcp__zval {
+    tfrdv_value v;
+    void* map;
+    size_t map_len;
+    uint64_t id;
+    tfrdv_tcp__zlink* link;
+    int64_t dims[1];                           /* rank entries (at least one) */
+} tfrdv_tcp__zval;
+#if defined(__linux__) && !defined(SYS_pidfd_open)
+#define SYS_pidfd_open 434
+#endif
+#if defined(__linux__) && !defined(SYS_pidfd_getfd)
+#define SYS_pidfd_getfd 438
+#endif
+
+TFRDV_API tfrdv_code tfrdv_tcp_add_pool(tfrdv_tcp* t, tfrdv_tcp_pool* p, tfrdv_status* st) {
+    int i, have = 0;
+    if (!t || !p) return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_add_pool: NULL %s", t ? "pool" : "transport");
+    pthread_mutex_lock(&t->mu);
+    for (i = 0; i < t->npools; i++) have |= t->pools[i] == p;
+    if (!have && t->npools == (int)(sizeof t->pools / sizeof t->pools[0])) {
+        pthread_mutex_unlock(&t->mu);
+        return tfrdv_tcp__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp_add_pool: %d pools already", t->npools);
+    }
+    if (!have) {
+        pthread_mutex_lock(&p->mu);
+        p->users++;
+        pthread_mutex_unlock(&p->mu);
+        t->pools[t->npools++] = p;
+    }
+    pthread_mutex_unlock(&t->mu);
+    tfrdv_tcp__ok(st);
+    return TFRDV_OK;
+}
+/* server (under t->mu, planning r's RESPONSE by address): the value lies in a registered pool
+   and the client speaks version 5: a pool reference instead of an address */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__zc_plan(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r, tfrdv_tcp_frame* f) {
+    const uint8_t* d = (const uint8_t*)r->value->data;
+    int i;
+    if (c->peer_version < 5) return 0;
+    for (i = 0; i < t->npools; i++) {
+        tfrdv_tcp_pool* p = t->pools[i];
+        if (d < p->base || d >= p->base + p->cap || r->total > (uint64_t)(p->base + p->cap - d)) continue;
+        if (!r->zc_node && !(r->zc_node = (tfrdv_tcp__lent*)tfrdv_tcp__alloc(t, sizeof(tfrdv_tcp__lent)))) return 0; /* by address */
+        r->zc = 1;
+        f->pooled = 1;
+        f->pool_fd = (uint32_t)p->fd;
+        f->pool_off = (uint64_t)(d - p->base);
+        return 1;
+    }
+    return 0;
+}
+/* server (under t->mu): r's pool reference is whole on the wire: the value stays until RELEASE */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_sent(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r) {
+    tfrdv_tcp__lent* l = r->zc_node;
+    r->zc_node = 0;
+    t->stats.values_zero_copy_sent++;
+    tfrdv_value_retain(r->value);
+    l->id = r->id;
+    l->value = r->value;
+    l->next = c->lent;
+    c->lent = l;
+    t->stats.values_lent++;
+}
+/* releases lent values (no lock held) and frees their records */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__lent_drop(tfrdv_tcp* t, tfrdv_tcp__lent* l) {
+    while (l) {
+        tfrdv_tcp__lent* nx = l->next;
+        tfrdv_value_release(l->value);
+        tfrdv_tcp__free(t, l, sizeof *l);
+        l = nx;
+    }
+}
+/* server: RELEASE: the client unmapped these values (ids not lent here are ignored) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_on_release(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f) {
+    tfrdv_tcp__lent *drop = 0, **pp;
+    uint32_t i;
+    pthread_mutex_lock(&t->mu);
+    for (i = 0; i < f->num_acks; i++) {
+        uint64_t id = tfrdv_tcp__ld64(f->ack_bytes + 8 * (size_t)i);
+        for (pp = &c->lent; *pp; pp = &(*pp)->next) {
+            tfrdv_tcp__lent* l = *pp;
+            if (l->id != id) continue;
+            *pp = l->next;
+            l->next = drop;
+            drop = l;
+            t->stats.values_lent--;
+            t->stats.releases_received++;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    tfrdv_tcp__lent_drop(t, drop);
+}
+/* the connection ends (under t->mu): its lent values stay held until the transport is
+   destroyed (t->orphans): nobody can tell whether the client still maps them (a client that
+   closed its transport may keep its values), and a block reused meanwhile would change a value
+   under its receiver; the client's link stops taking ids */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_conn_end(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
+    tfrdv_tcp__lent* l;
+    (void)td;
+    while ((l = c->lent) != 0) {
+        c->lent = l->next;
+        l->next = t->orphans;
+        t->orphans = l;
+    }
+    if (c->zlink) {
+        pthread_mutex_lock(&c->zlink->mu);
+        c->zlink->open = 0;
+        c->zlink->n = 0;
+        pthread_mutex_unlock(&c->zlink->mu);
+    }
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zlink_unref(tfrdv_tcp__zlink* z) {
+    int last;
+    pthread_mutex_lock(&z->mu);
+    last = --z->refs == 0;
+    pthread_mutex_unlock(&z->mu);
+    if (!last) return;
+    pthread_mutex_destroy(&z->mu);
+    free(z->ids);
+    free(z);
+}
+/* the connection's memory goes (under t->mu) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_detach(tfrdv_tcp__conn* c) {
+    if (!c->zlink) return;
+    pthread_mutex_lock(&c->zlink->mu);
+    c->zlink->open = 0;
+    pthread_mutex_unlock(&c->zlink->mu);
+    tfrdv_tcp__zlink_unref(c->zlink);
+    c->zlink = 0;
+}
+/* an id to RELEASE (any thread); on out of memory the id is lost: the server holds that value
+   until the connection ends */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zlink_push(tfrdv_tcp__zlink* z, uint64_t id) {
+    pthread_mutex_lock(&z->mu);
+    if (z->open && z->n == z->cap) {
+        size_t nc = z->cap ? 2 * z->cap : 16;
+        uint64_t* ni = (uint64_t*)realloc(z->ids, nc * sizeof *ni);
+        if (ni) { z->ids = ni; z->cap = nc; }
+    }
+    if (z->open && z->n < z->cap) z->ids[z->n++] = id;
+    pthread_mutex_unlock(&z->mu);
+}
+/* client (under t->mu): the connection's link, made on first use */
+TFRDV_TCP__PRIVATE tfrdv_tcp__zlink* tfrdv_tcp__zlink_get(tfrdv_tcp__conn* c) {
+    tfrdv_tcp__zlink* z = c->zlink;
+    if (z) return z;
+    if (!(z = (tfrdv_tcp__zlink*)calloc(1, sizeof *z))) return 0;
+    pthread_mutex_init(&z->mu, 0);
+    z->refs = 1;
+    z->open = c->state == TFRDV_TCP__C_OPEN;
+    c->zlink = z;
+    return z;
+}
+/* client (under t->mu): a pool reference that was not mapped: released at once */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_release_id(tfrdv_tcp* t, tfrdv_tcp__conn* c, uint64_t id) {
+    tfrdv_tcp__zlink* z = tfrdv_tcp__zlink_get(c);
+    (void)t;
+    if (z) tfrdv_tcp__zlink_push(z, id);
+}
+/* client (under t->mu, writing): released ids become RELEASE frames */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_flush(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
+    tfrdv_tcp__zlink* z = c->zlink;
+    size_t off = 0;
+    pthread_mutex_lock(&z->mu);
+    while (off < z->n) {
+        tfrdv_tcp_frame f;
+        size_t k = z->n - off > TFRDV_TCP_ACK_MAX ? TFRDV_TCP_ACK_MAX : z->n - off;
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_RELEASE;
+        f.num_acks = (uint32_t)k;
+        f.ack_ids = z->ids + off;
+        if (!tfrdv_tcp__queue(t, c, &f)) break; /* out of memory: the rest next time */
+        off += k;
+    }
+    if (off) memmove(z->ids, z->ids + off, (z->n - off) * sizeof *z->ids);
+    z->n -= off;
+    pthread_mutex_unlock(&z->mu);
+}
+TFRDV_TCP__PRIVATE int tfrdv_tcp__zc_due(tfrdv_tcp__conn* c) {
+    int due;
+    if (!c->zlink) return 0;
+    pthread_mutex_lock(&c->zlink->mu);
+    due = c->zlink->n > 0;
+    pthread_mutex_unlock(&c->zlink->mu);
+    return due;
+}
+/* client: a pool reference on a connection that did not agree to it closes it */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__zc_ok(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
+    int ok;
+    pthread_mutex_lock(&t->mu);
+    ok = c->sh_read && c->peer_version >= 5;
+    if (!ok) tfrdv_tcp__conn_bad(t, c, "RESPONSE from a shared pool (flag 8) on a connection that did not agree to it (SAME HOST, version 5)", td);
+    pthread_mutex_unlock(&t->mu);
+    return ok;
+}
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zval_release(tfrdv_value* v) {
+    tfrdv_tcp__zval* z = (tfrdv_tcp__zval*)v;
+#ifdef TFRDV_TCP__RING
+    munmap(z->map, z->map_len);
+#endif
+    tfrdv_tcp__zlink_push(z->link, z->id);
+    tfrdv_tcp__zlink_unref(z->link);
+    free(z);
+}
+/* client (no lock held): the pages of f's range in the server's pool, read-only: *at points at
+   the value's first byte; NULL with why (a hostile or broken peer) */
+TFRDV_TCP__PRIVATE void* tfrdv_tcp__zc_map(tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, size_t* len, uint8_t** at, char* why, size_t cap) {
+#ifdef TFRDV_TCP__RING
+    int pfd, fd = -1, seals;
+    struct stat sb;
+    void* m = 0;
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), start;
+    pfd = (int)syscall(SYS_pidfd_open, (pid_t)c->sh_pid, 0);
+    if (pfd >= 0) {
+        fd = (int)syscall(SYS_pidfd_getfd, pfd, (int)f->pool_fd, 0);
+        if (fd < 0) snprintf(why, cap, "pidfd_getfd of descriptor %u in pid %ld failed: %s", f->pool_fd, c->sh_pid, strerror(errno));
+        close(pfd);
+    } else snprintf(why, cap, "pidfd_open of pid %ld failed: %s", c->sh_pid, strerror(errno));
+    if (fd < 0) return 0;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        snprintf(why, cap, "the pool descriptor %u is not a regular file (a memfd)", f->pool_fd);
+    else if ((seals = fcntl(fd, F_GET_SEALS)) < 0 || !(seals & F_SEAL_SHRINK))
+        snprintf(why, cap, "the pool descriptor %u is not a memfd sealed against shrinking (seals 0x%x; F_SEAL_SHRINK needed: a file "
+                 "that can shrink would fault this process)", f->pool_fd, seals < 0 ? 0 : seals);
+    else if (f->pool_off > (uint64_t)sb.st_size || f->bytes > (uint64_t)sb.st_size - f->pool_off)
+        snprintf(why, cap, "pool range offset %llu + %llu bytes lies past the pool's %lld bytes", (unsigned long long)f->pool_off,
+                 (unsigned long long)f->bytes, (long long)sb.st_size);
+    else {
+        start = f->pool_off / pg * pg;
+        *len = (size_t)(f->pool_off + f->bytes - start);
+        m = mmap(0, *len, PROT_READ, MAP_SHARED, fd, (off_t)start);
+        if (m == MAP_FAILED) {
+            snprintf(why, cap, "mmap of %llu pool bytes failed: %s", (unsigned long long)*len, strerror(errno));
+            m = 0;
+        } else *at = (uint8_t*)m + (f->pool_off - start);
+    }
+    close(fd);
+    return m;
+#else
+    (void)c; (void)f; (void)len; (void)at;
+    snprintf(why, cap, "pool references need Linux and _GNU_SOURCE");
+    return 0;
+#endif
+}
+/* client (no lock held): f's value from the server's pool: a value whose bytes are the mapping
+   (the receive asked for no memory of its own), or one copy into tfrdv_call_alloc_value memory
+   (an alloc hook). A hostile reference closes the connection (NULL, c dead). */
+TFRDV_TCP__PRIVATE tfrdv_value* tfrdv_tcp__zc_value(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_call* call,
+                                                    const char** fail, tfrdv_tcp__todo* td) {
+    const tfrdv_args* ra = tfrdv_call_recv_args(call);
+    char why[300];
+    size_t len = 0;
+    uint8_t* at = 0;
+    void* m = tfrdv_tcp__zc_map(c, f, &len, &at, why, sizeof why);
+    tfrdv_tcp__zval* z;
+    tfrdv_tcp__zlink* link;
+    tfrdv_value* v;
+    if (!m) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "ZERO COPY: %s", why);
+        pthread_mutex_lock(&t->mu);
+        tfrdv_tcp__conn_bad(t, c, msg, td);
+        pthread_mutex_unlock(&t->mu);
+        return 0;
+    }
+    if (ra && ra->alloc_fn) { /* the receiver's own memory: one copy */
+        v = tfrdv_call_alloc_value(call, f->dtype, f->rank, f->dims, f->bytes);
+        if (!v) *fail = "tfrdv_tcp: the receiver's allocator gave no memory for the value";
+        else if (v->size < f->bytes || !v->data) {
+            *fail = "tfrdv_tcp: the receiver's allocator gave less memory than the value needs";
+            tfrdv_value_release(v);
+            v = 0;
+        } else memcpy(v->data, at, (size_t)f->bytes);
+#ifdef TFRDV_TCP__RING
+        munmap(m, len);
+#endif
+        pthread_mutex_lock(&t->mu);
+        tfrdv_tcp__zc_release_id(t, c, f->id);
+        if (v) t->stats.values_zero_copy_copied++;
+        pthread_mutex_unlock(&t->mu);
+        return v;
+    }
+    z = (tfrdv_tcp__zval*)calloc(1, sizeof *z + (f->rank > 1 ? (size_t)(f->rank - 1) * sizeof(int64_t) : 0));
+    pthread_mutex_lock(&t->mu);
+    link = z ? tfrdv_tcp__zlink_get(c) : 0;
+    if (link) {
+        pthread_mutex_lock(&link->mu);
+        link->refs++; /* the value's */
+        pthread_mutex_unlock(&link->mu);
+        t->stats.values_zero_copy++;
+    } else tfrdv_tcp__zc_release_id(t, c, f->id);
+    pthread_mutex_unlock(&t->mu);
+    if (!link) {
+#ifdef TFRDV_TCP__RING
+        munmap(m, len);
+#endif
+        free(z);
+        *fail = "tfrdv_tcp: out of memory for a zero-copy value";
+        return 0;
+    }
+    memcpy(z->dims, f->dims, (size_t)f->rank * sizeof(int64_t));
+    z->v = tfrdv_value_make(f->dtype, f->rank, z->dims, at, f->bytes, tfrdv_tcp__zval_release, 0);
+    z->map = m;
+    z->map_len = len;
+    z->id = f->id;
+    z->link = link;
+    return &z->v;
+}
+
 /* >>accept ----------------------------------------------------------------------------------- */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
     int i;
@@ -3745,7 +4400,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
         cnx = c->next;
         if (c->state != TFRDV_TCP__C_OPEN) continue;
         if (!c->server) { /* acknowledgements nothing else carried */
-            if (c->nacks && !c->wblocked) tfrdv_tcp__write(t, c, &td);
+            if ((c->nacks || tfrdv_tcp__zc_due(c)) && !c->wblocked) tfrdv_tcp__write(t, c, &td);
             if (c->lazy && ++c->lazy > 2) tfrdv_tcp__arm(t, c); /* idle for a tick: the loop
                                                                   watches it again (its end) */
             continue;
@@ -3802,6 +4457,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
 }
 
 /* >>the loop --------------------------------------------------------------------------------- */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_detach(tfrdv_tcp__conn* c);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__free_dead(tfrdv_tcp* t) { /* under t->mu */
     tfrdv_tcp__conn *keep = 0, *c;
     while ((c = t->dead) != 0) {
@@ -3813,6 +4469,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__free_dead(tfrdv_tcp* t) { /* under t->mu */
             continue;
         }
         tfrdv_tcp__shm_free(t, c); /* SAME HOST RING */
+        tfrdv_tcp__zc_detach(c); /* ZERO COPY */
         tfrdv_tcp__wake_close(c->cwake);
         tfrdv_tcp__free(t, c->obuf, c->ocap);
         tfrdv_tcp__free(t, c->rbuf, c->rcap);
@@ -4649,6 +5306,7 @@ TFRDV_API tfrdv_tcp_config tfrdv_tcp_config_init(void) {
     memset(&c, 0, sizeof c);
     return c;
 }
+TFRDV_TCP__PRIVATE void tfrdv_tcp__pool_unuse(struct tfrdv_tcp_pool* p);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__free_all(tfrdv_tcp* t) {
     size_t i;
     tfrdv_tcp__peer* p;
@@ -4664,6 +5322,9 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__free_all(tfrdv_tcp* t) {
     while ((p = t->peers) != 0) { t->peers = p->next; tfrdv_tcp__free(t, p, sizeof *p + strlen(p->addr)); }
     while (t->corkq) { t->corkq->corked = 0; t->corkq = t->corkq->cnext; }
     tfrdv_tcp__free_dead(t);
+    tfrdv_tcp__lent_drop(t, t->orphans); /* ZERO COPY: held since their connection ended */
+    t->orphans = 0;
+    while (t->npools > 0) tfrdv_tcp__pool_unuse(t->pools[--t->npools]); /* ZERO COPY */
 #ifndef TFRDV_TCP__EPOLL
     tfrdv_tcp__free(t, t->pfds, t->npoll * sizeof *t->pfds);
     tfrdv_tcp__free(t, t->pconns, t->npoll * sizeof *t->pconns);

@@ -67,8 +67,17 @@ static void big_release(tfrdv_value* v) {
     free(v->data);
     free(v);
 }
+static tfrdv_tcp_pool* child_pool; /* the serving child's shared pool (flag 4), or NULL */
 static tfrdv_value* mkval(uint64_t size, unsigned seed) {
-    tfrdv_value* v = (tfrdv_value*)calloc(1, sizeof *v + sizeof(int64_t));
+    tfrdv_value* v;
+    if (child_pool) { /* ZERO COPY: the value lies in the pool */
+        tfrdv_allocator a = tfrdv_tcp_pool_allocator(child_pool);
+        int64_t dim = (int64_t)size;
+        v = tfrdv_value_new(&a, 4 /* DT_UINT8 */, 1, &dim, 0, size);
+        if (v) fill((uint8_t*)v->data, size, seed);
+        return v;
+    }
+    v = (tfrdv_value*)calloc(1, sizeof *v + sizeof(int64_t));
     int64_t* d = (int64_t*)(v + 1);
     void* data = malloc(size ? (size_t)size : 1);
     d[0] = (int64_t)size;
@@ -217,8 +226,8 @@ static void test_codec_by_address(void) {
     f.remote_addr = 4096;
     bad(b, tfrdv_tcp_encode(&f, b, sizeof b), &lim, "exceeds max_tensor_bytes");
     n = tfrdv_tcp_encode(&f, b, sizeof b);
-    b[16 + 8] = 8; /* flags 8 */
-    bad(b, n, 0, "unknown flags 0x8");
+    b[16 + 8] = 16; /* flags 16 (8: a pool reference, ZERO COPY) */
+    bad(b, n, 0, "unknown flags 0x10");
 }
 
 /* ============================================================================================
@@ -236,6 +245,7 @@ typedef struct rep {
     char msg[256];
     char addr[128];
     tfrdv_tcp_stats ts;
+    uint64_t pool_live;   /* the child's pool: bytes in live blocks (ZERO COPY) */
 } rep;
 typedef struct srv {
     pid_t pid;
@@ -244,7 +254,8 @@ typedef struct srv {
 } srv;
 
 /* the serving worker: same_host for its config; flags 1: made non-dumpable (and, as root, uid
-   65534 first: root could read it anyway); 2: it is task 1 of the ps job */
+   65534 first: root could read it anyway); 2: it is task 1 of the ps job; 4: its values come
+   from a shared pool registered with its transport (ZERO COPY) */
 static void child_server(int cfd, int rfd, const char* addr, int64_t same_host, int flags) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
@@ -268,6 +279,12 @@ static void child_server(int cfd, int rfd, const char* addr, int64_t same_host, 
         (void)wr_full(rfd, &r, sizeof r);
         _exit(0);
     }
+    if ((flags & 4) && (tfrdv_tcp_pool_create(200 * MIB, &child_pool, &st) != TFRDV_OK || tfrdv_tcp_add_pool(t, child_pool, &st) != TFRDV_OK)) {
+        r.code = (int)st.code;
+        snprintf(r.msg, sizeof r.msg, "%s", st.msg);
+        (void)wr_full(rfd, &r, sizeof r);
+        _exit(0);
+    }
     mc.worker_name = flags & 2 ? PS1 : PS;
     mc.incarnation = PS_INC;
     mc.transport = tfrdv_tcp_transport(t);
@@ -285,6 +302,7 @@ static void child_server(int cfd, int rfd, const char* addr, int64_t same_host, 
                 tfrdv_key k;
                 char edge[64];
                 tfrdv_value* v = mkval(c.size, c.seed + (unsigned)i);
+                if (!v) { r.code = TFRDV_RESOURCE_EXHAUSTED; snprintf(r.msg, sizeof r.msg, "no memory for a %llu-byte value", (unsigned long long)c.size); break; }
                 if (c.count > 1) snprintf(edge, sizeof edge, "%s_%d", c.edge, i);
                 else snprintf(edge, sizeof edge, "%s", c.edge);
                 key_for(&k, edge);
@@ -294,10 +312,12 @@ static void child_server(int cfd, int rfd, const char* addr, int64_t same_host, 
             if (rz) tfrdv_unref(rz);
         }
         tfrdv_tcp_get_stats(t, &r.ts);
+        if (child_pool) r.pool_live = tfrdv_tcp_pool_live_bytes(child_pool);
         if (!wr_full(rfd, &r, sizeof r)) break;
     }
     tfrdv_tcp_destroy(t);
     tfrdv_mgr_destroy(m);
+    tfrdv_tcp_pool_destroy(child_pool);
     _exit(0);
 }
 static int srv_start(srv* s, const char* addr, int64_t same_host, int nondump) {
@@ -1473,6 +1493,340 @@ static void test_config_same_host(void) {
     TT_CHECK(!t);
 }
 
+
+/* ============================================================================================
+   ZERO COPY: values made with a tfrdv_tcp_pool travel as (descriptor, offset, length)
+   ============================================================================================ */
+/* RESPONSE flag 8 and RELEASE: round trip and the hostile encodings */
+static void test_codec_zero_copy(void) {
+    uint8_t b[512];
+    tfrdv_tcp_frame f, g;
+    tfrdv_status st;
+    uint64_t ids[2] = {7, 9};
+    size_t n, i;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_RESPONSE;
+    f.id = 5;
+    f.dtype = 4;
+    f.rank = 1;
+    f.dims[0] = 21;
+    f.bytes = 21;
+    f.pooled = 1;
+    f.pool_fd = 12;
+    f.pool_off = 4160;
+    n = tfrdv_tcp_encode(&f, b, sizeof b);
+    TT_CHECK_EQ_INT(n, 16 + 24 + 8 + 16);
+    for (i = 0; i < n; i++) TT_CHECK(tfrdv_tcp_decode(b, i, 0, &g, &st) == 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, &g, &st), n);
+    TT_CHECK(g.pooled && !g.remote && g.pool_fd == 12 && g.pool_off == 4160 && g.bytes == 21 && g.data_len == 0);
+    TT_CHECK_EQ_INT(b[16 + 8], 8); /* flags */
+    f.pool_off = UINT64_MAX - 8;
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "offset 18446744073709551607 + 21 bytes (wraps)");
+    f.pool_off = 0;
+    f.pool_fd = 0x80000000u;
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "pool descriptor 2147483648");
+    f.pool_fd = 3;
+    f.bytes = 0;
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "from a pool (flag 8) with no value bytes");
+    f.bytes = 21;
+    n = tfrdv_tcp_encode(&f, b, sizeof b);
+    b[16 + 8] = 12; /* flags 4 and 8 together */
+    bad(b, n, 0, "unknown flags 0xc");
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_RELEASE;
+    f.num_acks = 2;
+    f.ack_ids = ids;
+    n = tfrdv_tcp_encode(&f, b, sizeof b);
+    TT_CHECK_EQ_INT(n, 16 + 16);
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, &g, &st), n);
+    TT_CHECK(g.type == TFRDV_TCP_RELEASE && g.num_acks == 2 && g.ack_bytes[8] == 9);
+    f.id = 4;
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "RELEASE body of 16 bytes");
+}
+/* the pool on its own: blocks, reuse after free, capacity, a pool destroyed before its values */
+static void test_pool_allocator(void) {
+    tfrdv_tcp_pool* p = 0;
+    tfrdv_status st;
+    tfrdv_allocator a;
+    tfrdv_value *v1, *v2, *v3;
+    int64_t d = 1;
+    void* first;
+    int fd;
+    TT_CHECK_EQ_INT(tfrdv_tcp_pool_create(0, &p, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "capacity 0 out of range");
+    TT_CHECK_EQ_INT(tfrdv_tcp_pool_create(MIB, &p, &st), TFRDV_OK);
+    if (!p) return;
+    fd = tfrdv_tcp_pool_fd(p);
+    TT_CHECK(fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK);
+    TT_CHECK(ftruncate(fd, 4096) != 0); /* sealed: it cannot shrink */
+    a = tfrdv_tcp_pool_allocator(p);
+    v1 = tfrdv_value_new(&a, 4, 1, &d, 0, 1000);
+    v2 = tfrdv_value_new(&a, 4, 1, &d, 0, 1000);
+    TT_CHECK(v1 && v2 && (uint8_t*)v1->data >= (uint8_t*)tfrdv_tcp_pool_base(p));
+    TT_CHECK((uintptr_t)v2 % 64 == 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp_pool_live_blocks(p), 2);
+    TT_CHECK(!tfrdv_value_new(&a, 4, 1, &d, 0, MIB)); /* more than is left */
+    first = v1;
+    tfrdv_value_release(v1);
+    v3 = tfrdv_value_new(&a, 4, 1, &d, 0, 500); /* first fit: the freed block */
+    TT_CHECK(v3 == first);
+    tfrdv_value_release(v3);
+    tfrdv_tcp_pool_destroy(p); /* v2 still lives: the memory stays */
+    memset(v2->data, 1, 1000);
+    tfrdv_value_release(v2); /* the last block: now it goes */
+}
+/* a value mapped from another process's memfd pool: is v->data in such a mapping? */
+static int in_pool_mapping(const void* p) {
+    FILE* f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int found = 0;
+    if (!f) return 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && (uintptr_t)p >= lo && (uintptr_t)p < hi && strstr(line, "memfd:tfrdv_tcp_pool")) found = 1;
+    }
+    fclose(f);
+    return found;
+}
+/* waits (bounded) until the child's pool holds no block and no value is lent */
+static rep srv_pool_settled(srv* s) {
+    rep r;
+    int i;
+    for (i = 0; i < 1000; i++) {
+        r = srv_stats(s);
+        if (r.pool_live == 0 && r.ts.values_lent == 0 && r.ts.values_unacked == 0) break;
+        sleep_ms(5);
+    }
+    return r;
+}
+/* 1 B, 4 KiB, 1 MiB and 64 MiB pool values arrive byte-exact as mappings of the server's pool,
+   not copies; the server's pool gets every block back once the client released the values */
+static void test_zero_copy_sizes(void) {
+    static const uint64_t sizes[4] = {1, 4096, MIB, 64 * MIB};
+    srv s;
+    cli c;
+    rep r;
+    tfrdv_value* held[4];
+    uint64_t sbase, rbase, cbase;
+    int i, n = under_valgrind() ? 3 : 4;
+    alarm(120);
+    if (!srv_start(&s, upath("zc.sock"), 1, 4)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); srv_stop(&s); return; }
+    warm(&s, &c, 1); /* over the socket, or (the grant came first) a pool reference */
+    r = srv_pool_settled(&s);
+    TT_CHECK_EQ_INT(r.pool_live, 0);
+    sbase = r.ts.values_zero_copy_sent;
+    rbase = r.ts.releases_received;
+    cbase = cstats(&c).values_zero_copy;
+    for (i = 0; i < n; i++) {
+        char e[16];
+        tfrdv_status st;
+        snprintf(e, sizeof e, "z%d", i);
+        held[i] = 0;
+        TT_CHECK_EQ_INT(srv_send(&s, e, sizes[i], (unsigned)i + 3).code, 0);
+        TT_CHECK_EQ_INT(fetch(&c, e, &held[i], &st), TFRDV_OK);
+        if (!held[i]) continue;
+        TT_CHECK_EQ_INT(held[i]->size, sizes[i]);
+        TT_CHECK(check((const uint8_t*)held[i]->data, sizes[i], (unsigned)i + 3));
+        TT_CHECK(in_pool_mapping(held[i]->data)); /* no copy: the bytes are the sender's pages */
+    }
+    TT_CHECK_EQ_INT(cstats(&c).values_zero_copy - cbase, n);
+    TT_CHECK_EQ_INT(cstats(&c).values_cma, 0);
+    TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 0);
+    r = srv_settled(&s);
+    TT_CHECK_EQ_INT(r.ts.values_zero_copy_sent - sbase, n);
+    TT_CHECK_EQ_INT(r.ts.values_lent, n); /* delivered (acknowledged) but still mapped */
+    TT_CHECK(r.pool_live >= sizes[n - 1]);
+    for (i = 0; i < n; i++) tfrdv_value_release(held[i]);
+    r = srv_pool_settled(&s);
+    TT_CHECK_EQ_INT(r.pool_live, 0);
+    TT_CHECK_EQ_INT(r.ts.values_lent, 0);
+    TT_CHECK_EQ_INT(r.ts.releases_received - rbase, n);
+    cli_close(&c);
+    srv_stop(&s);
+}
+static tfrdv_value* own_alloc(void* u, int32_t dtype, int32_t rank, const int64_t* dims, uint64_t size) {
+    (void)u;
+    return tfrdv_value_new(0, dtype, rank, dims, 0, size);
+}
+/* a receive with its own alloc hook gets its own memory (one copy from the mapping); the pool
+   block goes back at once */
+static void test_zero_copy_own_memory(void) {
+    srv s;
+    cli c;
+    rep r;
+    tfrdv_rendezvous* rz = 0;
+    tfrdv_key k;
+    tfrdv_frame_iter fi = {0, 0};
+    tfrdv_args ra;
+    tfrdv_value* v = 0;
+    tfrdv_status st;
+    int dead = 0;
+    uint64_t rbase, cbase;
+    alarm(60);
+    if (!srv_start(&s, upath("zcown.sock"), 1, 4)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); srv_stop(&s); return; }
+    warm(&s, &c, 1);
+    rbase = srv_pool_settled(&s).ts.releases_received;
+    cbase = cstats(&c).values_zero_copy;
+    TT_CHECK_EQ_INT(srv_send(&s, "own", MIB, 8).code, 0);
+    memset(&ra, 0, sizeof ra);
+    ra.alloc_fn = own_alloc;
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(c.m, 1, &rz, &st), TFRDV_OK);
+    (void)tfrdv_key_make(&k, PS_DEV, PS_INC, WK_DEV, "own", fi, &st);
+    TT_CHECK_EQ_INT(tfrdv_recv(rz, &k.parsed, &ra, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+    tfrdv_unref(rz);
+    TT_CHECK(v && v->size == MIB && check((const uint8_t*)v->data, MIB, 8));
+    TT_CHECK(v && !in_pool_mapping(v->data));
+    TT_CHECK_EQ_INT(cstats(&c).values_zero_copy_copied, 1);
+    TT_CHECK_EQ_INT(cstats(&c).values_zero_copy - cbase, 0);
+    r = srv_pool_settled(&s); /* released before the value is */
+    TT_CHECK_EQ_INT(r.pool_live, 0);
+    TT_CHECK_EQ_INT(r.ts.releases_received - rbase, 1);
+    tfrdv_value_release(v);
+    cli_close(&c);
+    srv_stop(&s);
+}
+/* the client closes its transport while it still holds a pool value: the server cannot know
+   whether the value is still mapped, so it keeps the block (values_lent) instead of reusing it:
+   a value the server allocates next does not overwrite the one the client holds */
+static void test_zero_copy_value_outlives_client_transport(void) {
+    srv s;
+    cli c;
+    rep r;
+    tfrdv_value *v = 0, *w = 0;
+    tfrdv_status st;
+    int i;
+    alarm(60);
+    if (!srv_start(&s, upath("zcout.sock"), 1, 4)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); srv_stop(&s); return; }
+    warm(&s, &c, 1);
+    (void)srv_pool_settled(&s);
+    TT_CHECK_EQ_INT(srv_send(&s, "out1", MIB, 11).code, 0);
+    TT_CHECK_EQ_INT(fetch(&c, "out1", &v, &st), TFRDV_OK);
+    TT_CHECK(v && in_pool_mapping(v->data) && check((const uint8_t*)v->data, MIB, 11));
+    cli_close(&c); /* v stays with the application */
+    for (i = 0; i < 1000; i++) {
+        r = srv_stats(&s);
+        if (r.ts.connections == 0) break;
+        sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(r.ts.connections, 0);
+    TT_CHECK_EQ_INT(r.ts.values_lent, 1); /* held past its connection */
+    TT_CHECK(r.pool_live >= MIB);
+    if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); tfrdv_value_release(v); srv_stop(&s); return; }
+    warm(&s, &c, 1);
+    TT_CHECK_EQ_INT(srv_send(&s, "out2", MIB, 12).code, 0); /* a new block from the same pool */
+    TT_CHECK_EQ_INT(fetch(&c, "out2", &w, &st), TFRDV_OK);
+    TT_CHECK(w && check((const uint8_t*)w->data, MIB, 12));
+    TT_CHECK(v && check((const uint8_t*)v->data, MIB, 11)); /* unchanged */
+    tfrdv_value_release(w);
+    tfrdv_value_release(v);
+    cli_close(&c);
+    srv_stop(&s);
+}
+/* the server dies while the client maps its value: the mapping stays valid, the bytes too */
+static void test_zero_copy_server_killed(void) {
+    srv s;
+    cli c;
+    tfrdv_value* v = 0;
+    tfrdv_status st;
+    int status;
+    alarm(60);
+    if (!srv_start(&s, upath("zckill.sock"), 1, 4)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); srv_stop(&s); return; }
+    warm(&s, &c, 1);
+    TT_CHECK_EQ_INT(srv_send(&s, "kill", 4 * MIB, 5).code, 0);
+    TT_CHECK_EQ_INT(fetch(&c, "kill", &v, &st), TFRDV_OK);
+    kill(s.pid, SIGKILL);
+    waitpid(s.pid, &status, 0);
+    close(s.cfd);
+    close(s.rfd);
+    TT_CHECK(v && check((const uint8_t*)v->data, 4 * MIB, 5));
+    tfrdv_value_release(v); /* its RELEASE has nowhere to go: dropped */
+    cli_close(&c);
+}
+/* a hostile server announcing pool references: an unsealed memfd, a range past the pool, a
+   descriptor that is no file; each closes the connection with a message naming it */
+typedef struct zhostile { int lfd, act, fd; } zhostile;
+static void* zc_hostile_server(void* p) {
+    zhostile* h = (zhostile*)p;
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    tfrdv_tcp_frame f, g;
+    uint64_t req = 0;
+    int fd = accept(h->lfd, 0, 0), saw = 0;
+    if (fd < 0) { free(rb); return 0; }
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = 5;
+    f.name.ptr = PS;
+    f.name.len = strlen(PS);
+    raw_put(fd, &f);
+    while ((!req || !saw) && raw_next(fd, rb, &g)) {
+        if (g.type == TFRDV_TCP_REQUEST) req = g.id;
+        if (g.type == TFRDV_TCP_SAMEHOST) saw = 1;
+    }
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_SAMEHOST;
+    f.sh_flags = TFRDV_TCP_SH_CMA_GRANT;
+    raw_put(fd, &f);
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_RESPONSE;
+    f.id = req;
+    f.dtype = 4;
+    f.rank = 1;
+    f.pooled = 1;
+    f.bytes = 4096;
+    f.dims[0] = 4096;
+    f.pool_fd = (uint32_t)h->fd;
+    f.pool_off = h->act == 1 ? 8192 : 0;
+    raw_put(fd, &f);
+    while (raw_next(fd, rb, &g)) {}
+    close(fd);
+    free(rb);
+    return 0;
+}
+static void test_zero_copy_hostile_server(void) {
+    static const char* want[3] = {"is not a memfd sealed against shrinking", "pool range offset 8192 + 4096 bytes lies past the pool's 8192 bytes",
+                                  "is not a regular file"};
+    int act;
+    alarm(60);
+    for (act = 0; act < 3; act++) {
+        zhostile h;
+        pthread_t th;
+        cli c;
+        tfrdv_value* v = 0;
+        tfrdv_status st;
+        const char* addr = upath("zhostile.sock");
+        int pfd[2] = {-1, -1};
+        memset(&h, 0, sizeof h);
+        h.act = act;
+        if (act == 2) {
+            TT_CHECK_EQ_INT(pipe(pfd), 0);
+            h.fd = pfd[0];
+        } else {
+            h.fd = memfd_create("zc_test", MFD_ALLOW_SEALING);
+            TT_CHECK_EQ_INT(ftruncate(h.fd, 8192), 0);
+            if (act == 1) TT_CHECK_EQ_INT(fcntl(h.fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+        }
+        h.lfd = raw_listen(addr);
+        TT_CHECK(h.lfd >= 0);
+        if (h.lfd < 0) break;
+        pthread_create(&th, 0, zc_hostile_server, &h);
+        if (!cli_open(&c, addr, 1)) { TT_CHECK(0); close(h.lfd); pthread_join(th, 0); break; }
+        TT_CHECK_EQ_INT(fetch(&c, "evil", &v, &st), TFRDV_UNAVAILABLE);
+        TT_CHECK_CONTAINS(st.msg, want[act]);
+        TT_CHECK(!v);
+        TT_CHECK_EQ_INT(cstats(&c).values_zero_copy, 0);
+        TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 1);
+        cli_close(&c);
+        pthread_join(th, 0);
+        close(h.lfd);
+        close(h.fd);
+        if (pfd[1] >= 0) close(pfd[1]);
+    }
+}
+
 int main(int argc, char** argv) {
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (n <= 0) snprintf(self_exe, sizeof self_exe, "%s", argv[0]);
@@ -1509,6 +1863,13 @@ int main(int argc, char** argv) {
     TT_RUN(test_ring_hostile_client);
     TT_RUN(test_ring_unsealed_refused);
     TT_RUN(test_ring_fallbacks);
+    TT_RUN(test_codec_zero_copy);
+    TT_RUN(test_pool_allocator);
+    TT_RUN(test_zero_copy_sizes);
+    TT_RUN(test_zero_copy_own_memory);
+    TT_RUN(test_zero_copy_value_outlives_client_transport);
+    TT_RUN(test_zero_copy_server_killed);
+    TT_RUN(test_zero_copy_hostile_server);
 #endif
     alarm(0);
     {
