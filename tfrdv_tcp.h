@@ -144,7 +144,8 @@
      per transport (level info). An older peer never sees a SAMEHOST frame (only a version 3
      HELLO gets one). TFRDV_TCP_CMA_DENY=1 in the environment (read by tfrdv_tcp_create) makes the
      check fail as EPERM would, for tests. TCP peers on the same host use the socket. The read
-     runs on the thread reading the connection: a 64 MiB value holds it for its copy (~10-25 ms).
+     runs on the thread reading the connection: a 64 MiB value holds it for its copy (~10-25 ms;
+     other responses on that connection wait for it).
      stats.values_cma / values_cma_sent count the values that took this path.
 
    SAME HOST RING (Linux, Unix sockets, protocol version 4)
