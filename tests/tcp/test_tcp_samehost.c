@@ -765,6 +765,25 @@ static void raw_put(int fd, const tfrdv_tcp_frame* f) {
     size_t n = tfrdv_tcp_encode(f, b, sizeof b);
     (void)wr_full(fd, b, n);
 }
+/* a client fetches "evil" from a hostile server (fn on its own thread, accepting on lfd): the
+   fetch fails UNAVAILABLE naming want, no value, nothing taken by address (zc: by zero copy),
+   one protocol error; 0 if the client could not start (lfd closed, fn joined) */
+static int hostile_fetch(const char* addr, int lfd, void* (*fn)(void*), void* arg, const char* want, int zc) {
+    pthread_t th;
+    cli c;
+    tfrdv_value* v = 0;
+    tfrdv_status st;
+    pthread_create(&th, 0, fn, arg);
+    if (!cli_open(&c, addr, 1)) { TT_CHECK(0); close(lfd); pthread_join(th, 0); return 0; }
+    TT_CHECK_EQ_INT(fetch(&c, "evil", &v, &st), TFRDV_UNAVAILABLE);
+    TT_CHECK_CONTAINS(st.msg, want);
+    TT_CHECK(!v);
+    TT_CHECK_EQ_INT(zc ? cstats(&c).values_zero_copy : cstats(&c).values_cma, 0);
+    TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 1);
+    cli_close(&c);
+    pthread_join(th, 0);
+    return 1;
+}
 /* the next frame from fd into f (its extra bytes skipped): 1, or 0 at EOF / on garbage */
 typedef struct rawbuf { uint8_t b[1 << 16]; size_t len; } rawbuf;
 static int raw_next(int fd, rawbuf* rb, tfrdv_tcp_frame* f) {
@@ -842,10 +861,6 @@ static void test_hostile_server_by_address(void) {
     TT_CHECK_EQ_INT(mprotect(guard + pg, (size_t)pg, PROT_NONE), 0);
     for (act = 0; act < 4; act++) {
         hostile h;
-        pthread_t th;
-        cli c;
-        tfrdv_value* v = 0;
-        tfrdv_status st;
         const char* addr = upath("hostile.sock");
         memset(&h, 0, sizeof h);
         h.act = act;
@@ -853,15 +868,7 @@ static void test_hostile_server_by_address(void) {
         h.lfd = raw_listen(addr);
         TT_CHECK(h.lfd >= 0);
         if (h.lfd < 0) break;
-        pthread_create(&th, 0, hostile_server, &h);
-        if (!cli_open(&c, addr, 1)) { TT_CHECK(0); close(h.lfd); pthread_join(th, 0); break; }
-        TT_CHECK_EQ_INT(fetch(&c, "evil", &v, &st), TFRDV_UNAVAILABLE);
-        TT_CHECK_CONTAINS(st.msg, want[act]);
-        TT_CHECK(!v);
-        TT_CHECK_EQ_INT(cstats(&c).values_cma, 0);
-        TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 1);
-        cli_close(&c);
-        pthread_join(th, 0);
+        if (!hostile_fetch(addr, h.lfd, hostile_server, &h, want[act], 0)) break;
         TT_CHECK(act == 2 || h.saw_samehost);
         close(h.lfd);
     }
@@ -1793,10 +1800,6 @@ static void test_zero_copy_hostile_server(void) {
     alarm(60);
     for (act = 0; act < 3; act++) {
         zhostile h;
-        pthread_t th;
-        cli c;
-        tfrdv_value* v = 0;
-        tfrdv_status st;
         const char* addr = upath("zhostile.sock");
         int pfd[2] = {-1, -1};
         memset(&h, 0, sizeof h);
@@ -1812,15 +1815,7 @@ static void test_zero_copy_hostile_server(void) {
         h.lfd = raw_listen(addr);
         TT_CHECK(h.lfd >= 0);
         if (h.lfd < 0) break;
-        pthread_create(&th, 0, zc_hostile_server, &h);
-        if (!cli_open(&c, addr, 1)) { TT_CHECK(0); close(h.lfd); pthread_join(th, 0); break; }
-        TT_CHECK_EQ_INT(fetch(&c, "evil", &v, &st), TFRDV_UNAVAILABLE);
-        TT_CHECK_CONTAINS(st.msg, want[act]);
-        TT_CHECK(!v);
-        TT_CHECK_EQ_INT(cstats(&c).values_zero_copy, 0);
-        TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 1);
-        cli_close(&c);
-        pthread_join(th, 0);
+        if (!hostile_fetch(addr, h.lfd, zc_hostile_server, &h, want[act], 1)) break;
         close(h.lfd);
         close(h.fd);
         if (pfd[1] >= 0) close(pfd[1]);
