@@ -785,6 +785,16 @@ static int hostile_fetch(const char* addr, int lfd, void* (*fn)(void*), void* ar
     return 1;
 }
 /* the next frame from fd into f (its extra bytes skipped): 1, or 0 at EOF / on garbage */
+/* a HELLO of that version from worker name */
+static void raw_hello(int fd, int version, const char* name) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = (uint16_t)version;
+    f.name.ptr = name;
+    f.name.len = strlen(name);
+    raw_put(fd, &f);
+}
 typedef struct rawbuf { uint8_t b[1 << 16]; size_t len; } rawbuf;
 static int raw_next(int fd, rawbuf* rb, tfrdv_tcp_frame* f) {
     for (;;) {
@@ -816,12 +826,7 @@ static void* hostile_server(void* p) {
     uint64_t req = 0;
     int fd = accept(h->lfd, 0, 0);
     if (fd < 0) { free(rb); return 0; }
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_HELLO;
-    f.version = 3;
-    f.name.ptr = PS;
-    f.name.len = strlen(PS);
-    raw_put(fd, &f);
+    raw_hello(fd, 3, PS);
     while ((!req || (h->act != 2 && !h->saw_samehost)) && raw_next(fd, rb, &g)) {
         if (g.type == TFRDV_TCP_REQUEST) req = g.id;
         if (g.type == TFRDV_TCP_SAMEHOST) h->saw_samehost = 1;
@@ -885,12 +890,7 @@ static void* old_server(void* p) {
     size_t n;
     int fd = accept(o->lfd, 0, 0);
     if (fd < 0) { free(rb); return 0; }
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_HELLO;
-    f.version = (uint16_t)(o->version ? o->version : 2);
-    f.name.ptr = PS;
-    f.name.len = strlen(PS);
-    raw_put(fd, &f);
+    raw_hello(fd, o->version ? o->version : 2, PS);
     while (raw_next(fd, rb, &g)) {
         if (g.type == TFRDV_TCP_SAMEHOST) o->saw_samehost = (int)g.sh_flags;
         if (g.type == TFRDV_TCP_ACK) { o->saw_ack = 1; break; }
@@ -1212,12 +1212,7 @@ static int raw_offer(rawring* x, const char* addr, int sealed, int nfd, uint64_t
     memset(x, 0, sizeof *x);
     x->map = (uint8_t*)MAP_FAILED;
     if ((x->fd = raw_connect(addr)) < 0) return 0;
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_HELLO;
-    f.version = 4;
-    f.name.ptr = WK;
-    f.name.len = strlen(WK);
-    raw_put(x->fd, &f);
+    raw_hello(x->fd, 4, WK);
     if (!raw_next(x->fd, &x->rb, &g) || g.type != TFRDV_TCP_HELLO) return 0;
     x->mfd = memfd_create("hostile", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (x->mfd < 0 || ftruncate(x->mfd, 4096 + 2 * (256 << 10)) != 0) return 0;
@@ -1763,12 +1758,7 @@ static void* zc_hostile_server(void* p) {
     uint64_t req = 0;
     int fd = accept(h->lfd, 0, 0), saw = 0;
     if (fd < 0) { free(rb); return 0; }
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_HELLO;
-    f.version = 5;
-    f.name.ptr = PS;
-    f.name.len = strlen(PS);
-    raw_put(fd, &f);
+    raw_hello(fd, 5, PS);
     while ((!req || !saw) && raw_next(fd, rb, &g)) {
         if (g.type == TFRDV_TCP_REQUEST) req = g.id;
         if (g.type == TFRDV_TCP_SAMEHOST) saw = 1;
