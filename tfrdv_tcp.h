@@ -3893,20 +3893,15 @@ TFRDV_API tfrdv_allocator tfrdv_tcp_pool_allocator(tfrdv_tcp_pool* p) {
     a.user = p;
     return a;
 }
-TFRDV_API uint64_t tfrdv_tcp_pool_live_bytes(tfrdv_tcp_pool* p) {
+TFRDV_TCP__PRIVATE uint64_t tfrdv_tcp__pool_live(tfrdv_tcp_pool* p, int blocks) {
     uint64_t n;
     pthread_mutex_lock(&p->mu);
-    n = p->live_bytes;
+    n = blocks ? p->live_blocks : p->live_bytes;
     pthread_mutex_unlock(&p->mu);
     return n;
 }
-TFRDV_API uint64_t tfrdv_tcp_pool_live_blocks(tfrdv_tcp_pool* p) {
-    uint64_t n;
-    pthread_mutex_lock(&p->mu);
-    n = p->live_blocks;
-    pthread_mutex_unlock(&p->mu);
-    return n;
-}
+TFRDV_API uint64_t tfrdv_tcp_pool_live_bytes(tfrdv_tcp_pool* p) { return tfrdv_tcp__pool_live(p, 0); }
+TFRDV_API uint64_t tfrdv_tcp_pool_live_blocks(tfrdv_tcp_pool* p) { return tfrdv_tcp__pool_live(p, 1); }
 TFRDV_API int tfrdv_tcp_pool_fd(const tfrdv_tcp_pool* p) { return p->fd; }
 TFRDV_API void* tfrdv_tcp_pool_base(const tfrdv_tcp_pool* p) { return p->base; }
 TFRDV_API uint64_t tfrdv_tcp_pool_capacity(const tfrdv_tcp_pool* p) { return p->cap; }

@@ -554,6 +554,31 @@ static int slots_done(slot* s, int n) {
     }
     return done;
 }
+/* n receives on r of keys "never0".. that nobody sends, each completing into its slot */
+static void post_never(tfrdv_rendezvous* r, slot* pend, int n) {
+    tfrdv_key k;
+    tfrdv_status st;
+    int i;
+    for (i = 0; i < n; i++) {
+        char e[16];
+        memset(&pend[i], 0, sizeof pend[i]);
+        pthread_mutex_init(&pend[i].mu, 0);
+        snprintf(e, sizeof e, "never%d", i);
+        key_for(&k, e);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_slot, &pend[i], &st), TFRDV_OK);
+    }
+}
+/* each of the n slots completed exactly once, UNAVAILABLE (the peer died) */
+static void all_failed_once(slot* pend, int n) {
+    int i;
+    (void)slots_done(pend, n); /* each is checked below */
+    sleep_ms(50); /* a second completion would show now */
+    for (i = 0; i < n; i++) {
+        TT_CHECK_EQ_INT(pend[i].done, 1);
+        TT_CHECK_EQ_INT(pend[i].code, TFRDV_UNAVAILABLE);
+        pthread_mutex_destroy(&pend[i].mu);
+    }
+}
 static void test_server_killed_mid_read(void) {
     srv s;
     cli c;
@@ -1145,7 +1170,6 @@ static void test_ring_server_killed(void) {
     cli c;
     tfrdv_status st;
     tfrdv_rendezvous* r;
-    tfrdv_key k;
     static slot pend[16];
     int status, i;
     alarm(60);
@@ -1153,24 +1177,11 @@ static void test_ring_server_killed(void) {
     if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
     ring_warm(&s, &c);
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
-    for (i = 0; i < 16; i++) {
-        char e[16];
-        memset(&pend[i], 0, sizeof pend[i]);
-        pthread_mutex_init(&pend[i].mu, 0);
-        snprintf(e, sizeof e, "never%d", i);
-        key_for(&k, e);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_slot, &pend[i], &st), TFRDV_OK);
-    }
+    post_never(r, pend, 16);
     for (i = 0; i < 1000 && srv_stats(&s).ts.server_requests_live < 16; i++) sleep_ms(5);
     kill(s.pid, SIGKILL);
     waitpid(s.pid, &status, 0);
-    (void)slots_done(pend, 16); /* each is checked below */
-    sleep_ms(50); /* a second completion would show now */
-    for (i = 0; i < 16; i++) {
-        TT_CHECK_EQ_INT(pend[i].done, 1);
-        TT_CHECK_EQ_INT(pend[i].code, TFRDV_UNAVAILABLE);
-        pthread_mutex_destroy(&pend[i].mu);
-    }
+    all_failed_once(pend, 16);
     TT_CHECK(cstats(&c).frames_ring_sent > 0); /* the requests went through the ring */
     tfrdv_unref(r);
     close(s.cfd);
@@ -1370,7 +1381,6 @@ static void test_ring_futex_waiter_server_killed(void) {
     srv s;
     cli c;
     tfrdv_status st;
-    tfrdv_key k;
     static slot pend[4];
     fxwait w;
     pthread_t th;
@@ -1388,27 +1398,14 @@ static void test_ring_futex_waiter_server_killed(void) {
     TT_CHECK_EQ_INT(pthread_create(&th, 0, fx_recv, &w), 0);
     for (i = 0; i < 1000 && cstats(&c).waits_lent == lent; i++) sleep_ms(5);
     TT_CHECK(cstats(&c).waits_lent > lent); /* the blocked receive reads the connection */
-    for (i = 0; i < 4; i++) {
-        char e[16];
-        memset(&pend[i], 0, sizeof pend[i]);
-        pthread_mutex_init(&pend[i].mu, 0);
-        snprintf(e, sizeof e, "never%d", i);
-        key_for(&k, e);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(w.r, &k.parsed, 0, on_slot, &pend[i], &st), TFRDV_OK);
-    }
+    post_never(w.r, pend, 4);
     for (i = 0; i < 1000 && srv_stats(&s).ts.server_requests_live < 5; i++) sleep_ms(5);
     sleep_ms(30); /* (not asserted: the lent thread is most likely asleep on the futex by now) */
     kill(s.pid, SIGKILL);
     waitpid(s.pid, &status, 0);
     pthread_join(th, 0);
     TT_CHECK_EQ_INT(w.code, TFRDV_UNAVAILABLE);
-    (void)slots_done(pend, 4);
-    sleep_ms(50); /* a second completion would show now */
-    for (i = 0; i < 4; i++) {
-        TT_CHECK_EQ_INT(pend[i].done, 1);
-        TT_CHECK_EQ_INT(pend[i].code, TFRDV_UNAVAILABLE);
-        pthread_mutex_destroy(&pend[i].mu);
-    }
+    all_failed_once(pend, 4);
     tfrdv_unref(w.r);
     close(s.cfd);
     close(s.rfd);
