@@ -588,21 +588,14 @@ static void test_server_killed_mid_read(void) {
     tfrdv_args a;
     tfrdv_key k;
     static slot others[8];
-    int dead, status, i, done;
+    int dead, status;
     alarm(60);
     if (!srv_start(&s, upath("kill.sock"), 1, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); srv_stop(&s); return; }
     warm(&s, &c, 1);
     TT_CHECK_EQ_INT(srv_send(&s, "big", 64 * MIB, 9).code, 0);
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
-    for (i = 0; i < 8; i++) { /* pending calls on the same connection (never sent) */
-        char e[16];
-        memset(&others[i], 0, sizeof others[i]);
-        pthread_mutex_init(&others[i].mu, 0);
-        snprintf(e, sizeof e, "never%d", i);
-        key_for(&k, e);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_slot, &others[i], &st), TFRDV_OK);
-    }
+    post_never(r, others, 8); /* pending calls on the same connection (never sent) */
     kill_on_alloc = s.pid;
     memset(&a, 0, sizeof a);
     a.alloc_fn = killing_alloc;
@@ -611,13 +604,8 @@ static void test_server_killed_mid_read(void) {
     TT_CHECK_CONTAINS(st.msg, "process_vm_readv");
     TT_CHECK(!v);
     kill_on_alloc = 0;
-    done = slots_done(others, 8);
-    TT_CHECK_EQ_INT(done, 8);
-    for (i = 0; i < 8; i++) {
-        TT_CHECK_EQ_INT(others[i].done, 1);
-        TT_CHECK_EQ_INT(others[i].code, TFRDV_UNAVAILABLE);
-        pthread_mutex_destroy(&others[i].mu);
-    }
+    TT_CHECK_EQ_INT(slots_done(others, 8), 8);
+    all_failed_once(others, 8);
     tfrdv_unref(r);
     waitpid(s.pid, &status, 0);
     close(s.cfd);
