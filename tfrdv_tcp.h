@@ -190,11 +190,19 @@
      sleep word cleared, so a producer whose consumer spins makes no system call at all. The
      socket stays the control channel: the peer's death is its EOF and every call completes
      exactly once as on the socket. An idle connection costs nothing (no thread wakes for the
-     ring). Measured (bench_samehost, a loaded 2-vCPU VM, three runs interleaved with the
-     eventfd sleep it replaced): both processes on one CPU, a 4 KiB fetch is 1.25-1.36x a raw
-     Unix-socket ping-pong through the ring (eventfd: 1.40-1.44x), 1 B 1.32-1.37x (1.41-1.53x),
-     the socket 1.6-1.8x; on two CPUs 0.55-0.62x (1 B: 0.31-0.67x). The server still wakes
-     its I/O loop for a request (epoll, an eventfd). Fallbacks, each logged once per transport
+     ring). Between blocking fetches a client connection is kept for the next lent thread (its
+     socket out of the loop's set, see the kept connection under the socket path) with sleep
+     word 0, also from the start of a call a thread will wait for: an answer written before
+     that thread comes to wait rings nobody, and the thread finds it before it sleeps; the
+     loop's doorbell (1) comes back when the loop takes the connection again. (With word 1 kept
+     there, on one CPU a fast server's answer woke the I/O thread, which read it and took the
+     lock from the waiting thread: 10-16% of fetches, two more context switches each.)
+     Measured (bench_samehost, 2-vCPU VM, interleaved rounds): both processes on one CPU, a
+     fetch through the ring is 0.88-1.02x a raw Unix-socket ping-pong (1 B and 4 KiB; 1.24-1.31x
+     before the kept word), the socket 1.6x; on two CPUs 0.41x. A one-CPU fetch makes two
+     context switches and 2.5 system calls (the client's doorbell, the server's epoll_wait, half
+     the time a FUTEX_WAKE): about 6 us on this VM for a bare shared-memory ping-pong of that
+     shape; the rest is the two processes' code. Fallbacks, each logged once per transport
      with the reason: same_host TFRDV_OFF on either side, a version 3 peer, memfd or eventfd
      failing, the server refusing, a build without it (not Linux, no epoll, no _GNU_SOURCE).
      TFRDV_TCP_RING_DENY in the environment (read by tfrdv_tcp_create): 1 = never offer or
@@ -1334,6 +1342,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_sleep(tfrdv_tcp__conn* c, struct pollfd* p
 TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_sock(tfrdv_tcp__conn* c);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__wake_lent(tfrdv_tcp__conn* c);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_handback(tfrdv_tcp__conn* c);
+TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_keep(tfrdv_tcp__conn* c);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_stop(tfrdv_tcp* t, tfrdv_tcp__conn* c);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_free(tfrdv_tcp* t, tfrdv_tcp__conn* c);
 #ifdef TFRDV_TCP__RING
@@ -1736,6 +1745,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__arm(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
 #ifdef TFRDV_TCP__EPOLL
     struct epoll_event ev;
     if (c->claimed == TFRDV_TCP__BY_WAITER) { tfrdv_tcp__wake_lent(c); return; }
+    if (c->lazy && c->shm) tfrdv_tcp__shm_handback(c); /* SAME HOST RING: kept with nobody to wake */
     c->lazy = 0;
     memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN | EPOLLRDHUP | ((c->wblocked || c->state == TFRDV_TCP__C_CONNECTING) ? EPOLLOUT : 0u);
@@ -3638,6 +3648,19 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__shm_sleep(tfrdv_tcp__conn* c, struct pollfd* p
     return poll(pf, 2, (int)((left + 999999) / 1000000));
 #endif
 }
+/* the lent thread keeps c out of the loop (under t->mu, nothing in flight): sleep word 0, so a
+   record that comes meanwhile (the response to the next call, written before its thread comes to
+   wait) rings nobody: that thread finds it before it sleeps (tfrdv_tcp__shm_nap); the loop's
+   doorbell comes back with tfrdv_tcp__arm (tfrdv_tcp__shm_handback). Before this, the word said
+   "the loop", and on one CPU a fast server's answer woke the I/O thread, which then fought the
+   lent thread for the lock */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_keep(tfrdv_tcp__conn* c) {
+#ifdef TFRDV_TCP__RING
+    if (c->shm) __atomic_store_n(c->shm->rx.wake, 0u, __ATOMIC_RELAXED);
+#else
+    (void)c;
+#endif
+}
 /* the lent thread lets go (under t->mu): the loop's doorbell again, rung here if a record came */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__shm_handback(tfrdv_tcp__conn* c) {
 #ifdef TFRDV_TCP__RING
@@ -5020,6 +5043,15 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     tfrdv_tcp__ent_insert(t, e);
     t->stats.calls_started++;
     if (c && c->lazy && !tfrdv_call_will_wait(call)) tfrdv_tcp__arm(t, c); /* no thread will read it */
+#ifdef TFRDV_TCP__EPOLL
+    else if (c && c->shm && !c->lazy && c->state == TFRDV_TCP__C_OPEN && c->claimed == TFRDV_TCP__BY_NONE &&
+             c->calls.next == e && e->next == &c->calls && tfrdv_call_will_wait(call)) {
+        c->lazy = 1; /* SAME HOST RING: kept for the thread that will wait, from now (its answer
+                        rings nobody: on one CPU the loop would read it first, and keep reading) */
+        c->kept_at = tfrdv_tcp__now();
+        tfrdv_tcp__shm_keep(c);
+    }
+#endif
     if (c && c->state == TFRDV_TCP__C_OPEN && !c->wblocked) {
         if (t->has_thread && c->claimed == TFRDV_TCP__BY_NONE && (c->calls.next != e || e->next != &c->calls) &&
             !tfrdv_call_will_wait(call)) { /* others in flight: the I/O thread writes them together */
@@ -5166,7 +5198,6 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
     }
     c->claimed = TFRDV_TCP__BY_NONE;
     t->nclaims--;
-    if (c->shm) tfrdv_tcp__shm_handback(c); /* SAME HOST RING: the loop's doorbell again */
 #ifdef TFRDV_TCP__EPOLL
     if (c->state == TFRDV_TCP__C_OPEN && !c->in_epoll && c->calls.next == &c->calls && !c->wblocked &&
         c->rx == TFRDV_TCP__RX_HDR && c->rlen == c->roff && !t->closing)
@@ -5174,11 +5205,15 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__wait(void* user, tfrdv_call* call, int64_t tim
         c->lazy = 1; /* nothing in flight: kept for the next lent thread, no epoll_ctl pair per
                         fetch; a call no thread will read, a decline or the second tick re-arms */
         c->kept_at = tfrdv_tcp__now();
+        tfrdv_tcp__shm_keep(c); /* SAME HOST RING: nobody to wake until then (tfrdv_tcp__arm) */
     }
     else
 #endif
-    if (c->state == TFRDV_TCP__C_OPEN) tfrdv_tcp__arm(t, c); /* back to the loop (level-triggered:
-                                                              what is left wakes it) */
+    {
+        if (c->shm) tfrdv_tcp__shm_handback(c); /* SAME HOST RING: the loop's doorbell again */
+        if (c->state == TFRDV_TCP__C_OPEN) tfrdv_tcp__arm(t, c); /* back to the loop (level-triggered:
+                                                                  what is left wakes it) */
+    }
     if (t->closing && t->nclaims == 0) pthread_cond_broadcast(&t->cv);
     last = tfrdv_tcp__last_out(t);
     pthread_mutex_unlock(&t->mu);

@@ -14,6 +14,7 @@
 #include "tt.h"
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -1176,6 +1177,71 @@ static void test_ring_server_killed(void) {
     close(s.rfd);
     cli_close(&c);
 }
+/* sequential blocking fetches through the ring, both processes on one CPU: each response is read
+   by the thread that waits for it (its alloc hook runs there), not by the I/O thread. Between
+   fetches the connection is kept for the next waiting thread with nobody to wake: a fast
+   server's answer, written before its thread comes to wait, must not ring the I/O loop (which
+   then read it and fought the waiting thread for the lock, on one CPU most of the time) */
+typedef struct who { pthread_t me; int mine, other; } who;
+static void who_free(tfrdv_value* v) { free(v); }
+static tfrdv_value* who_alloc(void* u, int32_t dtype, int32_t rank, const int64_t* dims, uint64_t size) {
+    who* w = (who*)u;
+    tfrdv_value* v = (tfrdv_value*)calloc(1, sizeof *v + sizeof(int64_t) + (size_t)size + 1);
+    int64_t* d = (int64_t*)(v + 1);
+    if (pthread_equal(pthread_self(), w->me)) w->mine++;
+    else __atomic_fetch_add(&w->other, 1, __ATOMIC_RELAXED);
+    d[0] = rank ? dims[0] : 0;
+    *v = tfrdv_value_make(dtype, rank, d, d + 1, size, who_free, 0);
+    return v;
+}
+static void test_ring_fetching_thread_reads(void) {
+    enum { N = 300 };
+    srv s;
+    cli c;
+    who w;
+    cpu_set_t all, one;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_status st;
+    tfrdv_args a;
+    int i, ok = 0, cpu = sched_getcpu();
+    alarm(120);
+    if (sched_getaffinity(0, sizeof all, &all) != 0 || cpu < 0) { TT_CHECK(0); return; }
+    CPU_ZERO(&one);
+    CPU_SET((size_t)cpu, &one);
+    TT_CHECK_EQ_INT(sched_setaffinity(0, sizeof one, &one), 0); /* the child and every thread inherit it */
+    if (!srv_start(&s, upath("ringw.sock"), RING_SH, 0)) { TT_CHECK(0); (void)sched_setaffinity(0, sizeof all, &all); return; }
+    if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); (void)sched_setaffinity(0, sizeof all, &all); return; }
+    ring_warm(&s, &c);
+    TT_CHECK_EQ_INT(srv_send_n(&s, "w", 64, 9, N).code, 0);
+    memset(&w, 0, sizeof w);
+    w.me = pthread_self();
+    memset(&a, 0, sizeof a);
+    a.alloc_fn = who_alloc;
+    a.alloc_user = &w;
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    for (i = 0; i < N; i++) {
+        tfrdv_key k;
+        tfrdv_value* v = 0;
+        char e[16];
+        int dead = 0;
+        snprintf(e, sizeof e, "w_%d", i);
+        key_for(&k, e);
+        if (tfrdv_recv(r, &k.parsed, &a, 30 * SEC, &v, &dead, &st) == TFRDV_OK && v && v->size == 64 &&
+            check((const uint8_t*)v->data, 64, 9u + (unsigned)i))
+            ok++;
+        else printf("    fetch %s: %s\n", e, st.msg);
+        tfrdv_value_release(v);
+    }
+    tfrdv_unref(r);
+    TT_CHECK_EQ_INT(ok, N);
+    printf("    %d of %d responses read by the fetching thread, %d by another (waits lent %llu, declined %llu)\n", w.mine, N, w.other, (unsigned long long)cstats(&c).waits_lent, (unsigned long long)cstats(&c).waits_declined);
+    TT_CHECK(w.mine >= N - 10); /* the I/O loop reads a kept connection after two idle ticks only */
+    TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 0);
+    TT_CHECK_EQ_INT(srv_settled(&s).ts.values_unacked, 0);
+    cli_close(&c);
+    srv_stop(&s);
+    TT_CHECK_EQ_INT(sched_setaffinity(0, sizeof all, &all), 0);
+}
 /* ... with their answers through the ring */
 static void test_ring_exactly_once(void) {
     tfrdv_tcp_stats c, s;
@@ -1829,6 +1895,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_ring_server_killed);
     TT_RUN(test_ring_futex_waiter_server_killed);
     TT_RUN(test_ring_futex_flags);
+    TT_RUN(test_ring_fetching_thread_reads);
     TT_RUN(test_ring_exactly_once);
     TT_RUN(test_ring_hostile_client);
     TT_RUN(test_ring_unsealed_refused);
