@@ -1031,7 +1031,8 @@ typedef struct tfrdv_tcp__lent {               /* ZERO COPY: a pool value a clie
 #define TFRDV_TCP__SEND_MAX (4u << 20) /* bytes per sendmsg */
 #define TFRDV_TCP__GATHER 4096u       /* frame headers gathered per sendmsg */
 #define TFRDV_TCP__FREE_MAX 256       /* recycled records kept */
-#define TFRDV_TCP__OBUF_KEEP 65536u   /* an empty send buffer larger than this is freed */
+#define TFRDV_TCP__OBUF_KEEP 4096u    /* an empty send buffer larger than this is freed (a burst
+                                         of 1,000 requests left 32-64 KiB per connection) */
 #define TFRDV_TCP__ACKS 64            /* acknowledgements a client connection gathers before it
                                          queues an ACK frame (sooner: with its next write) */
 #define TFRDV_TCP__LINGER_NS 100000000LL /* a CLOSE after a protocol error waits this long at most */
