@@ -1797,6 +1797,206 @@ static void test_zero_copy_hostile_server(void) {
     }
 }
 
+/* a hostile client of a zero-copy server (a raw socket in this process, version 5, SAME HOST
+   granted): RELEASE frames naming ids never lent, ids repeated in one frame and across frames,
+   a flood of them, a RELEASE on a version 4 connection; then it hangs up holding a value. Each
+   value is let go exactly once (values_lent), nothing the client did not hold is released,
+   the flood is no protocol error, the server keeps serving, and the value held at hang-up
+   keeps its block until the transport goes; then the pool is empty */
+static int zc_raw_client(const char* addr, int version, rawbuf* rb) {
+    tfrdv_tcp_frame f, g;
+    int fd = raw_connect(addr);
+    if (fd < 0) return -1;
+    raw_hello(fd, version, WK);
+    if (!raw_next(fd, rb, &g) || g.type != TFRDV_TCP_HELLO) { close(fd); return -1; }
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_SAMEHOST;
+    f.sh_flags = TFRDV_TCP_SH_CMA_READ;
+    raw_put(fd, &f);
+    if (!raw_next(fd, rb, &g) || g.type != TFRDV_TCP_SAMEHOST || !(g.sh_flags & TFRDV_TCP_SH_CMA_GRANT)) { close(fd); return -1; }
+    return fd;
+}
+/* REQUEST id for edge; its RESPONSE (pooled expected), acknowledged */
+static int zc_raw_fetch(int fd, rawbuf* rb, uint64_t id, const char* edge) {
+    static int64_t request_id = 9000;
+    tfrdv_tcp_frame f, g;
+    tfrdv_key k;
+    key_for(&k, edge);
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_REQUEST;
+    f.id = id;
+    f.step_id = 1;
+    f.request_id = ++request_id;
+    f.key.ptr = k.buf;
+    f.key.len = k.len;
+    raw_put(fd, &f);
+    while (raw_next(fd, rb, &g))
+        if (g.type == TFRDV_TCP_RESPONSE && g.id == id) {
+            memset(&f, 0, sizeof f);
+            f.type = TFRDV_TCP_ACK;
+            f.num_acks = 1;
+            f.ack_ids = &id;
+            raw_put(fd, &f);
+            return g.pooled;
+        }
+    return 0;
+}
+static void zc_raw_release(int fd, const uint64_t* ids, uint32_t n) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_RELEASE;
+    f.num_acks = n;
+    f.ack_ids = ids;
+    raw_put(fd, &f);
+}
+/* waits (bounded) until the server's values_lent is want */
+static tfrdv_tcp_stats zc_lent_is(tfrdv_tcp* t, size_t want) {
+    tfrdv_tcp_stats ts;
+    int i;
+    for (i = 0; i < 2000; i++) {
+        ts = tstats(t);
+        if (ts.values_lent == want && ts.values_unacked == 0) break;
+        sleep_ms(2);
+    }
+    return ts;
+}
+static void test_zero_copy_hostile_client_release(void) {
+    insrv s;
+    tfrdv_tcp_pool* pool = 0;
+    tfrdv_rendezvous* rz = 0;
+    tfrdv_status st;
+    tfrdv_tcp_stats ts;
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    uint64_t ids[TFRDV_TCP_ACK_MAX], rel0, err0;
+    int fd, i;
+    alarm(60);
+    if (!insrv_open(&s, upath("zcrel.sock"), 1)) { TT_CHECK(0); free(rb); return; }
+    TT_CHECK_EQ_INT(tfrdv_tcp_pool_create(4 * MIB, &pool, &st), TFRDV_OK);
+    if (!pool) { insrv_close(&s); free(rb); return; }
+    TT_CHECK_EQ_INT(tfrdv_tcp_add_pool(s.t, pool, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(s.m, 1, &rz, &st), TFRDV_OK);
+    child_pool = pool;
+    for (i = 0; i < 4; i++) {
+        char e[8];
+        tfrdv_key k;
+        snprintf(e, sizeof e, "h%d", i);
+        key_for(&k, e);
+        TT_CHECK_EQ_INT(tfrdv_send(rz, &k.parsed, 0, mkval(64 << 10, (unsigned)i), 0, &st), TFRDV_OK);
+    }
+    child_pool = 0;
+    fd = zc_raw_client(s.addr, 5, rb);
+    TT_CHECK(fd >= 0);
+    if (fd < 0) goto out;
+    err0 = tstats(s.t).protocol_errors;
+    rel0 = tstats(s.t).releases_received;
+    TT_CHECK(zc_raw_fetch(fd, rb, 1, "h0"));
+    TT_CHECK(zc_raw_fetch(fd, rb, 2, "h1"));
+    TT_CHECK_EQ_INT(zc_lent_is(s.t, 2).values_lent, 2);
+    /* ids never lent: the ones after its own, 0, the largest */
+    ids[0] = 3;
+    ids[1] = 0;
+    ids[2] = UINT64_MAX;
+    ids[3] = 77;
+    zc_raw_release(fd, ids, 4);
+    /* id 1 again and again in one frame, then in the next */
+    for (i = 0; i < TFRDV_TCP_ACK_MAX; i++) ids[i] = 1;
+    zc_raw_release(fd, ids, TFRDV_TCP_ACK_MAX);
+    zc_raw_release(fd, ids, 1);
+    ts = zc_lent_is(s.t, 1);
+    TT_CHECK_EQ_INT(ts.values_lent, 1);
+    TT_CHECK_EQ_INT(ts.releases_received - rel0, 1);
+    /* a flood of RELEASE frames of ids never lent (id 2 stays lent) */
+    for (i = 0; i < TFRDV_TCP_ACK_MAX; i++) ids[i] = 1000 + (uint64_t)i;
+    for (i = 0; i < 2000; i++) zc_raw_release(fd, ids, TFRDV_TCP_ACK_MAX);
+    TT_CHECK(zc_raw_fetch(fd, rb, 3, "h2")); /* still served, on the same connection */
+    ts = zc_lent_is(s.t, 2);
+    TT_CHECK_EQ_INT(ts.values_lent, 2);
+    TT_CHECK_EQ_INT(ts.releases_received - rel0, 1);
+    TT_CHECK_EQ_INT(ts.protocol_errors - err0, 0);
+    ids[0] = 3;
+    zc_raw_release(fd, ids, 1);
+    TT_CHECK_EQ_INT(zc_lent_is(s.t, 1).values_lent, 1);
+    close(fd); /* hangs up holding id 2: its block stays (the client may still map it) */
+    for (i = 0; i < 1000 && tstats(s.t).connections != 0; i++) sleep_ms(2);
+    ts = tstats(s.t);
+    TT_CHECK_EQ_INT(ts.connections, 0);
+    TT_CHECK_EQ_INT(ts.values_lent, 1);
+    TT_CHECK(tfrdv_tcp_pool_live_blocks(pool) >= 2); /* h1 and h3 (never fetched) */
+    /* a RELEASE from a version 4 client is no frame it may send: the connection closes */
+    fd = zc_raw_client(s.addr, 4, rb);
+    TT_CHECK(fd >= 0);
+    if (fd >= 0) {
+        tfrdv_tcp_frame g;
+        char msg[200];
+        msg[0] = 0;
+        ids[0] = 2;
+        zc_raw_release(fd, ids, 1);
+        while (raw_next(fd, rb, &g))
+            if (g.type == TFRDV_TCP_CLOSE) snprintf(msg, sizeof msg, "%.*s", (int)g.message.len, g.message.ptr);
+        TT_CHECK_CONTAINS(msg, "unexpected frame type 10");
+        close(fd);
+    }
+    TT_CHECK_EQ_INT(tstats(s.t).values_lent, 1); /* not let go by another connection's RELEASE */
+out:
+    tfrdv_unref(rz);
+    insrv_close(&s); /* the held value goes with the transport */
+    TT_CHECK_EQ_INT(tfrdv_tcp_pool_live_blocks(pool), 0);
+    tfrdv_tcp_pool_destroy(pool);
+    free(rb);
+}
+
+/* the client's values are released by another thread while its transport is destroyed: each
+   release either reaches the server as a RELEASE (the block goes back) or finds the connection
+   gone (the server keeps the block until its transport goes): never both, never neither */
+typedef struct zc_rel { tfrdv_value** v; int n; } zc_rel;
+static void* zc_release_all(void* p) {
+    zc_rel* r = (zc_rel*)p;
+    int i;
+    for (i = 0; i < r->n; i++) tfrdv_value_release(r->v[i]);
+    return 0;
+}
+static void test_zero_copy_release_races_client_destroy(void) {
+    enum { N = 64 };
+    srv s;
+    cli c;
+    rep r;
+    tfrdv_value* held[N];
+    zc_rel zr;
+    pthread_t th;
+    uint64_t rbase;
+    int i, got = 0;
+    alarm(120);
+    if (!srv_start(&s, upath("zcrace.sock"), 1, 4)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); srv_stop(&s); return; }
+    warm(&s, &c, 1);
+    rbase = srv_pool_settled(&s).ts.releases_received;
+    for (i = 0; i < N; i++) {
+        char e[16];
+        tfrdv_status st;
+        snprintf(e, sizeof e, "race%d", i);
+        held[i] = 0;
+        TT_CHECK_EQ_INT(srv_send(&s, e, 4096, (unsigned)i).code, 0);
+        TT_CHECK_EQ_INT(fetch(&c, e, &held[i], &st), TFRDV_OK);
+        if (held[i]) got++;
+    }
+    TT_CHECK_EQ_INT(got, N);
+    TT_CHECK_EQ_INT(srv_settled(&s).ts.values_lent, N);
+    zr.v = held;
+    zr.n = got;
+    pthread_create(&th, 0, zc_release_all, &zr);
+    cli_close(&c);
+    pthread_join(th, 0);
+    for (i = 0; i < 1000; i++) {
+        r = srv_stats(&s);
+        if (r.ts.connections == 0) break;
+        sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(r.ts.connections, 0);
+    TT_CHECK_EQ_INT(r.ts.values_lent + (r.ts.releases_received - rbase), N);
+    TT_CHECK(r.pool_live >= 64 * r.ts.values_lent); /* what is still lent keeps its block */
+    srv_stop(&s);
+}
+
 int main(int argc, char** argv) {
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (n <= 0) snprintf(self_exe, sizeof self_exe, "%s", argv[0]);
@@ -1840,6 +2040,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_zero_copy_value_outlives_client_transport);
     TT_RUN(test_zero_copy_server_killed);
     TT_RUN(test_zero_copy_hostile_server);
+    TT_RUN(test_zero_copy_hostile_client_release);
+    TT_RUN(test_zero_copy_release_races_client_destroy);
 #endif
     alarm(0);
     {
