@@ -1038,7 +1038,9 @@ TFRDV_API tfrdv_code tfrdv_mgr_drain(tfrdv_mgr* mgr, int64_t step_id, int64_t ti
 /* Acts on every deadline <= now_ns (deferred requests, call deadlines, retries, tombstones).
    now_ns must come from the manager's clock (hooks.clock; by default tfrdv_now_ns()), which also
    stamps deadlines and retry times. Tombstones are dropped here, so an old one keeps rejecting
-   requests until the next call. Returns the next pending deadline, or INT64_MAX if none. */
+   requests until the next call. Returns the next pending deadline, or INT64_MAX if none. A
+   callback it runs (a receive, a drain's done) may destroy the manager: expire holds a
+   reference of its own until it returns. */
 TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns);
 /* Active step ids: writes up to cap, returns the total. */
 TFRDV_API size_t tfrdv_mgr_steps(tfrdv_mgr* mgr, int64_t* out, size_t cap);
@@ -7029,6 +7031,8 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
     tfrdv_rendezvous* idles = 0;
     tfrdv__centry* idle_dropped = 0;
     if (!mgr) return INT64_MAX;
+    tfrdv__mgr_ref(mgr); /* the callbacks below may destroy the manager (the caller's reference):
+                            it stays until we are done */
     tfrdv__lock(&mgr->mu);
     next = tfrdv__idset_expire(&mgr->tombs, now_ns, mgr->cfg.tombstone_ttl_ns);
     for (i = 0; i < mgr->nb; i++) {
@@ -7118,6 +7122,7 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
         tfrdv__unlock(&mgr->mu);
     }
     t = tfrdv__drains_expire(mgr, now_ns);
+    tfrdv__mgr_unref(mgr);
     return t < next ? t : next;
 }
 
