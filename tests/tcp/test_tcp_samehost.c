@@ -1315,7 +1315,16 @@ static void test_ring_hostile_client(void) {
 }
 /* a client that offers a ring and never reads it (its head stays at 0): the server fills the
    ring, then answers over the socket; no hang, and every answer comes exactly once, either in
-   the ring or on the socket */
+   the ring or on the socket (each acknowledged on the socket, so stall_timeout_ns never ends
+   the connection of a slow run) */
+static void raw_ack(int fd, uint64_t id) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_ACK;
+    f.num_acks = 1;
+    f.ack_ids = &id;
+    raw_put(fd, &f);
+}
 static void test_ring_peer_stops_consuming(void) {
     enum { N = 1500 };
     insrv s;
@@ -1350,6 +1359,7 @@ static void test_ring_peer_stops_consuming(void) {
         if (!raw_next(x.fd, &x.rb, &g)) break;
         if (g.type != TFRDV_TCP_RESPONSE) continue;
         if (g.id >= 1 && g.id <= N) { dup += seen[g.id]; seen[g.id] = 1; }
+        raw_ack(x.fd, g.id);
         on_sock++;
         /* the ring's records so far (never consumed: the head stays 0) */
         tail = __atomic_load_n((uint64_t*)(void*)(x.map + 1024), __ATOMIC_ACQUIRE);
@@ -1366,6 +1376,7 @@ static void test_ring_peer_stops_consuming(void) {
                 off += (size_t)used + (size_t)r.data_len;
                 if (r.type != TFRDV_TCP_RESPONSE) continue;
                 if (r.id >= 1 && r.id <= N) { dup += seen[r.id]; seen[r.id] = 1; }
+                raw_ack(x.fd, r.id);
                 in_ring++;
             }
             pos += 16 + ((len + 7u) & ~7u);
