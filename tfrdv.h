@@ -1007,7 +1007,8 @@ TFRDV_API tfrdv_code tfrdv_mgr_initialize(tfrdv_rendezvous* r, const char* worke
 /* Abort the step with ABORTED "Cleanup <step>" and forget it; a request arriving later for it
    fails at once with ABORTED "Cleanup <step> (the step was cleaned up before ...)" while its
    tombstone lasts (until tombstone_ttl_ns ages it out in tfrdv_mgr_expire, tombstone_max newer
-   ones push it out, or tfrdv_mgr_find creates the step again). Unknown steps are tombstoned too. */
+   ones push it out, or tfrdv_mgr_find creates the step again). Unknown steps are tombstoned too.
+   A callback they run (a receive aborted, a drain ended) may destroy the manager. */
 TFRDV_API void tfrdv_mgr_cleanup(tfrdv_mgr* mgr, int64_t step_id);
 TFRDV_API void tfrdv_mgr_cleanup_all(tfrdv_mgr* mgr);
 /* Cleans step_id up (as tfrdv_mgr_cleanup) once it has DRAINED: its table holds no value and no
@@ -1038,7 +1039,9 @@ TFRDV_API tfrdv_code tfrdv_mgr_drain(tfrdv_mgr* mgr, int64_t step_id, int64_t ti
 /* Acts on every deadline <= now_ns (deferred requests, call deadlines, retries, tombstones).
    now_ns must come from the manager's clock (hooks.clock; by default tfrdv_now_ns()), which also
    stamps deadlines and retry times. Tombstones are dropped here, so an old one keeps rejecting
-   requests until the next call. Returns the next pending deadline, or INT64_MAX if none. */
+   requests until the next call. Returns the next pending deadline, or INT64_MAX if none. A
+   callback it runs (a receive, a drain's done) may destroy the manager: expire holds a
+   reference of its own until it returns. */
 TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns);
 /* Active step ids: writes up to cap, returns the total. */
 TFRDV_API size_t tfrdv_mgr_steps(tfrdv_mgr* mgr, int64_t* out, size_t cap);
@@ -5250,12 +5253,15 @@ TFRDV_API void tfrdv_mgr_cleanup(tfrdv_mgr* mgr, int64_t step_id) {
     tfrdv__centry* dropped;
     int64_t now;
     if (!mgr) return;
+    tfrdv__mgr_ref(mgr); /* a callback of the abort may destroy the manager (the caller's
+                            reference), and the step's reference goes before its drains end */
     now = tfrdv__now(&mgr->hooks.clock);
     tfrdv__lock(&mgr->mu);
     r = tfrdv__unlink_step(mgr, step_id);
     dropped = tfrdv__forget_locked(mgr, step_id, now);
     tfrdv__unlock(&mgr->mu);
     tfrdv__forget_finish(mgr, r, step_id, dropped, "Cleanup");
+    tfrdv__mgr_unref(mgr);
 }
 /* Every step that exists now (created before this call: steps created meanwhile stay), walked
    in place: teardown needs no memory, so it works when allocations fail. */
@@ -5289,7 +5295,10 @@ TFRDV__PRIVATE void tfrdv__cleanup_all(tfrdv_mgr* mgr, const char* why) {
     tfrdv__unlock(&mgr->mu);
 }
 TFRDV_API void tfrdv_mgr_cleanup_all(tfrdv_mgr* mgr) {
-    if (mgr) tfrdv__cleanup_all(mgr, "Cleanup");
+    if (!mgr) return;
+    tfrdv__mgr_ref(mgr); /* as tfrdv_mgr_cleanup: a callback may destroy the manager */
+    tfrdv__cleanup_all(mgr, "Cleanup");
+    tfrdv__mgr_unref(mgr);
 }
 
 /* >>drain  tfrdv_mgr_cleanup_when_drained: a step's producer learns when its consumers are done.
@@ -5635,8 +5644,11 @@ TFRDV_API tfrdv_code tfrdv_mgr_drain(tfrdv_mgr* mgr, int64_t step_id, int64_t ti
     memset(&w, 0, sizeof w);
     if (!tfrdv__event_init(&w.ev, mgr->hooks.sync))
         return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_mgr_drain: event init failed");
+    tfrdv__mgr_ref(mgr); /* a callback of the cleanup, or another thread's tfrdv_mgr_destroy,
+                            may drop the caller's reference meanwhile */
     rc = tfrdv_mgr_cleanup_when_drained(mgr, step_id, -1, tfrdv__drain_woken, &w);
     if (rc != TFRDV_OK) {
+        tfrdv__mgr_unref(mgr);
         tfrdv__event_destroy(&w.ev);
         return tfrdv__err(st, rc, "tfrdv_mgr_drain: out of memory");
     }
@@ -5653,6 +5665,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_drain(tfrdv_mgr* mgr, int64_t step_id, int64_t ti
         tfrdv__drain_finish(mgr, step_id, r, dropped, list);
         tfrdv__event_wait(&w.ev, -1);
     }
+    tfrdv__mgr_unref(mgr);
     tfrdv__event_destroy(&w.ev);
     tfrdv__status_copy(st, &w.st);
     return w.st.code;
@@ -7029,6 +7042,8 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
     tfrdv_rendezvous* idles = 0;
     tfrdv__centry* idle_dropped = 0;
     if (!mgr) return INT64_MAX;
+    tfrdv__mgr_ref(mgr); /* the callbacks below may destroy the manager (the caller's reference):
+                            it stays until we are done */
     tfrdv__lock(&mgr->mu);
     next = tfrdv__idset_expire(&mgr->tombs, now_ns, mgr->cfg.tombstone_ttl_ns);
     for (i = 0; i < mgr->nb; i++) {
@@ -7118,6 +7133,7 @@ TFRDV_API int64_t tfrdv_mgr_expire(tfrdv_mgr* mgr, int64_t now_ns) {
         tfrdv__unlock(&mgr->mu);
     }
     t = tfrdv__drains_expire(mgr, now_ns);
+    tfrdv__mgr_unref(mgr);
     return t < next ? t : next;
 }
 

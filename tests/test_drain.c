@@ -354,6 +354,80 @@ static void test_the_callback_may_destroy_the_manager(void) {
     FX_CHECK_EMPTY(&a);
 }
 
+/* the callback of a drain that timed out destroys the manager from inside tfrdv_mgr_expire (the
+   host's last reference: nothing else holds one): expire returns without touching it again */
+static void test_the_timeout_callback_may_destroy_the_manager_inside_expire(void) {
+    MGR_B(a, c, m);
+    tfrdv_rendezvous* r = step(m, 32);
+    fx_key k;
+    fx_value v;
+    drained d = {0};
+    fx_set_now(1000000000);
+    key(&k, B0, INC_B, B0, "stays");
+    TT_CHECK_EQ_INT(tfrdv_send(r, &k.pk, 0, fx_value_init(&v, 15), 0, 0), TFRDV_OK);
+    tfrdv_unref(r);
+    d.destroy = m;
+    TT_CHECK_EQ_INT(tfrdv_mgr_cleanup_when_drained(m, 32, 1000, on_drained, &d), TFRDV_OK);
+    TT_CHECK_EQ_INT(d.calls, 0);
+    fx_set_now(1000001000);
+    (void)tfrdv_mgr_expire(m, fx_get_now()); /* the callback destroys the manager */
+    TT_CHECK_EQ_INT(d.calls, 1);
+    TT_CHECK_EQ_INT(d.st.code, TFRDV_DEADLINE_EXCEEDED);
+    TT_CHECK_EQ_INT(fx_released(&v), 1);
+    FX_CHECK_EMPTY(&a);
+}
+
+/* a receive the cleanup aborts destroys the manager from its callback (the owner's reference;
+   the step's own, dropped next, was the last): tfrdv_mgr_cleanup returns without touching it */
+typedef struct recv_destroys { int calls; tfrdv_code code; tfrdv_mgr* m; } recv_destroys;
+static void recv_destroy_mgr(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra,
+                             tfrdv_value* v, int is_dead) {
+    recv_destroys* d = (recv_destroys*)u;
+    (void)sa;
+    (void)ra;
+    (void)is_dead;
+    d->calls++;
+    d->code = st->code;
+    tfrdv_value_release(v);
+    tfrdv_mgr_destroy(d->m);
+}
+static void test_a_receive_aborted_by_cleanup_may_destroy_the_manager(void) {
+    MGR_B(a, c, m);
+    tfrdv_rendezvous* r = step(m, 33);
+    fx_key k;
+    recv_destroys d;
+    memset(&d, 0, sizeof d);
+    d.m = m;
+    key(&k, B0, INC_B, B0, "never");
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, recv_destroy_mgr, &d, 0), TFRDV_OK);
+    tfrdv_unref(r);
+    tfrdv_mgr_cleanup(m, 33); /* the callback destroys the manager */
+    TT_CHECK_EQ_INT(d.calls, 1);
+    TT_CHECK_EQ_INT(d.code, TFRDV_ABORTED);
+    FX_CHECK_EMPTY(&a);
+}
+/* the same from tfrdv_mgr_cleanup_all, and from the cleanup of a tfrdv_mgr_drain that timed out */
+static void test_a_receive_aborted_by_cleanup_all_or_drain_may_destroy_the_manager(void) {
+    int how;
+    for (how = 0; how < 2; how++) {
+        MGR_B(a, c, m);
+        tfrdv_rendezvous* r = step(m, 34);
+        fx_key k;
+        recv_destroys d;
+        tfrdv_status st;
+        memset(&d, 0, sizeof d);
+        d.m = m;
+        key(&k, B0, INC_B, B0, "never");
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, recv_destroy_mgr, &d, 0), TFRDV_OK);
+        tfrdv_unref(r);
+        if (how == 0) tfrdv_mgr_cleanup_all(m);
+        else TT_CHECK_EQ_INT(tfrdv_mgr_drain(m, 34, 0, &st), TFRDV_DEADLINE_EXCEEDED);
+        TT_CHECK_EQ_INT(d.calls, 1);
+        TT_CHECK_EQ_INT(d.code, TFRDV_ABORTED);
+        FX_CHECK_EMPTY(&a);
+    }
+}
+
 /* tfrdv_mgr_drain blocks until another thread takes the values, or times out by itself */
 typedef struct taker {
     tfrdv_rendezvous* r;
@@ -514,6 +588,9 @@ int main(int argc, char** argv) {
     TT_RUN(test_timeout_cleans_up_and_names_what_was_left);
     TT_RUN(test_cleanup_abort_and_shutdown_end_a_pending_drain);
     TT_RUN(test_the_callback_may_destroy_the_manager);
+    TT_RUN(test_the_timeout_callback_may_destroy_the_manager_inside_expire);
+    TT_RUN(test_a_receive_aborted_by_cleanup_may_destroy_the_manager);
+    TT_RUN(test_a_receive_aborted_by_cleanup_all_or_drain_may_destroy_the_manager);
     TT_RUN(test_blocking_drain_returns_when_consumed_or_at_its_timeout);
     TT_RUN(test_threads_drain_while_values_are_confirmed_or_given_back);
     TT_RUN(test_no_assert_tripped);

@@ -1379,6 +1379,84 @@ static void test_ring_hostile_client(void) {
     }
     insrv_close(&s);
 }
+/* a client that offers a ring and never reads it (its head stays at 0): the server fills the
+   ring, then answers over the socket; no hang, and every answer comes exactly once, either in
+   the ring or on the socket (each acknowledged on the socket, so stall_timeout_ns never ends
+   the connection of a slow run) */
+static void raw_ack(int fd, uint64_t id) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_ACK;
+    f.num_acks = 1;
+    f.ack_ids = &id;
+    raw_put(fd, &f);
+}
+static void test_ring_peer_stops_consuming(void) {
+    enum { N = 1500 };
+    insrv s;
+    rawring x;
+    tfrdv_rendezvous* rz = 0;
+    tfrdv_status st;
+    tfrdv_key k;
+    static unsigned char seen[N + 1];
+    uint64_t pos = 0, tail;
+    int i, ok, on_sock = 0, in_ring = 0, dup = 0;
+    alarm(60);
+    memset(seen, 0, sizeof seen);
+    if (!insrv_open(&s, upath("ringfull.sock"), RING_SH)) { TT_CHECK(0); return; }
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(s.m, 1, &rz, &st), TFRDV_OK);
+    key_for(&k, "full");
+    for (i = 0; i < N; i++) TT_CHECK_EQ_INT(tfrdv_send(rz, &k.parsed, 0, mkval(1024, (unsigned)i), 0, &st), TFRDV_OK);
+    ok = raw_offer(&x, s.addr, 1, 4, 0, 0);
+    TT_CHECK(ok);
+    for (i = 0; ok && i < N; i++) {
+        tfrdv_tcp_frame f;
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_REQUEST;
+        f.id = (uint64_t)i + 1;
+        f.step_id = 1;
+        f.request_id = 70000 + i;
+        f.key.ptr = k.buf;
+        f.key.len = k.len;
+        raw_put(x.fd, &f);
+    }
+    while (ok && on_sock + in_ring < N) {
+        tfrdv_tcp_frame g;
+        if (!raw_next(x.fd, &x.rb, &g)) break;
+        if (g.type != TFRDV_TCP_RESPONSE) continue;
+        if (g.id >= 1 && g.id <= N) { dup += seen[g.id]; seen[g.id] = 1; }
+        raw_ack(x.fd, g.id);
+        on_sock++;
+        /* the ring's records so far (never consumed: the head stays 0) */
+        tail = __atomic_load_n((uint64_t*)(void*)(x.map + 1024), __ATOMIC_ACQUIRE);
+        while (pos < tail) {
+            const uint8_t* rec = x.map + 4096 + (256u << 10) + (pos & ((256u << 10) - 1));
+            uint32_t len;
+            size_t off = 0;
+            memcpy(&len, rec, 4);
+            if (!len || (pos & ((256u << 10) - 1)) + 16 + len > (256u << 10)) break; /* (a wrapped record: not expected) */
+            while (off < len) {
+                tfrdv_tcp_frame r;
+                long used = tfrdv_tcp_decode(rec + 16 + off, len - off, 0, &r, &st);
+                if (used <= 0) break;
+                off += (size_t)used + (size_t)r.data_len;
+                if (r.type != TFRDV_TCP_RESPONSE) continue;
+                if (r.id >= 1 && r.id <= N) { dup += seen[r.id]; seen[r.id] = 1; }
+                raw_ack(x.fd, r.id);
+                in_ring++;
+            }
+            pos += 16 + ((len + 7u) & ~7u);
+        }
+    }
+    TT_CHECK_EQ_INT(on_sock + in_ring, N);
+    TT_CHECK_EQ_INT(dup, 0);
+    TT_CHECK(in_ring > 0 && on_sock > 0); /* the ring took what it could, the socket the rest */
+    TT_CHECK(in_ring * 1024 <= (256 << 10));
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
+    raw_ring_close(&x);
+    tfrdv_unref(rz);
+    insrv_close(&s);
+}
 /* the futex doorbell (SAMEHOST flag 16) is agreed only with a ring: offered with one, the answer
    (through the ring) says 8 | 16; offered alone, the connection closes naming the flags */
 static void test_ring_futex_flags(void) {
@@ -1863,6 +1941,206 @@ static void test_zero_copy_hostile_server(void) {
     }
 }
 
+/* a hostile client of a zero-copy server (a raw socket in this process, version 5, SAME HOST
+   granted): RELEASE frames naming ids never lent, ids repeated in one frame and across frames,
+   a flood of them, a RELEASE on a version 4 connection; then it hangs up holding a value. Each
+   value is let go exactly once (values_lent), nothing the client did not hold is released,
+   the flood is no protocol error, the server keeps serving, and the value held at hang-up
+   keeps its block until the transport goes; then the pool is empty */
+static int zc_raw_client(const char* addr, int version, rawbuf* rb) {
+    tfrdv_tcp_frame f, g;
+    int fd = raw_connect(addr);
+    if (fd < 0) return -1;
+    raw_hello(fd, version, WK);
+    if (!raw_next(fd, rb, &g) || g.type != TFRDV_TCP_HELLO) { close(fd); return -1; }
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_SAMEHOST;
+    f.sh_flags = TFRDV_TCP_SH_CMA_READ;
+    raw_put(fd, &f);
+    if (!raw_next(fd, rb, &g) || g.type != TFRDV_TCP_SAMEHOST || !(g.sh_flags & TFRDV_TCP_SH_CMA_GRANT)) { close(fd); return -1; }
+    return fd;
+}
+/* REQUEST id for edge; its RESPONSE (pooled expected), acknowledged */
+static int zc_raw_fetch(int fd, rawbuf* rb, uint64_t id, const char* edge) {
+    static int64_t request_id = 9000;
+    tfrdv_tcp_frame f, g;
+    tfrdv_key k;
+    key_for(&k, edge);
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_REQUEST;
+    f.id = id;
+    f.step_id = 1;
+    f.request_id = ++request_id;
+    f.key.ptr = k.buf;
+    f.key.len = k.len;
+    raw_put(fd, &f);
+    while (raw_next(fd, rb, &g))
+        if (g.type == TFRDV_TCP_RESPONSE && g.id == id) {
+            memset(&f, 0, sizeof f);
+            f.type = TFRDV_TCP_ACK;
+            f.num_acks = 1;
+            f.ack_ids = &id;
+            raw_put(fd, &f);
+            return g.pooled;
+        }
+    return 0;
+}
+static void zc_raw_release(int fd, const uint64_t* ids, uint32_t n) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_RELEASE;
+    f.num_acks = n;
+    f.ack_ids = ids;
+    raw_put(fd, &f);
+}
+/* waits (bounded) until the server's values_lent is want */
+static tfrdv_tcp_stats zc_lent_is(tfrdv_tcp* t, size_t want) {
+    tfrdv_tcp_stats ts;
+    int i;
+    for (i = 0; i < 2000; i++) {
+        ts = tstats(t);
+        if (ts.values_lent == want && ts.values_unacked == 0) break;
+        sleep_ms(2);
+    }
+    return ts;
+}
+static void test_zero_copy_hostile_client_release(void) {
+    insrv s;
+    tfrdv_tcp_pool* pool = 0;
+    tfrdv_rendezvous* rz = 0;
+    tfrdv_status st;
+    tfrdv_tcp_stats ts;
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    uint64_t ids[TFRDV_TCP_ACK_MAX], rel0, err0;
+    int fd, i;
+    alarm(60);
+    if (!insrv_open(&s, upath("zcrel.sock"), 1)) { TT_CHECK(0); free(rb); return; }
+    TT_CHECK_EQ_INT(tfrdv_tcp_pool_create(4 * MIB, &pool, &st), TFRDV_OK);
+    if (!pool) { insrv_close(&s); free(rb); return; }
+    TT_CHECK_EQ_INT(tfrdv_tcp_add_pool(s.t, pool, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(s.m, 1, &rz, &st), TFRDV_OK);
+    child_pool = pool;
+    for (i = 0; i < 4; i++) {
+        char e[8];
+        tfrdv_key k;
+        snprintf(e, sizeof e, "h%d", i);
+        key_for(&k, e);
+        TT_CHECK_EQ_INT(tfrdv_send(rz, &k.parsed, 0, mkval(64 << 10, (unsigned)i), 0, &st), TFRDV_OK);
+    }
+    child_pool = 0;
+    fd = zc_raw_client(s.addr, 5, rb);
+    TT_CHECK(fd >= 0);
+    if (fd < 0) goto out;
+    err0 = tstats(s.t).protocol_errors;
+    rel0 = tstats(s.t).releases_received;
+    TT_CHECK(zc_raw_fetch(fd, rb, 1, "h0"));
+    TT_CHECK(zc_raw_fetch(fd, rb, 2, "h1"));
+    TT_CHECK_EQ_INT(zc_lent_is(s.t, 2).values_lent, 2);
+    /* ids never lent: the ones after its own, 0, the largest */
+    ids[0] = 3;
+    ids[1] = 0;
+    ids[2] = UINT64_MAX;
+    ids[3] = 77;
+    zc_raw_release(fd, ids, 4);
+    /* id 1 again and again in one frame, then in the next */
+    for (i = 0; i < TFRDV_TCP_ACK_MAX; i++) ids[i] = 1;
+    zc_raw_release(fd, ids, TFRDV_TCP_ACK_MAX);
+    zc_raw_release(fd, ids, 1);
+    ts = zc_lent_is(s.t, 1);
+    TT_CHECK_EQ_INT(ts.values_lent, 1);
+    TT_CHECK_EQ_INT(ts.releases_received - rel0, 1);
+    /* a flood of RELEASE frames of ids never lent (id 2 stays lent) */
+    for (i = 0; i < TFRDV_TCP_ACK_MAX; i++) ids[i] = 1000 + (uint64_t)i;
+    for (i = 0; i < 2000; i++) zc_raw_release(fd, ids, TFRDV_TCP_ACK_MAX);
+    TT_CHECK(zc_raw_fetch(fd, rb, 3, "h2")); /* still served, on the same connection */
+    ts = zc_lent_is(s.t, 2);
+    TT_CHECK_EQ_INT(ts.values_lent, 2);
+    TT_CHECK_EQ_INT(ts.releases_received - rel0, 1);
+    TT_CHECK_EQ_INT(ts.protocol_errors - err0, 0);
+    ids[0] = 3;
+    zc_raw_release(fd, ids, 1);
+    TT_CHECK_EQ_INT(zc_lent_is(s.t, 1).values_lent, 1);
+    close(fd); /* hangs up holding id 2: its block stays (the client may still map it) */
+    for (i = 0; i < 1000 && tstats(s.t).connections != 0; i++) sleep_ms(2);
+    ts = tstats(s.t);
+    TT_CHECK_EQ_INT(ts.connections, 0);
+    TT_CHECK_EQ_INT(ts.values_lent, 1);
+    TT_CHECK(tfrdv_tcp_pool_live_blocks(pool) >= 2); /* h1 and h3 (never fetched) */
+    /* a RELEASE from a version 4 client is no frame it may send: the connection closes */
+    fd = zc_raw_client(s.addr, 4, rb);
+    TT_CHECK(fd >= 0);
+    if (fd >= 0) {
+        tfrdv_tcp_frame g;
+        char msg[200];
+        msg[0] = 0;
+        ids[0] = 2;
+        zc_raw_release(fd, ids, 1);
+        while (raw_next(fd, rb, &g))
+            if (g.type == TFRDV_TCP_CLOSE) snprintf(msg, sizeof msg, "%.*s", (int)g.message.len, g.message.ptr);
+        TT_CHECK_CONTAINS(msg, "unexpected frame type 10");
+        close(fd);
+    }
+    TT_CHECK_EQ_INT(tstats(s.t).values_lent, 1); /* not let go by another connection's RELEASE */
+out:
+    tfrdv_unref(rz);
+    insrv_close(&s); /* the held value goes with the transport */
+    TT_CHECK_EQ_INT(tfrdv_tcp_pool_live_blocks(pool), 0);
+    tfrdv_tcp_pool_destroy(pool);
+    free(rb);
+}
+
+/* the client's values are released by another thread while its transport is destroyed: each
+   release either reaches the server as a RELEASE (the block goes back) or finds the connection
+   gone (the server keeps the block until its transport goes): never both, never neither */
+typedef struct zc_rel { tfrdv_value** v; int n; } zc_rel;
+static void* zc_release_all(void* p) {
+    zc_rel* r = (zc_rel*)p;
+    int i;
+    for (i = 0; i < r->n; i++) tfrdv_value_release(r->v[i]);
+    return 0;
+}
+static void test_zero_copy_release_races_client_destroy(void) {
+    enum { N = 64 };
+    srv s;
+    cli c;
+    rep r;
+    tfrdv_value* held[N];
+    zc_rel zr;
+    pthread_t th;
+    uint64_t rbase;
+    int i, got = 0;
+    alarm(120);
+    if (!srv_start(&s, upath("zcrace.sock"), 1, 4)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, 1)) { TT_CHECK(0); srv_stop(&s); return; }
+    warm(&s, &c, 1);
+    rbase = srv_pool_settled(&s).ts.releases_received;
+    for (i = 0; i < N; i++) {
+        char e[16];
+        tfrdv_status st;
+        snprintf(e, sizeof e, "race%d", i);
+        held[i] = 0;
+        TT_CHECK_EQ_INT(srv_send(&s, e, 4096, (unsigned)i).code, 0);
+        TT_CHECK_EQ_INT(fetch(&c, e, &held[i], &st), TFRDV_OK);
+        if (held[i]) got++;
+    }
+    TT_CHECK_EQ_INT(got, N);
+    TT_CHECK_EQ_INT(srv_settled(&s).ts.values_lent, N);
+    zr.v = held;
+    zr.n = got;
+    pthread_create(&th, 0, zc_release_all, &zr);
+    cli_close(&c);
+    pthread_join(th, 0);
+    for (i = 0; i < 1000; i++) {
+        r = srv_stats(&s);
+        if (r.ts.connections == 0) break;
+        sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(r.ts.connections, 0);
+    TT_CHECK_EQ_INT(r.ts.values_lent + (r.ts.releases_received - rbase), N);
+    TT_CHECK(r.pool_live >= 64 * r.ts.values_lent); /* what is still lent keeps its block */
+    srv_stop(&s);
+}
+
 int main(int argc, char** argv) {
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (n <= 0) snprintf(self_exe, sizeof self_exe, "%s", argv[0]);
@@ -1898,6 +2176,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_ring_fetching_thread_reads);
     TT_RUN(test_ring_exactly_once);
     TT_RUN(test_ring_hostile_client);
+    TT_RUN(test_ring_peer_stops_consuming);
     TT_RUN(test_ring_unsealed_refused);
     TT_RUN(test_ring_fallbacks);
     TT_RUN(test_codec_zero_copy);
@@ -1907,6 +2186,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_zero_copy_value_outlives_client_transport);
     TT_RUN(test_zero_copy_server_killed);
     TT_RUN(test_zero_copy_hostile_server);
+    TT_RUN(test_zero_copy_hostile_client_release);
+    TT_RUN(test_zero_copy_release_races_client_destroy);
 #endif
     alarm(0);
     {
