@@ -2930,6 +2930,42 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_yama(void) {
     fclose(f);
     return v;
 }
+/* The identity a same-host upgrade of a TCP connection would compare (not used by the transport
+   yet): the kernel's boot id and the network namespace (device and inode of /proc/self/ns/net,
+   unique within one boot), written as "<boot id> net:<dev>:<ino>". Equal identities mean one
+   kernel and one network namespace: each side can reach the other's abstract Unix names. The pid
+   and user namespaces are left out on purpose: on a Unix socket SO_PEERCRED and the
+   process_vm_readv probe already decide what crosses them (the ring needs neither). Returns 0,
+   or -1 with why saying which file could not be read or was malformed. */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_host_id(char* out, size_t cap, char* why, size_t wcap) {
+    char boot[64];
+    size_t n, i;
+    struct stat sb;
+    FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f) {
+        snprintf(why, wcap, "/proc/sys/kernel/random/boot_id: %s", strerror(errno));
+        return -1;
+    }
+    n = fread(boot, 1, sizeof boot - 1, f);
+    fclose(f);
+    while (n > 0 && (boot[n - 1] == '\n' || boot[n - 1] == ' ')) n--;
+    boot[n] = 0;
+    for (i = 0; i < n; i++)
+        if (!((boot[i] >= '0' && boot[i] <= '9') || (boot[i] >= 'a' && boot[i] <= 'f') || boot[i] == '-')) break;
+    if (n != 36 || i != n) {
+        snprintf(why, wcap, "/proc/sys/kernel/random/boot_id holds %u bytes, not a 36-character UUID", (unsigned)n);
+        return -1;
+    }
+    if (stat("/proc/self/ns/net", &sb) != 0) {
+        snprintf(why, wcap, "/proc/self/ns/net: %s", strerror(errno));
+        return -1;
+    }
+    if ((size_t)snprintf(out, cap, "%s net:%llu:%llu", boot, (unsigned long long)sb.st_dev, (unsigned long long)sb.st_ino) >= cap) {
+        snprintf(why, wcap, "host identity longer than %u bytes", (unsigned)cap);
+        return -1;
+    }
+    return 0;
+}
 #endif
 /* client, after the server's HELLO (no lock held): ask for the by-address path, or say once per
    transport why the socket carries every byte */

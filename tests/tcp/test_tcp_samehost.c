@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1536,6 +1537,61 @@ static void test_ring_fallbacks(void) {
         close(o.lfd);
     }
 }
+/* The host identity a TCP peer's same-host upgrade compares (tfrdv_tcp__sh_host_id): the boot id
+   and the network namespace. Stable within a process, the same in a forked child, different in a
+   child that moved to a network namespace of its own (where unshare is permitted), an error
+   naming the size when the buffer is too small. */
+#ifdef TFRDV_TCP__CMA
+static void child_host_id(int fd, int new_net) {
+    char id[160], why[200];
+    ssize_t w;
+    if (new_net && unshare(CLONE_NEWNET) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) _exit(3);
+    if (tfrdv_tcp__sh_host_id(id, sizeof id, why, sizeof why) != 0) _exit(2);
+    w = write(fd, id, strlen(id) + 1);
+    _exit(w == (ssize_t)(strlen(id) + 1) ? 0 : 4);
+}
+static int host_id_of_child(int new_net, char* out, size_t cap) {
+    int p[2], ws = 0;
+    pid_t pid;
+    ssize_t n;
+    if (pipe(p) != 0) return -1;
+    pid = fork();
+    if (pid == 0) { close(p[0]); child_host_id(p[1], new_net); }
+    close(p[1]);
+    n = read(p[0], out, cap - 1);
+    close(p[0]);
+    waitpid(pid, &ws, 0);
+    if (n <= 0) return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+    out[n] = 0;
+    return 0;
+}
+static void test_host_identity(void) {
+    char a[160], b[160], c[160], boot[64], why[200];
+    FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    size_t n = 0;
+    int rc;
+    TT_CHECK(f != 0);
+    if (f) { n = fread(boot, 1, 36, f); fclose(f); }
+    boot[n] = 0;
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(a, sizeof a, why, sizeof why), 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(b, sizeof b, why, sizeof why), 0);
+    TT_CHECK_STR(a, b);
+    TT_CHECK_EQ_INT((int)n, 36);
+    TT_CHECK(strncmp(a, boot, 36) == 0);
+    TT_CHECK_CONTAINS(a, " net:");
+    TT_CHECK_EQ_INT(host_id_of_child(0, c, sizeof c), 0);
+    TT_CHECK_STR(a, c);
+    rc = host_id_of_child(1, c, sizeof c);
+    if (rc == 3) printf("  (unshare(CLONE_NEWNET) not permitted here: the other-namespace case is skipped)\n");
+    else {
+        TT_CHECK_EQ_INT(rc, 0);
+        TT_CHECK(strncmp(a, c, 36) == 0); /* one kernel */
+        TT_CHECK(strcmp(a, c) != 0);      /* another network namespace */
+    }
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(a, 40, why, sizeof why), -1);
+    TT_CHECK_CONTAINS(why, "longer than 40 bytes");
+}
+#endif
 static void test_config_same_host(void) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_tcp* t = 0;
@@ -1879,6 +1935,9 @@ int main(int argc, char** argv) {
     mkdir(tmpdir, 0700);
     TT_RUN(test_codec_by_address);
     TT_RUN(test_config_same_host);
+#ifdef TFRDV_TCP__CMA
+    TT_RUN(test_host_identity);
+#endif
 #ifdef __linux__
     TT_RUN(test_sizes_by_address);
     TT_RUN(test_default_threshold);
