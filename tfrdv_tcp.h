@@ -68,14 +68,18 @@
                    it (why: bad magic, version, malformed frame, shutdown)
        8 ACK       n x u64 wire ids (1..512), id 0 (version 2): the client delivered the values
                    of these responses; the server releases them
-       9 SAMEHOST  u32 flags, u32 zero, id 0 (version 3, Unix sockets only; see SAME HOST):
+       9 SAMEHOST  u32 flags, u32 n, n bytes, id 0 (version 3, Unix sockets only; see SAME HOST):
                    client -> server flag 1 "I read large values by address", server -> client
                    flag 2 "granted" (or 0: refused); each side sends at most one. Version 4
                    (SAME HOST RING): client flag 4 "a ring": the frame's sendmsg (or an earlier
                    one) carries 4 descriptors (SCM_RIGHTS: the memfd, three eventfds); server
                    flag 8 "mapped"; client flag 16 (with 4) "my lent threads may sleep on a
                    futex", server flag 16 (with 8) "I wake them so". A version 3 peer gets
-                   none of these (it refuses unknown flags)
+                   none of these (it refuses unknown flags). Flags 1 to 16 carry no bytes (n 0).
+                   Reserved for the same-host upgrade of a TCP connection (version 5; decoded
+                   and checked, not sent yet): flag 32 alone with the client's host identity
+                   (1..255 bytes), flag 64 alone with a 16-byte token then a side address
+                   (2..108 bytes), flag 128 alone with a token (16)
       10 RELEASE   n x u64 wire ids (1..512), id 0 (version 5, ZERO COPY): the client no longer
                    maps the pool values of these responses; the server releases its hold
      Delivery (version 2). A server keeps the value of each response it has written until the
@@ -393,6 +397,12 @@ extern "C" {
 #define TFRDV_TCP_SH_RING_OFFER 4u     /* ... (version 4) the client passes a ring (SAME HOST RING) */
 #define TFRDV_TCP_SH_RING_OK 8u        /* ... the server mapped it: small frames use it */
 #define TFRDV_TCP_SH_RING_FUTEX 16u    /* ... (with 4, then with 8) sleep word 3: a futex waiter */
+#define TFRDV_TCP_SH_TCP_ASK 32u       /* ... (version 5, TCP) the client's host identity follows */
+#define TFRDV_TCP_SH_TCP_OFFER 64u     /* ... the server's token and side address follow */
+#define TFRDV_TCP_SH_TCP_TOKEN 128u    /* ... (on the side socket) the client's token follows */
+#define TFRDV_TCP_SH_TOKEN_LEN 16      /* bytes of a side socket's one-time token */
+#define TFRDV_TCP_SH_HOST_MAX 255      /* bytes of a host identity (flag 32) */
+#define TFRDV_TCP_SH_ADDR_MAX 108      /* bytes of a side address (flag 64: "@name", a sun_path) */
 /* Longest encoding of a frame's header + fixed body (RESPONSE meta with 254 dims and a pool
    reference, ZERO COPY). */
 #define TFRDV_TCP_META_MAX (TFRDV_TCP_HEADER_LEN + 40 + 8 * TFRDV_TCP_MAX_RANK)
@@ -440,7 +450,8 @@ typedef struct tfrdv_tcp_frame {
     uint32_t num_acks;
     const uint64_t* ack_ids;
     const uint8_t* ack_bytes;
-    /* RESPONSE flag 4: the value lies at remote_addr in the sender (data_len 0); SAMEHOST flags */
+    /* RESPONSE flag 4: the value lies at remote_addr in the sender (data_len 0); SAMEHOST flags
+       (flags 32, 64, 128: their bytes are in message; the other flags carry none) */
     int remote;
     uint64_t remote_addr;
     uint32_t sh_flags;
@@ -780,7 +791,7 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
     case TFRDV_TCP_CANCEL: body = 0; break;
     case TFRDV_TCP_CLOSE: body = 8 + (uint64_t)f->message.len; break;
     case TFRDV_TCP_ACK: case TFRDV_TCP_RELEASE: body = 8 * (uint64_t)f->num_acks; break;
-    case TFRDV_TCP_SAMEHOST: body = 8; break;
+    case TFRDV_TCP_SAMEHOST: body = 8 + (uint64_t)f->message.len; break;
     default: return 0;
     }
     tfrdv_tcp__put(&w, (uint64_t)f->type, 1);
@@ -819,7 +830,8 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
         break;
     case TFRDV_TCP_SAMEHOST:
         tfrdv_tcp__put(&w, f->sh_flags, 4);
-        tfrdv_tcp__put(&w, 0, 4);
+        tfrdv_tcp__put(&w, f->message.len, 4);
+        tfrdv_tcp__putb(&w, f->message.ptr, f->message.len);
         break;
     case TFRDV_TCP_ERROR:
         tfrdv_tcp__put(&w, f->code, 4);
@@ -989,16 +1001,26 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
         out->num_acks = blen / 8;
         out->ack_bytes = p;
         return (long)(TFRDV_TCP_HEADER_LEN + blen);
-    case TFRDV_TCP_SAMEHOST:
-        if (blen != 8 || id)
-            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST body of %u bytes (8 expected) or id %llu (0 expected)", blen, (unsigned long long)id), -1;
-        if (len < TFRDV_TCP_HEADER_LEN + 8) return 0;
-        out->sh_flags = tfrdv_tcp__ld32(p);
-        if (out->sh_flags & ~(TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_CMA_GRANT | TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_OK |
-                             TFRDV_TCP_SH_RING_FUTEX) ||
-            tfrdv_tcp__ld32(p + 4))
-            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST with unknown flags 0x%x or a non-zero reserved field", out->sh_flags), -1;
-        return (long)(TFRDV_TCP_HEADER_LEN + 8);
+    case TFRDV_TCP_SAMEHOST: { /* flags 32, 64, 128 (version 5) each alone, with their bytes */
+        uint32_t lo, hi;
+        if (blen < 8 || blen > 8 + TFRDV_TCP_SH_HOST_MAX || id)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST body of %u bytes (8..%u expected) or id %llu (0 expected)", blen, 8 + TFRDV_TCP_SH_HOST_MAX, (unsigned long long)id), -1;
+        if (len < TFRDV_TCP_HEADER_LEN + (size_t)blen) return 0;
+        out->sh_flags = fl = tfrdv_tcp__ld32(p);
+        n = tfrdv_tcp__ld32(p + 4);
+        if (fl & ~(TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_CMA_GRANT | TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_OK | TFRDV_TCP_SH_RING_FUTEX |
+                   TFRDV_TCP_SH_TCP_ASK | TFRDV_TCP_SH_TCP_OFFER | TFRDV_TCP_SH_TCP_TOKEN))
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST with unknown flags 0x%x", fl), -1;
+        lo = fl == TFRDV_TCP_SH_TCP_ASK ? 1 : fl == TFRDV_TCP_SH_TCP_OFFER ? TFRDV_TCP_SH_TOKEN_LEN + 2 : fl == TFRDV_TCP_SH_TCP_TOKEN ? TFRDV_TCP_SH_TOKEN_LEN : 0;
+        hi = fl == TFRDV_TCP_SH_TCP_ASK ? TFRDV_TCP_SH_HOST_MAX : fl == TFRDV_TCP_SH_TCP_OFFER ? TFRDV_TCP_SH_TOKEN_LEN + TFRDV_TCP_SH_ADDR_MAX : lo;
+        if (!lo && (fl & (TFRDV_TCP_SH_TCP_ASK | TFRDV_TCP_SH_TCP_OFFER | TFRDV_TCP_SH_TCP_TOKEN)))
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST flags 0x%x: 32, 64 and 128 go alone", fl), -1;
+        if (n != blen - 8 || n < lo || n > hi)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST flags 0x%x with %u bytes (length field %u; %u..%u expected)", fl, blen - 8, n, lo, hi), -1;
+        out->message.ptr = (const char*)p + 8;
+        out->message.len = n;
+        return (long)(TFRDV_TCP_HEADER_LEN + blen);
+    }
     default: /* CLOSE */
         if (blen < 8 || blen - 8 > lim.max_message_len)
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: CLOSE body of %u bytes (message limit %u)", blen, lim.max_message_len), -1;

@@ -185,17 +185,23 @@ static void test_codec_by_address(void) {
     TT_CHECK(g.type == TFRDV_TCP_SAMEHOST && g.sh_flags == TFRDV_TCP_SH_CMA_READ);
 
     /* hostile */
-    f.sh_flags = 32; /* 4, 8 and 16: the ring (version 4) */
-    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "SAMEHOST with unknown flags 0x20");
+    f.sh_flags = 256; /* 4, 8 and 16: the ring (version 4); 32, 64, 128: the TCP upgrade (version 5) */
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "SAMEHOST with unknown flags 0x100");
     f.sh_flags = 0;
     f.id = 3;
     bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "id 3 (0 expected)");
     f.id = 0;
     n = tfrdv_tcp_encode(&f, b, sizeof b);
-    b[20] = 1; /* reserved */
-    bad(b, n, 0, "non-zero reserved");
+    b[20] = 1; /* the byte count: none follow */
+    bad(b, n, 0, "SAMEHOST flags 0x0 with 0 bytes (length field 1; 0..0 expected)");
+    b[20] = 0;
     b[4] = 9; /* body length */
-    bad(b, n, 0, "SAMEHOST body of 9 bytes");
+    memset(b + n, 0, 8);
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, &g, &st), 0); /* its ninth byte has not come */
+    bad(b, n + 1, 0, "SAMEHOST flags 0x0 with 1 bytes (length field 0; 0..0 expected)");
+    b[4] = (8 + 255 + 1) & 0xff;
+    b[5] = (8 + 255 + 1) >> 8;
+    bad(b, n, 0, "SAMEHOST body of 264 bytes (8..263 expected)");
 
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_RESPONSE;
@@ -1592,6 +1598,61 @@ static void test_host_identity(void) {
     TT_CHECK_CONTAINS(why, "longer than 40 bytes");
 }
 #endif
+/* The codec: SAMEHOST flags 32, 64 and 128 (the same-host upgrade of a TCP connection, version 5)
+   carry bytes (host identity; token and side address; token) and each goes alone; the other
+   flags carry none. */
+static void sh_frame(uint32_t flags, const char* bytes, size_t n, uint8_t* b, size_t* len) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_SAMEHOST;
+    f.sh_flags = flags;
+    f.message.ptr = bytes;
+    f.message.len = n;
+    *len = tfrdv_tcp_encode(&f, b, 512);
+}
+static void test_codec_upgrade_frames(void) {
+    static const uint32_t fl[3] = {TFRDV_TCP_SH_TCP_ASK, TFRDV_TCP_SH_TCP_OFFER, TFRDV_TCP_SH_TCP_TOKEN};
+    static const size_t lo[3] = {1, 18, 16}, hi[3] = {255, 124, 16};
+    char src[300], want[200];
+    uint8_t b[512];
+    tfrdv_tcp_frame g;
+    tfrdv_status st;
+    size_t n, i, k;
+    int j;
+    for (k = 0; k < sizeof src; k++) src[k] = (char)(k * 7 + 1);
+    for (j = 0; j < 3; j++) {
+        for (k = lo[j]; k <= hi[j]; k += hi[j] - lo[j] > 8 ? (hi[j] - lo[j]) / 4 : 1) { /* byte exact, both ends */
+            sh_frame(fl[j], src, k, b, &n);
+            TT_CHECK_EQ_INT(n, 24 + k);
+            TT_CHECK_EQ_INT(b[20], (int)k);
+            for (i = 0; i < n; i += 7) TT_CHECK(tfrdv_tcp_decode(b, i, 0, &g, &st) == 0); /* incomplete */
+            TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, &g, &st), n);
+            TT_CHECK(g.type == TFRDV_TCP_SAMEHOST && g.sh_flags == fl[j] && g.message.len == k);
+            TT_CHECK(g.message.ptr == (const char*)b + 24 && memcmp(g.message.ptr, src, k) == 0);
+        }
+        sh_frame(fl[j], src, lo[j] - 1, b, &n); /* too few bytes */
+        snprintf(want, sizeof want, "SAMEHOST flags 0x%x with %u bytes (length field %u; %u..%u expected)", fl[j], (unsigned)(lo[j] - 1),
+                 (unsigned)(lo[j] - 1), (unsigned)lo[j], (unsigned)hi[j]);
+        bad(b, n, 0, want);
+        if (hi[j] < 255) { /* too many */
+            sh_frame(fl[j], src, hi[j] + 1, b, &n);
+            snprintf(want, sizeof want, "SAMEHOST flags 0x%x with %u bytes", fl[j], (unsigned)(hi[j] + 1));
+            bad(b, n, 0, want);
+        }
+        sh_frame(fl[j] | TFRDV_TCP_SH_CMA_READ, src, lo[j], b, &n); /* not alone */
+        snprintf(want, sizeof want, "SAMEHOST flags 0x%x: 32, 64 and 128 go alone", fl[j] | 1u);
+        bad(b, n, 0, want);
+        sh_frame(fl[j], src, lo[j], b, &n); /* a length field that disagrees with the body */
+        b[20]++;
+        bad(b, n, 0, "length field");
+    }
+    sh_frame(TFRDV_TCP_SH_TCP_ASK | TFRDV_TCP_SH_TCP_TOKEN, src, 16, b, &n);
+    bad(b, n, 0, "SAMEHOST flags 0xa0: 32, 64 and 128 go alone");
+    sh_frame(TFRDV_TCP_SH_CMA_READ, src, 3, b, &n); /* the old flags carry no bytes */
+    bad(b, n, 0, "SAMEHOST flags 0x1 with 3 bytes (length field 3; 0..0 expected)");
+    sh_frame(TFRDV_TCP_SH_TCP_ASK, src, 256, b, &n);
+    bad(b, n, 0, "SAMEHOST body of 264 bytes (8..263 expected)");
+}
 static void test_config_same_host(void) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_tcp* t = 0;
@@ -1934,6 +1995,7 @@ int main(int argc, char** argv) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tfrdv_sh_%d", (int)getpid());
     mkdir(tmpdir, 0700);
     TT_RUN(test_codec_by_address);
+    TT_RUN(test_codec_upgrade_frames);
     TT_RUN(test_config_same_host);
 #ifdef TFRDV_TCP__CMA
     TT_RUN(test_host_identity);
