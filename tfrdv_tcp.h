@@ -703,6 +703,7 @@ TFRDV_API void tfrdv_tcp_pool_destroy(tfrdv_tcp_pool* p);
 #endif
 #if defined(__linux__) && defined(_GNU_SOURCE) && defined(SO_PEERCRED)
 #define TFRDV_TCP__CMA 1 /* SAME HOST: SO_PEERCRED + process_vm_readv */
+#include <sys/random.h>   /* getrandom: a side socket's tokens and name */
 #endif
 #if defined(TFRDV_TCP__EPOLL) && defined(_GNU_SOURCE)
 #include <sys/mman.h>
@@ -2984,6 +2985,84 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_host_id(char* out, size_t cap, char* why, s
     }
     if ((size_t)snprintf(out, cap, "%s net:%llu:%llu", boot, (unsigned long long)sb.st_dev, (unsigned long long)sb.st_ino) >= cap) {
         snprintf(why, wcap, "host identity longer than %u bytes", (unsigned)cap);
+        return -1;
+    }
+    return 0;
+}
+/* The one-time tokens a server hands out with its side address (SAMEHOST flag 32; not used by
+   the transport yet): a client of the side socket presents one (flag 64) before anything else is
+   taken from it. TFRDV_TCP__SH_TOKENS slots; a slot is free when exp is 0. */
+#define TFRDV_TCP__SH_TOKENS 8
+typedef struct tfrdv_tcp__sh_tokens {
+    uint8_t tok[TFRDV_TCP__SH_TOKENS][TFRDV_TCP_SH_TOKEN_LEN];
+    int64_t exp[TFRDV_TCP__SH_TOKENS]; /* when it stops being taken (tfrdv_tcp__now); 0: free */
+} tfrdv_tcp__sh_tokens;
+/* n random bytes from the kernel (getrandom, blocking only before the pool is seeded at boot);
+   0, or -1 with why */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_random(uint8_t* out, size_t n, char* why, size_t wcap) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = getrandom(out + got, n - got, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            snprintf(why, wcap, "getrandom of %u bytes failed: %s", (unsigned)n, k < 0 ? strerror(errno) : "no bytes");
+            return -1;
+        }
+        got += (size_t)k;
+    }
+    return 0;
+}
+/* a new token into out, valid until now + ttl_ns: a free or expired slot, else the one closest
+   to expiring is given up (its client's upgrade fails and it stays on TCP). 0, or -1 with why */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_token_new(tfrdv_tcp__sh_tokens* k, int64_t now, int64_t ttl_ns, uint8_t* out, char* why, size_t wcap) {
+    int i, s = 0;
+    for (i = 0; i < TFRDV_TCP__SH_TOKENS; i++) {
+        if (k->exp[i] <= now) { s = i; break; } /* free (0) or expired */
+        if (k->exp[i] < k->exp[s]) s = i;
+    }
+    if (tfrdv_tcp__sh_random(out, TFRDV_TCP_SH_TOKEN_LEN, why, wcap) != 0) return -1;
+    memcpy(k->tok[s], out, TFRDV_TCP_SH_TOKEN_LEN);
+    k->exp[s] = ttl_ns > INT64_MAX - now ? INT64_MAX : now + ttl_ns;
+    return 0;
+}
+/* a token a side-socket client presented (n bytes): 0 if it is one handed out, unused and not
+   expired (its slot is freed: single use), else -1 with why. Every slot is compared in full
+   (no early exit: the time taken says nothing about the bytes); expired slots are freed. */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_token_take(tfrdv_tcp__sh_tokens* k, const uint8_t* given, size_t n, int64_t now, char* why, size_t wcap) {
+    int i, hit = -1, late = 0;
+    size_t j;
+    if (n != TFRDV_TCP_SH_TOKEN_LEN) {
+        snprintf(why, wcap, "a token of %u bytes (%d expected)", (unsigned)n, TFRDV_TCP_SH_TOKEN_LEN);
+        return -1;
+    }
+    for (i = 0; i < TFRDV_TCP__SH_TOKENS; i++) {
+        unsigned d = 0;
+        for (j = 0; j < TFRDV_TCP_SH_TOKEN_LEN; j++) d |= (unsigned)(k->tok[i][j] ^ given[j]);
+        if (k->exp[i] && d == 0) { if (k->exp[i] > now) hit = i; else late = 1; }
+        if (k->exp[i] && k->exp[i] <= now) k->exp[i] = 0;
+    }
+    if (hit < 0) {
+        snprintf(why, wcap, late ? "an expired token" : "a token this server did not hand out (or one already used)");
+        return -1;
+    }
+    k->exp[hit] = 0;
+    memset(k->tok[hit], 0, TFRDV_TCP_SH_TOKEN_LEN);
+    return 0;
+}
+/* a side socket's address: "@tfrdv-<pid>-<16 hex digits, random>" (abstract namespace: no file,
+   gone with the process). 0, or -1 with why */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_side_name(char* out, size_t cap, char* why, size_t wcap) {
+    uint8_t r[8];
+    char hex[17];
+    int i;
+    if (tfrdv_tcp__sh_random(r, sizeof r, why, wcap) != 0) return -1;
+    for (i = 0; i < 8; i++) {
+        hex[2 * i] = "0123456789abcdef"[r[i] >> 4];
+        hex[2 * i + 1] = "0123456789abcdef"[r[i] & 15];
+    }
+    hex[16] = 0;
+    if ((size_t)snprintf(out, cap, "@tfrdv-%ld-%s", (long)getpid(), hex) >= cap) {
+        snprintf(why, wcap, "side address longer than %u bytes", (unsigned)cap);
         return -1;
     }
     return 0;

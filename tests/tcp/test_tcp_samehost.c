@@ -1597,6 +1597,60 @@ static void test_host_identity(void) {
     TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(a, 40, why, sizeof why), -1);
     TT_CHECK_CONTAINS(why, "longer than 40 bytes");
 }
+/* A side socket's one-time tokens (tfrdv_tcp__sh_token_new / _take): random, taken once, not
+   after they expire, compared in full; a ninth outstanding token gives up the one closest to
+   expiring. Its name (tfrdv_tcp__sh_side_name): "@tfrdv-<pid>-<16 hex>", different each time,
+   and bindable as an abstract Unix address. */
+static void test_side_tokens(void) {
+    tfrdv_tcp__sh_tokens k;
+    uint8_t a[16], b[16], toks[9][16], z[16];
+    char why[200], n1[128], n2[128], pre[64];
+    struct sockaddr_un sa;
+    size_t i, len;
+    int fd;
+    memset(&k, 0, sizeof k);
+    memset(z, 0, sizeof z);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_new(&k, 1000, 50, a, why, sizeof why), 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_new(&k, 1000, 50, b, why, sizeof why), 0);
+    TT_CHECK(memcmp(a, b, 16) != 0 && memcmp(a, z, 16) != 0);
+    b[15] ^= 1;
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, b, 16, 1001, why, sizeof why), -1); /* one bit off */
+    TT_CHECK_CONTAINS(why, "a token this server did not hand out");
+    b[15] ^= 1;
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, b, 15, 1001, why, sizeof why), -1);
+    TT_CHECK_CONTAINS(why, "a token of 15 bytes (16 expected)");
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, a, 16, 1001, why, sizeof why), 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, a, 16, 1001, why, sizeof why), -1); /* single use */
+    TT_CHECK_CONTAINS(why, "already used");
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, b, 16, 1050, why, sizeof why), -1); /* expired */
+    TT_CHECK_CONTAINS(why, "an expired token");
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, z, 16, 1000, why, sizeof why), -1); /* free slots hold zeros */
+    for (i = 0; i < 9; i++) TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_new(&k, 2000 + (int64_t)i, 100, toks[i], why, sizeof why), 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, toks[0], 16, 2010, why, sizeof why), -1); /* given up for the ninth */
+    for (i = 1; i < 9; i++) TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, toks[i], 16, 2010, why, sizeof why), 0);
+    for (i = 0; i < 8; i++) TT_CHECK(k.exp[i] == 0);
+
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_side_name(n1, sizeof n1, why, sizeof why), 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_side_name(n2, sizeof n2, why, sizeof why), 0);
+    snprintf(pre, sizeof pre, "@tfrdv-%ld-", (long)getpid());
+    len = strlen(n1);
+    TT_CHECK(strncmp(n1, pre, strlen(pre)) == 0);
+    TT_CHECK_EQ_INT(len, strlen(pre) + 16);
+    TT_CHECK(len <= TFRDV_TCP_SH_ADDR_MAX);
+    for (i = strlen(pre); i < len; i++) TT_CHECK((n1[i] >= '0' && n1[i] <= '9') || (n1[i] >= 'a' && n1[i] <= 'f'));
+    TT_CHECK(strcmp(n1, n2) != 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path + 1, n1 + 1, len - 1); /* '@': the leading NUL of an abstract name */
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    TT_CHECK(fd >= 0);
+    if (fd >= 0) {
+        TT_CHECK_EQ_INT(bind(fd, (struct sockaddr*)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)), 0);
+        close(fd);
+    }
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_side_name(n1, 20, why, sizeof why), -1);
+    TT_CHECK_CONTAINS(why, "side address longer than 20 bytes");
+}
 #endif
 /* The codec: SAMEHOST flags 32, 64 and 128 (the same-host upgrade of a TCP connection, version 5)
    carry bytes (host identity; token and side address; token) and each goes alone; the other
@@ -1999,6 +2053,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_config_same_host);
 #ifdef TFRDV_TCP__CMA
     TT_RUN(test_host_identity);
+    TT_RUN(test_side_tokens);
 #endif
 #ifdef __linux__
     TT_RUN(test_sizes_by_address);
