@@ -76,10 +76,11 @@
                    flag 8 "mapped"; client flag 16 (with 4) "my lent threads may sleep on a
                    futex", server flag 16 (with 8) "I wake them so". A version 3 peer gets
                    none of these (it refuses unknown flags). Flags 1 to 16 carry no bytes (n 0).
-                   Reserved for the same-host upgrade of a TCP connection (version 5; decoded
-                   and checked, not sent yet): flag 32 alone with the client's host identity
-                   (1..255 bytes), flag 64 alone with a 16-byte token then a side address
-                   (2..108 bytes), flag 128 alone with a token (16)
+                   Version 5, the upgrade of a TCP connection (SAME HOST): client flag 32 alone
+                   with its host identity (1..255 bytes), server flag 64 alone with a 16-byte
+                   token then its side address (2..108 bytes; or flags 0: refused); on the side
+                   socket client flag 128 alone with the token (16), before any other frame but
+                   its HELLO
       10 RELEASE   n x u64 wire ids (1..512), id 0 (version 5, ZERO COPY): the client no longer
                    maps the pool values of these responses; the server releases its hold
      Delivery (version 2). A server keeps the value of each response it has written until the
@@ -151,6 +152,19 @@
      runs on the thread reading the connection: a 64 MiB value holds it for its copy (~10-25 ms;
      other responses on that connection wait for it).
      stats.values_cma / values_cma_sent count the values that took this path.
+     TCP peers on one host (work in progress: the server's half is done, a client does not ask
+     yet, so TCP peers use the TCP socket). A version 5 client on TCP sends its host identity
+     (SAMEHOST flag 32: the kernel's boot id and its network namespace's device and inode).
+     A server whose own identity is the same, with same_host on and TFRDV_TCP_UPGRADE_DENY=1 not
+     in its environment (read by tfrdv_tcp_create), answers flag 64: a one-time token (16 bytes
+     from getrandom; single use, valid 10 s, at most 8 outstanding: a ninth gives up the oldest)
+     and the address of its side listener, an abstract Unix socket "@tfrdv-<pid>-<random hex>"
+     made at the first offer (no file; gone with the transport; epoll builds only). Otherwise it
+     answers flags 0 and logs why once per transport. A connection on the side socket may send
+     its HELLO and then must present the token (flag 128, compared in constant time): any other
+     frame first, a wrong, used or expired token closes it with a CLOSE naming what was wrong
+     (stats.protocol_errors). With the token it is a Unix connection like any other (SAMEHOST
+     flags 1 and 4 as above).
 
    SAME HOST RING (Linux, Unix sockets, protocol version 4)
      Small frames skip the socket too. With its SAMEHOST frame the client passes (SCM_RIGHTS) a
@@ -704,6 +718,9 @@ TFRDV_API void tfrdv_tcp_pool_destroy(tfrdv_tcp_pool* p);
 #if defined(__linux__) && defined(_GNU_SOURCE) && defined(SO_PEERCRED)
 #define TFRDV_TCP__CMA 1 /* SAME HOST: SO_PEERCRED + process_vm_readv */
 #include <sys/random.h>   /* getrandom: a side socket's tokens and name */
+#ifdef TFRDV_TCP__EPOLL
+#define TFRDV_TCP__UPGRADE 1 /* SAME HOST: a TCP connection moves to a side Unix socket */
+#endif
 #endif
 #if defined(TFRDV_TCP__EPOLL) && defined(_GNU_SOURCE)
 #include <sys/mman.h>
@@ -1198,6 +1215,8 @@ struct tfrdv_tcp__conn {
     /* SAME HOST (under t->mu): the client asked / may read values by address from pid sh_pid
        (SO_PEERCRED); the server granted it and sends large values by address */
     int sh_asked, sh_read, sh_send, sh_seen, sh_cma;  /* sh_cma: the question asked for it */
+    int side, side_ok;                         /* server: accepted on the side socket; its token
+                                                  checked out (before: HELLO and SAMEHOST 128 only) */
     long sh_pid;
     /* SAME HOST RING: socket frames written whole (sfr, under t->mu) and read (rfr, the reading
        thread): a ring record names how many socket frames came before it; oframes: frames in
@@ -1251,6 +1270,14 @@ typedef struct tfrdv_tcp__todo {
     int log_level;
 } tfrdv_tcp__todo;
 
+/* The one-time tokens a server hands out with its side address (SAMEHOST flag 64, see
+   >>SAME HOST): a client of the side socket presents one (flag 128) before anything else is
+   taken from it. TFRDV_TCP__SH_TOKENS slots; a slot is free when exp is 0. */
+#define TFRDV_TCP__SH_TOKENS 8
+typedef struct tfrdv_tcp__sh_tokens {
+    uint8_t tok[TFRDV_TCP__SH_TOKENS][TFRDV_TCP_SH_TOKEN_LEN];
+    int64_t exp[TFRDV_TCP__SH_TOKENS]; /* when it stops being taken (tfrdv_tcp__now); 0: free */
+} tfrdv_tcp__sh_tokens;
 struct tfrdv_tcp {
     tfrdv_tcp_config cfg;
     tfrdv_tcp_limits lim;
@@ -1310,6 +1337,10 @@ struct tfrdv_tcp {
     /* SAME HOST */
     uint64_t sh_min;                           /* values of this many bytes go by address; 0: off */
     long sh_lpid;                              /* the process that bound the listener */
+    int sfd, sarmed, up_deny, up_logged;       /* SAME HOST: the side listener (-1: none yet), in
+                                                  the epoll set; TFRDV_TCP_UPGRADE_DENY; logged */
+    char saddr[TFRDV_TCP_SH_ADDR_MAX + 1];     /* its address, "@tfrdv-<pid>-<hex>" */
+    tfrdv_tcp__sh_tokens stoks;                /* its one-time tokens */
     int sh_deny, sh_logged;                    /* TFRDV_TCP_CMA_DENY; the fallback was logged */
     struct tfrdv_tcp_pool* pools[16];          /* ZERO COPY: tfrdv_tcp_add_pool (under mu) */
     int npools;
@@ -2737,6 +2768,18 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         pthread_mutex_unlock(&t->mu);
         return;
     }
+    if (c->side && f->type != TFRDV_TCP_SAMEHOST) { /* SAME HOST: the side socket's token first */
+        int gate;
+        pthread_mutex_lock(&t->mu);
+        gate = !c->side_ok;
+        if (gate) {
+            char why[120];
+            snprintf(why, sizeof why, "a frame of type %d on the side socket before its token (SAMEHOST flag 128)", f->type);
+            tfrdv_tcp__conn_bad(t, c, why, td);
+        }
+        pthread_mutex_unlock(&t->mu);
+        if (gate) return;
+    }
     switch (f->type) {
     case TFRDV_TCP_REQUEST:
         if (!c->server) break;
@@ -2989,14 +3032,6 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_host_id(char* out, size_t cap, char* why, s
     }
     return 0;
 }
-/* The one-time tokens a server hands out with its side address (SAMEHOST flag 32; not used by
-   the transport yet): a client of the side socket presents one (flag 64) before anything else is
-   taken from it. TFRDV_TCP__SH_TOKENS slots; a slot is free when exp is 0. */
-#define TFRDV_TCP__SH_TOKENS 8
-typedef struct tfrdv_tcp__sh_tokens {
-    uint8_t tok[TFRDV_TCP__SH_TOKENS][TFRDV_TCP_SH_TOKEN_LEN];
-    int64_t exp[TFRDV_TCP__SH_TOKENS]; /* when it stops being taken (tfrdv_tcp__now); 0: free */
-} tfrdv_tcp__sh_tokens;
 /* n random bytes from the kernel (getrandom, blocking only before the pool is seeded at boot);
    0, or -1 with why */
 TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_random(uint8_t* out, size_t n, char* why, size_t wcap) {
@@ -3068,6 +3103,99 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_side_name(char* out, size_t cap, char* why,
     return 0;
 }
 #endif
+/* (under t->mu) the side listener in or out of the epoll set */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__up_arm(tfrdv_tcp* t, int on) {
+    if (t->sfd < 0 || t->sarmed == on) return;
+    t->sarmed = on;
+#ifdef TFRDV_TCP__EPOLL
+    {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.events = EPOLLIN;
+        ev.data.ptr = &t->sfd;
+        (void)epoll_ctl(t->efd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, t->sfd, &ev);
+    }
+#endif
+}
+#ifdef TFRDV_TCP__UPGRADE
+/* server (under t->mu): the side listener, made at the first offer: an abstract Unix socket
+   "@tfrdv-<pid>-<random hex>" (no file; another network namespace cannot reach it). 0, or -1
+   with why */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__up_listen(tfrdv_tcp* t, char* why, size_t wcap) {
+    struct sockaddr_un un;
+    size_t n;
+    int fd;
+    if (t->sfd >= 0) { tfrdv_tcp__up_arm(t, 1); return 0; }
+    if (tfrdv_tcp__sh_side_name(t->saddr, sizeof t->saddr, why, wcap) != 0) return -1;
+    n = strlen(t->saddr);
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    memcpy(un.sun_path + 1, t->saddr + 1, n - 1); /* '@': the leading NUL */
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr*)&un, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0 || listen(fd, SOMAXCONN) != 0) {
+        snprintf(why, wcap, "the side socket %s: %s failed: %s", t->saddr, fd < 0 ? "socket" : "bind or listen", strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    t->sfd = fd;
+    tfrdv_tcp__up_arm(t, 1);
+    return 0;
+}
+#endif
+/* server (under t->mu): a TCP client asked to move to a side Unix socket (SAMEHOST flag 32 with
+   its host identity): offer the side address and a one-time token (flag 64) when it is on this
+   kernel and network namespace and this side allows it, else refuse (flags 0; why logged once
+   per transport) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__up_offer(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td, char* msg, size_t mcap) {
+    char why[300];
+    uint8_t body[TFRDV_TCP_SH_TOKEN_LEN + TFRDV_TCP_SH_ADDR_MAX];
+    tfrdv_tcp_frame g;
+    int ok = 0;
+    why[0] = 0;
+    memset(&g, 0, sizeof g);
+    if (!t->sh_min) snprintf(why, sizeof why, "same_host is TFRDV_OFF here");
+    else if (t->up_deny) snprintf(why, sizeof why, "TFRDV_TCP_UPGRADE_DENY=1 is set here");
+    else {
+#ifdef TFRDV_TCP__UPGRADE
+        char me[160];
+        if (tfrdv_tcp__sh_host_id(me, sizeof me, why, sizeof why) != 0) {
+        } else if (strlen(me) != f->message.len || memcmp(me, f->message.ptr, f->message.len) != 0)
+            snprintf(why, sizeof why, "the client is on another kernel or network namespace (its host identity, %u bytes, differs from this one's)", (unsigned)f->message.len);
+        else if (tfrdv_tcp__up_listen(t, why, sizeof why) == 0 &&
+                 tfrdv_tcp__sh_token_new(&t->stoks, tfrdv_tcp__now(), 10000000000LL, body, why, sizeof why) == 0) {
+            size_t n = strlen(t->saddr);
+            memcpy(body + TFRDV_TCP_SH_TOKEN_LEN, t->saddr, n);
+            g.message.ptr = (const char*)body;
+            g.message.len = TFRDV_TCP_SH_TOKEN_LEN + n;
+            ok = 1;
+        }
+#else
+        (void)f;
+        (void)body;
+        snprintf(why, sizeof why, "the side socket is not available in this build (Linux, epoll, _GNU_SOURCE)");
+#endif
+    }
+    g.type = TFRDV_TCP_SAMEHOST;
+    g.sh_flags = ok ? TFRDV_TCP_SH_TCP_OFFER : 0u;
+    (void)tfrdv_tcp__queue(t, c, &g);
+    if (!c->wblocked) tfrdv_tcp__write(t, c, td);
+    if (!ok && !t->up_logged) {
+        char label[128];
+        t->up_logged = 1;
+        snprintf(msg, mcap, "tfrdv_tcp: refused to move the TCP connection %s to a Unix socket: %s (said once per transport)",
+                 tfrdv_tcp__peer_label(c, label, sizeof label, "of a client"), why);
+    }
+}
+/* server (under t->mu): the token a side-socket client presented (SAMEHOST flag 128) */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__up_take(tfrdv_tcp* t, const tfrdv_tcp_frame* f, char* why, size_t wcap) {
+#ifdef TFRDV_TCP__UPGRADE
+    return tfrdv_tcp__sh_token_take(&t->stoks, (const uint8_t*)f->message.ptr, f->message.len, tfrdv_tcp__now(), why, wcap);
+#else
+    (void)t; (void)f;
+    snprintf(why, wcap, "a token, but this build has no side socket");
+    return -1;
+#endif
+}
 /* client, after the server's HELLO (no lock held): ask for the by-address path, or say once per
    transport why the socket carries every byte */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
@@ -3140,12 +3268,23 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
 }
 /* a SAMEHOST frame: the server grants or refuses, the client learns the answer */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
-    char bad[120], msg[400], rwhy[300], rmsg[500];
+    char bad[260], msg[400], rwhy[300], rmsg[500], umsg[600];
     int say = 0, rsay = 0;
     const uint32_t ask = TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_FUTEX;
-    bad[0] = rwhy[0] = 0;
+    bad[0] = rwhy[0] = umsg[0] = 0;
     pthread_mutex_lock(&t->mu);
-    if (c->peer_version < 3 || !c->is_unix || c->sh_seen)
+    if (c->server && !c->is_unix && c->peer_version >= 5 && !c->sh_seen && f->sh_flags == TFRDV_TCP_SH_TCP_ASK) {
+        c->sh_seen = 1; /* a TCP client on this host? (the upgrade) */
+        tfrdv_tcp__up_offer(t, c, f, td, umsg, sizeof umsg);
+    } else if (c->side && !c->side_ok) { /* the side socket: its token, nothing else */
+        char why[200];
+        if (f->sh_flags != TFRDV_TCP_SH_TCP_TOKEN)
+            snprintf(bad, sizeof bad, "SAMEHOST flags 0x%x on the side socket before its token (flag 128)", f->sh_flags);
+        else if (tfrdv_tcp__up_take(t, f, why, sizeof why) != 0)
+            snprintf(bad, sizeof bad, "the side socket's client presented %s", why);
+        else
+            c->side_ok = 1; /* now a Unix connection like any other: SAMEHOST 1 / 4 may follow */
+    } else if (c->peer_version < 3 || !c->is_unix || c->sh_seen)
         snprintf(bad, sizeof bad, "SAMEHOST frame %s", c->sh_seen ? "sent twice" : !c->is_unix ? "on a TCP connection" : "from a peer that said version < 3");
     else if (c->server) {
         if (!f->sh_flags || (f->sh_flags & ~ask) || (c->peer_version < 4 && f->sh_flags != TFRDV_TCP_SH_CMA_READ) ||
@@ -3213,6 +3352,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
     pthread_mutex_unlock(&t->mu);
     if (say) tfrdv_tcp__log(t, 1, "%s", msg);
     if (rsay) tfrdv_tcp__log(t, 1, "%s", rmsg);
+    if (umsg[0]) tfrdv_tcp__log(t, 1, "%s", umsg);
 }
 /* a RESPONSE by address is only taken on a connection whose server granted it */
 TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_remote_ok(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
@@ -4405,20 +4545,30 @@ TFRDV_TCP__PRIVATE tfrdv_value* tfrdv_tcp__zc_value(tfrdv_tcp* t, tfrdv_tcp__con
 }
 
 /* >>accept ----------------------------------------------------------------------------------- */
-TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
-    int i;
+/* side: on SAME HOST's side listener (a Unix socket; the connection must show its token first) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td, int side) {
+    int i, lfd = side ? t->sfd : t->lfd;
     for (i = 0; i < 64; i++) {
         int fd;
         tfrdv_tcp__conn* c;
 #if defined(__linux__) && defined(SOCK_NONBLOCK) && defined(_GNU_SOURCE)
-        fd = accept4(t->lfd, 0, 0, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        fd = accept4(lfd, 0, 0, SOCK_NONBLOCK | SOCK_CLOEXEC);
 #else
-        fd = accept(t->lfd, 0, 0);
+        fd = accept(lfd, 0, 0);
         if (fd >= 0) tfrdv_tcp__cloexec_nonblock(fd);
 #endif
         if (fd < 0) {
             int e = errno;
             if (e == EINTR || e == ECONNABORTED) continue;
+            if (side && e != EAGAIN && e != EWOULDBLOCK) { /* out of descriptors or memory: off the epoll set
+                                                     until the next offer (upgrades fail, TCP stays) */
+                pthread_mutex_lock(&t->mu);
+                tfrdv_tcp__up_arm(t, 0);
+                pthread_mutex_unlock(&t->mu);
+                snprintf(td->log, sizeof td->log, "tfrdv_tcp: accept on the side socket %s failed (%s): not accepting until the next upgrade offer", t->saddr, strerror(e));
+                td->log_level = 2;
+                return;
+            }
             if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) { /* pause the listener a while */
                 pthread_mutex_lock(&t->mu);
                 tfrdv_tcp__listen_arm(t, 0);
@@ -4436,14 +4586,15 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
             close(fd);
             continue;
         }
-        tfrdv_tcp__sockopts(t, fd, t->lunix);
-        if (!(c = tfrdv_tcp__conn_new(t, fd, 1, t->lunix))) {
+        tfrdv_tcp__sockopts(t, fd, side || t->lunix);
+        if (!(c = tfrdv_tcp__conn_new(t, fd, 1, side || t->lunix))) {
             t->stats.connections_rejected++;
             pthread_mutex_unlock(&t->mu);
             close(fd);
             continue;
         }
         t->stats.accepted++;
+        c->side = side;
         c->state = TFRDV_TCP__C_OPEN;
         c->deadline = tfrdv_tcp__add(tfrdv_tcp__now(), t->cfg.handshake_timeout_ns);
         tfrdv_tcp__queue_hello(t, c); /* version 2; a client's HELLO saying 1 is served as 1 */
@@ -4760,10 +4911,10 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
                 tfrdv_tcp__conn_event(t, (tfrdv_tcp__conn*)((uintptr_t)p - 1u), 0, 0, 0);
                 continue;
             }
-            if (p == (void*)&t->lfd) {
+            if (p == (void*)&t->lfd || p == (void*)&t->sfd) { /* sfd: SAME HOST's side listener */
                 tfrdv_tcp__todo td;
                 tfrdv_tcp__todo_init(&td);
-                tfrdv_tcp__accept(t, &td);
+                tfrdv_tcp__accept(t, &td, p == (void*)&t->sfd);
                 tfrdv_tcp__todo_run(t, &td);
                 continue;
             }
@@ -4814,7 +4965,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
             if (i == lis) {
                 tfrdv_tcp__todo td;
                 tfrdv_tcp__todo_init(&td);
-                tfrdv_tcp__accept(t, &td);
+                tfrdv_tcp__accept(t, &td, 0);
                 tfrdv_tcp__todo_run(t, &td);
                 continue;
             }
@@ -5707,7 +5858,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     tfrdv_tcp__limits_fill(&t->lim, &t->lim);
     if (t->lim.max_frame_len < c.frame_bytes + 64) t->lim.max_frame_len = c.frame_bytes + 64;
     t->refs = 1;
-    t->lfd = t->efd = t->wake[0] = t->wake[1] = -1;
+    t->lfd = t->efd = t->wake[0] = t->wake[1] = t->sfd = -1;
     t->conns.prev = t->conns.next = &t->conns;
     t->ent_min_deadline = t->req_min_deadline = INT64_MAX;
     t->next_tick = tfrdv_tcp__add(tfrdv_tcp__now(), c.expire_interval_ns);
@@ -5715,6 +5866,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     t->sh_lpid = (long)getpid();
     t->sh_deny = getenv("TFRDV_TCP_CMA_DENY") && strcmp(getenv("TFRDV_TCP_CMA_DENY"), "1") == 0;
     t->shm_deny = getenv("TFRDV_TCP_RING_DENY") ? atoi(getenv("TFRDV_TCP_RING_DENY")) : 0; /* SAME HOST RING */
+    t->up_deny = getenv("TFRDV_TCP_UPGRADE_DENY") && strcmp(getenv("TFRDV_TCP_UPGRADE_DENY"), "1") == 0; /* SAME HOST */
     pthread_mutex_init(&t->mu, 0);
     pthread_mutex_init(&t->poll_mu, 0);
     pthread_cond_init(&t->cv, 0);
@@ -5842,6 +5994,10 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__shutdown(tfrdv_tcp* t) {
         while (t->nclaims) pthread_cond_wait(&t->cv, &t->mu);
     }
     tfrdv_tcp__listen_arm(t, 0);
+    if (t->sfd >= 0) { /* SAME HOST: the side listener (abstract: no file) */
+        close(t->sfd);
+        t->sfd = -1;
+    }
     if (t->lfd >= 0) {
         struct stat now_st;
         close(t->lfd);

@@ -1707,6 +1707,176 @@ static void test_codec_upgrade_frames(void) {
     sh_frame(TFRDV_TCP_SH_TCP_ASK, src, 256, b, &n);
     bad(b, n, 0, "SAMEHOST body of 264 bytes (8..263 expected)");
 }
+/* ---- the same-host upgrade of a TCP connection: the server's half (a raw client) ----
+   A version 5 client on TCP sends its host identity (SAMEHOST 16); the server answers with a
+   one-time token and its side address (32). On the side socket the token must come first: a
+   wrong one, a reused one, or any other frame before it gets a CLOSE naming it and nothing else;
+   the right one makes it a Unix connection like any other (SAMEHOST 1 is granted). */
+#ifdef TFRDV_TCP__UPGRADE
+static int raw_tcp(const char* addr) {
+    struct sockaddr_in in;
+    const char* colon = strrchr(addr, ':');
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&in, 0, sizeof in);
+    in.sin_family = AF_INET;
+    in.sin_port = htons((uint16_t)atoi(colon ? colon + 1 : "0"));
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr*)&in, sizeof in) != 0) { close(fd); return -1; }
+    return fd;
+}
+static int raw_abstract(const char* at) {
+    struct sockaddr_un un;
+    size_t n = strlen(at);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    memcpy(un.sun_path + 1, at + 1, n - 1);
+    if (connect(fd, (struct sockaddr*)&un, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0) { close(fd); return -1; }
+    return fd;
+}
+/* raw_next, keeping a SAMEHOST's or CLOSE's bytes in keep (NUL-terminated; f->message points there) */
+static int raw_next_keep(int fd, rawbuf* rb, tfrdv_tcp_frame* f, char* keep, size_t cap) {
+    for (;;) {
+        tfrdv_status st;
+        long used = tfrdv_tcp_decode(rb->b, rb->len, 0, f, &st);
+        ssize_t k;
+        if (used < 0) return 0;
+        if (used > 0 && rb->len >= (size_t)used + f->data_len) {
+            size_t total = (size_t)used + (size_t)f->data_len, m = 0;
+            if (f->type == TFRDV_TCP_SAMEHOST || f->type == TFRDV_TCP_CLOSE) {
+                m = f->message.len < cap - 1 ? f->message.len : cap - 1;
+                memcpy(keep, f->message.ptr, m);
+                f->message.ptr = keep;
+                f->message.len = m;
+            }
+            keep[m] = 0;
+            memmove(rb->b, rb->b + total, rb->len - total);
+            rb->len -= total;
+            return 1;
+        }
+        k = read(fd, rb->b + rb->len, sizeof rb->b - rb->len);
+        if (k <= 0) return 0;
+        rb->len += (size_t)k;
+    }
+}
+static void raw_hello5(int fd) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = 5;
+    f.name.ptr = WK;
+    f.name.len = strlen(WK);
+    raw_put(fd, &f);
+}
+static void raw_sh(int fd, uint32_t flags, const void* bytes, size_t n) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_SAMEHOST;
+    f.sh_flags = flags;
+    f.message.ptr = (const char*)bytes;
+    f.message.len = n;
+    raw_put(fd, &f);
+}
+/* a TCP connection asking with identity id: the SAMEHOST answer's flags (-1: none came); its
+   bytes into out */
+static int raw_ask(const char* addr, const char* id, char* out, size_t cap, size_t* outlen) {
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    tfrdv_tcp_frame g;
+    int fd = raw_tcp(addr), got = -1;
+    if (fd < 0) { free(rb); return -1; }
+    raw_hello5(fd);
+    raw_sh(fd, TFRDV_TCP_SH_TCP_ASK, id, strlen(id));
+    while (raw_next_keep(fd, rb, &g, out, cap)) {
+        if (g.type == TFRDV_TCP_HELLO) TT_CHECK_EQ_INT(g.version, 5);
+        if (g.type == TFRDV_TCP_SAMEHOST) { got = (int)g.sh_flags; *outlen = g.message.len; break; }
+    }
+    close(fd);
+    free(rb);
+    return got;
+}
+/* on the side socket: HELLO, then (token, or a REQUEST when tok is NULL), then SAMEHOST 1; the
+   frames that come back: flags of a SAMEHOST (or -1) and the CLOSE's message (or "") */
+static int raw_side(const char* at, const uint8_t* tok, char* close_msg, size_t cap, int* others) {
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    tfrdv_tcp_frame f, g;
+    char keep[256];
+    int fd = raw_abstract(at), sh = -1;
+    close_msg[0] = 0;
+    *others = 0;
+    if (fd < 0) { free(rb); return -2; }
+    raw_hello5(fd);
+    if (tok) raw_sh(fd, TFRDV_TCP_SH_TCP_TOKEN, tok, 16);
+    else {
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_REQUEST;
+        f.id = 1;
+        f.key.ptr = "k";
+        f.key.len = 1;
+        raw_put(fd, &f);
+    }
+    raw_sh(fd, TFRDV_TCP_SH_CMA_READ, 0, 0);
+    while (raw_next_keep(fd, rb, &g, keep, sizeof keep)) {
+        if (g.type == TFRDV_TCP_SAMEHOST) { sh = (int)g.sh_flags; break; }
+        if (g.type == TFRDV_TCP_CLOSE) snprintf(close_msg, cap, "%s", keep);
+        else if (g.type != TFRDV_TCP_HELLO) ++*others;
+    }
+    close(fd);
+    free(rb);
+    return sh;
+}
+static void test_upgrade_offer(void) {
+    insrv s;
+    char id[160], why[200], ans[256], pre[64], at[TFRDV_TCP_SH_ADDR_MAX + 1], cm[256];
+    uint8_t tok[16];
+    size_t n = 0, alen;
+    int others, i;
+    alarm(60);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(id, sizeof id, why, sizeof why), 0);
+    if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
+    TT_CHECK_EQ_INT(raw_ask(s.addr, id, ans, sizeof ans, &n), TFRDV_TCP_SH_TCP_OFFER);
+    TT_CHECK(n > 16 && n <= 16 + TFRDV_TCP_SH_ADDR_MAX);
+    if (n <= 16) { insrv_close(&s); return; }
+    memcpy(tok, ans, 16);
+    alen = n - 16;
+    memcpy(at, ans + 16, alen);
+    at[alen] = 0;
+    snprintf(pre, sizeof pre, "@tfrdv-%ld-", (long)getpid());
+    TT_CHECK(strncmp(at, pre, strlen(pre)) == 0);
+
+    tok[3] ^= 0x40; /* a wrong token: CLOSE naming it, nothing else */
+    TT_CHECK_EQ_INT(raw_side(at, tok, cm, sizeof cm, &others), -1);
+    TT_CHECK_CONTAINS(cm, "a token this server did not hand out");
+    TT_CHECK_EQ_INT(others, 0);
+    tok[3] ^= 0x40;
+    TT_CHECK_EQ_INT(raw_side(at, 0, cm, sizeof cm, &others), -1); /* a REQUEST first */
+    TT_CHECK_CONTAINS(cm, "a frame of type 2 on the side socket before its token");
+    TT_CHECK_EQ_INT(others, 0);
+    TT_CHECK_EQ_INT(raw_side(at, tok, cm, sizeof cm, &others), TFRDV_TCP_SH_CMA_GRANT); /* the right one */
+    TT_CHECK_STR(cm, "");
+    TT_CHECK_EQ_INT(raw_side(at, tok, cm, sizeof cm, &others), -1); /* used */
+    TT_CHECK_CONTAINS(cm, "already used");
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 3);
+    for (i = 0; i < 2; i++) { /* a second offer: the same side address, another token */
+        char ans2[256];
+        size_t n2 = 0;
+        TT_CHECK_EQ_INT(raw_ask(s.addr, id, ans2, sizeof ans2, &n2), TFRDV_TCP_SH_TCP_OFFER);
+        TT_CHECK(n2 == n && memcmp(ans2 + 16, at, alen) == 0 && memcmp(ans2, tok, 16) != 0);
+    }
+    TT_CHECK_EQ_INT(raw_ask(s.addr, "00000000-0000-0000-0000-000000000000 net:1:2", ans, sizeof ans, &n), 0); /* another host */
+    TT_CHECK_EQ_INT(n, 0);
+    insrv_close(&s);
+    TT_CHECK(raw_abstract(at) < 0); /* the side socket went with the transport */
+
+    for (i = 0; i < 2; i++) { /* refused: the environment, same_host off */
+        if (i == 0) setenv("TFRDV_TCP_UPGRADE_DENY", "1", 1); /* read by create */
+        if (!insrv_open(&s, "127.0.0.1:0", i == 0 ? 0 : TFRDV_OFF)) { TT_CHECK(0); unsetenv("TFRDV_TCP_UPGRADE_DENY"); return; }
+        unsetenv("TFRDV_TCP_UPGRADE_DENY");
+        TT_CHECK_EQ_INT(raw_ask(s.addr, id, ans, sizeof ans, &n), 0);
+        TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
+        insrv_close(&s);
+    }
+}
+#endif
 static void test_config_same_host(void) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_tcp* t = 0;
@@ -2054,6 +2224,9 @@ int main(int argc, char** argv) {
 #ifdef TFRDV_TCP__CMA
     TT_RUN(test_host_identity);
     TT_RUN(test_side_tokens);
+#endif
+#ifdef TFRDV_TCP__UPGRADE
+    TT_RUN(test_upgrade_offer);
 #endif
 #ifdef __linux__
     TT_RUN(test_sizes_by_address);
