@@ -161,10 +161,12 @@
      and the address of its side listener, an abstract Unix socket "@tfrdv-<pid>-<random hex>"
      made at the first offer (no file; gone with the transport; epoll builds only). Otherwise it
      answers flags 0 and logs why once per transport. A connection on the side socket may send
-     its HELLO and then must present the token (flag 128, compared in constant time): any other
-     frame first, a wrong, used or expired token closes it with a CLOSE naming what was wrong
-     (stats.protocol_errors). With the token it is a Unix connection like any other (SAMEHOST
-     flags 1 and 4 as above).
+     its HELLO and then must present the token (flag 128, compared in constant time) within
+     handshake_timeout_ns (else it is closed): any other frame first, a wrong, used or expired
+     token closes it with a CLOSE naming what was wrong (stats.protocol_errors). With the token
+     it is a Unix connection like any other (SAMEHOST flags 1 and 4 as above), except that a
+     ring is refused to a client of another uid (SO_PEERCRED; an abstract socket has no file
+     mode to keep them out, and a ring's eventfds must not be shared with them).
 
    SAME HOST RING (Linux, Unix sockets, protocol version 4)
      Small frames skip the socket too. With its SAMEHOST frame the client passes (SCM_RIGHTS) a
@@ -1215,8 +1217,9 @@ struct tfrdv_tcp__conn {
     /* SAME HOST (under t->mu): the client asked / may read values by address from pid sh_pid
        (SO_PEERCRED); the server granted it and sends large values by address */
     int sh_asked, sh_read, sh_send, sh_seen, sh_cma;  /* sh_cma: the question asked for it */
-    int side, side_ok;                         /* server: accepted on the side socket; its token
-                                                  checked out (before: HELLO and SAMEHOST 128 only) */
+    int side, side_ok, side_foreign;           /* server: accepted on the side socket; its token
+                                                  checked out (before: HELLO and SAMEHOST 128 only);
+                                                  its peer runs as another uid (no ring) */
     long sh_pid;
     /* SAME HOST RING: socket frames written whole (sfr, under t->mu) and read (rfr, the reading
        thread): a ring record names how many socket frames came before it; oframes: frames in
@@ -2743,7 +2746,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         c->peer_version = f->version < TFRDV_TCP_PROTOCOL_VERSION ? f->version : TFRDV_TCP_PROTOCOL_VERSION;
         c->hello_ok = 1;
         if (t->hello_waiters) pthread_cond_broadcast(&t->cv); /* tfrdv_tcp__peer_inc */
-        c->deadline = INT64_MAX;
+        if (!c->side) c->deadline = INT64_MAX; /* SAME HOST: the side socket's token is due by then too */
         if (c->peer) { c->peer->backoff = 0; c->peer->retry_at = 0; }
         for (e = c->calls.next; c->peer && e != &c->calls; e = enx) { /* calls for another worker */
             enx = e->next;
@@ -3282,8 +3285,15 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
             snprintf(bad, sizeof bad, "SAMEHOST flags 0x%x on the side socket before its token (flag 128)", f->sh_flags);
         else if (tfrdv_tcp__up_take(t, f, why, sizeof why) != 0)
             snprintf(bad, sizeof bad, "the side socket's client presented %s", why);
-        else
-            c->side_ok = 1; /* now a Unix connection like any other: SAMEHOST 1 / 4 may follow */
+        else { /* now a Unix connection like any other: SAMEHOST 1 / 4 may follow */
+#ifdef TFRDV_TCP__CMA
+            struct ucred uc;
+            socklen_t ul = sizeof uc;
+            memset(&uc, 0, sizeof uc);
+            c->side_foreign = getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) != 0 || uc.uid != geteuid();
+#endif
+            c->side_ok = 1;
+        }
     } else if (c->peer_version < 3 || !c->is_unix || c->sh_seen)
         snprintf(bad, sizeof bad, "SAMEHOST frame %s", c->sh_seen ? "sent twice" : !c->is_unix ? "on a TCP connection" : "from a peer that said version < 3");
     else if (c->server) {
@@ -3300,6 +3310,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
             if (f->sh_flags & TFRDV_TCP_SH_RING_OFFER) { /* SAME HOST RING */
                 if (!t->sh_min) snprintf(rwhy, sizeof rwhy, "same_host is off here");
                 else if (t->shm_deny == 1) snprintf(rwhy, sizeof rwhy, "TFRDV_TCP_RING_DENY=1 is set here");
+                else if (c->side_foreign) /* an abstract socket has no file mode: the uid check is here */
+                    snprintf(rwhy, sizeof rwhy, "it came through the side socket as another uid (a ring is shared with peers of this uid only)");
                 else {
 #ifdef TFRDV_TCP__RING
                     ring = tfrdv_tcp__shm_accept(t, c, rwhy, sizeof rwhy);
@@ -4666,9 +4678,9 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
     }
     for (c = t->conns.next; c != &t->conns; c = cnx) { /* every expired one, in this pass */
         cnx = c->next;
-        if (c->deadline > now || c->hello_ok) continue;
+        if (c->deadline > now || (c->hello_ok && (!c->side || c->side_ok))) continue;
         if (c->server) { /* no calls: nothing takes the todo's bulk status */
-            tfrdv_tcp__conn_gone(t, c, "no HELLO within handshake_timeout_ns", &td);
+            tfrdv_tcp__conn_gone(t, c, c->hello_ok ? "no token on the side socket within handshake_timeout_ns" : "no HELLO within handshake_timeout_ns", &td);
         } else { /* its calls take the bulk status naming its address: a todo of its own, run now */
             tfrdv_tcp__todo ctd;
             tfrdv_tcp__todo_init(&ctd);

@@ -630,12 +630,14 @@ typedef struct insrv {
     tfrdv_mgr* m;
     char addr[128];
 } insrv;
+static int64_t insrv_handshake_ns; /* 0: the default */
 static int insrv_open(insrv* s, const char* listen, int64_t same_host) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
     tfrdv_status st;
     tc.listen_address = listen;
     tc.same_host = same_host;
+    tc.handshake_timeout_ns = insrv_handshake_ns;
     if (tfrdv_tcp_create(&tc, &s->t, &st) != TFRDV_OK) { printf("    %s\n", st.msg); return 0; }
     mc.worker_name = PS;
     mc.incarnation = PS_INC;
@@ -1269,9 +1271,21 @@ static int raw_connect(const char* addr) {
     if (connect(fd, (struct sockaddr*)&un, sizeof un) != 0) { close(fd); return -1; }
     return fd;
 }
+/* a connection to the abstract Unix address "@name" */
+static int raw_abstract(const char* at) {
+    struct sockaddr_un un;
+    size_t n = strlen(at);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    memcpy(un.sun_path + 1, at + 1, n - 1);
+    if (connect(fd, (struct sockaddr*)&un, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0) { close(fd); return -1; }
+    return fd;
+}
 /* HELLO (version 4), the server's HELLO, then SAMEHOST 4 with nfd of: a memfd of the ring's size
    (sealed or not; its ring 1 head and sleep word preset) and three eventfds */
 static uint32_t raw_offer_flags = TFRDV_TCP_SH_RING_OFFER; /* what raw_offer's SAMEHOST says */
+static const uint8_t* raw_offer_token; /* set: addr is a side socket ("@..."): HELLO 5, this token */
 static int raw_offer(rawring* x, const char* addr, int sealed, int nfd, uint64_t head1, uint32_t wake1) {
     tfrdv_tcp_frame f, g;
     uint8_t b[64];
@@ -1283,8 +1297,16 @@ static int raw_offer(rawring* x, const char* addr, int sealed, int nfd, uint64_t
     size_t n;
     memset(x, 0, sizeof *x);
     x->map = (uint8_t*)MAP_FAILED;
-    if ((x->fd = raw_connect(addr)) < 0) return 0;
-    raw_hello(x->fd, 4, WK);
+    if ((x->fd = raw_offer_token ? raw_abstract(addr) : raw_connect(addr)) < 0) return 0;
+    raw_hello(x->fd, raw_offer_token ? 5 : 4, WK);
+    if (raw_offer_token) {
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_SAMEHOST;
+        f.sh_flags = TFRDV_TCP_SH_TCP_TOKEN;
+        f.message.ptr = (const char*)raw_offer_token;
+        f.message.len = 16;
+        raw_put(x->fd, &f);
+    }
     if (!raw_next(x->fd, &x->rb, &g) || g.type != TFRDV_TCP_HELLO) return 0;
     x->mfd = memfd_create("hostile", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (x->mfd < 0 || ftruncate(x->mfd, 4096 + 2 * (256 << 10)) != 0) return 0;
@@ -1724,16 +1746,6 @@ static int raw_tcp(const char* addr) {
     if (connect(fd, (struct sockaddr*)&in, sizeof in) != 0) { close(fd); return -1; }
     return fd;
 }
-static int raw_abstract(const char* at) {
-    struct sockaddr_un un;
-    size_t n = strlen(at);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    memset(&un, 0, sizeof un);
-    un.sun_family = AF_UNIX;
-    memcpy(un.sun_path + 1, at + 1, n - 1);
-    if (connect(fd, (struct sockaddr*)&un, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0) { close(fd); return -1; }
-    return fd;
-}
 /* raw_next, keeping a SAMEHOST's or CLOSE's bytes in keep (NUL-terminated; f->message points there) */
 static int raw_next_keep(int fd, rawbuf* rb, tfrdv_tcp_frame* f, char* keep, size_t cap) {
     for (;;) {
@@ -1832,7 +1844,9 @@ static void test_upgrade_offer(void) {
     int others, i;
     alarm(60);
     TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(id, sizeof id, why, sizeof why), 0);
-    if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
+    insrv_handshake_ns = 300000000;
+    if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); insrv_handshake_ns = 0; return; }
+    insrv_handshake_ns = 0;
     TT_CHECK_EQ_INT(raw_ask(s.addr, id, ans, sizeof ans, &n), TFRDV_TCP_SH_TCP_OFFER);
     TT_CHECK(n > 16 && n <= 16 + TFRDV_TCP_SH_ADDR_MAX);
     if (n <= 16) { insrv_close(&s); return; }
@@ -1856,12 +1870,64 @@ static void test_upgrade_offer(void) {
     TT_CHECK_EQ_INT(raw_side(at, tok, cm, sizeof cm, &others), -1); /* used */
     TT_CHECK_CONTAINS(cm, "already used");
     TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 3);
+    { /* HELLO and then nothing: closed after handshake_timeout_ns (300 ms here) */
+        rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+        tfrdv_tcp_frame g;
+        char keep[256];
+        int fd = raw_abstract(at), frames = 0;
+        TT_CHECK(fd >= 0);
+        raw_hello5(fd);
+        while (fd >= 0 && raw_next_keep(fd, rb, &g, keep, sizeof keep)) frames += g.type != TFRDV_TCP_HELLO;
+        TT_CHECK_EQ_INT(frames, 0); /* its HELLO, then EOF */
+        if (fd >= 0) close(fd);
+        free(rb);
+    }
     for (i = 0; i < 2; i++) { /* a second offer: the same side address, another token */
         char ans2[256];
         size_t n2 = 0;
         TT_CHECK_EQ_INT(raw_ask(s.addr, id, ans2, sizeof ans2, &n2), TFRDV_TCP_SH_TCP_OFFER);
         TT_CHECK(n2 == n && memcmp(ans2 + 16, at, alen) == 0 && memcmp(ans2, tok, 16) != 0);
     }
+    for (i = 0; i < 2; i++) { /* a ring through the side socket: this uid's client gets it (8), another uid's not (0) */
+        char ans2[256];
+        size_t n2 = 0;
+        pid_t pid;
+        int ws = 0;
+        if (i == 1 && geteuid() != 0) { printf("  (not root: the other-uid ring refusal is skipped)\n"); break; }
+        TT_CHECK_EQ_INT(raw_ask(s.addr, id, ans2, sizeof ans2, &n2), TFRDV_TCP_SH_TCP_OFFER);
+        pid = fork();
+        if (pid == 0) {
+            rawring x;
+            tfrdv_tcp_frame g;
+            int got = -1;
+            alarm(20);
+            if (i == 1 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(90);
+            raw_offer_token = (const uint8_t*)ans2;
+            if (!raw_offer(&x, at, 1, 4, 0, 0)) _exit(91);
+            while (got < 0) { /* the answer: on the socket, or (ring accepted) the ring's first record */
+                struct pollfd pf;
+                uint64_t prod = __atomic_load_n((uint64_t*)(void*)(x.map + 1024), __ATOMIC_ACQUIRE);
+                tfrdv_status st;
+                if (prod >= 16 + 24) {
+                    if (tfrdv_tcp_decode(x.map + 4096 + (256 << 10) + 16, (size_t)prod - 16, 0, &g, &st) <= 0 || g.type != TFRDV_TCP_SAMEHOST) _exit(93);
+                    got = (int)g.sh_flags;
+                    break;
+                }
+                pf.fd = x.fd;
+                pf.events = POLLIN;
+                pf.revents = 0;
+                if (poll(&pf, 1, 10) <= 0) continue;
+                if (!raw_next(x.fd, &x.rb, &g)) _exit(94);
+                if (g.type == TFRDV_TCP_SAMEHOST) got = (int)g.sh_flags;
+            }
+            _exit(got);
+        }
+        waitpid(pid, &ws, 0);
+        if (!WIFEXITED(ws)) printf("    child %d: signal %d\n", i, WIFSIGNALED(ws) ? WTERMSIG(ws) : -1);
+        TT_CHECK(WIFEXITED(ws));
+        TT_CHECK_EQ_INT(WEXITSTATUS(ws), i == 0 ? TFRDV_TCP_SH_RING_OK : 0);
+    }
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 3);
     TT_CHECK_EQ_INT(raw_ask(s.addr, "00000000-0000-0000-0000-000000000000 net:1:2", ans, sizeof ans, &n), 0); /* another host */
     TT_CHECK_EQ_INT(n, 0);
     insrv_close(&s);
