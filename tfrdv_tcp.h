@@ -643,6 +643,9 @@ typedef struct tfrdv_tcp_stats {
     uint64_t releases_received;    /* server: pool values the client let go (RELEASE) */
     size_t values_lent;            /* server: pool values a client may still map (held here until
                                       its RELEASE; if the connection ended first, until destroy) */
+    /* SAME HOST: TCP connections to a peer on this host moved to a side Unix socket (counted by
+       both ends: the client when new calls take it, the server when its token checked out) */
+    uint64_t tcp_upgrades;
 } tfrdv_tcp_stats;
 TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
 
@@ -1220,6 +1223,9 @@ struct tfrdv_tcp__conn {
     int side, side_ok, side_foreign;           /* server: accepted on the side socket; its token
                                                   checked out (before: HELLO and SAMEHOST 128 only);
                                                   its peer runs as another uid (no ring) */
+    int up_asked, up_side, up_retire;          /* client, the TCP upgrade: asked (1), answered (2);
+                                                  a side connection (not the peer's until its
+                                                  SAMEHOST answer); retiring (1), shut down (2) */
     long sh_pid;
     /* SAME HOST RING: socket frames written whole (sfr, under t->mu) and read (rfr, the reading
        thread): a ring record names how many socket frames came before it; oframes: frames in
@@ -1239,6 +1245,7 @@ struct tfrdv_tcp__peer {
     tfrdv_tcp__conn* conn;
     tfrdv_tcp__ent parked;                     /* calls waiting for a connection (list head) */
     int64_t retry_at, backoff;
+    int64_t up_next;                           /* SAME HOST: no TCP upgrade attempt before then */
     char err[160];
     char addr[1];                              /* the address text follows */
 };
@@ -1343,6 +1350,7 @@ struct tfrdv_tcp {
     int sfd, sarmed, up_deny, up_logged;       /* SAME HOST: the side listener (-1: none yet), in
                                                   the epoll set; TFRDV_TCP_UPGRADE_DENY; logged */
     char saddr[TFRDV_TCP_SH_ADDR_MAX + 1];     /* its address, "@tfrdv-<pid>-<hex>" */
+    int up_clogged;                            /* a client's TCP upgrade fallback was logged */
     tfrdv_tcp__sh_tokens stoks;                /* its one-time tokens */
     int sh_deny, sh_logged;                    /* TFRDV_TCP_CMA_DENY; the fallback was logged */
     struct tfrdv_tcp_pool* pools[16];          /* ZERO COPY: tfrdv_tcp_add_pool (under mu) */
@@ -1384,6 +1392,8 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_plan(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrd
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_sent(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r);
 TFRDV_TCP__PRIVATE int64_t tfrdv_tcp__sh_grace(const tfrdv_tcp__req* r);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
+TFRDV_TCP__PRIVATE int tfrdv_tcp__up_fallback(tfrdv_tcp* t, tfrdv_tcp__peer* p, const char* why, char* msg, size_t mcap);
+TFRDV_TCP__PRIVATE void tfrdv_tcp__unpark(tfrdv_tcp* t, tfrdv_tcp__peer* p, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_remote_ok(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__ent* e, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td);
@@ -2309,7 +2319,20 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_fail(tfrdv_tcp* t, tfrdv_tcp__conn* c, t
                                              tfrdv_tcp__todo* td) {
     tfrdv_tcp__req* r;
     if (c->state == TFRDV_TCP__C_DEAD) return;
-    if (td->st.code == TFRDV_OK) tfrdv_tcp__err(&td->st, code, "%s", msg);
+    if (c->up_side == 1) { /* SAME HOST: a side connection that never took over (it has no calls):
+                              its peer stays on TCP, said once per transport */
+        char m[sizeof td->log];
+        if (tfrdv_tcp__up_fallback(t, c->peer, msg, m, sizeof m)) {
+            if (!td->log[0]) {
+                snprintf(td->log, sizeof td->log, "%s", m);
+                td->log_level = 1;
+            } else {
+                t->up_clogged = 0; /* the todo says something else: the next fallback says it */
+            }
+        }
+    } else if (c->up_side != 3 && td->st.code == TFRDV_OK) {
+        tfrdv_tcp__err(&td->st, code, "%s", msg);
+    }
     c->state = TFRDV_TCP__C_DEAD;
     if (c->fd >= 0) {
 #ifdef TFRDV_TCP__EPOLL
@@ -2420,6 +2443,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__park(tfrdv_tcp__peer* p, tfrdv_tcp__ent* e) {
 TFRDV_TCP__PRIVATE void tfrdv_tcp__connect_failed(tfrdv_tcp* t, tfrdv_tcp__conn* c, const char* why, tfrdv_tcp__todo* td) {
     tfrdv_tcp__peer* p = c->peer;
     char msg[TFRDV_STATUS_MSG_MAX];
+    if (c->up_side) { /* SAME HOST: the side socket of a TCP upgrade; the peer's TCP connection stays */
+        snprintf(msg, sizeof msg, "the side socket's connection failed: %s", why);
+        tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, msg, td);
+        return;
+    }
     t->stats.connect_failures++;
     if (p) {
         int64_t b = t->cfg.backoff_ns;
@@ -3199,13 +3227,168 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__up_take(tfrdv_tcp* t, const tfrdv_tcp_frame* f
     return -1;
 #endif
 }
+/* client (under t->mu): the TCP upgrade of p did not happen (why); its calls stay on TCP. Says
+   why once per transport (into msg, logged by the caller unlocked; 0 if not this time); p makes
+   no new attempt for 60 s */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__up_fallback(tfrdv_tcp* t, tfrdv_tcp__peer* p, const char* why, char* msg, size_t mcap) {
+    if (p) p->up_next = tfrdv_tcp__add(tfrdv_tcp__now(), 60000000000LL);
+    if (t->up_clogged || t->closing) return 0;
+    t->up_clogged = 1;
+    snprintf(msg, mcap, "tfrdv_tcp: calls to %.80s stay on TCP, not a same-host Unix socket: %.300s (said once per transport)",
+             p ? p->addr : "?", why);
+    return 1;
+}
+/* client, after the server's HELLO on a TCP connection (no lock held): ask to move to a side
+   Unix socket (SAMEHOST flag 32 with this host's identity) when the server speaks version 5 and
+   nothing here rules it out; at most one attempt per peer per 10 s (see SAME HOST) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__up_ask(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
+    char why[300], msg[500], me[160];
+    int ok = 0, say = 0;
+    tfrdv_tcp__peer* p = c->peer;
+    int64_t now = tfrdv_tcp__now(), next;
+    why[0] = msg[0] = me[0] = 0;
+    if (!p) return;
+    pthread_mutex_lock(&t->mu);
+    next = p->up_next;
+    pthread_mutex_unlock(&t->mu);
+    if (next > now) return; /* tried lately (a failure, or a side connection that died) */
+    if (c->peer_version < 5) snprintf(why, sizeof why, "the server speaks protocol version %d (the upgrade needs 5)", c->peer_version);
+    else if (!t->sh_min) snprintf(why, sizeof why, "same_host is TFRDV_OFF here");
+    else if (t->up_deny) snprintf(why, sizeof why, "TFRDV_TCP_UPGRADE_DENY=1 is set here");
+    else {
+#ifdef TFRDV_TCP__UPGRADE
+        ok = tfrdv_tcp__sh_host_id(me, sizeof me, why, sizeof why) == 0;
+#else
+        snprintf(why, sizeof why, "the side socket is not available in this build (Linux, epoll, _GNU_SOURCE)");
+#endif
+    }
+    pthread_mutex_lock(&t->mu);
+    if (ok && c->state == TFRDV_TCP__C_OPEN) {
+        tfrdv_tcp_frame f;
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_SAMEHOST;
+        f.sh_flags = TFRDV_TCP_SH_TCP_ASK;
+        f.message.ptr = me;
+        f.message.len = strlen(me);
+        c->up_asked = 1;
+        p->up_next = tfrdv_tcp__add(now, 10000000000LL);
+        (void)tfrdv_tcp__queue(t, c, &f);
+        if (!c->wblocked) tfrdv_tcp__write(t, c, td);
+    } else if (!ok) {
+        say = tfrdv_tcp__up_fallback(t, p, why, msg, sizeof msg);
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (say) tfrdv_tcp__log(t, 1, "%s", msg);
+}
+/* client (under t->mu): the server of TCP connection c offered its side socket (f: flag 64, a
+   token then the address): dial it (non-blocking, in the loop like any dial) and send HELLO and
+   the token; the Unix SAMEHOST exchange follows its HELLO (tfrdv_tcp__sh_hello). Any failure
+   keeps the calls on c. Returns 1 when msg holds a line to log */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__up_dial(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td, char* msg, size_t mcap) {
+    char why[400], esc[4 * TFRDV_TCP_SH_ADDR_MAX + 8];
+    const char* at = f->message.ptr + TFRDV_TCP_SH_TOKEN_LEN;
+    size_t n = f->message.len - TFRDV_TCP_SH_TOKEN_LEN, i; /* the codec checked 18..124 bytes */
+#ifdef TFRDV_TCP__UPGRADE
+    struct sockaddr_un un;
+    tfrdv_tcp__conn* s;
+    tfrdv_tcp_frame g;
+    tfrdv_status keep;
+    int fd, rc;
+#endif
+    (void)tfrdv_escape(esc, sizeof esc, at, n);
+    for (i = 1; i < n && at[i] > 32 && at[i] < 127; i++) {}
+    if (at[0] != '@' || i != n) {
+        snprintf(why, sizeof why, "the server offered the side address %.200s (\"@name\" of printable bytes expected)", esc);
+        return tfrdv_tcp__up_fallback(t, c->peer, why, msg, mcap);
+    }
+#ifdef TFRDV_TCP__UPGRADE
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    memcpy(un.sun_path + 1, at + 1, n - 1); /* '@': the abstract namespace's leading NUL */
+    if ((fd = tfrdv_tcp__socket(AF_UNIX)) < 0) {
+        snprintf(why, sizeof why, "socket for the side address %.200s: %s", esc, strerror(errno));
+        return tfrdv_tcp__up_fallback(t, c->peer, why, msg, mcap);
+    }
+    tfrdv_tcp__sockopts(t, fd, 1);
+    if (!(s = tfrdv_tcp__conn_new(t, fd, 0, 1))) {
+        close(fd);
+        return tfrdv_tcp__up_fallback(t, c->peer, "out of memory", msg, mcap);
+    }
+    s->peer = c->peer;
+    s->up_side = 1; /* not the peer's connection yet: no call goes on it, none is parked for it */
+    s->deadline = tfrdv_tcp__add(tfrdv_tcp__now(), t->cfg.connect_timeout_ns);
+    do rc = connect(fd, (struct sockaddr*)&un, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n));
+    while (rc < 0 && errno == EINTR);
+    if (rc < 0 && errno != EINPROGRESS) {
+        int e = errno;
+        snprintf(why, sizeof why, "connect to the side address %.200s failed: %s", esc, strerror(e));
+        keep = td->st;
+        s->up_side = 3; /* conn_fail: said here */
+        tfrdv_tcp__conn_fail(t, s, TFRDV_UNAVAILABLE, why, td);
+        td->st = keep;
+        return tfrdv_tcp__up_fallback(t, c->peer, why, msg, mcap);
+    }
+    s->state = rc == 0 ? TFRDV_TCP__C_OPEN : TFRDV_TCP__C_CONNECTING;
+    tfrdv_tcp__queue_hello(t, s);
+    memset(&g, 0, sizeof g);
+    g.type = TFRDV_TCP_SAMEHOST;
+    g.sh_flags = TFRDV_TCP_SH_TCP_TOKEN;
+    g.message.ptr = f->message.ptr;
+    g.message.len = TFRDV_TCP_SH_TOKEN_LEN;
+    (void)tfrdv_tcp__queue(t, s, &g);
+    tfrdv_tcp__arm(t, s);
+    if (s->state == TFRDV_TCP__C_OPEN && !s->wblocked) tfrdv_tcp__write(t, s, td);
+    return 0;
+#else
+    (void)td;
+    snprintf(why, sizeof why, "the side socket is not available in this build (Linux, epoll, _GNU_SOURCE)");
+    return tfrdv_tcp__up_fallback(t, c->peer, why, msg, mcap);
+#endif
+}
+/* client (under t->mu): TCP connection c no longer takes new calls (its peer's side connection
+   does): once its last call completed and its acknowledgements went out, it is shut down for
+   writing; the server reads them, then the end, and closes; the end read here frees it. Closing
+   earlier would give the values of those calls back to the server's table. */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__up_retire(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
+    (void)t;
+    if (c->up_retire != 1 || c->state != TFRDV_TCP__C_OPEN || c->calls.next != &c->calls || c->nacks || tfrdv_tcp__zc_due(c) ||
+        c->olen != c->ooff || c->cur || c->wpart || c->claimed)
+        return;
+    c->up_retire = 2;
+    (void)shutdown(c->fd, SHUT_WR);
+}
+/* client (under t->mu): side connection s answered its SAMEHOST question: it becomes its peer's
+   connection for new calls; the TCP connection it replaces finishes the calls it has, then goes
+   (tfrdv_tcp__up_retire). Returns 1 when msg holds a line to log */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__up_switch(tfrdv_tcp* t, tfrdv_tcp__conn* s, tfrdv_tcp__todo* td, char* msg, size_t mcap) {
+    tfrdv_tcp__peer* p = s->peer;
+    tfrdv_tcp__conn* old = p->conn;
+    if (old && old != s && old->hello_ok && (old->peer_name_len != s->peer_name_len || memcmp(old->peer_name, s->peer_name, s->peer_name_len) != 0)) {
+        s->up_side = 3;
+        tfrdv_tcp__conn_bad(t, s, "the side socket answered as another worker than the TCP connection", td);
+        return tfrdv_tcp__up_fallback(t, p, "the side socket answered as another worker than the TCP connection", msg, mcap);
+    }
+    s->up_side = 2;
+    p->conn = s;
+    t->stats.tcp_upgrades++;
+    if (old && old != s) {
+        old->up_retire = 1;
+        tfrdv_tcp__up_retire(t, old);
+    }
+    tfrdv_tcp__unpark(t, p, s, td); /* calls that waited for a connection (the TCP one died) */
+    if (!s->wblocked) tfrdv_tcp__write(t, s, td);
+    return 0;
+}
 /* client, after the server's HELLO (no lock held): ask for the by-address path, or say once per
    transport why the socket carries every byte */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
     char why[200], msg[400], rwhy[200], rmsg[400];
     long pid = 0;
     int ok = 0, say = 0, ring = 0, rsay = 0;
-    if (!c->is_unix) return; /* TCP, even to this host: the socket */
+    if (!c->is_unix) { /* TCP: to this host, it may move to a side Unix socket (the upgrade) */
+        tfrdv_tcp__up_ask(t, c, td);
+        return;
+    }
     why[0] = rwhy[0] = 0;
     /* SAME HOST RING */
     if (c->peer_version < 4) snprintf(rwhy, sizeof rwhy, "protocol version %d on this connection (the ring needs 4)", c->peer_version);
@@ -3255,6 +3438,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         c->sh_cma = ok;
         (void)tfrdv_tcp__queue(t, c, &f); /* the ring's descriptors ride on its sendmsg (or an earlier one) */
         if (!c->wblocked) tfrdv_tcp__write(t, c, td);
+    } else if (c->up_side == 1 && c->state == TFRDV_TCP__C_OPEN) { /* SAME HOST: nothing to gain from
+                                                                      the side socket: stay on TCP */
+        char m[600];
+        snprintf(m, sizeof m, "neither values by address (%.250s) nor the ring (%.250s) on the side socket", why, rwhy);
+        tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, m, td);
     }
     if (!ok && !t->sh_logged) {
         t->sh_logged = say = 1;
@@ -3286,6 +3474,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
         else if (tfrdv_tcp__up_take(t, f, why, sizeof why) != 0)
             snprintf(bad, sizeof bad, "the side socket's client presented %s", why);
         else { /* now a Unix connection like any other: SAMEHOST 1 / 4 may follow */
+            t->stats.tcp_upgrades++;
 #ifdef TFRDV_TCP__CMA
             struct ucred uc;
             socklen_t ul = sizeof uc;
@@ -3294,6 +3483,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
 #endif
             c->side_ok = 1;
         }
+    } else if (!c->server && !c->is_unix && c->up_asked == 1) { /* the answer to the upgrade's question */
+        c->up_asked = 2;
+        if (f->sh_flags == TFRDV_TCP_SH_TCP_OFFER) (void)tfrdv_tcp__up_dial(t, c, f, td, umsg, sizeof umsg);
+        else if (f->sh_flags == 0) (void)tfrdv_tcp__up_fallback(t, c->peer, "the server refused it (its log says why)", umsg, sizeof umsg);
+        else snprintf(bad, sizeof bad, "SAMEHOST flags 0x%x answering the TCP upgrade (64 or 0 expected)", f->sh_flags);
     } else if (c->peer_version < 3 || !c->is_unix || c->sh_seen)
         snprintf(bad, sizeof bad, "SAMEHOST frame %s", c->sh_seen ? "sent twice" : !c->is_unix ? "on a TCP connection" : "from a peer that said version < 3");
     else if (c->server) {
@@ -3359,6 +3553,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
                 snprintf(rmsg, sizeof rmsg, "tfrdv_tcp: small frames to %.80s travel over the socket: the server refused the shared-memory ring (its log says why) (said once per transport)", c->peer ? c->peer->addr : "?");
             }
         }
+        if (c->up_side == 1 && c->peer) (void)tfrdv_tcp__up_switch(t, c, td, umsg, sizeof umsg); /* SAME HOST: new calls take it */
     }
     if (bad[0]) tfrdv_tcp__conn_bad(t, c, bad, td);
     pthread_mutex_unlock(&t->mu);
@@ -4721,6 +4916,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
         if (c->state != TFRDV_TCP__C_OPEN) continue;
         if (!c->server) { /* acknowledgements nothing else carried */
             if ((c->nacks || tfrdv_tcp__zc_due(c)) && !c->wblocked) tfrdv_tcp__write(t, c, &td);
+            if (c->up_retire == 1) tfrdv_tcp__up_retire(t, c); /* SAME HOST: a TCP connection replaced */
             if (c->lazy && ++c->lazy > 2) tfrdv_tcp__arm(t, c); /* idle for a tick: the loop
                                                                   watches it again (its end) */
             continue;

@@ -2270,6 +2270,182 @@ static void test_zero_copy_hostile_server(void) {
     }
 }
 
+/* ============================================================================================
+   The same-host upgrade of a TCP connection, both halves (a client and a server process)
+   ============================================================================================ */
+#ifdef TFRDV_TCP__UPGRADE
+/* the first fetch goes over TCP; then waits (bounded) until the client moved to the side socket
+   and closed the TCP connection */
+static void up_warm(srv* s, cli* c) {
+    int i;
+    TT_CHECK_EQ_INT(srv_send(s, "warm", 1, 0).code, 0);
+    TT_CHECK(fetch_check(c, "warm", 1, 0));
+    for (i = 0; i < 2000 && (cstats(c).tcp_upgrades < 1 || cstats(c).connections != 1); i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(cstats(c).tcp_upgrades, 1);
+    TT_CHECK_EQ_INT(cstats(c).connections, 1);
+}
+/* a TCP peer on 127.0.0.1 moves to the side socket: counted by both ends, a ring each, the TCP
+   connection closed; then 1 B and 4 KiB through the ring, 1 MiB over the Unix socket and 64 MiB
+   by address (RING_SH: from 4 MiB), byte-exact */
+static void test_tcp_upgrade_sizes(void) {
+    static const uint64_t sizes[4] = {1, 4096, MIB, 64 * MIB};
+    srv s;
+    cli c;
+    rep r;
+    uint64_t ring, cma;
+    int i, n = under_valgrind() ? 3 : 4;
+    alarm(120);
+    if (!srv_start(&s, "127.0.0.1:0", RING_SH, 0)) { TT_CHECK(0); return; }
+    log_reset();
+    if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
+    up_warm(&s, &c);
+    for (i = 0; i < 1000 && cstats(&c).ring_connections < 1; i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(cstats(&c).ring_connections, 1);
+    r = srv_stats(&s);
+    TT_CHECK_EQ_INT(r.ts.tcp_upgrades, 1);
+    TT_CHECK_EQ_INT(r.ts.ring_connections, 1);
+    ring = cstats(&c).values_ring;
+    cma = cstats(&c).values_cma;
+    for (i = 0; i < n; i++) {
+        char e[16];
+        snprintf(e, sizeof e, "u%d", i);
+        TT_CHECK_EQ_INT(srv_send(&s, e, sizes[i], (unsigned)i + 1).code, 0);
+        TT_CHECK(fetch_check(&c, e, sizes[i], (unsigned)i + 1));
+    }
+    TT_CHECK_EQ_INT(cstats(&c).values_ring - ring, 2);
+    TT_CHECK_EQ_INT(cstats(&c).values_cma - cma, n - 3);
+    TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 0);
+    r = srv_settled(&s);
+    TT_CHECK_EQ_INT(r.ts.protocol_errors, 0);
+    TT_CHECK_EQ_INT(r.ts.values_returned, 0);
+    TT_CHECK_EQ_INT(r.ts.values_acked, n + 1);
+    TT_CHECK_EQ_INT(r.ts.connections, 1); /* the server closed the TCP one too */
+    TT_CHECK_EQ_INT(log_count("stay on TCP"), 0);
+    cli_close(&c);
+    srv_stop(&s);
+}
+/* 200 receives posted around the switch (before the ask, while the side socket is dialled, after
+   it took over), their values sent only then (the calls on TCP are still open at the switch):
+   each completes once with its bytes; the TCP connection goes after its last */
+static void test_tcp_upgrade_pipelined(void) {
+    enum { N = 200 };
+    static many_one one[N];
+    many m;
+    srv s;
+    cli c;
+    rep r;
+    tfrdv_rendezvous* rz = 0;
+    tfrdv_status st;
+    int i, done = 0, before = 0;
+    alarm(120);
+    if (!srv_start(&s, "127.0.0.1:0", RING_SH, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
+    memset(&m, 0, sizeof m);
+    pthread_mutex_init(&m.mu, 0);
+    (void)tfrdv_mgr_start_step(c.m, 1, &rz, &st);
+    for (i = 0; i < N; i++) {
+        tfrdv_key k;
+        char e[16];
+        snprintf(e, sizeof e, "p_%d", i);
+        key_for(&k, e);
+        one[i].m = &m;
+        one[i].seed = 100u + (unsigned)i;
+        TT_CHECK_EQ_INT(tfrdv_recv_async(rz, &k.parsed, 0, on_many, &one[i], &st), TFRDV_OK);
+        if (!cstats(&c).tcp_upgrades) before = i + 1;
+        if (i >= 50 && i < 150 && i % 10 == 0) sleep_ms(1); /* spread over the switch */
+        if (i == 150) {
+            int j;
+            for (j = 0; j < 2000 && !cstats(&c).tcp_upgrades; j++) sleep_ms(5); /* the rest after it */
+        }
+    }
+    printf("    %d of %d receives posted before the switch\n", before, N);
+    TT_CHECK(before > 0 && before < N);
+    TT_CHECK_EQ_INT(cstats(&c).calls_ok, 0);
+    TT_CHECK_EQ_INT(srv_send_n(&s, "p", 1024, 100, N).code, 0);
+    for (i = 0; i < 3000 && done < N; i++) { /* up to 15 s */
+        pthread_mutex_lock(&m.mu);
+        done = m.done;
+        pthread_mutex_unlock(&m.mu);
+        if (done < N) sleep_ms(5);
+    }
+    sleep_ms(50); /* a second completion would show now */
+    TT_CHECK_EQ_INT(m.done, N);
+    TT_CHECK_EQ_INT(m.ok, N);
+    TT_CHECK_EQ_INT(cstats(&c).tcp_upgrades, 1);
+    for (i = 0; i < 1000 && cstats(&c).connections != 1; i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(cstats(&c).connections, 1);
+    TT_CHECK_EQ_INT(cstats(&c).calls_ok, N);
+    TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 0);
+    r = srv_settled(&s);
+    TT_CHECK_EQ_INT(r.ts.values_acked, N);
+    TT_CHECK_EQ_INT(r.ts.values_returned, 0);
+    TT_CHECK_EQ_INT(r.ts.values_unacked, 0);
+    tfrdv_unref(rz);
+    pthread_mutex_destroy(&m.mu);
+    cli_close(&c);
+    srv_stop(&s);
+}
+/* the server is killed after the upgrade with calls in flight on the side socket: each
+   finishes once, UNAVAILABLE */
+static void test_tcp_upgrade_server_killed(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    static slot pend[16];
+    int status, i;
+    alarm(60);
+    if (!srv_start(&s, "127.0.0.1:0", RING_SH, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
+    up_warm(&s, &c);
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    post_never(r, pend, 16);
+    for (i = 0; i < 1000 && srv_stats(&s).ts.server_requests_live < 16; i++) sleep_ms(5);
+    kill(s.pid, SIGKILL);
+    waitpid(s.pid, &status, 0);
+    all_failed_once(pend, 16);
+    TT_CHECK_EQ_INT(cstats(&c).tcp_upgrades, 1);
+    tfrdv_unref(r);
+    close(s.cfd);
+    close(s.rfd);
+    cli_close(&c);
+}
+/* forced fallbacks: calls succeed over TCP, one log line naming the cause, tcp_upgrades 0 */
+static void up_fallback_case(int64_t csh, int64_t ssh, int cdeny, int sdeny, const char* want) {
+    srv s;
+    cli c;
+    int i;
+    if (sdeny) setenv("TFRDV_TCP_UPGRADE_DENY", "1", 1);
+    i = srv_start(&s, "127.0.0.1:0", ssh, 0);
+    unsetenv("TFRDV_TCP_UPGRADE_DENY");
+    if (!i) { TT_CHECK(0); return; }
+    log_reset();
+    if (cdeny) setenv("TFRDV_TCP_UPGRADE_DENY", "1", 1);
+    i = cli_open(&c, s.addr, csh);
+    unsetenv("TFRDV_TCP_UPGRADE_DENY");
+    if (!i) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(srv_send_n(&s, "fb", MIB, 7, 3).code, 0);
+    TT_CHECK(fetch_check(&c, "fb_0", MIB, 7));
+    for (i = 0; i < 1000 && !log_count("stay on TCP"); i++) sleep_ms(5); /* the answer may come later */
+    TT_CHECK(fetch_check(&c, "fb_1", MIB, 8));
+    TT_CHECK(fetch_check(&c, "fb_2", MIB, 9));
+    TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
+    TT_CHECK_EQ_INT(log_count(want), 1);
+    TT_CHECK_EQ_INT(cstats(&c).tcp_upgrades, 0);
+    TT_CHECK_EQ_INT(cstats(&c).connections, 1);
+    TT_CHECK_EQ_INT(cstats(&c).calls_ok, 3);
+    TT_CHECK_EQ_INT(srv_stats(&s).ts.tcp_upgrades, 0);
+    cli_close(&c);
+    srv_stop(&s);
+}
+static void test_tcp_upgrade_fallbacks(void) {
+    alarm(120);
+    up_fallback_case(1, 1, 1, 0, "TFRDV_TCP_UPGRADE_DENY=1 is set here");
+    up_fallback_case(TFRDV_OFF, 1, 0, 0, "same_host is TFRDV_OFF here");
+    up_fallback_case(1, TFRDV_OFF, 0, 0, "the server refused it");
+    up_fallback_case(1, 1, 0, 1, "the server refused it");
+}
+#endif
 int main(int argc, char** argv) {
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (n <= 0) snprintf(self_exe, sizeof self_exe, "%s", argv[0]);
@@ -2293,6 +2469,10 @@ int main(int argc, char** argv) {
 #endif
 #ifdef TFRDV_TCP__UPGRADE
     TT_RUN(test_upgrade_offer);
+    TT_RUN(test_tcp_upgrade_sizes);
+    TT_RUN(test_tcp_upgrade_pipelined);
+    TT_RUN(test_tcp_upgrade_server_killed);
+    TT_RUN(test_tcp_upgrade_fallbacks);
 #endif
 #ifdef __linux__
     TT_RUN(test_sizes_by_address);
