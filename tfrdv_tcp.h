@@ -68,7 +68,7 @@
                    it (why: bad magic, version, malformed frame, shutdown)
        8 ACK       n x u64 wire ids (1..512), id 0 (version 2): the client delivered the values
                    of these responses; the server releases them
-       9 SAMEHOST  u32 flags, u32 n, n bytes, id 0 (version 3, Unix sockets only; see SAME HOST):
+       9 SAMEHOST  u32 flags, u32 n, n bytes, id 0 (version 3, Unix sockets; see SAME HOST):
                    client -> server flag 1 "I read large values by address", server -> client
                    flag 2 "granted" (or 0: refused); each side sends at most one. Version 4
                    (SAME HOST RING): client flag 4 "a ring": the frame's sendmsg (or an earlier
@@ -148,13 +148,15 @@
      refuses, or same_host is TFRDV_OFF, the socket carries every byte; the reason is logged once
      per transport (level info). An older peer never sees a SAMEHOST frame (only a version 3
      HELLO gets one). TFRDV_TCP_CMA_DENY=1 in the environment (read by tfrdv_tcp_create) makes the
-     check fail as EPERM would, for tests. TCP peers on the same host use the socket. The read
-     runs on the thread reading the connection: a 64 MiB value holds it for its copy (~10-25 ms;
+     check fail as EPERM would, for tests. TCP peers on the same host move to a Unix socket
+     first (below). The read runs on the thread reading the connection: a 64 MiB value holds it for its copy (~10-25 ms;
      other responses on that connection wait for it).
      stats.values_cma / values_cma_sent count the values that took this path.
-     TCP peers on one host (work in progress: the server's half is done, a client does not ask
-     yet, so TCP peers use the TCP socket). A version 5 client on TCP sends its host identity
-     (SAMEHOST flag 32: the kernel's boot id and its network namespace's device and inode).
+     TCP peers on one host (protocol version 5, epoll builds): the TCP connection upgrades itself
+     after HELLO; nothing changes in the caller's code. A version 5 client on TCP, with same_host
+     on and TFRDV_TCP_UPGRADE_DENY=1 not in its environment, sends its host identity after the
+     server's HELLO (SAMEHOST flag 32: the kernel's boot id and its network namespace's device
+     and inode), at most once per peer per 10 s.
      A server whose own identity is the same, with same_host on and TFRDV_TCP_UPGRADE_DENY=1 not
      in its environment (read by tfrdv_tcp_create), answers flag 64: a one-time token (16 bytes
      from getrandom; single use, valid 10 s, at most 8 outstanding: a ninth gives up the oldest)
@@ -167,6 +169,22 @@
      it is a Unix connection like any other (SAMEHOST flags 1 and 4 as above), except that a
      ring is refused to a client of another uid (SO_PEERCRED; an abstract socket has no file
      mode to keep them out, and a ring's eventfds must not be shared with them).
+     The client dials the side address in the I/O loop like any dial, sends its HELLO and the
+     token, then asks as on any Unix connection (by address, the ring). When that SAMEHOST
+     answer comes, the side connection becomes the peer's connection for new calls; calls already
+     on the TCP connection finish there, and the TCP connection is shut down for writing only
+     after its last call completed and its ACKs went out (the server reads them, then the end,
+     and closes it; closing earlier would give those values back to the server's table). So no
+     value is delivered twice or lost across the switch. Any failure before that answer (the
+     server refused, the side connect failed, the token was refused, the side connection ended,
+     neither path is possible on it) leaves the calls on TCP, logged once per transport (level
+     info, "stay on TCP" and the reason), and that peer makes no new attempt for 60 s. If the
+     side connection ends after it took over, its calls fail UNAVAILABLE as for a Unix peer and
+     the next call dials TCP again, which may upgrade again (at most once per 10 s: a server
+     that keeps dying does not cost an upgrade per redial). same_host TFRDV_OFF on either side,
+     TFRDV_TCP_UPGRADE_DENY=1 on either side, or a version 4 peer: no upgrade.
+     stats.tcp_upgrades counts the upgrades (both ends: the client when its new calls take the
+     side connection, the server when a token checked out).
 
    SAME HOST RING (Linux, Unix sockets, protocol version 4)
      Small frames skip the socket too. With its SAMEHOST frame the client passes (SCM_RIGHTS) a
@@ -559,7 +577,8 @@ typedef struct tfrdv_tcp_config {
                                       at least this many bytes are read by the client straight
                                       from the server's memory (0: 64 KiB; TFRDV_OFF: never, all
                                       bytes go through the socket). The serving side's value
-                                      sets the size; either side's TFRDV_OFF turns it off. */
+                                      sets the size; either side's TFRDV_OFF turns it off, and
+                                      with it the move of same-host TCP peers to a Unix socket. */
 } tfrdv_tcp_config;
 TFRDV_API tfrdv_tcp_config tfrdv_tcp_config_init(void);
 
