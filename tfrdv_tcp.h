@@ -3382,10 +3382,12 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__up_retire(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
 TFRDV_TCP__PRIVATE int tfrdv_tcp__up_switch(tfrdv_tcp* t, tfrdv_tcp__conn* s, tfrdv_tcp__todo* td, char* msg, size_t mcap) {
     tfrdv_tcp__peer* p = s->peer;
     tfrdv_tcp__conn* old = p->conn;
-    if (old && old != s && old->hello_ok && (old->peer_name_len != s->peer_name_len || memcmp(old->peer_name, s->peer_name, s->peer_name_len) != 0)) {
+    if (old && old != s && old->hello_ok &&
+        (old->peer_name_len != s->peer_name_len || memcmp(old->peer_name, s->peer_name, s->peer_name_len) != 0 ||
+         old->peer_incarnation != s->peer_incarnation)) {
         s->up_side = 3;
-        tfrdv_tcp__conn_bad(t, s, "the side socket answered as another worker than the TCP connection", td);
-        return tfrdv_tcp__up_fallback(t, p, "the side socket answered as another worker than the TCP connection", msg, mcap);
+        tfrdv_tcp__conn_bad(t, s, "the side socket answered as another worker (or incarnation) than the TCP connection", td);
+        return tfrdv_tcp__up_fallback(t, p, "the side socket answered as another worker (or incarnation) than the TCP connection", msg, mcap);
     }
     s->up_side = 2;
     p->conn = s;
@@ -3493,7 +3495,6 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
         else if (tfrdv_tcp__up_take(t, f, why, sizeof why) != 0)
             snprintf(bad, sizeof bad, "the side socket's client presented %s", why);
         else { /* now a Unix connection like any other: SAMEHOST 1 / 4 may follow */
-            t->stats.tcp_upgrades++;
 #ifdef TFRDV_TCP__CMA
             struct ucred uc;
             socklen_t ul = sizeof uc;
@@ -3501,6 +3502,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
             c->side_foreign = getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) != 0 || uc.uid != geteuid();
 #endif
             c->side_ok = 1;
+            t->stats.tcp_upgrades++;
         }
     } else if (!c->server && !c->is_unix && c->up_asked == 1) { /* the answer to the upgrade's question */
         c->up_asked = 2;

@@ -2445,6 +2445,45 @@ static void test_tcp_upgrade_fallbacks(void) {
     up_fallback_case(1, TFRDV_OFF, 0, 0, "the server refused it");
     up_fallback_case(1, 1, 0, 1, "the server refused it");
 }
+/* a version 4 peer on 127.0.0.1 never sees the question; the client says why once */
+static void test_tcp_upgrade_older_peer(void) {
+    oldsrv o;
+    pthread_t th;
+    cli c;
+    tfrdv_value* v = 0;
+    tfrdv_status st;
+    struct sockaddr_in in;
+    socklen_t l = sizeof in;
+    char addr[64];
+    alarm(60);
+    memset(&o, 0, sizeof o);
+    o.version = 4;
+    memset(&in, 0, sizeof in);
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    o.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    if (o.lfd < 0 || bind(o.lfd, (struct sockaddr*)&in, sizeof in) != 0 || listen(o.lfd, 4) != 0 ||
+        getsockname(o.lfd, (struct sockaddr*)&in, &l) != 0) {
+        TT_CHECK(0);
+        if (o.lfd >= 0) close(o.lfd);
+        return;
+    }
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", (int)ntohs(in.sin_port));
+    pthread_create(&th, 0, old_server, &o);
+    log_reset();
+    if (!cli_open(&c, addr, 1)) { TT_CHECK(0); close(o.lfd); pthread_join(th, 0); return; }
+    TT_CHECK_EQ_INT(fetch(&c, "old", &v, &st), TFRDV_OK);
+    TT_CHECK(v && v->size == 4 && memcmp(v->data, "abcd", 4) == 0);
+    tfrdv_value_release(v);
+    pthread_join(th, 0); /* it saw the ACK (sent after anything the HELLO caused) */
+    TT_CHECK(o.saw_ack);
+    TT_CHECK(!o.saw_samehost);
+    TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
+    TT_CHECK_EQ_INT(log_count("the server speaks protocol version 4 (the upgrade needs 5)"), 1);
+    TT_CHECK_EQ_INT(cstats(&c).tcp_upgrades, 0);
+    cli_close(&c);
+    close(o.lfd);
+}
 #endif
 int main(int argc, char** argv) {
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
@@ -2473,6 +2512,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_tcp_upgrade_pipelined);
     TT_RUN(test_tcp_upgrade_server_killed);
     TT_RUN(test_tcp_upgrade_fallbacks);
+    TT_RUN(test_tcp_upgrade_older_peer);
 #endif
 #ifdef __linux__
     TT_RUN(test_sizes_by_address);
