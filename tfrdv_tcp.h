@@ -3046,13 +3046,13 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_yama(void) {
     fclose(f);
     return v;
 }
-/* The identity a same-host upgrade of a TCP connection would compare (not used by the transport
-   yet): the kernel's boot id and the network namespace (device and inode of /proc/self/ns/net,
-   unique within one boot), written as "<boot id> net:<dev>:<ino>". Equal identities mean one
-   kernel and one network namespace: each side can reach the other's abstract Unix names. The pid
-   and user namespaces are left out on purpose: on a Unix socket SO_PEERCRED and the
-   process_vm_readv probe already decide what crosses them (the ring needs neither). Returns 0,
-   or -1 with why saying which file could not be read or was malformed. */
+/* The identity the same-host upgrade of a TCP connection compares (the client sends it, the
+   server checks it against its own): the kernel's boot id and the network namespace (device and
+   inode of /proc/self/ns/net, unique within one boot), written as "<boot id> net:<dev>:<ino>".
+   Equal identities mean one kernel and one network namespace: each side can reach the other's
+   abstract Unix names. The pid and user namespaces are left out on purpose: on a Unix socket
+   SO_PEERCRED and the process_vm_readv probe already decide what crosses them (the ring needs
+   neither). Returns 0, or -1 with why saying which file could not be read or was malformed. */
 TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_host_id(char* out, size_t cap, char* why, size_t wcap) {
     char boot[64];
     size_t n, i;
