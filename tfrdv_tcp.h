@@ -68,14 +68,19 @@
                    it (why: bad magic, version, malformed frame, shutdown)
        8 ACK       n x u64 wire ids (1..512), id 0 (version 2): the client delivered the values
                    of these responses; the server releases them
-       9 SAMEHOST  u32 flags, u32 zero, id 0 (version 3, Unix sockets only; see SAME HOST):
+       9 SAMEHOST  u32 flags, u32 n, n bytes, id 0 (version 3, Unix sockets; see SAME HOST):
                    client -> server flag 1 "I read large values by address", server -> client
                    flag 2 "granted" (or 0: refused); each side sends at most one. Version 4
                    (SAME HOST RING): client flag 4 "a ring": the frame's sendmsg (or an earlier
                    one) carries 4 descriptors (SCM_RIGHTS: the memfd, three eventfds); server
                    flag 8 "mapped"; client flag 16 (with 4) "my lent threads may sleep on a
                    futex", server flag 16 (with 8) "I wake them so". A version 3 peer gets
-                   none of these (it refuses unknown flags)
+                   none of these (it refuses unknown flags). Flags 1 to 16 carry no bytes (n 0).
+                   Version 5, the upgrade of a TCP connection (SAME HOST): client flag 32 alone
+                   with its host identity (1..255 bytes), server flag 64 alone with a 16-byte
+                   token then its side address (2..108 bytes; or flags 0: refused); on the side
+                   socket client flag 128 alone with the token (16), before any other frame but
+                   its HELLO
       10 RELEASE   n x u64 wire ids (1..512), id 0 (version 5, ZERO COPY): the client no longer
                    maps the pool values of these responses; the server releases its hold
      Delivery (version 2). A server keeps the value of each response it has written until the
@@ -143,10 +148,43 @@
      refuses, or same_host is TFRDV_OFF, the socket carries every byte; the reason is logged once
      per transport (level info). An older peer never sees a SAMEHOST frame (only a version 3
      HELLO gets one). TFRDV_TCP_CMA_DENY=1 in the environment (read by tfrdv_tcp_create) makes the
-     check fail as EPERM would, for tests. TCP peers on the same host use the socket. The read
-     runs on the thread reading the connection: a 64 MiB value holds it for its copy (~10-25 ms;
+     check fail as EPERM would, for tests. TCP peers on the same host move to a Unix socket
+     first (below). The read runs on the thread reading the connection: a 64 MiB value holds it for its copy (~10-25 ms;
      other responses on that connection wait for it).
      stats.values_cma / values_cma_sent count the values that took this path.
+     TCP peers on one host (protocol version 5, epoll builds): the TCP connection upgrades itself
+     after HELLO; nothing changes in the caller's code. A version 5 client on TCP, with same_host
+     on and TFRDV_TCP_UPGRADE_DENY=1 not in its environment, sends its host identity after the
+     server's HELLO (SAMEHOST flag 32: the kernel's boot id and its network namespace's device
+     and inode), at most once per peer per 10 s.
+     A server whose own identity is the same, with same_host on and TFRDV_TCP_UPGRADE_DENY=1 not
+     in its environment (read by tfrdv_tcp_create), answers flag 64: a one-time token (16 bytes
+     from getrandom; single use, valid 10 s, at most 8 outstanding: a ninth gives up the oldest)
+     and the address of its side listener, an abstract Unix socket "@tfrdv-<pid>-<random hex>"
+     made at the first offer (no file; gone with the transport; epoll builds only). Otherwise it
+     answers flags 0 and logs why once per transport. A connection on the side socket may send
+     its HELLO and then must present the token (flag 128, compared in constant time) within
+     handshake_timeout_ns (else it is closed): any other frame first, a wrong, used or expired
+     token closes it with a CLOSE naming what was wrong (stats.protocol_errors). With the token
+     it is a Unix connection like any other (SAMEHOST flags 1 and 4 as above), except that a
+     ring is refused to a client of another uid (SO_PEERCRED; an abstract socket has no file
+     mode to keep them out, and a ring's eventfds must not be shared with them).
+     The client dials the side address in the I/O loop like any dial, sends its HELLO and the
+     token, then asks as on any Unix connection (by address, the ring). When that SAMEHOST
+     answer comes, the side connection becomes the peer's connection for new calls; calls already
+     on the TCP connection finish there, and the TCP connection is shut down for writing only
+     after its last call completed and its ACKs went out (the server reads them, then the end,
+     and closes it; closing earlier would give those values back to the server's table). So no
+     value is delivered twice or lost across the switch. Any failure before that answer (the
+     server refused, the side connect failed, the token was refused, the side connection ended,
+     neither path is possible on it) leaves the calls on TCP, logged once per transport (level
+     info, "stay on TCP" and the reason), and that peer makes no new attempt for 60 s. If the
+     side connection ends after it took over, its calls fail UNAVAILABLE as for a Unix peer and
+     the next call dials TCP again, which may upgrade again (at most once per 10 s: a server
+     that keeps dying does not cost an upgrade per redial). same_host TFRDV_OFF on either side,
+     TFRDV_TCP_UPGRADE_DENY=1 on either side, or a version 4 peer: no upgrade.
+     stats.tcp_upgrades counts the upgrades (both ends: the client when its new calls take the
+     side connection, the server when a token checked out).
 
    SAME HOST RING (Linux, Unix sockets, protocol version 4)
      Small frames skip the socket too. With its SAMEHOST frame the client passes (SCM_RIGHTS) a
@@ -393,6 +431,12 @@ extern "C" {
 #define TFRDV_TCP_SH_RING_OFFER 4u     /* ... (version 4) the client passes a ring (SAME HOST RING) */
 #define TFRDV_TCP_SH_RING_OK 8u        /* ... the server mapped it: small frames use it */
 #define TFRDV_TCP_SH_RING_FUTEX 16u    /* ... (with 4, then with 8) sleep word 3: a futex waiter */
+#define TFRDV_TCP_SH_TCP_ASK 32u       /* ... (version 5, TCP) the client's host identity follows */
+#define TFRDV_TCP_SH_TCP_OFFER 64u     /* ... the server's token and side address follow */
+#define TFRDV_TCP_SH_TCP_TOKEN 128u    /* ... (on the side socket) the client's token follows */
+#define TFRDV_TCP_SH_TOKEN_LEN 16      /* bytes of a side socket's one-time token */
+#define TFRDV_TCP_SH_HOST_MAX 255      /* bytes of a host identity (flag 32) */
+#define TFRDV_TCP_SH_ADDR_MAX 108      /* bytes of a side address (flag 64: "@name", a sun_path) */
 /* Longest encoding of a frame's header + fixed body (RESPONSE meta with 254 dims and a pool
    reference, ZERO COPY). */
 #define TFRDV_TCP_META_MAX (TFRDV_TCP_HEADER_LEN + 40 + 8 * TFRDV_TCP_MAX_RANK)
@@ -440,7 +484,8 @@ typedef struct tfrdv_tcp_frame {
     uint32_t num_acks;
     const uint64_t* ack_ids;
     const uint8_t* ack_bytes;
-    /* RESPONSE flag 4: the value lies at remote_addr in the sender (data_len 0); SAMEHOST flags */
+    /* RESPONSE flag 4: the value lies at remote_addr in the sender (data_len 0); SAMEHOST flags
+       (flags 32, 64, 128: their bytes are in message; the other flags carry none) */
     int remote;
     uint64_t remote_addr;
     uint32_t sh_flags;
@@ -532,7 +577,8 @@ typedef struct tfrdv_tcp_config {
                                       at least this many bytes are read by the client straight
                                       from the server's memory (0: 64 KiB; TFRDV_OFF: never, all
                                       bytes go through the socket). The serving side's value
-                                      sets the size; either side's TFRDV_OFF turns it off. */
+                                      sets the size; either side's TFRDV_OFF turns it off, and
+                                      with it the move of same-host TCP peers to a Unix socket. */
 } tfrdv_tcp_config;
 TFRDV_API tfrdv_tcp_config tfrdv_tcp_config_init(void);
 
@@ -616,6 +662,9 @@ typedef struct tfrdv_tcp_stats {
     uint64_t releases_received;    /* server: pool values the client let go (RELEASE) */
     size_t values_lent;            /* server: pool values a client may still map (held here until
                                       its RELEASE; if the connection ended first, until destroy) */
+    /* SAME HOST: TCP connections to a peer on this host moved to a side Unix socket (counted by
+       both ends: the client when new calls take it, the server when its token checked out) */
+    uint64_t tcp_upgrades;
 } tfrdv_tcp_stats;
 TFRDV_API void tfrdv_tcp_get_stats(tfrdv_tcp* t, tfrdv_tcp_stats* out);
 
@@ -692,6 +741,10 @@ TFRDV_API void tfrdv_tcp_pool_destroy(tfrdv_tcp_pool* p);
 #endif
 #if defined(__linux__) && defined(_GNU_SOURCE) && defined(SO_PEERCRED)
 #define TFRDV_TCP__CMA 1 /* SAME HOST: SO_PEERCRED + process_vm_readv */
+#include <sys/random.h>   /* getrandom: a side socket's tokens and name */
+#ifdef TFRDV_TCP__EPOLL
+#define TFRDV_TCP__UPGRADE 1 /* SAME HOST: a TCP connection moves to a side Unix socket */
+#endif
 #endif
 #if defined(TFRDV_TCP__EPOLL) && defined(_GNU_SOURCE)
 #include <sys/mman.h>
@@ -780,7 +833,7 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
     case TFRDV_TCP_CANCEL: body = 0; break;
     case TFRDV_TCP_CLOSE: body = 8 + (uint64_t)f->message.len; break;
     case TFRDV_TCP_ACK: case TFRDV_TCP_RELEASE: body = 8 * (uint64_t)f->num_acks; break;
-    case TFRDV_TCP_SAMEHOST: body = 8; break;
+    case TFRDV_TCP_SAMEHOST: body = 8 + (uint64_t)f->message.len; break;
     default: return 0;
     }
     tfrdv_tcp__put(&w, (uint64_t)f->type, 1);
@@ -819,7 +872,8 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
         break;
     case TFRDV_TCP_SAMEHOST:
         tfrdv_tcp__put(&w, f->sh_flags, 4);
-        tfrdv_tcp__put(&w, 0, 4);
+        tfrdv_tcp__put(&w, f->message.len, 4);
+        tfrdv_tcp__putb(&w, f->message.ptr, f->message.len);
         break;
     case TFRDV_TCP_ERROR:
         tfrdv_tcp__put(&w, f->code, 4);
@@ -989,16 +1043,26 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
         out->num_acks = blen / 8;
         out->ack_bytes = p;
         return (long)(TFRDV_TCP_HEADER_LEN + blen);
-    case TFRDV_TCP_SAMEHOST:
-        if (blen != 8 || id)
-            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST body of %u bytes (8 expected) or id %llu (0 expected)", blen, (unsigned long long)id), -1;
-        if (len < TFRDV_TCP_HEADER_LEN + 8) return 0;
-        out->sh_flags = tfrdv_tcp__ld32(p);
-        if (out->sh_flags & ~(TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_CMA_GRANT | TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_OK |
-                             TFRDV_TCP_SH_RING_FUTEX) ||
-            tfrdv_tcp__ld32(p + 4))
-            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST with unknown flags 0x%x or a non-zero reserved field", out->sh_flags), -1;
-        return (long)(TFRDV_TCP_HEADER_LEN + 8);
+    case TFRDV_TCP_SAMEHOST: { /* flags 32, 64, 128 (version 5) each alone, with their bytes */
+        uint32_t lo, hi;
+        if (blen < 8 || blen > 8 + TFRDV_TCP_SH_HOST_MAX || id)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST body of %u bytes (8..%u expected) or id %llu (0 expected)", blen, 8 + TFRDV_TCP_SH_HOST_MAX, (unsigned long long)id), -1;
+        if (len < TFRDV_TCP_HEADER_LEN + (size_t)blen) return 0;
+        out->sh_flags = fl = tfrdv_tcp__ld32(p);
+        n = tfrdv_tcp__ld32(p + 4);
+        if (fl & ~(TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_CMA_GRANT | TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_OK | TFRDV_TCP_SH_RING_FUTEX |
+                   TFRDV_TCP_SH_TCP_ASK | TFRDV_TCP_SH_TCP_OFFER | TFRDV_TCP_SH_TCP_TOKEN))
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST with unknown flags 0x%x", fl), -1;
+        lo = fl == TFRDV_TCP_SH_TCP_ASK ? 1 : fl == TFRDV_TCP_SH_TCP_OFFER ? TFRDV_TCP_SH_TOKEN_LEN + 2 : fl == TFRDV_TCP_SH_TCP_TOKEN ? TFRDV_TCP_SH_TOKEN_LEN : 0;
+        hi = fl == TFRDV_TCP_SH_TCP_ASK ? TFRDV_TCP_SH_HOST_MAX : fl == TFRDV_TCP_SH_TCP_OFFER ? TFRDV_TCP_SH_TOKEN_LEN + TFRDV_TCP_SH_ADDR_MAX : lo;
+        if (!lo && (fl & (TFRDV_TCP_SH_TCP_ASK | TFRDV_TCP_SH_TCP_OFFER | TFRDV_TCP_SH_TCP_TOKEN)))
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST flags 0x%x: 32, 64 and 128 go alone", fl), -1;
+        if (n != blen - 8 || n < lo || n > hi)
+            return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: SAMEHOST flags 0x%x with %u bytes (length field %u; %u..%u expected)", fl, blen - 8, n, lo, hi), -1;
+        out->message.ptr = (const char*)p + 8;
+        out->message.len = n;
+        return (long)(TFRDV_TCP_HEADER_LEN + blen);
+    }
     default: /* CLOSE */
         if (blen < 8 || blen - 8 > lim.max_message_len)
             return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp: CLOSE body of %u bytes (message limit %u)", blen, lim.max_message_len), -1;
@@ -1175,6 +1239,12 @@ struct tfrdv_tcp__conn {
     /* SAME HOST (under t->mu): the client asked / may read values by address from pid sh_pid
        (SO_PEERCRED); the server granted it and sends large values by address */
     int sh_asked, sh_read, sh_send, sh_seen, sh_cma;  /* sh_cma: the question asked for it */
+    int side, side_ok, side_foreign;           /* server: accepted on the side socket; its token
+                                                  checked out (before: HELLO and SAMEHOST 128 only);
+                                                  its peer runs as another uid (no ring) */
+    int up_asked, up_side, up_retire;          /* client, the TCP upgrade: asked (1), answered (2);
+                                                  a side connection (not the peer's until its
+                                                  SAMEHOST answer); retiring (1), shut down (2) */
     long sh_pid;
     /* SAME HOST RING: socket frames written whole (sfr, under t->mu) and read (rfr, the reading
        thread): a ring record names how many socket frames came before it; oframes: frames in
@@ -1194,6 +1264,7 @@ struct tfrdv_tcp__peer {
     tfrdv_tcp__conn* conn;
     tfrdv_tcp__ent parked;                     /* calls waiting for a connection (list head) */
     int64_t retry_at, backoff;
+    int64_t up_next;                           /* SAME HOST: no TCP upgrade attempt before then */
     char err[160];
     char addr[1];                              /* the address text follows */
 };
@@ -1228,6 +1299,14 @@ typedef struct tfrdv_tcp__todo {
     int log_level;
 } tfrdv_tcp__todo;
 
+/* The one-time tokens a server hands out with its side address (SAMEHOST flag 64, see
+   >>SAME HOST): a client of the side socket presents one (flag 128) before anything else is
+   taken from it. TFRDV_TCP__SH_TOKENS slots; a slot is free when exp is 0. */
+#define TFRDV_TCP__SH_TOKENS 8
+typedef struct tfrdv_tcp__sh_tokens {
+    uint8_t tok[TFRDV_TCP__SH_TOKENS][TFRDV_TCP_SH_TOKEN_LEN];
+    int64_t exp[TFRDV_TCP__SH_TOKENS]; /* when it stops being taken (tfrdv_tcp__now); 0: free */
+} tfrdv_tcp__sh_tokens;
 struct tfrdv_tcp {
     tfrdv_tcp_config cfg;
     tfrdv_tcp_limits lim;
@@ -1287,6 +1366,11 @@ struct tfrdv_tcp {
     /* SAME HOST */
     uint64_t sh_min;                           /* values of this many bytes go by address; 0: off */
     long sh_lpid;                              /* the process that bound the listener */
+    int sfd, sarmed, up_deny, up_logged;       /* SAME HOST: the side listener (-1: none yet), in
+                                                  the epoll set; TFRDV_TCP_UPGRADE_DENY; logged */
+    char saddr[TFRDV_TCP_SH_ADDR_MAX + 1];     /* its address, "@tfrdv-<pid>-<hex>" */
+    int up_clogged;                            /* a client's TCP upgrade fallback was logged */
+    tfrdv_tcp__sh_tokens stoks;                /* its one-time tokens */
     int sh_deny, sh_logged;                    /* TFRDV_TCP_CMA_DENY; the fallback was logged */
     struct tfrdv_tcp_pool* pools[16];          /* ZERO COPY: tfrdv_tcp_add_pool (under mu) */
     int npools;
@@ -1327,6 +1411,8 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_plan(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrd
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_sent(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__req* r);
 TFRDV_TCP__PRIVATE int64_t tfrdv_tcp__sh_grace(const tfrdv_tcp__req* r);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
+TFRDV_TCP__PRIVATE int tfrdv_tcp__up_fallback(tfrdv_tcp* t, tfrdv_tcp__peer* p, const char* why, char* msg, size_t mcap);
+TFRDV_TCP__PRIVATE void tfrdv_tcp__unpark(tfrdv_tcp* t, tfrdv_tcp__peer* p, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_remote_ok(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td);
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_read(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__ent* e, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td);
@@ -2252,7 +2338,20 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_fail(tfrdv_tcp* t, tfrdv_tcp__conn* c, t
                                              tfrdv_tcp__todo* td) {
     tfrdv_tcp__req* r;
     if (c->state == TFRDV_TCP__C_DEAD) return;
-    if (td->st.code == TFRDV_OK) tfrdv_tcp__err(&td->st, code, "%s", msg);
+    if (c->up_side == 1) { /* SAME HOST: a side connection that never took over (it has no calls):
+                              its peer stays on TCP, said once per transport */
+        char m[sizeof td->log];
+        if (tfrdv_tcp__up_fallback(t, c->peer, msg, m, sizeof m)) {
+            if (!td->log[0]) {
+                snprintf(td->log, sizeof td->log, "%s", m);
+                td->log_level = 1;
+            } else {
+                t->up_clogged = 0; /* the todo says something else: the next fallback says it */
+            }
+        }
+    } else if (c->up_side != 3 && td->st.code == TFRDV_OK) {
+        tfrdv_tcp__err(&td->st, code, "%s", msg);
+    }
     c->state = TFRDV_TCP__C_DEAD;
     if (c->fd >= 0) {
 #ifdef TFRDV_TCP__EPOLL
@@ -2363,6 +2462,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__park(tfrdv_tcp__peer* p, tfrdv_tcp__ent* e) {
 TFRDV_TCP__PRIVATE void tfrdv_tcp__connect_failed(tfrdv_tcp* t, tfrdv_tcp__conn* c, const char* why, tfrdv_tcp__todo* td) {
     tfrdv_tcp__peer* p = c->peer;
     char msg[TFRDV_STATUS_MSG_MAX];
+    if (c->up_side) { /* SAME HOST: the side socket of a TCP upgrade; the peer's TCP connection stays */
+        snprintf(msg, sizeof msg, "the side socket's connection failed: %s", why);
+        tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, msg, td);
+        return;
+    }
     t->stats.connect_failures++;
     if (p) {
         int64_t b = t->cfg.backoff_ns;
@@ -2689,7 +2793,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         c->peer_version = f->version < TFRDV_TCP_PROTOCOL_VERSION ? f->version : TFRDV_TCP_PROTOCOL_VERSION;
         c->hello_ok = 1;
         if (t->hello_waiters) pthread_cond_broadcast(&t->cv); /* tfrdv_tcp__peer_inc */
-        c->deadline = INT64_MAX;
+        if (!c->side) c->deadline = INT64_MAX; /* SAME HOST: the side socket's token is due by then too */
         if (c->peer) { c->peer->backoff = 0; c->peer->retry_at = 0; }
         for (e = c->calls.next; c->peer && e != &c->calls; e = enx) { /* calls for another worker */
             enx = e->next;
@@ -2713,6 +2817,18 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         for (e = bad; e; e = enx) { enx = e->tnext; tfrdv_tcp__ent_free(t, e); }
         pthread_mutex_unlock(&t->mu);
         return;
+    }
+    if (c->side && f->type != TFRDV_TCP_SAMEHOST) { /* SAME HOST: the side socket's token first */
+        int gate;
+        pthread_mutex_lock(&t->mu);
+        gate = !c->side_ok;
+        if (gate) {
+            char why[120];
+            snprintf(why, sizeof why, "a frame of type %d on the side socket before its token (SAMEHOST flag 128)", f->type);
+            tfrdv_tcp__conn_bad(t, c, why, td);
+        }
+        pthread_mutex_unlock(&t->mu);
+        if (gate) return;
     }
     switch (f->type) {
     case TFRDV_TCP_REQUEST:
@@ -2930,14 +3046,370 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_yama(void) {
     fclose(f);
     return v;
 }
+/* The identity the same-host upgrade of a TCP connection compares (the client sends it, the
+   server checks it against its own): the kernel's boot id and the network namespace (device and
+   inode of /proc/self/ns/net, unique within one boot), written as "<boot id> net:<dev>:<ino>".
+   Equal identities mean one kernel and one network namespace: each side can reach the other's
+   abstract Unix names. The pid and user namespaces are left out on purpose: on a Unix socket
+   SO_PEERCRED and the process_vm_readv probe already decide what crosses them (the ring needs
+   neither). Returns 0, or -1 with why saying which file could not be read or was malformed. */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_host_id(char* out, size_t cap, char* why, size_t wcap) {
+    char boot[64];
+    size_t n, i;
+    struct stat sb;
+    FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f) {
+        snprintf(why, wcap, "/proc/sys/kernel/random/boot_id: %s", strerror(errno));
+        return -1;
+    }
+    n = fread(boot, 1, sizeof boot - 1, f);
+    fclose(f);
+    while (n > 0 && (boot[n - 1] == '\n' || boot[n - 1] == ' ')) n--;
+    boot[n] = 0;
+    for (i = 0; i < n; i++)
+        if (!((boot[i] >= '0' && boot[i] <= '9') || (boot[i] >= 'a' && boot[i] <= 'f') || boot[i] == '-')) break;
+    if (n != 36 || i != n) {
+        snprintf(why, wcap, "/proc/sys/kernel/random/boot_id holds %u bytes, not a 36-character UUID", (unsigned)n);
+        return -1;
+    }
+    if (stat("/proc/self/ns/net", &sb) != 0) {
+        snprintf(why, wcap, "/proc/self/ns/net: %s", strerror(errno));
+        return -1;
+    }
+    if ((size_t)snprintf(out, cap, "%s net:%llu:%llu", boot, (unsigned long long)sb.st_dev, (unsigned long long)sb.st_ino) >= cap) {
+        snprintf(why, wcap, "host identity longer than %u bytes", (unsigned)cap);
+        return -1;
+    }
+    return 0;
+}
+/* n random bytes from the kernel (getrandom, blocking only before the pool is seeded at boot);
+   0, or -1 with why */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_random(uint8_t* out, size_t n, char* why, size_t wcap) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = getrandom(out + got, n - got, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            snprintf(why, wcap, "getrandom of %u bytes failed: %s", (unsigned)n, k < 0 ? strerror(errno) : "no bytes");
+            return -1;
+        }
+        got += (size_t)k;
+    }
+    return 0;
+}
+/* a new token into out, valid until now + ttl_ns: a free or expired slot, else the one closest
+   to expiring is given up (its client's upgrade fails and it stays on TCP). 0, or -1 with why */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_token_new(tfrdv_tcp__sh_tokens* k, int64_t now, int64_t ttl_ns, uint8_t* out, char* why, size_t wcap) {
+    int i, s = 0;
+    for (i = 0; i < TFRDV_TCP__SH_TOKENS; i++) {
+        if (k->exp[i] <= now) { s = i; break; } /* free (0) or expired */
+        if (k->exp[i] < k->exp[s]) s = i;
+    }
+    if (tfrdv_tcp__sh_random(out, TFRDV_TCP_SH_TOKEN_LEN, why, wcap) != 0) return -1;
+    memcpy(k->tok[s], out, TFRDV_TCP_SH_TOKEN_LEN);
+    k->exp[s] = ttl_ns > INT64_MAX - now ? INT64_MAX : now + ttl_ns;
+    return 0;
+}
+/* a token a side-socket client presented (n bytes): 0 if it is one handed out, unused and not
+   expired (its slot is freed: single use), else -1 with why. Every slot is compared in full
+   (no early exit: the time taken says nothing about the bytes); expired slots are freed. */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_token_take(tfrdv_tcp__sh_tokens* k, const uint8_t* given, size_t n, int64_t now, char* why, size_t wcap) {
+    int i, hit = -1, late = 0;
+    size_t j;
+    if (n != TFRDV_TCP_SH_TOKEN_LEN) {
+        snprintf(why, wcap, "a token of %u bytes (%d expected)", (unsigned)n, TFRDV_TCP_SH_TOKEN_LEN);
+        return -1;
+    }
+    for (i = 0; i < TFRDV_TCP__SH_TOKENS; i++) {
+        unsigned d = 0;
+        for (j = 0; j < TFRDV_TCP_SH_TOKEN_LEN; j++) d |= (unsigned)(k->tok[i][j] ^ given[j]);
+        if (k->exp[i] && d == 0) { if (k->exp[i] > now) hit = i; else late = 1; }
+        if (k->exp[i] && k->exp[i] <= now) k->exp[i] = 0;
+    }
+    if (hit < 0) {
+        snprintf(why, wcap, late ? "an expired token" : "a token this server did not hand out (or one already used)");
+        return -1;
+    }
+    k->exp[hit] = 0;
+    memset(k->tok[hit], 0, TFRDV_TCP_SH_TOKEN_LEN);
+    return 0;
+}
+/* a side socket's address: "@tfrdv-<pid>-<16 hex digits, random>" (abstract namespace: no file,
+   gone with the process). 0, or -1 with why */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_side_name(char* out, size_t cap, char* why, size_t wcap) {
+    uint8_t r[8];
+    char hex[17];
+    int i;
+    if (tfrdv_tcp__sh_random(r, sizeof r, why, wcap) != 0) return -1;
+    for (i = 0; i < 8; i++) {
+        hex[2 * i] = "0123456789abcdef"[r[i] >> 4];
+        hex[2 * i + 1] = "0123456789abcdef"[r[i] & 15];
+    }
+    hex[16] = 0;
+    if ((size_t)snprintf(out, cap, "@tfrdv-%ld-%s", (long)getpid(), hex) >= cap) {
+        snprintf(why, wcap, "side address longer than %u bytes", (unsigned)cap);
+        return -1;
+    }
+    return 0;
+}
 #endif
+/* (under t->mu) the side listener in or out of the epoll set */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__up_arm(tfrdv_tcp* t, int on) {
+    if (t->sfd < 0 || t->sarmed == on) return;
+    t->sarmed = on;
+#ifdef TFRDV_TCP__EPOLL
+    {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.events = EPOLLIN;
+        ev.data.ptr = &t->sfd;
+        (void)epoll_ctl(t->efd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, t->sfd, &ev);
+    }
+#endif
+}
+#ifdef TFRDV_TCP__UPGRADE
+/* server (under t->mu): the side listener, made at the first offer: an abstract Unix socket
+   "@tfrdv-<pid>-<random hex>" (no file; another network namespace cannot reach it). 0, or -1
+   with why */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__up_listen(tfrdv_tcp* t, char* why, size_t wcap) {
+    struct sockaddr_un un;
+    size_t n;
+    int fd;
+    if (t->sfd >= 0) { tfrdv_tcp__up_arm(t, 1); return 0; }
+    if (tfrdv_tcp__sh_side_name(t->saddr, sizeof t->saddr, why, wcap) != 0) return -1;
+    n = strlen(t->saddr);
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    memcpy(un.sun_path + 1, t->saddr + 1, n - 1); /* '@': the leading NUL */
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr*)&un, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0 || listen(fd, SOMAXCONN) != 0) {
+        snprintf(why, wcap, "the side socket %s: %s failed: %s", t->saddr, fd < 0 ? "socket" : "bind or listen", strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    t->sfd = fd;
+    tfrdv_tcp__up_arm(t, 1);
+    return 0;
+}
+#endif
+/* server (under t->mu): a TCP client asked to move to a side Unix socket (SAMEHOST flag 32 with
+   its host identity): offer the side address and a one-time token (flag 64) when it is on this
+   kernel and network namespace and this side allows it, else refuse (flags 0; why logged once
+   per transport) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__up_offer(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td, char* msg, size_t mcap) {
+    char why[300];
+    uint8_t body[TFRDV_TCP_SH_TOKEN_LEN + TFRDV_TCP_SH_ADDR_MAX];
+    tfrdv_tcp_frame g;
+    int ok = 0;
+    why[0] = 0;
+    memset(&g, 0, sizeof g);
+    if (!t->sh_min) snprintf(why, sizeof why, "same_host is TFRDV_OFF here");
+    else if (t->up_deny) snprintf(why, sizeof why, "TFRDV_TCP_UPGRADE_DENY=1 is set here");
+    else {
+#ifdef TFRDV_TCP__UPGRADE
+        char me[160];
+        if (tfrdv_tcp__sh_host_id(me, sizeof me, why, sizeof why) != 0) {
+        } else if (strlen(me) != f->message.len || memcmp(me, f->message.ptr, f->message.len) != 0)
+            snprintf(why, sizeof why, "the client is on another kernel or network namespace (its host identity, %u bytes, differs from this one's)", (unsigned)f->message.len);
+        else if (tfrdv_tcp__up_listen(t, why, sizeof why) == 0 &&
+                 tfrdv_tcp__sh_token_new(&t->stoks, tfrdv_tcp__now(), 10000000000LL, body, why, sizeof why) == 0) {
+            size_t n = strlen(t->saddr);
+            memcpy(body + TFRDV_TCP_SH_TOKEN_LEN, t->saddr, n);
+            g.message.ptr = (const char*)body;
+            g.message.len = TFRDV_TCP_SH_TOKEN_LEN + n;
+            ok = 1;
+        }
+#else
+        (void)f;
+        (void)body;
+        snprintf(why, sizeof why, "the side socket is not available in this build (Linux, epoll, _GNU_SOURCE)");
+#endif
+    }
+    g.type = TFRDV_TCP_SAMEHOST;
+    g.sh_flags = ok ? TFRDV_TCP_SH_TCP_OFFER : 0u;
+    (void)tfrdv_tcp__queue(t, c, &g);
+    if (!c->wblocked) tfrdv_tcp__write(t, c, td);
+    if (!ok && !t->up_logged) {
+        char label[128];
+        t->up_logged = 1;
+        snprintf(msg, mcap, "tfrdv_tcp: refused to move the TCP connection %s to a Unix socket: %s (said once per transport)",
+                 tfrdv_tcp__peer_label(c, label, sizeof label, "of a client"), why);
+    }
+}
+/* server (under t->mu): the token a side-socket client presented (SAMEHOST flag 128) */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__up_take(tfrdv_tcp* t, const tfrdv_tcp_frame* f, char* why, size_t wcap) {
+#ifdef TFRDV_TCP__UPGRADE
+    return tfrdv_tcp__sh_token_take(&t->stoks, (const uint8_t*)f->message.ptr, f->message.len, tfrdv_tcp__now(), why, wcap);
+#else
+    (void)t; (void)f;
+    snprintf(why, wcap, "a token, but this build has no side socket");
+    return -1;
+#endif
+}
+/* client (under t->mu): the TCP upgrade of p did not happen (why); its calls stay on TCP. Says
+   why once per transport (into msg, logged by the caller unlocked; 0 if not this time); p makes
+   no new attempt for 60 s */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__up_fallback(tfrdv_tcp* t, tfrdv_tcp__peer* p, const char* why, char* msg, size_t mcap) {
+    if (p) p->up_next = tfrdv_tcp__add(tfrdv_tcp__now(), 60000000000LL);
+    if (t->up_clogged || t->closing) return 0;
+    t->up_clogged = 1;
+    snprintf(msg, mcap, "tfrdv_tcp: calls to %.80s stay on TCP, not a same-host Unix socket: %.300s (said once per transport)",
+             p ? p->addr : "?", why);
+    return 1;
+}
+/* client, after the server's HELLO on a TCP connection (no lock held): ask to move to a side
+   Unix socket (SAMEHOST flag 32 with this host's identity) when the server speaks version 5 and
+   nothing here rules it out; at most one attempt per peer per 10 s (see SAME HOST) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__up_ask(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
+    char why[300], msg[500], me[160];
+    int ok = 0, say = 0;
+    tfrdv_tcp__peer* p = c->peer;
+    int64_t now = tfrdv_tcp__now(), next;
+    why[0] = msg[0] = me[0] = 0;
+    if (!p) return;
+    pthread_mutex_lock(&t->mu);
+    next = p->up_next;
+    pthread_mutex_unlock(&t->mu);
+    if (next > now) return; /* tried lately (a failure, or a side connection that died) */
+    if (c->peer_version < 5) snprintf(why, sizeof why, "the server speaks protocol version %d (the upgrade needs 5)", c->peer_version);
+    else if (!t->sh_min) snprintf(why, sizeof why, "same_host is TFRDV_OFF here");
+    else if (t->up_deny) snprintf(why, sizeof why, "TFRDV_TCP_UPGRADE_DENY=1 is set here");
+    else {
+#ifdef TFRDV_TCP__UPGRADE
+        ok = tfrdv_tcp__sh_host_id(me, sizeof me, why, sizeof why) == 0;
+#else
+        snprintf(why, sizeof why, "the side socket is not available in this build (Linux, epoll, _GNU_SOURCE)");
+#endif
+    }
+    pthread_mutex_lock(&t->mu);
+    if (ok && c->state == TFRDV_TCP__C_OPEN) {
+        tfrdv_tcp_frame f;
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_SAMEHOST;
+        f.sh_flags = TFRDV_TCP_SH_TCP_ASK;
+        f.message.ptr = me;
+        f.message.len = strlen(me);
+        c->up_asked = 1;
+        p->up_next = tfrdv_tcp__add(now, 10000000000LL);
+        (void)tfrdv_tcp__queue(t, c, &f);
+        if (!c->wblocked) tfrdv_tcp__write(t, c, td);
+    } else if (!ok) {
+        say = tfrdv_tcp__up_fallback(t, p, why, msg, sizeof msg);
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (say) tfrdv_tcp__log(t, 1, "%s", msg);
+}
+/* client (under t->mu): the server of TCP connection c offered its side socket (f: flag 64, a
+   token then the address): dial it (non-blocking, in the loop like any dial) and send HELLO and
+   the token; the Unix SAMEHOST exchange follows its HELLO (tfrdv_tcp__sh_hello). Any failure
+   keeps the calls on c. Returns 1 when msg holds a line to log */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__up_dial(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td, char* msg, size_t mcap) {
+    char why[400], esc[4 * TFRDV_TCP_SH_ADDR_MAX + 8];
+    const char* at = f->message.ptr + TFRDV_TCP_SH_TOKEN_LEN;
+    size_t n = f->message.len - TFRDV_TCP_SH_TOKEN_LEN, i; /* the codec checked 18..124 bytes */
+#ifdef TFRDV_TCP__UPGRADE
+    struct sockaddr_un un;
+    tfrdv_tcp__conn* s;
+    tfrdv_tcp_frame g;
+    tfrdv_status keep;
+    int fd, rc;
+#endif
+    (void)tfrdv_escape(esc, sizeof esc, at, n);
+    for (i = 1; i < n && at[i] > 32 && at[i] < 127; i++) {}
+    if (at[0] != '@' || i != n) {
+        snprintf(why, sizeof why, "the server offered the side address %.200s (\"@name\" of printable bytes expected)", esc);
+        return tfrdv_tcp__up_fallback(t, c->peer, why, msg, mcap);
+    }
+#ifdef TFRDV_TCP__UPGRADE
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    memcpy(un.sun_path + 1, at + 1, n - 1); /* '@': the abstract namespace's leading NUL */
+    if ((fd = tfrdv_tcp__socket(AF_UNIX)) < 0) {
+        snprintf(why, sizeof why, "socket for the side address %.200s: %s", esc, strerror(errno));
+        return tfrdv_tcp__up_fallback(t, c->peer, why, msg, mcap);
+    }
+    tfrdv_tcp__sockopts(t, fd, 1);
+    if (!(s = tfrdv_tcp__conn_new(t, fd, 0, 1))) {
+        close(fd);
+        return tfrdv_tcp__up_fallback(t, c->peer, "out of memory", msg, mcap);
+    }
+    s->peer = c->peer;
+    s->up_side = 1; /* not the peer's connection yet: no call goes on it, none is parked for it */
+    s->deadline = tfrdv_tcp__add(tfrdv_tcp__now(), t->cfg.connect_timeout_ns);
+    do rc = connect(fd, (struct sockaddr*)&un, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n));
+    while (rc < 0 && errno == EINTR);
+    if (rc < 0 && errno != EINPROGRESS) {
+        int e = errno;
+        snprintf(why, sizeof why, "connect to the side address %.200s failed: %s", esc, strerror(e));
+        keep = td->st;
+        s->up_side = 3; /* conn_fail: said here */
+        tfrdv_tcp__conn_fail(t, s, TFRDV_UNAVAILABLE, why, td);
+        td->st = keep;
+        return tfrdv_tcp__up_fallback(t, c->peer, why, msg, mcap);
+    }
+    s->state = rc == 0 ? TFRDV_TCP__C_OPEN : TFRDV_TCP__C_CONNECTING;
+    tfrdv_tcp__queue_hello(t, s);
+    memset(&g, 0, sizeof g);
+    g.type = TFRDV_TCP_SAMEHOST;
+    g.sh_flags = TFRDV_TCP_SH_TCP_TOKEN;
+    g.message.ptr = f->message.ptr;
+    g.message.len = TFRDV_TCP_SH_TOKEN_LEN;
+    (void)tfrdv_tcp__queue(t, s, &g);
+    tfrdv_tcp__arm(t, s);
+    if (s->state == TFRDV_TCP__C_OPEN && !s->wblocked) tfrdv_tcp__write(t, s, td);
+    return 0;
+#else
+    (void)td;
+    snprintf(why, sizeof why, "the side socket is not available in this build (Linux, epoll, _GNU_SOURCE)");
+    return tfrdv_tcp__up_fallback(t, c->peer, why, msg, mcap);
+#endif
+}
+/* client (under t->mu): TCP connection c no longer takes new calls (its peer's side connection
+   does): once its last call completed and its acknowledgements went out, it is shut down for
+   writing; the server reads them, then the end, and closes; the end read here frees it. Closing
+   earlier would give the values of those calls back to the server's table. */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__up_retire(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
+    (void)t;
+    if (c->up_retire != 1 || c->state != TFRDV_TCP__C_OPEN || c->calls.next != &c->calls || c->nacks || tfrdv_tcp__zc_due(c) ||
+        c->olen != c->ooff || c->cur || c->wpart || c->claimed)
+        return;
+    c->up_retire = 2;
+    (void)shutdown(c->fd, SHUT_WR);
+}
+/* client (under t->mu): side connection s answered its SAMEHOST question: it becomes its peer's
+   connection for new calls; the TCP connection it replaces finishes the calls it has, then goes
+   (tfrdv_tcp__up_retire). Returns 1 when msg holds a line to log */
+TFRDV_TCP__PRIVATE int tfrdv_tcp__up_switch(tfrdv_tcp* t, tfrdv_tcp__conn* s, tfrdv_tcp__todo* td, char* msg, size_t mcap) {
+    tfrdv_tcp__peer* p = s->peer;
+    tfrdv_tcp__conn* old = p->conn;
+    if (old && old != s && old->hello_ok &&
+        (old->peer_name_len != s->peer_name_len || memcmp(old->peer_name, s->peer_name, s->peer_name_len) != 0 ||
+         old->peer_incarnation != s->peer_incarnation)) {
+        s->up_side = 3;
+        tfrdv_tcp__conn_bad(t, s, "the side socket answered as another worker (or incarnation) than the TCP connection", td);
+        return tfrdv_tcp__up_fallback(t, p, "the side socket answered as another worker (or incarnation) than the TCP connection", msg, mcap);
+    }
+    s->up_side = 2;
+    p->conn = s;
+    t->stats.tcp_upgrades++;
+    if (old && old != s) {
+        old->up_retire = 1;
+        tfrdv_tcp__up_retire(t, old);
+    }
+    tfrdv_tcp__unpark(t, p, s, td); /* calls that waited for a connection (the TCP one died) */
+    if (!s->wblocked) tfrdv_tcp__write(t, s, td);
+    return 0;
+}
 /* client, after the server's HELLO (no lock held): ask for the by-address path, or say once per
    transport why the socket carries every byte */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
     char why[200], msg[400], rwhy[200], rmsg[400];
     long pid = 0;
     int ok = 0, say = 0, ring = 0, rsay = 0;
-    if (!c->is_unix) return; /* TCP, even to this host: the socket */
+    if (!c->is_unix) { /* TCP: to this host, it may move to a side Unix socket (the upgrade) */
+        tfrdv_tcp__up_ask(t, c, td);
+        return;
+    }
     why[0] = rwhy[0] = 0;
     /* SAME HOST RING */
     if (c->peer_version < 4) snprintf(rwhy, sizeof rwhy, "protocol version %d on this connection (the ring needs 4)", c->peer_version);
@@ -2987,6 +3459,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         c->sh_cma = ok;
         (void)tfrdv_tcp__queue(t, c, &f); /* the ring's descriptors ride on its sendmsg (or an earlier one) */
         if (!c->wblocked) tfrdv_tcp__write(t, c, td);
+    } else if (c->up_side == 1 && c->state == TFRDV_TCP__C_OPEN) { /* SAME HOST: nothing to gain from
+                                                                      the side socket: stay on TCP */
+        char m[600];
+        snprintf(m, sizeof m, "neither values by address (%.250s) nor the ring (%.250s) on the side socket", why, rwhy);
+        tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, m, td);
     }
     if (!ok && !t->sh_logged) {
         t->sh_logged = say = 1;
@@ -3003,12 +3480,36 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_hello(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
 }
 /* a SAMEHOST frame: the server grants or refuses, the client learns the answer */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, const tfrdv_tcp_frame* f, tfrdv_tcp__todo* td) {
-    char bad[120], msg[400], rwhy[300], rmsg[500];
+    char bad[260], msg[400], rwhy[300], rmsg[500], umsg[600];
     int say = 0, rsay = 0;
     const uint32_t ask = TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_FUTEX;
-    bad[0] = rwhy[0] = 0;
+    bad[0] = rwhy[0] = umsg[0] = 0;
     pthread_mutex_lock(&t->mu);
-    if (c->peer_version < 3 || !c->is_unix || c->sh_seen)
+    if (c->server && !c->is_unix && c->peer_version >= 5 && !c->sh_seen && f->sh_flags == TFRDV_TCP_SH_TCP_ASK) {
+        c->sh_seen = 1; /* a TCP client on this host? (the upgrade) */
+        tfrdv_tcp__up_offer(t, c, f, td, umsg, sizeof umsg);
+    } else if (c->side && !c->side_ok) { /* the side socket: its token, nothing else */
+        char why[200];
+        if (f->sh_flags != TFRDV_TCP_SH_TCP_TOKEN)
+            snprintf(bad, sizeof bad, "SAMEHOST flags 0x%x on the side socket before its token (flag 128)", f->sh_flags);
+        else if (tfrdv_tcp__up_take(t, f, why, sizeof why) != 0)
+            snprintf(bad, sizeof bad, "the side socket's client presented %s", why);
+        else { /* now a Unix connection like any other: SAMEHOST 1 / 4 may follow */
+#ifdef TFRDV_TCP__CMA
+            struct ucred uc;
+            socklen_t ul = sizeof uc;
+            memset(&uc, 0, sizeof uc);
+            c->side_foreign = getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) != 0 || uc.uid != geteuid();
+#endif
+            c->side_ok = 1;
+            t->stats.tcp_upgrades++;
+        }
+    } else if (!c->server && !c->is_unix && c->up_asked == 1) { /* the answer to the upgrade's question */
+        c->up_asked = 2;
+        if (f->sh_flags == TFRDV_TCP_SH_TCP_OFFER) (void)tfrdv_tcp__up_dial(t, c, f, td, umsg, sizeof umsg);
+        else if (f->sh_flags == 0) (void)tfrdv_tcp__up_fallback(t, c->peer, "the server refused it (its log says why)", umsg, sizeof umsg);
+        else snprintf(bad, sizeof bad, "SAMEHOST flags 0x%x answering the TCP upgrade (64 or 0 expected)", f->sh_flags);
+    } else if (c->peer_version < 3 || !c->is_unix || c->sh_seen)
         snprintf(bad, sizeof bad, "SAMEHOST frame %s", c->sh_seen ? "sent twice" : !c->is_unix ? "on a TCP connection" : "from a peer that said version < 3");
     else if (c->server) {
         if (!f->sh_flags || (f->sh_flags & ~ask) || (c->peer_version < 4 && f->sh_flags != TFRDV_TCP_SH_CMA_READ) ||
@@ -3024,6 +3525,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
             if (f->sh_flags & TFRDV_TCP_SH_RING_OFFER) { /* SAME HOST RING */
                 if (!t->sh_min) snprintf(rwhy, sizeof rwhy, "same_host is off here");
                 else if (t->shm_deny == 1) snprintf(rwhy, sizeof rwhy, "TFRDV_TCP_RING_DENY=1 is set here");
+                else if (c->side_foreign) /* an abstract socket has no file mode: the uid check is here */
+                    snprintf(rwhy, sizeof rwhy, "it came through the side socket as another uid (a ring is shared with peers of this uid only)");
                 else {
 #ifdef TFRDV_TCP__RING
                     ring = tfrdv_tcp__shm_accept(t, c, rwhy, sizeof rwhy);
@@ -3071,11 +3574,13 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
                 snprintf(rmsg, sizeof rmsg, "tfrdv_tcp: small frames to %.80s travel over the socket: the server refused the shared-memory ring (its log says why) (said once per transport)", c->peer ? c->peer->addr : "?");
             }
         }
+        if (c->up_side == 1 && c->peer) (void)tfrdv_tcp__up_switch(t, c, td, umsg, sizeof umsg); /* SAME HOST: new calls take it */
     }
     if (bad[0]) tfrdv_tcp__conn_bad(t, c, bad, td);
     pthread_mutex_unlock(&t->mu);
     if (say) tfrdv_tcp__log(t, 1, "%s", msg);
     if (rsay) tfrdv_tcp__log(t, 1, "%s", rmsg);
+    if (umsg[0]) tfrdv_tcp__log(t, 1, "%s", umsg);
 }
 /* a RESPONSE by address is only taken on a connection whose server granted it */
 TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_remote_ok(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td) {
@@ -4268,20 +4773,30 @@ TFRDV_TCP__PRIVATE tfrdv_value* tfrdv_tcp__zc_value(tfrdv_tcp* t, tfrdv_tcp__con
 }
 
 /* >>accept ----------------------------------------------------------------------------------- */
-TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
-    int i;
+/* side: on SAME HOST's side listener (a Unix socket; the connection must show its token first) */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td, int side) {
+    int i, lfd = side ? t->sfd : t->lfd;
     for (i = 0; i < 64; i++) {
         int fd;
         tfrdv_tcp__conn* c;
 #if defined(__linux__) && defined(SOCK_NONBLOCK) && defined(_GNU_SOURCE)
-        fd = accept4(t->lfd, 0, 0, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        fd = accept4(lfd, 0, 0, SOCK_NONBLOCK | SOCK_CLOEXEC);
 #else
-        fd = accept(t->lfd, 0, 0);
+        fd = accept(lfd, 0, 0);
         if (fd >= 0) tfrdv_tcp__cloexec_nonblock(fd);
 #endif
         if (fd < 0) {
             int e = errno;
             if (e == EINTR || e == ECONNABORTED) continue;
+            if (side && e != EAGAIN && e != EWOULDBLOCK) { /* out of descriptors or memory: off the epoll set
+                                                     until the next offer (upgrades fail, TCP stays) */
+                pthread_mutex_lock(&t->mu);
+                tfrdv_tcp__up_arm(t, 0);
+                pthread_mutex_unlock(&t->mu);
+                snprintf(td->log, sizeof td->log, "tfrdv_tcp: accept on the side socket %s failed (%s): not accepting until the next upgrade offer", t->saddr, strerror(e));
+                td->log_level = 2;
+                return;
+            }
             if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) { /* pause the listener a while */
                 pthread_mutex_lock(&t->mu);
                 tfrdv_tcp__listen_arm(t, 0);
@@ -4299,14 +4814,15 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td) {
             close(fd);
             continue;
         }
-        tfrdv_tcp__sockopts(t, fd, t->lunix);
-        if (!(c = tfrdv_tcp__conn_new(t, fd, 1, t->lunix))) {
+        tfrdv_tcp__sockopts(t, fd, side || t->lunix);
+        if (!(c = tfrdv_tcp__conn_new(t, fd, 1, side || t->lunix))) {
             t->stats.connections_rejected++;
             pthread_mutex_unlock(&t->mu);
             close(fd);
             continue;
         }
         t->stats.accepted++;
+        c->side = side;
         c->state = TFRDV_TCP__C_OPEN;
         c->deadline = tfrdv_tcp__add(tfrdv_tcp__now(), t->cfg.handshake_timeout_ns);
         tfrdv_tcp__queue_hello(t, c); /* version 2; a client's HELLO saying 1 is served as 1 */
@@ -4378,9 +4894,9 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
     }
     for (c = t->conns.next; c != &t->conns; c = cnx) { /* every expired one, in this pass */
         cnx = c->next;
-        if (c->deadline > now || c->hello_ok) continue;
+        if (c->deadline > now || (c->hello_ok && (!c->side || c->side_ok))) continue;
         if (c->server) { /* no calls: nothing takes the todo's bulk status */
-            tfrdv_tcp__conn_gone(t, c, "no HELLO within handshake_timeout_ns", &td);
+            tfrdv_tcp__conn_gone(t, c, c->hello_ok ? "no token on the side socket within handshake_timeout_ns" : "no HELLO within handshake_timeout_ns", &td);
         } else { /* its calls take the bulk status naming its address: a todo of its own, run now */
             tfrdv_tcp__todo ctd;
             tfrdv_tcp__todo_init(&ctd);
@@ -4421,6 +4937,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
         if (c->state != TFRDV_TCP__C_OPEN) continue;
         if (!c->server) { /* acknowledgements nothing else carried */
             if ((c->nacks || tfrdv_tcp__zc_due(c)) && !c->wblocked) tfrdv_tcp__write(t, c, &td);
+            if (c->up_retire == 1) tfrdv_tcp__up_retire(t, c); /* SAME HOST: a TCP connection replaced */
             if (c->lazy && ++c->lazy > 2) tfrdv_tcp__arm(t, c); /* idle for a tick: the loop
                                                                   watches it again (its end) */
             continue;
@@ -4623,10 +5140,10 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
                 tfrdv_tcp__conn_event(t, (tfrdv_tcp__conn*)((uintptr_t)p - 1u), 0, 0, 0);
                 continue;
             }
-            if (p == (void*)&t->lfd) {
+            if (p == (void*)&t->lfd || p == (void*)&t->sfd) { /* sfd: SAME HOST's side listener */
                 tfrdv_tcp__todo td;
                 tfrdv_tcp__todo_init(&td);
-                tfrdv_tcp__accept(t, &td);
+                tfrdv_tcp__accept(t, &td, p == (void*)&t->sfd);
                 tfrdv_tcp__todo_run(t, &td);
                 continue;
             }
@@ -4677,7 +5194,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__poll_once(tfrdv_tcp* t, int64_t timeout_ns) {
             if (i == lis) {
                 tfrdv_tcp__todo td;
                 tfrdv_tcp__todo_init(&td);
-                tfrdv_tcp__accept(t, &td);
+                tfrdv_tcp__accept(t, &td, 0);
                 tfrdv_tcp__todo_run(t, &td);
                 continue;
             }
@@ -5570,7 +6087,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     tfrdv_tcp__limits_fill(&t->lim, &t->lim);
     if (t->lim.max_frame_len < c.frame_bytes + 64) t->lim.max_frame_len = c.frame_bytes + 64;
     t->refs = 1;
-    t->lfd = t->efd = t->wake[0] = t->wake[1] = -1;
+    t->lfd = t->efd = t->wake[0] = t->wake[1] = t->sfd = -1;
     t->conns.prev = t->conns.next = &t->conns;
     t->ent_min_deadline = t->req_min_deadline = INT64_MAX;
     t->next_tick = tfrdv_tcp__add(tfrdv_tcp__now(), c.expire_interval_ns);
@@ -5578,6 +6095,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_create(const tfrdv_tcp_config* cfg, tfrdv_tcp** o
     t->sh_lpid = (long)getpid();
     t->sh_deny = getenv("TFRDV_TCP_CMA_DENY") && strcmp(getenv("TFRDV_TCP_CMA_DENY"), "1") == 0;
     t->shm_deny = getenv("TFRDV_TCP_RING_DENY") ? atoi(getenv("TFRDV_TCP_RING_DENY")) : 0; /* SAME HOST RING */
+    t->up_deny = getenv("TFRDV_TCP_UPGRADE_DENY") && strcmp(getenv("TFRDV_TCP_UPGRADE_DENY"), "1") == 0; /* SAME HOST */
     pthread_mutex_init(&t->mu, 0);
     pthread_mutex_init(&t->poll_mu, 0);
     pthread_cond_init(&t->cv, 0);
@@ -5705,6 +6223,10 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__shutdown(tfrdv_tcp* t) {
         while (t->nclaims) pthread_cond_wait(&t->cv, &t->mu);
     }
     tfrdv_tcp__listen_arm(t, 0);
+    if (t->sfd >= 0) { /* SAME HOST: the side listener (abstract: no file) */
+        close(t->sfd);
+        t->sfd = -1;
+    }
     if (t->lfd >= 0) {
         struct stat now_st;
         close(t->lfd);

@@ -10,8 +10,9 @@
    Nothing is passed around by hand: the worker asks the ps for its incarnation (the keys name it)
    and waits for the ps if it is not up yet; the ps cleans a step up once the worker has taken its
    4 tensors (16 B .. 1 MiB; tfrdv_mgr_drain), and ends after the last step. Both print which
-   path the values took: the socket, or (same host, Unix sockets) the ps's memory read straight
-   into the worker's (process_vm_readv, values of 64 KiB and more). */
+   path the values took: the socket, or (same host: Unix sockets, or TCP addresses whose
+   connection moved to a Unix socket) the ps's memory read straight into the worker's
+   (process_vm_readv, values of 64 KiB and more). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* Linux: lets tfrdv_tcp.h use SO_PEERCRED and process_vm_readv (same host) */
 #endif
@@ -182,7 +183,8 @@ static int run_worker(const tfrdv_cluster* cl) {
     printf("\nworker: %d/%d transfers intact, mean latency %.1f us\n", good, STEPS * NT, good ? (double)total_ns / good / 1e3 : 0.0);
     tfrdv_tcp_get_stats(tcp, &s);
     printf("worker: path to the ps: %s; %llu values read from its memory, the rest over the socket\n",
-           s.same_host_grants ? "same host" : "socket only", (unsigned long long)s.values_cma);
+           s.tcp_upgrades ? "same host (its TCP connection moved to a Unix socket)" : s.same_host_grants ? "same host" : "socket only",
+           (unsigned long long)s.values_cma);
     fflush(stdout);
     tfrdv_tcp_destroy(tcp); /* closes the connection (the ps sees the worker is done) */
     tfrdv_mgr_destroy(m);

@@ -38,7 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (f.type == TFRDV_TCP_RESPONSE && f.remote && (f.data_len || !f.bytes || f.no_value || f.remote_addr > UINT64_MAX - f.bytes)) abort();
         if (f.type == TFRDV_TCP_RESPONSE && f.pooled && (f.remote || f.data_len || !f.bytes || f.no_value || f.pool_fd > INT32_MAX || f.pool_off > UINT64_MAX - f.bytes)) abort();
         if ((f.type == TFRDV_TCP_ACK || f.type == TFRDV_TCP_RELEASE) && (!f.num_acks || f.num_acks > TFRDV_TCP_ACK_MAX || f.id)) abort();
-        if (f.type == TFRDV_TCP_SAMEHOST && (f.sh_flags & ~(TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_CMA_GRANT | TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_OK | TFRDV_TCP_SH_RING_FUTEX))) abort();
+        if (f.type == TFRDV_TCP_SAMEHOST && (f.sh_flags & ~(TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_CMA_GRANT | TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_OK | TFRDV_TCP_SH_RING_FUTEX | TFRDV_TCP_SH_TCP_ASK | TFRDV_TCP_SH_TCP_OFFER | TFRDV_TCP_SH_TCP_TOKEN))) abort();
+        if (f.type == TFRDV_TCP_SAMEHOST && (f.message.len > TFRDV_TCP_SH_HOST_MAX || (f.sh_flags < TFRDV_TCP_SH_TCP_ASK) != (f.message.len == 0))) abort();
         n = tfrdv_tcp_encode(&f, re, sizeof re);
         if (n != (size_t)used || memcmp(re, data + pos, n) != 0) abort();
         pos += (size_t)used;

@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -184,17 +185,23 @@ static void test_codec_by_address(void) {
     TT_CHECK(g.type == TFRDV_TCP_SAMEHOST && g.sh_flags == TFRDV_TCP_SH_CMA_READ);
 
     /* hostile */
-    f.sh_flags = 32; /* 4, 8 and 16: the ring (version 4) */
-    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "SAMEHOST with unknown flags 0x20");
+    f.sh_flags = 256; /* 4, 8 and 16: the ring (version 4); 32, 64, 128: the TCP upgrade (version 5) */
+    bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "SAMEHOST with unknown flags 0x100");
     f.sh_flags = 0;
     f.id = 3;
     bad(b, tfrdv_tcp_encode(&f, b, sizeof b), 0, "id 3 (0 expected)");
     f.id = 0;
     n = tfrdv_tcp_encode(&f, b, sizeof b);
-    b[20] = 1; /* reserved */
-    bad(b, n, 0, "non-zero reserved");
+    b[20] = 1; /* the byte count: none follow */
+    bad(b, n, 0, "SAMEHOST flags 0x0 with 0 bytes (length field 1; 0..0 expected)");
+    b[20] = 0;
     b[4] = 9; /* body length */
-    bad(b, n, 0, "SAMEHOST body of 9 bytes");
+    memset(b + n, 0, 8);
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, &g, &st), 0); /* its ninth byte has not come */
+    bad(b, n + 1, 0, "SAMEHOST flags 0x0 with 1 bytes (length field 0; 0..0 expected)");
+    b[4] = (8 + 255 + 1) & 0xff;
+    b[5] = (8 + 255 + 1) >> 8;
+    bad(b, n, 0, "SAMEHOST body of 264 bytes (8..263 expected)");
 
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_RESPONSE;
@@ -623,12 +630,14 @@ typedef struct insrv {
     tfrdv_mgr* m;
     char addr[128];
 } insrv;
+static int64_t insrv_handshake_ns; /* 0: the default */
 static int insrv_open(insrv* s, const char* listen, int64_t same_host) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_mgr_config mc = tfrdv_mgr_config_init();
     tfrdv_status st;
     tc.listen_address = listen;
     tc.same_host = same_host;
+    tc.handshake_timeout_ns = insrv_handshake_ns;
     if (tfrdv_tcp_create(&tc, &s->t, &st) != TFRDV_OK) { printf("    %s\n", st.msg); return 0; }
     mc.worker_name = PS;
     mc.incarnation = PS_INC;
@@ -1262,9 +1271,21 @@ static int raw_connect(const char* addr) {
     if (connect(fd, (struct sockaddr*)&un, sizeof un) != 0) { close(fd); return -1; }
     return fd;
 }
+/* a connection to the abstract Unix address "@name" */
+static int raw_abstract(const char* at) {
+    struct sockaddr_un un;
+    size_t n = strlen(at);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    memcpy(un.sun_path + 1, at + 1, n - 1);
+    if (connect(fd, (struct sockaddr*)&un, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0) { close(fd); return -1; }
+    return fd;
+}
 /* HELLO (version 4), the server's HELLO, then SAMEHOST 4 with nfd of: a memfd of the ring's size
    (sealed or not; its ring 1 head and sleep word preset) and three eventfds */
 static uint32_t raw_offer_flags = TFRDV_TCP_SH_RING_OFFER; /* what raw_offer's SAMEHOST says */
+static const uint8_t* raw_offer_token; /* set: addr is a side socket ("@..."): HELLO 5, this token */
 static int raw_offer(rawring* x, const char* addr, int sealed, int nfd, uint64_t head1, uint32_t wake1) {
     tfrdv_tcp_frame f, g;
     uint8_t b[64];
@@ -1276,8 +1297,16 @@ static int raw_offer(rawring* x, const char* addr, int sealed, int nfd, uint64_t
     size_t n;
     memset(x, 0, sizeof *x);
     x->map = (uint8_t*)MAP_FAILED;
-    if ((x->fd = raw_connect(addr)) < 0) return 0;
-    raw_hello(x->fd, 4, WK);
+    if ((x->fd = raw_offer_token ? raw_abstract(addr) : raw_connect(addr)) < 0) return 0;
+    raw_hello(x->fd, raw_offer_token ? 5 : 4, WK);
+    if (raw_offer_token) {
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_SAMEHOST;
+        f.sh_flags = TFRDV_TCP_SH_TCP_TOKEN;
+        f.message.ptr = (const char*)raw_offer_token;
+        f.message.len = 16;
+        raw_put(x->fd, &f);
+    }
     if (!raw_next(x->fd, &x->rb, &g) || g.type != TFRDV_TCP_HELLO) return 0;
     x->mfd = memfd_create("hostile", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (x->mfd < 0 || ftruncate(x->mfd, 4096 + 2 * (256 << 10)) != 0) return 0;
@@ -1614,6 +1643,384 @@ static void test_ring_fallbacks(void) {
         close(o.lfd);
     }
 }
+/* The host identity a TCP peer's same-host upgrade compares (tfrdv_tcp__sh_host_id): the boot id
+   and the network namespace. Stable within a process, the same in a forked child, different in a
+   child that moved to a network namespace of its own (where unshare is permitted), an error
+   naming the size when the buffer is too small. */
+#ifdef TFRDV_TCP__CMA
+static void child_host_id(int fd, int new_net) {
+    char id[160], why[200];
+    ssize_t w;
+    if (new_net && unshare(CLONE_NEWNET) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) _exit(3);
+    if (tfrdv_tcp__sh_host_id(id, sizeof id, why, sizeof why) != 0) _exit(2);
+    w = write(fd, id, strlen(id) + 1);
+    _exit(w == (ssize_t)(strlen(id) + 1) ? 0 : 4);
+}
+static int host_id_of_child(int new_net, char* out, size_t cap) {
+    int p[2], ws = 0;
+    pid_t pid;
+    ssize_t n;
+    if (pipe(p) != 0) return -1;
+    pid = fork();
+    if (pid == 0) { close(p[0]); child_host_id(p[1], new_net); }
+    close(p[1]);
+    n = read(p[0], out, cap - 1);
+    close(p[0]);
+    waitpid(pid, &ws, 0);
+    if (n <= 0) return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+    out[n] = 0;
+    return 0;
+}
+static void test_host_identity(void) {
+    char a[160], b[160], c[160], boot[64], why[200];
+    FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    size_t n = 0;
+    int rc;
+    TT_CHECK(f != 0);
+    if (f) { n = fread(boot, 1, 36, f); fclose(f); }
+    boot[n] = 0;
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(a, sizeof a, why, sizeof why), 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(b, sizeof b, why, sizeof why), 0);
+    TT_CHECK_STR(a, b);
+    TT_CHECK_EQ_INT((int)n, 36);
+    TT_CHECK(strncmp(a, boot, 36) == 0);
+    TT_CHECK_CONTAINS(a, " net:");
+    TT_CHECK_EQ_INT(host_id_of_child(0, c, sizeof c), 0);
+    TT_CHECK_STR(a, c);
+    rc = host_id_of_child(1, c, sizeof c);
+    if (rc == 3) printf("  (unshare(CLONE_NEWNET) not permitted here: the other-namespace case is skipped)\n");
+    else {
+        TT_CHECK_EQ_INT(rc, 0);
+        TT_CHECK(strncmp(a, c, 36) == 0); /* one kernel */
+        TT_CHECK(strcmp(a, c) != 0);      /* another network namespace */
+    }
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(a, 40, why, sizeof why), -1);
+    TT_CHECK_CONTAINS(why, "longer than 40 bytes");
+}
+/* A side socket's one-time tokens (tfrdv_tcp__sh_token_new / _take): random, taken once, not
+   after they expire, compared in full; a ninth outstanding token gives up the one closest to
+   expiring. Its name (tfrdv_tcp__sh_side_name): "@tfrdv-<pid>-<16 hex>", different each time,
+   and bindable as an abstract Unix address. */
+static void test_side_tokens(void) {
+    tfrdv_tcp__sh_tokens k;
+    uint8_t a[16], b[16], toks[9][16], z[16];
+    char why[200], n1[128], n2[128], pre[64];
+    struct sockaddr_un sa;
+    size_t i, len;
+    int fd;
+    memset(&k, 0, sizeof k);
+    memset(z, 0, sizeof z);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_new(&k, 1000, 50, a, why, sizeof why), 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_new(&k, 1000, 50, b, why, sizeof why), 0);
+    TT_CHECK(memcmp(a, b, 16) != 0 && memcmp(a, z, 16) != 0);
+    b[15] ^= 1;
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, b, 16, 1001, why, sizeof why), -1); /* one bit off */
+    TT_CHECK_CONTAINS(why, "a token this server did not hand out");
+    b[15] ^= 1;
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, b, 15, 1001, why, sizeof why), -1);
+    TT_CHECK_CONTAINS(why, "a token of 15 bytes (16 expected)");
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, a, 16, 1001, why, sizeof why), 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, a, 16, 1001, why, sizeof why), -1); /* single use */
+    TT_CHECK_CONTAINS(why, "already used");
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, b, 16, 1050, why, sizeof why), -1); /* expired */
+    TT_CHECK_CONTAINS(why, "an expired token");
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, z, 16, 1000, why, sizeof why), -1); /* free slots hold zeros */
+    for (i = 0; i < 9; i++) TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_new(&k, 2000 + (int64_t)i, 100, toks[i], why, sizeof why), 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, toks[0], 16, 2010, why, sizeof why), -1); /* given up for the ninth */
+    for (i = 1; i < 9; i++) TT_CHECK_EQ_INT(tfrdv_tcp__sh_token_take(&k, toks[i], 16, 2010, why, sizeof why), 0);
+    for (i = 0; i < 8; i++) TT_CHECK(k.exp[i] == 0);
+
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_side_name(n1, sizeof n1, why, sizeof why), 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_side_name(n2, sizeof n2, why, sizeof why), 0);
+    snprintf(pre, sizeof pre, "@tfrdv-%ld-", (long)getpid());
+    len = strlen(n1);
+    TT_CHECK(strncmp(n1, pre, strlen(pre)) == 0);
+    TT_CHECK_EQ_INT(len, strlen(pre) + 16);
+    TT_CHECK(len <= TFRDV_TCP_SH_ADDR_MAX);
+    for (i = strlen(pre); i < len; i++) TT_CHECK((n1[i] >= '0' && n1[i] <= '9') || (n1[i] >= 'a' && n1[i] <= 'f'));
+    TT_CHECK(strcmp(n1, n2) != 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path + 1, n1 + 1, len - 1); /* '@': the leading NUL of an abstract name */
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    TT_CHECK(fd >= 0);
+    if (fd >= 0) {
+        TT_CHECK_EQ_INT(bind(fd, (struct sockaddr*)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)), 0);
+        close(fd);
+    }
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_side_name(n1, 20, why, sizeof why), -1);
+    TT_CHECK_CONTAINS(why, "side address longer than 20 bytes");
+}
+#endif
+/* The codec: SAMEHOST flags 32, 64 and 128 (the same-host upgrade of a TCP connection, version 5)
+   carry bytes (host identity; token and side address; token) and each goes alone; the other
+   flags carry none. */
+static void sh_frame(uint32_t flags, const char* bytes, size_t n, uint8_t* b, size_t* len) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_SAMEHOST;
+    f.sh_flags = flags;
+    f.message.ptr = bytes;
+    f.message.len = n;
+    *len = tfrdv_tcp_encode(&f, b, 512);
+}
+static void test_codec_upgrade_frames(void) {
+    static const uint32_t fl[3] = {TFRDV_TCP_SH_TCP_ASK, TFRDV_TCP_SH_TCP_OFFER, TFRDV_TCP_SH_TCP_TOKEN};
+    static const size_t lo[3] = {1, 18, 16}, hi[3] = {255, 124, 16};
+    char src[300], want[200];
+    uint8_t b[512];
+    tfrdv_tcp_frame g;
+    tfrdv_status st;
+    size_t n, i, k;
+    int j;
+    for (k = 0; k < sizeof src; k++) src[k] = (char)(k * 7 + 1);
+    for (j = 0; j < 3; j++) {
+        for (k = lo[j]; k <= hi[j]; k += hi[j] - lo[j] > 8 ? (hi[j] - lo[j]) / 4 : 1) { /* byte exact, both ends */
+            sh_frame(fl[j], src, k, b, &n);
+            TT_CHECK_EQ_INT(n, 24 + k);
+            TT_CHECK_EQ_INT(b[20], (int)k);
+            for (i = 0; i < n; i += 7) TT_CHECK(tfrdv_tcp_decode(b, i, 0, &g, &st) == 0); /* incomplete */
+            TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, &g, &st), n);
+            TT_CHECK(g.type == TFRDV_TCP_SAMEHOST && g.sh_flags == fl[j] && g.message.len == k);
+            TT_CHECK(g.message.ptr == (const char*)b + 24 && memcmp(g.message.ptr, src, k) == 0);
+        }
+        sh_frame(fl[j], src, lo[j] - 1, b, &n); /* too few bytes */
+        snprintf(want, sizeof want, "SAMEHOST flags 0x%x with %u bytes (length field %u; %u..%u expected)", fl[j], (unsigned)(lo[j] - 1),
+                 (unsigned)(lo[j] - 1), (unsigned)lo[j], (unsigned)hi[j]);
+        bad(b, n, 0, want);
+        if (hi[j] < 255) { /* too many */
+            sh_frame(fl[j], src, hi[j] + 1, b, &n);
+            snprintf(want, sizeof want, "SAMEHOST flags 0x%x with %u bytes", fl[j], (unsigned)(hi[j] + 1));
+            bad(b, n, 0, want);
+        }
+        sh_frame(fl[j] | TFRDV_TCP_SH_CMA_READ, src, lo[j], b, &n); /* not alone */
+        snprintf(want, sizeof want, "SAMEHOST flags 0x%x: 32, 64 and 128 go alone", fl[j] | 1u);
+        bad(b, n, 0, want);
+        sh_frame(fl[j], src, lo[j], b, &n); /* a length field that disagrees with the body */
+        b[20]++;
+        bad(b, n, 0, "length field");
+    }
+    sh_frame(TFRDV_TCP_SH_TCP_ASK | TFRDV_TCP_SH_TCP_TOKEN, src, 16, b, &n);
+    bad(b, n, 0, "SAMEHOST flags 0xa0: 32, 64 and 128 go alone");
+    sh_frame(TFRDV_TCP_SH_CMA_READ, src, 3, b, &n); /* the old flags carry no bytes */
+    bad(b, n, 0, "SAMEHOST flags 0x1 with 3 bytes (length field 3; 0..0 expected)");
+    sh_frame(TFRDV_TCP_SH_TCP_ASK, src, 256, b, &n);
+    bad(b, n, 0, "SAMEHOST body of 264 bytes (8..263 expected)");
+}
+/* ---- the same-host upgrade of a TCP connection: the server's half (a raw client) ----
+   A version 5 client on TCP sends its host identity (SAMEHOST 16); the server answers with a
+   one-time token and its side address (32). On the side socket the token must come first: a
+   wrong one, a reused one, or any other frame before it gets a CLOSE naming it and nothing else;
+   the right one makes it a Unix connection like any other (SAMEHOST 1 is granted). */
+#ifdef TFRDV_TCP__UPGRADE
+static int raw_tcp(const char* addr) {
+    struct sockaddr_in in;
+    const char* colon = strrchr(addr, ':');
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&in, 0, sizeof in);
+    in.sin_family = AF_INET;
+    in.sin_port = htons((uint16_t)atoi(colon ? colon + 1 : "0"));
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr*)&in, sizeof in) != 0) { close(fd); return -1; }
+    return fd;
+}
+/* raw_next, keeping a SAMEHOST's or CLOSE's bytes in keep (NUL-terminated; f->message points there) */
+static int raw_next_keep(int fd, rawbuf* rb, tfrdv_tcp_frame* f, char* keep, size_t cap) {
+    for (;;) {
+        tfrdv_status st;
+        long used = tfrdv_tcp_decode(rb->b, rb->len, 0, f, &st);
+        ssize_t k;
+        if (used < 0) return 0;
+        if (used > 0 && rb->len >= (size_t)used + f->data_len) {
+            size_t total = (size_t)used + (size_t)f->data_len, m = 0;
+            if (f->type == TFRDV_TCP_SAMEHOST || f->type == TFRDV_TCP_CLOSE) {
+                m = f->message.len < cap - 1 ? f->message.len : cap - 1;
+                memcpy(keep, f->message.ptr, m);
+                f->message.ptr = keep;
+                f->message.len = m;
+            }
+            keep[m] = 0;
+            memmove(rb->b, rb->b + total, rb->len - total);
+            rb->len -= total;
+            return 1;
+        }
+        k = read(fd, rb->b + rb->len, sizeof rb->b - rb->len);
+        if (k <= 0) return 0;
+        rb->len += (size_t)k;
+    }
+}
+static void raw_hello5(int fd) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = 5;
+    f.name.ptr = WK;
+    f.name.len = strlen(WK);
+    raw_put(fd, &f);
+}
+static void raw_sh(int fd, uint32_t flags, const void* bytes, size_t n) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_SAMEHOST;
+    f.sh_flags = flags;
+    f.message.ptr = (const char*)bytes;
+    f.message.len = n;
+    raw_put(fd, &f);
+}
+/* a TCP connection asking with identity id: the SAMEHOST answer's flags (-1: none came); its
+   bytes into out */
+static int raw_ask(const char* addr, const char* id, char* out, size_t cap, size_t* outlen) {
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    tfrdv_tcp_frame g;
+    int fd = raw_tcp(addr), got = -1;
+    if (fd < 0) { free(rb); return -1; }
+    raw_hello5(fd);
+    raw_sh(fd, TFRDV_TCP_SH_TCP_ASK, id, strlen(id));
+    while (raw_next_keep(fd, rb, &g, out, cap)) {
+        if (g.type == TFRDV_TCP_HELLO) TT_CHECK_EQ_INT(g.version, 5);
+        if (g.type == TFRDV_TCP_SAMEHOST) { got = (int)g.sh_flags; *outlen = g.message.len; break; }
+    }
+    close(fd);
+    free(rb);
+    return got;
+}
+/* on the side socket: HELLO, then (token, or a REQUEST when tok is NULL), then SAMEHOST 1; the
+   frames that come back: flags of a SAMEHOST (or -1) and the CLOSE's message (or "") */
+static int raw_side(const char* at, const uint8_t* tok, char* close_msg, size_t cap, int* others) {
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    tfrdv_tcp_frame f, g;
+    char keep[256];
+    int fd = raw_abstract(at), sh = -1;
+    close_msg[0] = 0;
+    *others = 0;
+    if (fd < 0) { free(rb); return -2; }
+    raw_hello5(fd);
+    if (tok) raw_sh(fd, TFRDV_TCP_SH_TCP_TOKEN, tok, 16);
+    else {
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_REQUEST;
+        f.id = 1;
+        f.key.ptr = "k";
+        f.key.len = 1;
+        raw_put(fd, &f);
+    }
+    raw_sh(fd, TFRDV_TCP_SH_CMA_READ, 0, 0);
+    while (raw_next_keep(fd, rb, &g, keep, sizeof keep)) {
+        if (g.type == TFRDV_TCP_SAMEHOST) { sh = (int)g.sh_flags; break; }
+        if (g.type == TFRDV_TCP_CLOSE) snprintf(close_msg, cap, "%s", keep);
+        else if (g.type != TFRDV_TCP_HELLO) ++*others;
+    }
+    close(fd);
+    free(rb);
+    return sh;
+}
+static void test_upgrade_offer(void) {
+    insrv s;
+    char id[160], why[200], ans[256], pre[64], at[TFRDV_TCP_SH_ADDR_MAX + 1], cm[256];
+    uint8_t tok[16];
+    size_t n = 0, alen;
+    int others, i;
+    alarm(60);
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(id, sizeof id, why, sizeof why), 0);
+    insrv_handshake_ns = 300000000;
+    if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); insrv_handshake_ns = 0; return; }
+    insrv_handshake_ns = 0;
+    TT_CHECK_EQ_INT(raw_ask(s.addr, id, ans, sizeof ans, &n), TFRDV_TCP_SH_TCP_OFFER);
+    TT_CHECK(n > 16 && n <= 16 + TFRDV_TCP_SH_ADDR_MAX);
+    if (n <= 16) { insrv_close(&s); return; }
+    memcpy(tok, ans, 16);
+    alen = n - 16;
+    memcpy(at, ans + 16, alen);
+    at[alen] = 0;
+    snprintf(pre, sizeof pre, "@tfrdv-%ld-", (long)getpid());
+    TT_CHECK(strncmp(at, pre, strlen(pre)) == 0);
+
+    tok[3] ^= 0x40; /* a wrong token: CLOSE naming it, nothing else */
+    TT_CHECK_EQ_INT(raw_side(at, tok, cm, sizeof cm, &others), -1);
+    TT_CHECK_CONTAINS(cm, "a token this server did not hand out");
+    TT_CHECK_EQ_INT(others, 0);
+    tok[3] ^= 0x40;
+    TT_CHECK_EQ_INT(raw_side(at, 0, cm, sizeof cm, &others), -1); /* a REQUEST first */
+    TT_CHECK_CONTAINS(cm, "a frame of type 2 on the side socket before its token");
+    TT_CHECK_EQ_INT(others, 0);
+    TT_CHECK_EQ_INT(raw_side(at, tok, cm, sizeof cm, &others), TFRDV_TCP_SH_CMA_GRANT); /* the right one */
+    TT_CHECK_STR(cm, "");
+    TT_CHECK_EQ_INT(raw_side(at, tok, cm, sizeof cm, &others), -1); /* used */
+    TT_CHECK_CONTAINS(cm, "already used");
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 3);
+    { /* HELLO and then nothing: closed after handshake_timeout_ns (300 ms here) */
+        rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+        tfrdv_tcp_frame g;
+        char keep[256];
+        int fd = raw_abstract(at), frames = 0;
+        TT_CHECK(fd >= 0);
+        raw_hello5(fd);
+        while (fd >= 0 && raw_next_keep(fd, rb, &g, keep, sizeof keep)) frames += g.type != TFRDV_TCP_HELLO;
+        TT_CHECK_EQ_INT(frames, 0); /* its HELLO, then EOF */
+        if (fd >= 0) close(fd);
+        free(rb);
+    }
+    for (i = 0; i < 2; i++) { /* a second offer: the same side address, another token */
+        char ans2[256];
+        size_t n2 = 0;
+        TT_CHECK_EQ_INT(raw_ask(s.addr, id, ans2, sizeof ans2, &n2), TFRDV_TCP_SH_TCP_OFFER);
+        TT_CHECK(n2 == n && memcmp(ans2 + 16, at, alen) == 0 && memcmp(ans2, tok, 16) != 0);
+    }
+    for (i = 0; i < 2; i++) { /* a ring through the side socket: this uid's client gets it (8), another uid's not (0) */
+        char ans2[256];
+        size_t n2 = 0;
+        pid_t pid;
+        int ws = 0;
+        if (i == 1 && geteuid() != 0) { printf("  (not root: the other-uid ring refusal is skipped)\n"); break; }
+        TT_CHECK_EQ_INT(raw_ask(s.addr, id, ans2, sizeof ans2, &n2), TFRDV_TCP_SH_TCP_OFFER);
+        pid = fork();
+        if (pid == 0) {
+            rawring x;
+            tfrdv_tcp_frame g;
+            int got = -1;
+            alarm(20);
+            if (i == 1 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(90);
+            raw_offer_token = (const uint8_t*)ans2;
+            if (!raw_offer(&x, at, 1, 4, 0, 0)) _exit(91);
+            while (got < 0) { /* the answer: on the socket, or (ring accepted) the ring's first record */
+                struct pollfd pf;
+                uint64_t prod = __atomic_load_n((uint64_t*)(void*)(x.map + 1024), __ATOMIC_ACQUIRE);
+                tfrdv_status st;
+                if (prod >= 16 + 24) {
+                    if (tfrdv_tcp_decode(x.map + 4096 + (256 << 10) + 16, (size_t)prod - 16, 0, &g, &st) <= 0 || g.type != TFRDV_TCP_SAMEHOST) _exit(93);
+                    got = (int)g.sh_flags;
+                    break;
+                }
+                pf.fd = x.fd;
+                pf.events = POLLIN;
+                pf.revents = 0;
+                if (poll(&pf, 1, 10) <= 0) continue;
+                if (!raw_next(x.fd, &x.rb, &g)) _exit(94);
+                if (g.type == TFRDV_TCP_SAMEHOST) got = (int)g.sh_flags;
+            }
+            _exit(got);
+        }
+        waitpid(pid, &ws, 0);
+        if (!WIFEXITED(ws)) printf("    child %d: signal %d\n", i, WIFSIGNALED(ws) ? WTERMSIG(ws) : -1);
+        TT_CHECK(WIFEXITED(ws));
+        TT_CHECK_EQ_INT(WEXITSTATUS(ws), i == 0 ? TFRDV_TCP_SH_RING_OK : 0);
+    }
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 3);
+    TT_CHECK_EQ_INT(raw_ask(s.addr, "00000000-0000-0000-0000-000000000000 net:1:2", ans, sizeof ans, &n), 0); /* another host */
+    TT_CHECK_EQ_INT(n, 0);
+    insrv_close(&s);
+    TT_CHECK(raw_abstract(at) < 0); /* the side socket went with the transport */
+
+    for (i = 0; i < 2; i++) { /* refused: the environment, same_host off */
+        if (i == 0) setenv("TFRDV_TCP_UPGRADE_DENY", "1", 1); /* read by create */
+        if (!insrv_open(&s, "127.0.0.1:0", i == 0 ? 0 : TFRDV_OFF)) { TT_CHECK(0); unsetenv("TFRDV_TCP_UPGRADE_DENY"); return; }
+        unsetenv("TFRDV_TCP_UPGRADE_DENY");
+        TT_CHECK_EQ_INT(raw_ask(s.addr, id, ans, sizeof ans, &n), 0);
+        TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
+        insrv_close(&s);
+    }
+}
+#endif
 static void test_config_same_host(void) {
     tfrdv_tcp_config tc = tfrdv_tcp_config_init();
     tfrdv_tcp* t = 0;
@@ -2141,6 +2548,221 @@ static void test_zero_copy_release_races_client_destroy(void) {
     srv_stop(&s);
 }
 
+/* ============================================================================================
+   The same-host upgrade of a TCP connection, both halves (a client and a server process)
+   ============================================================================================ */
+#ifdef TFRDV_TCP__UPGRADE
+/* the first fetch goes over TCP; then waits (bounded) until the client moved to the side socket
+   and closed the TCP connection */
+static void up_warm(srv* s, cli* c) {
+    int i;
+    TT_CHECK_EQ_INT(srv_send(s, "warm", 1, 0).code, 0);
+    TT_CHECK(fetch_check(c, "warm", 1, 0));
+    for (i = 0; i < 2000 && (cstats(c).tcp_upgrades < 1 || cstats(c).connections != 1); i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(cstats(c).tcp_upgrades, 1);
+    TT_CHECK_EQ_INT(cstats(c).connections, 1);
+}
+/* a TCP peer on 127.0.0.1 moves to the side socket: counted by both ends, a ring each, the TCP
+   connection closed; then 1 B and 4 KiB through the ring, 1 MiB over the Unix socket and 64 MiB
+   by address (RING_SH: from 4 MiB), byte-exact */
+static void test_tcp_upgrade_sizes(void) {
+    static const uint64_t sizes[4] = {1, 4096, MIB, 64 * MIB};
+    srv s;
+    cli c;
+    rep r;
+    uint64_t ring, cma;
+    int i, n = under_valgrind() ? 3 : 4;
+    alarm(120);
+    if (!srv_start(&s, "127.0.0.1:0", RING_SH, 0)) { TT_CHECK(0); return; }
+    log_reset();
+    if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
+    up_warm(&s, &c);
+    for (i = 0; i < 1000 && cstats(&c).ring_connections < 1; i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(cstats(&c).ring_connections, 1);
+    r = srv_stats(&s);
+    TT_CHECK_EQ_INT(r.ts.tcp_upgrades, 1);
+    TT_CHECK_EQ_INT(r.ts.ring_connections, 1);
+    ring = cstats(&c).values_ring;
+    cma = cstats(&c).values_cma;
+    for (i = 0; i < n; i++) {
+        char e[16];
+        snprintf(e, sizeof e, "u%d", i);
+        TT_CHECK_EQ_INT(srv_send(&s, e, sizes[i], (unsigned)i + 1).code, 0);
+        TT_CHECK(fetch_check(&c, e, sizes[i], (unsigned)i + 1));
+    }
+    TT_CHECK_EQ_INT(cstats(&c).values_ring - ring, 2);
+    TT_CHECK_EQ_INT(cstats(&c).values_cma - cma, n - 3);
+    TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 0);
+    r = srv_settled(&s);
+    TT_CHECK_EQ_INT(r.ts.protocol_errors, 0);
+    TT_CHECK_EQ_INT(r.ts.values_returned, 0);
+    TT_CHECK_EQ_INT(r.ts.values_acked, n + 1);
+    TT_CHECK_EQ_INT(r.ts.connections, 1); /* the server closed the TCP one too */
+    TT_CHECK_EQ_INT(log_count("stay on TCP"), 0);
+    cli_close(&c);
+    srv_stop(&s);
+}
+/* 200 receives posted around the switch (before the ask, while the side socket is dialled, after
+   it took over), their values sent only then (the calls on TCP are still open at the switch):
+   each completes once with its bytes; the TCP connection goes after its last */
+static void test_tcp_upgrade_pipelined(void) {
+    enum { N = 200 };
+    static many_one one[N];
+    many m;
+    srv s;
+    cli c;
+    rep r;
+    tfrdv_rendezvous* rz = 0;
+    tfrdv_status st;
+    int i, done = 0, before = 0;
+    alarm(120);
+    if (!srv_start(&s, "127.0.0.1:0", RING_SH, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
+    memset(&m, 0, sizeof m);
+    pthread_mutex_init(&m.mu, 0);
+    (void)tfrdv_mgr_start_step(c.m, 1, &rz, &st);
+    for (i = 0; i < N; i++) {
+        tfrdv_key k;
+        char e[16];
+        snprintf(e, sizeof e, "p_%d", i);
+        key_for(&k, e);
+        one[i].m = &m;
+        one[i].seed = 100u + (unsigned)i;
+        TT_CHECK_EQ_INT(tfrdv_recv_async(rz, &k.parsed, 0, on_many, &one[i], &st), TFRDV_OK);
+        if (!cstats(&c).tcp_upgrades) before = i + 1;
+        if (i >= 50 && i < 150 && i % 10 == 0) sleep_ms(1); /* spread over the switch */
+        if (i == 150) {
+            int j;
+            for (j = 0; j < 2000 && !cstats(&c).tcp_upgrades; j++) sleep_ms(5); /* the rest after it */
+        }
+    }
+    printf("    %d of %d receives posted before the switch\n", before, N);
+    TT_CHECK(before > 0 && before < N);
+    TT_CHECK_EQ_INT(cstats(&c).calls_ok, 0);
+    TT_CHECK_EQ_INT(srv_send_n(&s, "p", 1024, 100, N).code, 0);
+    for (i = 0; i < 3000 && done < N; i++) { /* up to 15 s */
+        pthread_mutex_lock(&m.mu);
+        done = m.done;
+        pthread_mutex_unlock(&m.mu);
+        if (done < N) sleep_ms(5);
+    }
+    sleep_ms(50); /* a second completion would show now */
+    TT_CHECK_EQ_INT(m.done, N);
+    TT_CHECK_EQ_INT(m.ok, N);
+    TT_CHECK_EQ_INT(cstats(&c).tcp_upgrades, 1);
+    for (i = 0; i < 1000 && cstats(&c).connections != 1; i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(cstats(&c).connections, 1);
+    TT_CHECK_EQ_INT(cstats(&c).calls_ok, N);
+    TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 0);
+    r = srv_settled(&s);
+    TT_CHECK_EQ_INT(r.ts.values_acked, N);
+    TT_CHECK_EQ_INT(r.ts.values_returned, 0);
+    TT_CHECK_EQ_INT(r.ts.values_unacked, 0);
+    tfrdv_unref(rz);
+    pthread_mutex_destroy(&m.mu);
+    cli_close(&c);
+    srv_stop(&s);
+}
+/* the server is killed after the upgrade with calls in flight on the side socket: each
+   finishes once, UNAVAILABLE */
+static void test_tcp_upgrade_server_killed(void) {
+    srv s;
+    cli c;
+    tfrdv_status st;
+    tfrdv_rendezvous* r;
+    static slot pend[16];
+    int status, i;
+    alarm(60);
+    if (!srv_start(&s, "127.0.0.1:0", RING_SH, 0)) { TT_CHECK(0); return; }
+    if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
+    up_warm(&s, &c);
+    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
+    post_never(r, pend, 16);
+    for (i = 0; i < 1000 && srv_stats(&s).ts.server_requests_live < 16; i++) sleep_ms(5);
+    kill(s.pid, SIGKILL);
+    waitpid(s.pid, &status, 0);
+    all_failed_once(pend, 16);
+    TT_CHECK_EQ_INT(cstats(&c).tcp_upgrades, 1);
+    tfrdv_unref(r);
+    close(s.cfd);
+    close(s.rfd);
+    cli_close(&c);
+}
+/* forced fallbacks: calls succeed over TCP, one log line naming the cause, tcp_upgrades 0 */
+static void up_fallback_case(int64_t csh, int64_t ssh, int cdeny, int sdeny, const char* want) {
+    srv s;
+    cli c;
+    int i;
+    if (sdeny) setenv("TFRDV_TCP_UPGRADE_DENY", "1", 1);
+    i = srv_start(&s, "127.0.0.1:0", ssh, 0);
+    unsetenv("TFRDV_TCP_UPGRADE_DENY");
+    if (!i) { TT_CHECK(0); return; }
+    log_reset();
+    if (cdeny) setenv("TFRDV_TCP_UPGRADE_DENY", "1", 1);
+    i = cli_open(&c, s.addr, csh);
+    unsetenv("TFRDV_TCP_UPGRADE_DENY");
+    if (!i) { TT_CHECK(0); srv_stop(&s); return; }
+    TT_CHECK_EQ_INT(srv_send_n(&s, "fb", MIB, 7, 3).code, 0);
+    TT_CHECK(fetch_check(&c, "fb_0", MIB, 7));
+    for (i = 0; i < 1000 && !log_count("stay on TCP"); i++) sleep_ms(5); /* the answer may come later */
+    TT_CHECK(fetch_check(&c, "fb_1", MIB, 8));
+    TT_CHECK(fetch_check(&c, "fb_2", MIB, 9));
+    TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
+    TT_CHECK_EQ_INT(log_count(want), 1);
+    TT_CHECK_EQ_INT(cstats(&c).tcp_upgrades, 0);
+    TT_CHECK_EQ_INT(cstats(&c).connections, 1);
+    TT_CHECK_EQ_INT(cstats(&c).calls_ok, 3);
+    TT_CHECK_EQ_INT(srv_stats(&s).ts.tcp_upgrades, 0);
+    cli_close(&c);
+    srv_stop(&s);
+}
+static void test_tcp_upgrade_fallbacks(void) {
+    alarm(120);
+    up_fallback_case(1, 1, 1, 0, "TFRDV_TCP_UPGRADE_DENY=1 is set here");
+    up_fallback_case(TFRDV_OFF, 1, 0, 0, "same_host is TFRDV_OFF here");
+    up_fallback_case(1, TFRDV_OFF, 0, 0, "the server refused it");
+    up_fallback_case(1, 1, 0, 1, "the server refused it");
+}
+/* a version 4 peer on 127.0.0.1 never sees the question; the client says why once */
+static void test_tcp_upgrade_older_peer(void) {
+    oldsrv o;
+    pthread_t th;
+    cli c;
+    tfrdv_value* v = 0;
+    tfrdv_status st;
+    struct sockaddr_in in;
+    socklen_t l = sizeof in;
+    char addr[64];
+    alarm(60);
+    memset(&o, 0, sizeof o);
+    o.version = 4;
+    memset(&in, 0, sizeof in);
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    o.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    if (o.lfd < 0 || bind(o.lfd, (struct sockaddr*)&in, sizeof in) != 0 || listen(o.lfd, 4) != 0 ||
+        getsockname(o.lfd, (struct sockaddr*)&in, &l) != 0) {
+        TT_CHECK(0);
+        if (o.lfd >= 0) close(o.lfd);
+        return;
+    }
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", (int)ntohs(in.sin_port));
+    pthread_create(&th, 0, old_server, &o);
+    log_reset();
+    if (!cli_open(&c, addr, 1)) { TT_CHECK(0); close(o.lfd); pthread_join(th, 0); return; }
+    TT_CHECK_EQ_INT(fetch(&c, "old", &v, &st), TFRDV_OK);
+    TT_CHECK(v && v->size == 4 && memcmp(v->data, "abcd", 4) == 0);
+    tfrdv_value_release(v);
+    pthread_join(th, 0); /* it saw the ACK (sent after anything the HELLO caused) */
+    TT_CHECK(o.saw_ack);
+    TT_CHECK(!o.saw_samehost);
+    TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
+    TT_CHECK_EQ_INT(log_count("the server speaks protocol version 4 (the upgrade needs 5)"), 1);
+    TT_CHECK_EQ_INT(cstats(&c).tcp_upgrades, 0);
+    cli_close(&c);
+    close(o.lfd);
+}
+#endif
 int main(int argc, char** argv) {
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (n <= 0) snprintf(self_exe, sizeof self_exe, "%s", argv[0]);
@@ -2156,7 +2778,20 @@ int main(int argc, char** argv) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tfrdv_sh_%d", (int)getpid());
     mkdir(tmpdir, 0700);
     TT_RUN(test_codec_by_address);
+    TT_RUN(test_codec_upgrade_frames);
     TT_RUN(test_config_same_host);
+#ifdef TFRDV_TCP__CMA
+    TT_RUN(test_host_identity);
+    TT_RUN(test_side_tokens);
+#endif
+#ifdef TFRDV_TCP__UPGRADE
+    TT_RUN(test_upgrade_offer);
+    TT_RUN(test_tcp_upgrade_sizes);
+    TT_RUN(test_tcp_upgrade_pipelined);
+    TT_RUN(test_tcp_upgrade_server_killed);
+    TT_RUN(test_tcp_upgrade_fallbacks);
+    TT_RUN(test_tcp_upgrade_older_peer);
+#endif
 #ifdef __linux__
     TT_RUN(test_sizes_by_address);
     TT_RUN(test_default_threshold);
