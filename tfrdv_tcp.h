@@ -1847,21 +1847,24 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__arm(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
     else tfrdv_tcp__wake(t);
 #endif
 }
-TFRDV_TCP__PRIVATE void tfrdv_tcp__listen_arm(tfrdv_tcp* t, int on) {
-    if (t->lfd < 0 || t->listening == on) return;
-    t->listening = on;
+/* a listener (t->lfd with t->listening, or the side socket t->sfd with t->sarmed) in or out of
+   the loop's set */
+TFRDV_TCP__PRIVATE void tfrdv_tcp__lsock_arm(tfrdv_tcp* t, int* fd, int* armed, int on) {
+    if (*fd < 0 || *armed == on) return;
+    *armed = on;
 #ifdef TFRDV_TCP__EPOLL
     {
         struct epoll_event ev;
         memset(&ev, 0, sizeof ev);
         ev.events = EPOLLIN;
-        ev.data.ptr = &t->lfd;
-        (void)epoll_ctl(t->efd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, t->lfd, &ev);
+        ev.data.ptr = fd;
+        (void)epoll_ctl(t->efd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, *fd, &ev);
     }
 #else
     tfrdv_tcp__wake(t);
 #endif
 }
+
 
 /* >>send side (under t->mu) ------------------------------------------------------------------ */
 TFRDV_TCP__PRIVATE int tfrdv_tcp__oreserve(tfrdv_tcp* t, tfrdv_tcp__conn* c, size_t n) {
@@ -3153,20 +3156,6 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__sh_side_name(char* out, size_t cap, char* why,
     return 0;
 }
 #endif
-/* (under t->mu) the side listener in or out of the epoll set */
-TFRDV_TCP__PRIVATE void tfrdv_tcp__up_arm(tfrdv_tcp* t, int on) {
-    if (t->sfd < 0 || t->sarmed == on) return;
-    t->sarmed = on;
-#ifdef TFRDV_TCP__EPOLL
-    {
-        struct epoll_event ev;
-        memset(&ev, 0, sizeof ev);
-        ev.events = EPOLLIN;
-        ev.data.ptr = &t->sfd;
-        (void)epoll_ctl(t->efd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, t->sfd, &ev);
-    }
-#endif
-}
 #ifdef TFRDV_TCP__UPGRADE
 /* server (under t->mu): the side listener, made at the first offer: an abstract Unix socket
    "@tfrdv-<pid>-<random hex>" (no file; another network namespace cannot reach it). 0, or -1
@@ -3175,7 +3164,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__up_listen(tfrdv_tcp* t, char* why, size_t wcap
     struct sockaddr_un un;
     size_t n;
     int fd;
-    if (t->sfd >= 0) { tfrdv_tcp__up_arm(t, 1); return 0; }
+    if (t->sfd >= 0) { tfrdv_tcp__lsock_arm(t, &t->sfd, &t->sarmed, 1); return 0; }
     if (tfrdv_tcp__sh_side_name(t->saddr, sizeof t->saddr, why, wcap) != 0) return -1;
     n = strlen(t->saddr);
     memset(&un, 0, sizeof un);
@@ -3188,7 +3177,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__up_listen(tfrdv_tcp* t, char* why, size_t wcap
         return -1;
     }
     t->sfd = fd;
-    tfrdv_tcp__up_arm(t, 1);
+    tfrdv_tcp__lsock_arm(t, &t->sfd, &t->sarmed, 1);
     return 0;
 }
 #endif
@@ -4791,7 +4780,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td, int
             if (side && e != EAGAIN && e != EWOULDBLOCK) { /* out of descriptors or memory: off the epoll set
                                                      until the next offer (upgrades fail, TCP stays) */
                 pthread_mutex_lock(&t->mu);
-                tfrdv_tcp__up_arm(t, 0);
+                tfrdv_tcp__lsock_arm(t, &t->sfd, &t->sarmed, 0);
                 pthread_mutex_unlock(&t->mu);
                 snprintf(td->log, sizeof td->log, "tfrdv_tcp: accept on the side socket %s failed (%s): not accepting until the next upgrade offer", t->saddr, strerror(e));
                 td->log_level = 2;
@@ -4799,7 +4788,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__accept(tfrdv_tcp* t, tfrdv_tcp__todo* td, int
             }
             if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) { /* pause the listener a while */
                 pthread_mutex_lock(&t->mu);
-                tfrdv_tcp__listen_arm(t, 0);
+                tfrdv_tcp__lsock_arm(t, &t->lfd, &t->listening, 0);
                 t->lpause_until = tfrdv_tcp__now() + 100000000;
                 pthread_mutex_unlock(&t->mu);
                 snprintf(td->log, sizeof td->log, "tfrdv_tcp: accept on %s failed (%s): not accepting for 100 ms", t->laddr, strerror(e));
@@ -4890,7 +4879,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
     t->next_tick = tfrdv_tcp__add(now, t->cfg.expire_interval_ns);
     if (!t->listening && t->lpause_until && now >= t->lpause_until && t->mgr && !t->closing) {
         t->lpause_until = 0;
-        tfrdv_tcp__listen_arm(t, 1);
+        tfrdv_tcp__lsock_arm(t, &t->lfd, &t->listening, 1);
     }
     for (c = t->conns.next; c != &t->conns; c = cnx) { /* every expired one, in this pass */
         cnx = c->next;
@@ -6190,7 +6179,7 @@ TFRDV_API tfrdv_code tfrdv_tcp_attach(tfrdv_tcp* t, tfrdv_mgr* mgr, tfrdv_status
     }
     tfrdv_mgr_ref(mgr);
     t->mgr = mgr;
-    tfrdv_tcp__listen_arm(t, 1);
+    tfrdv_tcp__lsock_arm(t, &t->lfd, &t->listening, 1);
     pthread_mutex_unlock(&t->mu);
     tfrdv_tcp__ok(st);
     return TFRDV_OK;
@@ -6222,7 +6211,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__shutdown(tfrdv_tcp* t) {
             if (c->claimed == TFRDV_TCP__BY_WAITER) tfrdv_tcp__wake_lent(c);
         while (t->nclaims) pthread_cond_wait(&t->cv, &t->mu);
     }
-    tfrdv_tcp__listen_arm(t, 0);
+    tfrdv_tcp__lsock_arm(t, &t->lfd, &t->listening, 0);
     if (t->sfd >= 0) { /* SAME HOST: the side listener (abstract: no file) */
         close(t->sfd);
         t->sfd = -1;

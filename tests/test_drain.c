@@ -378,7 +378,7 @@ static void test_the_timeout_callback_may_destroy_the_manager_inside_expire(void
 }
 
 /* a receive the cleanup aborts destroys the manager from its callback (the owner's reference;
-   the step's own, dropped next, was the last): tfrdv_mgr_cleanup returns without touching it */
+   the step's own, dropped next, was the last): the cleanup returns without touching it */
 typedef struct recv_destroys { int calls; tfrdv_code code; tfrdv_mgr* m; } recv_destroys;
 static void recv_destroy_mgr(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra,
                              tfrdv_value* v, int is_dead) {
@@ -391,27 +391,13 @@ static void recv_destroy_mgr(void* u, const tfrdv_status* st, const tfrdv_args* 
     tfrdv_value_release(v);
     tfrdv_mgr_destroy(d->m);
 }
+/* ... from tfrdv_mgr_cleanup (how 0), tfrdv_mgr_cleanup_all (1), and the cleanup of a
+   tfrdv_mgr_drain that timed out (2) */
 static void test_a_receive_aborted_by_cleanup_may_destroy_the_manager(void) {
-    MGR_B(a, c, m);
-    tfrdv_rendezvous* r = step(m, 33);
-    fx_key k;
-    recv_destroys d;
-    memset(&d, 0, sizeof d);
-    d.m = m;
-    key(&k, B0, INC_B, B0, "never");
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, recv_destroy_mgr, &d, 0), TFRDV_OK);
-    tfrdv_unref(r);
-    tfrdv_mgr_cleanup(m, 33); /* the callback destroys the manager */
-    TT_CHECK_EQ_INT(d.calls, 1);
-    TT_CHECK_EQ_INT(d.code, TFRDV_ABORTED);
-    FX_CHECK_EMPTY(&a);
-}
-/* the same from tfrdv_mgr_cleanup_all, and from the cleanup of a tfrdv_mgr_drain that timed out */
-static void test_a_receive_aborted_by_cleanup_all_or_drain_may_destroy_the_manager(void) {
     int how;
-    for (how = 0; how < 2; how++) {
+    for (how = 0; how < 3; how++) {
         MGR_B(a, c, m);
-        tfrdv_rendezvous* r = step(m, 34);
+        tfrdv_rendezvous* r = step(m, 33);
         fx_key k;
         recv_destroys d;
         tfrdv_status st;
@@ -420,8 +406,9 @@ static void test_a_receive_aborted_by_cleanup_all_or_drain_may_destroy_the_manag
         key(&k, B0, INC_B, B0, "never");
         TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, recv_destroy_mgr, &d, 0), TFRDV_OK);
         tfrdv_unref(r);
-        if (how == 0) tfrdv_mgr_cleanup_all(m);
-        else TT_CHECK_EQ_INT(tfrdv_mgr_drain(m, 34, 0, &st), TFRDV_DEADLINE_EXCEEDED);
+        if (how == 0) tfrdv_mgr_cleanup(m, 33); /* the callback destroys the manager */
+        else if (how == 1) tfrdv_mgr_cleanup_all(m);
+        else TT_CHECK_EQ_INT(tfrdv_mgr_drain(m, 33, 0, &st), TFRDV_DEADLINE_EXCEEDED);
         TT_CHECK_EQ_INT(d.calls, 1);
         TT_CHECK_EQ_INT(d.code, TFRDV_ABORTED);
         FX_CHECK_EMPTY(&a);
@@ -590,7 +577,6 @@ int main(int argc, char** argv) {
     TT_RUN(test_the_callback_may_destroy_the_manager);
     TT_RUN(test_the_timeout_callback_may_destroy_the_manager_inside_expire);
     TT_RUN(test_a_receive_aborted_by_cleanup_may_destroy_the_manager);
-    TT_RUN(test_a_receive_aborted_by_cleanup_all_or_drain_may_destroy_the_manager);
     TT_RUN(test_blocking_drain_returns_when_consumed_or_at_its_timeout);
     TT_RUN(test_threads_drain_while_values_are_confirmed_or_given_back);
     TT_RUN(test_no_assert_tripped);

@@ -934,27 +934,32 @@ static void* old_server(void* p) {
     free(rb);
     return 0;
 }
-static void test_older_peer_never_asked(void) {
-    oldsrv o;
+/* a client of the older server o (listening at addr) fetches its one value; o saw the ACK and
+   no SAMEHOST frame; c stays open for the caller's checks (0: it could not be made) */
+static int old_fetch(oldsrv* o, const char* addr, cli* c) {
     pthread_t th;
-    cli c;
     tfrdv_value* v = 0;
     tfrdv_status st;
+    pthread_create(&th, 0, old_server, o);
+    log_reset();
+    if (!cli_open(c, addr, 1)) { TT_CHECK(0); close(o->lfd); pthread_join(th, 0); return 0; }
+    TT_CHECK_EQ_INT(fetch(c, "old", &v, &st), TFRDV_OK);
+    TT_CHECK(v && v->size == 4 && memcmp(v->data, "abcd", 4) == 0);
+    tfrdv_value_release(v);
+    pthread_join(th, 0); /* it saw the ACK (sent after anything the HELLO caused) */
+    TT_CHECK(o->saw_ack);
+    TT_CHECK(!o->saw_samehost);
+    return 1;
+}
+static void test_older_peer_never_asked(void) {
+    oldsrv o;
+    cli c;
     const char* addr = upath("old.sock");
     alarm(60);
     memset(&o, 0, sizeof o);
     o.lfd = raw_listen(addr);
     TT_CHECK(o.lfd >= 0);
-    if (o.lfd < 0) return;
-    pthread_create(&th, 0, old_server, &o);
-    log_reset();
-    if (!cli_open(&c, addr, 1)) { TT_CHECK(0); close(o.lfd); pthread_join(th, 0); return; }
-    TT_CHECK_EQ_INT(fetch(&c, "old", &v, &st), TFRDV_OK);
-    TT_CHECK(v && v->size == 4 && memcmp(v->data, "abcd", 4) == 0);
-    tfrdv_value_release(v);
-    pthread_join(th, 0); /* it saw the ACK (sent after anything the HELLO caused) */
-    TT_CHECK(o.saw_ack);
-    TT_CHECK(!o.saw_samehost);
+    if (o.lfd < 0 || !old_fetch(&o, addr, &c)) return;
     TT_CHECK_EQ_INT(log_count("the server speaks protocol version 2"), 1);
     cli_close(&c);
     close(o.lfd);
@@ -1117,6 +1122,27 @@ static void on_many(void* u, const tfrdv_status* st, const tfrdv_args* sa, const
     o->m->ok += ok;
     pthread_mutex_unlock(&o->m->mu);
 }
+/* the async receive of "p_<i>" (its value's seed 100 + i) counted in m */
+static void post_many(tfrdv_rendezvous* r, many* m, many_one* o, int i) {
+    tfrdv_key k;
+    tfrdv_status st;
+    char e[16];
+    snprintf(e, sizeof e, "p_%d", i);
+    key_for(&k, e);
+    o->m = m;
+    o->seed = 100u + (unsigned)i;
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_many, o, &st), TFRDV_OK);
+}
+/* waits (up to 15 s) until n receives of m completed */
+static void wait_many(many* m, int n) {
+    int i, done = 0;
+    for (i = 0; i < 3000 && done < n; i++) {
+        pthread_mutex_lock(&m->mu);
+        done = m->done;
+        pthread_mutex_unlock(&m->mu);
+        if (done < n) sleep_ms(5);
+    }
+}
 static void test_ring_pipelined(void) {
     enum { N = 1000 };
     static many_one one[N];
@@ -1126,7 +1152,7 @@ static void test_ring_pipelined(void) {
     tfrdv_rendezvous* r = 0;
     tfrdv_status st;
     uint64_t base;
-    int i, done = 0;
+    int i;
     alarm(120);
     if (!srv_start(&s, upath("ringp.sock"), RING_SH, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
@@ -1137,20 +1163,9 @@ static void test_ring_pipelined(void) {
     TT_CHECK_EQ_INT(srv_send_n(&s, "p", 1024, 100, N).code, 0);
     (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
     for (i = 0; i < N; i++) {
-        tfrdv_key k;
-        char e[16];
-        snprintf(e, sizeof e, "p_%d", i);
-        key_for(&k, e);
-        one[i].m = &m;
-        one[i].seed = 100u + (unsigned)i;
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.parsed, 0, on_many, &one[i], &st), TFRDV_OK);
+        post_many(r, &m, &one[i], i);
     }
-    for (i = 0; i < 3000 && done < N; i++) { /* up to 15 s */
-        pthread_mutex_lock(&m.mu);
-        done = m.done;
-        pthread_mutex_unlock(&m.mu);
-        if (done < N) sleep_ms(5);
-    }
+    wait_many(&m, N);
     TT_CHECK_EQ_INT(m.done, N);
     TT_CHECK_EQ_INT(m.ok, N);
     printf("    %llu of %d values through the ring\n", (unsigned long long)(cstats(&c).values_ring - base), N);
@@ -1163,27 +1178,32 @@ static void test_ring_pipelined(void) {
     srv_stop(&s);
 }
 /* the serving process is killed with calls in flight: each finishes once, UNAVAILABLE */
-static void test_ring_server_killed(void) {
-    srv s;
-    cli c;
+/* 16 receives of values never sent reach the server, which is killed: each fails once,
+   UNAVAILABLE; the server's pipes are closed (c stays open) */
+static void killed_with_16(srv* s, cli* c) {
     tfrdv_status st;
     tfrdv_rendezvous* r;
     static slot pend[16];
     int status, i;
+    (void)tfrdv_mgr_start_step(c->m, 1, &r, &st);
+    post_never(r, pend, 16);
+    for (i = 0; i < 1000 && srv_stats(s).ts.server_requests_live < 16; i++) sleep_ms(5);
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, &status, 0);
+    all_failed_once(pend, 16);
+    tfrdv_unref(r);
+    close(s->cfd);
+    close(s->rfd);
+}
+static void test_ring_server_killed(void) {
+    srv s;
+    cli c;
     alarm(60);
     if (!srv_start(&s, upath("ringk.sock"), RING_SH, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
     ring_warm(&s, &c);
-    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
-    post_never(r, pend, 16);
-    for (i = 0; i < 1000 && srv_stats(&s).ts.server_requests_live < 16; i++) sleep_ms(5);
-    kill(s.pid, SIGKILL);
-    waitpid(s.pid, &status, 0);
-    all_failed_once(pend, 16);
+    killed_with_16(&s, &c);
     TT_CHECK(cstats(&c).frames_ring_sent > 0); /* the requests went through the ring */
-    tfrdv_unref(r);
-    close(s.cfd);
-    close(s.rfd);
     cli_close(&c);
 }
 /* sequential blocking fetches through the ring, both processes on one CPU: each response is read
@@ -2614,7 +2634,7 @@ static void test_tcp_upgrade_pipelined(void) {
     rep r;
     tfrdv_rendezvous* rz = 0;
     tfrdv_status st;
-    int i, done = 0, before = 0;
+    int i, before = 0;
     alarm(120);
     if (!srv_start(&s, "127.0.0.1:0", RING_SH, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
@@ -2622,13 +2642,7 @@ static void test_tcp_upgrade_pipelined(void) {
     pthread_mutex_init(&m.mu, 0);
     (void)tfrdv_mgr_start_step(c.m, 1, &rz, &st);
     for (i = 0; i < N; i++) {
-        tfrdv_key k;
-        char e[16];
-        snprintf(e, sizeof e, "p_%d", i);
-        key_for(&k, e);
-        one[i].m = &m;
-        one[i].seed = 100u + (unsigned)i;
-        TT_CHECK_EQ_INT(tfrdv_recv_async(rz, &k.parsed, 0, on_many, &one[i], &st), TFRDV_OK);
+        post_many(rz, &m, &one[i], i);
         if (!cstats(&c).tcp_upgrades) before = i + 1;
         if (i >= 50 && i < 150 && i % 10 == 0) sleep_ms(1); /* spread over the switch */
         if (i == 150) {
@@ -2640,12 +2654,7 @@ static void test_tcp_upgrade_pipelined(void) {
     TT_CHECK(before > 0 && before < N);
     TT_CHECK_EQ_INT(cstats(&c).calls_ok, 0);
     TT_CHECK_EQ_INT(srv_send_n(&s, "p", 1024, 100, N).code, 0);
-    for (i = 0; i < 3000 && done < N; i++) { /* up to 15 s */
-        pthread_mutex_lock(&m.mu);
-        done = m.done;
-        pthread_mutex_unlock(&m.mu);
-        if (done < N) sleep_ms(5);
-    }
+    wait_many(&m, N);
     sleep_ms(50); /* a second completion would show now */
     TT_CHECK_EQ_INT(m.done, N);
     TT_CHECK_EQ_INT(m.ok, N);
@@ -2668,24 +2677,12 @@ static void test_tcp_upgrade_pipelined(void) {
 static void test_tcp_upgrade_server_killed(void) {
     srv s;
     cli c;
-    tfrdv_status st;
-    tfrdv_rendezvous* r;
-    static slot pend[16];
-    int status, i;
     alarm(60);
     if (!srv_start(&s, "127.0.0.1:0", RING_SH, 0)) { TT_CHECK(0); return; }
     if (!cli_open(&c, s.addr, RING_SH)) { TT_CHECK(0); srv_stop(&s); return; }
     up_warm(&s, &c);
-    (void)tfrdv_mgr_start_step(c.m, 1, &r, &st);
-    post_never(r, pend, 16);
-    for (i = 0; i < 1000 && srv_stats(&s).ts.server_requests_live < 16; i++) sleep_ms(5);
-    kill(s.pid, SIGKILL);
-    waitpid(s.pid, &status, 0);
-    all_failed_once(pend, 16);
+    killed_with_16(&s, &c);
     TT_CHECK_EQ_INT(cstats(&c).tcp_upgrades, 1);
-    tfrdv_unref(r);
-    close(s.cfd);
-    close(s.rfd);
     cli_close(&c);
 }
 /* forced fallbacks: calls succeed over TCP, one log line naming the cause, tcp_upgrades 0 */
@@ -2726,10 +2723,7 @@ static void test_tcp_upgrade_fallbacks(void) {
 /* a version 4 peer on 127.0.0.1 never sees the question; the client says why once */
 static void test_tcp_upgrade_older_peer(void) {
     oldsrv o;
-    pthread_t th;
     cli c;
-    tfrdv_value* v = 0;
-    tfrdv_status st;
     struct sockaddr_in in;
     socklen_t l = sizeof in;
     char addr[64];
@@ -2747,15 +2741,7 @@ static void test_tcp_upgrade_older_peer(void) {
         return;
     }
     snprintf(addr, sizeof addr, "127.0.0.1:%d", (int)ntohs(in.sin_port));
-    pthread_create(&th, 0, old_server, &o);
-    log_reset();
-    if (!cli_open(&c, addr, 1)) { TT_CHECK(0); close(o.lfd); pthread_join(th, 0); return; }
-    TT_CHECK_EQ_INT(fetch(&c, "old", &v, &st), TFRDV_OK);
-    TT_CHECK(v && v->size == 4 && memcmp(v->data, "abcd", 4) == 0);
-    tfrdv_value_release(v);
-    pthread_join(th, 0); /* it saw the ACK (sent after anything the HELLO caused) */
-    TT_CHECK(o.saw_ack);
-    TT_CHECK(!o.saw_samehost);
+    if (!old_fetch(&o, addr, &c)) return;
     TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
     TT_CHECK_EQ_INT(log_count("the server speaks protocol version 4 (the upgrade needs 5)"), 1);
     TT_CHECK_EQ_INT(cstats(&c).tcp_upgrades, 0);
