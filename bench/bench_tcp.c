@@ -8,6 +8,8 @@
      - raw servers on the same two socket kinds: a 64-byte request naming a size, answered with a
        32-byte header and the payload in one sendmsg (beyond 4 MiB: 4 MiB pieces), TCP_NODELAY on
        both ends; on Unix sockets SO_SNDBUF 4 MiB on both ends, as tfrdv_tcp sets by default.
+   The tfrdv_tcp TCP client has same_host TFRDV_OFF: its rows measure the TCP socket (by default
+   a TCP peer on this host moves to a Unix socket; the Unix rows use the default, the ring).
    The client receives every payload into one warm preallocated buffer: the raw client with one
    blocking recvmsg(MSG_WAITALL) into header + buffer, tfrdv through the receiver's alloc hook
    (tfrdv_args.alloc_fn) in tfrdv_recv (the async variants: tfrdv_recv_async, then waiting for the
@@ -405,6 +407,9 @@ static int client_side(side* s, int kind, const char* addr, const tfrdv_hooks* h
         w.address = addr;
         tc.workers = &w;
         tc.num_workers = 1;
+        if (kind == K_TCP) tc.same_host = TFRDV_OFF; /* the TCP socket itself: on 127.0.0.1 the
+                                                        default moves to a Unix socket (SAME HOST,
+                                                        bench_samehost's rows) */
         if (hooks) tc.hooks = *hooks;
         if (tfrdv_tcp_create(&tc, &s->t, &st) != TFRDV_OK) return fprintf(stderr, "client: %s\n", st.msg), 0;
         mc.transport = tfrdv_tcp_transport(s->t);
