@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     /* delivery receipts (on by default between tfrdv peers): a reply that reaches a client which
        already gave up goes back to the server's table */
-    t.flags = CONF_WAIT | CONF_GIVES_BACK | CONF_PEER_INCARNATION | CONF_DRAINS;
+    t.flags = CONF_WAIT | CONF_GIVES_BACK | CONF_PEER_INCARNATION | CONF_DRAINS | CONF_UNORDERED; /* one RPC per receive */
     conf_run(&t);
     return TT_MAIN_END();
 }
