@@ -172,8 +172,9 @@
      it is a Unix connection like any other (SAMEHOST flags 1 and 4 as above), except that a
      ring is refused to a client of another uid (SO_PEERCRED; an abstract socket has no file
      mode to keep them out, and a ring's eventfds must not be shared with them).
-     The client dials the side address in the I/O loop like any dial, sends its HELLO and the
-     token, then asks as on any Unix connection (by address, the ring). When that SAMEHOST
+     The client dials the side address (only an "@tfrdv-..." one: a server cannot point it at
+     another local service's abstract socket) in the I/O loop like any dial, sends its HELLO and
+     the token, then asks as on any Unix connection (by address, the ring). When that SAMEHOST
      answer comes, the side connection becomes the peer's connection for new calls; calls already
      on the TCP connection finish there, and the TCP connection is shut down for writing only
      after its last call completed and its ACKs went out (the server reads them, then the end,
@@ -3308,8 +3309,10 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__up_dial(tfrdv_tcp* t, tfrdv_tcp__conn* c, cons
 #endif
     (void)tfrdv_escape(esc, sizeof esc, at, n);
     for (i = 1; i < n && at[i] > 32 && at[i] < 127; i++) {}
-    if (at[0] != '@' || i != n) {
-        snprintf(why, sizeof why, "the server offered the side address %.200s (\"@name\" of printable bytes expected)", esc);
+    if (n < 8 || memcmp(at, "@tfrdv-", 7) != 0 || i != n) { /* only a tfrdv side socket: a server
+                                                            must not point this process at another
+                                                            local service's abstract socket */
+        snprintf(why, sizeof why, "the server offered the side address %.200s (\"@tfrdv-...\" of printable bytes expected)", esc);
         return tfrdv_tcp__up_fallback(t, c->peer, why, msg, mcap);
     }
 #ifdef TFRDV_TCP__UPGRADE

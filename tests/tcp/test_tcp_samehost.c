@@ -904,7 +904,7 @@ static void test_hostile_server_by_address(void) {
 }
 
 /* ---- an older peer (protocol version 2) never sees a SAMEHOST frame ---- */
-typedef struct oldsrv { int lfd, saw_samehost, saw_ack, version; } oldsrv;
+typedef struct oldsrv { int lfd, saw_samehost, saw_ack, version; const char* offer; } oldsrv;
 static void* old_server(void* p) {
     oldsrv* o = (oldsrv*)p;
     rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
@@ -916,6 +916,19 @@ static void* old_server(void* p) {
     raw_hello(fd, o->version ? o->version : 2, PS);
     while (raw_next(fd, rb, &g)) {
         if (g.type == TFRDV_TCP_SAMEHOST) o->saw_samehost = (int)g.sh_flags;
+        if (g.type == TFRDV_TCP_SAMEHOST && o->offer && g.sh_flags == TFRDV_TCP_SH_TCP_ASK) {
+            uint8_t body[TFRDV_TCP_SH_TOKEN_LEN + TFRDV_TCP_SH_ADDR_MAX]; /* a token, then o->offer */
+            size_t al = strlen(o->offer);
+            memset(body, 7, TFRDV_TCP_SH_TOKEN_LEN);
+            memcpy(body + TFRDV_TCP_SH_TOKEN_LEN, o->offer, al);
+            memset(&f, 0, sizeof f);
+            f.type = TFRDV_TCP_SAMEHOST;
+            f.sh_flags = TFRDV_TCP_SH_TCP_OFFER;
+            f.message.ptr = (const char*)body;
+            f.message.len = TFRDV_TCP_SH_TOKEN_LEN + al;
+            n = tfrdv_tcp_encode(&f, b, sizeof b);
+            (void)wr_full(fd, b, n);
+        }
         if (g.type == TFRDV_TCP_ACK) { o->saw_ack = 1; break; }
         if (g.type != TFRDV_TCP_REQUEST) continue;
         memset(&f, 0, sizeof f); /* a 4-byte value, the bytes in the frame */
@@ -948,7 +961,7 @@ static int old_fetch(oldsrv* o, const char* addr, cli* c) {
     tfrdv_value_release(v);
     pthread_join(th, 0); /* it saw the ACK (sent after anything the HELLO caused) */
     TT_CHECK(o->saw_ack);
-    TT_CHECK(!o->saw_samehost);
+    if (!o->offer) TT_CHECK(!o->saw_samehost);
     return 1;
 }
 static void test_older_peer_never_asked(void) {
@@ -2720,6 +2733,50 @@ static void test_tcp_upgrade_fallbacks(void) {
     up_fallback_case(1, TFRDV_OFF, 0, 0, "the server refused it");
     up_fallback_case(1, 1, 0, 1, "the server refused it");
 }
+/* a TCP server that offers another local service's abstract socket as its side address: the
+   client does not connect there, stays on TCP and says why once */
+static void test_tcp_upgrade_hostile_offer(void) {
+    oldsrv o;
+    cli c;
+    struct sockaddr_in in;
+    struct sockaddr_un un;
+    socklen_t l = sizeof in;
+    char addr[64], victim[64];
+    int vfd, i;
+    alarm(60);
+    memset(&o, 0, sizeof o);
+    o.version = 5;
+    snprintf(victim, sizeof victim, "@tfrdv_victim_%d", (int)getpid()); /* not "@tfrdv-..." */
+    o.offer = victim;
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    memcpy(un.sun_path + 1, victim + 1, strlen(victim) - 1);
+    vfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    TT_CHECK(vfd >= 0 && bind(vfd, (struct sockaddr*)&un, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(victim))) == 0 &&
+             listen(vfd, 4) == 0);
+    memset(&in, 0, sizeof in);
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    o.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    if (o.lfd < 0 || bind(o.lfd, (struct sockaddr*)&in, sizeof in) != 0 || listen(o.lfd, 4) != 0 ||
+        getsockname(o.lfd, (struct sockaddr*)&in, &l) != 0) {
+        TT_CHECK(0);
+        if (o.lfd >= 0) close(o.lfd);
+        if (vfd >= 0) close(vfd);
+        return;
+    }
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", (int)ntohs(in.sin_port));
+    if (!old_fetch(&o, addr, &c)) { close(vfd); return; }
+    TT_CHECK_EQ_INT(o.saw_samehost, (int)TFRDV_TCP_SH_TCP_ASK); /* it asked, and got the offer */
+    for (i = 0; i < 1000 && log_count("stay on TCP") == 0; i++) sleep_ms(5); /* the offer came after the value */
+    TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
+    TT_CHECK_EQ_INT(log_count("\"@tfrdv-...\" of printable bytes expected"), 1);
+    TT_CHECK_EQ_INT(cstats(&c).tcp_upgrades, 0);
+    TT_CHECK(accept(vfd, 0, 0) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)); /* nobody came */
+    cli_close(&c);
+    close(o.lfd);
+    close(vfd);
+}
 /* a version 4 peer on 127.0.0.1 never sees the question; the client says why once */
 static void test_tcp_upgrade_older_peer(void) {
     oldsrv o;
@@ -2777,6 +2834,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_tcp_upgrade_server_killed);
     TT_RUN(test_tcp_upgrade_fallbacks);
     TT_RUN(test_tcp_upgrade_older_peer);
+    TT_RUN(test_tcp_upgrade_hostile_offer);
 #endif
 #ifdef __linux__
     TT_RUN(test_sizes_by_address);
