@@ -2733,14 +2733,29 @@ static void test_tcp_upgrade_fallbacks(void) {
     up_fallback_case(1, TFRDV_OFF, 0, 0, "the server refused it");
     up_fallback_case(1, 1, 0, 1, "the server refused it");
 }
+/* a listening socket on 127.0.0.1 (a port of its own) and its address "127.0.0.1:<port>";
+   -1 (and a failed check) if it cannot be made */
+static int loop_listen(char* addr, size_t cap) {
+    struct sockaddr_in in;
+    socklen_t l = sizeof in;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&in, 0, sizeof in);
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr*)&in, sizeof in) != 0 || listen(fd, 4) != 0 || getsockname(fd, (struct sockaddr*)&in, &l) != 0) {
+        TT_CHECK(0);
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    snprintf(addr, cap, "127.0.0.1:%d", (int)ntohs(in.sin_port));
+    return fd;
+}
 /* a TCP server that offers another local service's abstract socket as its side address: the
    client does not connect there, stays on TCP and says why once */
 static void test_tcp_upgrade_hostile_offer(void) {
     oldsrv o;
     cli c;
-    struct sockaddr_in in;
     struct sockaddr_un un;
-    socklen_t l = sizeof in;
     char addr[64], victim[64];
     int vfd, i;
     alarm(60);
@@ -2754,18 +2769,10 @@ static void test_tcp_upgrade_hostile_offer(void) {
     vfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
     TT_CHECK(vfd >= 0 && bind(vfd, (struct sockaddr*)&un, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(victim))) == 0 &&
              listen(vfd, 4) == 0);
-    memset(&in, 0, sizeof in);
-    in.sin_family = AF_INET;
-    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    o.lfd = socket(AF_INET, SOCK_STREAM, 0);
-    if (o.lfd < 0 || bind(o.lfd, (struct sockaddr*)&in, sizeof in) != 0 || listen(o.lfd, 4) != 0 ||
-        getsockname(o.lfd, (struct sockaddr*)&in, &l) != 0) {
-        TT_CHECK(0);
-        if (o.lfd >= 0) close(o.lfd);
+    if ((o.lfd = loop_listen(addr, sizeof addr)) < 0) {
         if (vfd >= 0) close(vfd);
         return;
     }
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", (int)ntohs(in.sin_port));
     if (!old_fetch(&o, addr, &c)) { close(vfd); return; }
     TT_CHECK_EQ_INT(o.saw_samehost, (int)TFRDV_TCP_SH_TCP_ASK); /* it asked, and got the offer */
     for (i = 0; i < 1000 && log_count("stay on TCP") == 0; i++) sleep_ms(5); /* the offer came after the value */
@@ -2781,23 +2788,11 @@ static void test_tcp_upgrade_hostile_offer(void) {
 static void test_tcp_upgrade_older_peer(void) {
     oldsrv o;
     cli c;
-    struct sockaddr_in in;
-    socklen_t l = sizeof in;
     char addr[64];
     alarm(60);
     memset(&o, 0, sizeof o);
     o.version = 4;
-    memset(&in, 0, sizeof in);
-    in.sin_family = AF_INET;
-    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    o.lfd = socket(AF_INET, SOCK_STREAM, 0);
-    if (o.lfd < 0 || bind(o.lfd, (struct sockaddr*)&in, sizeof in) != 0 || listen(o.lfd, 4) != 0 ||
-        getsockname(o.lfd, (struct sockaddr*)&in, &l) != 0) {
-        TT_CHECK(0);
-        if (o.lfd >= 0) close(o.lfd);
-        return;
-    }
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", (int)ntohs(in.sin_port));
+    if ((o.lfd = loop_listen(addr, sizeof addr)) < 0) return;
     if (!old_fetch(&o, addr, &c)) return;
     TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
     TT_CHECK_EQ_INT(log_count("the server speaks protocol version 4 (the upgrade needs 5)"), 1);
