@@ -819,14 +819,23 @@ static void raw_hello(int fd, int version, const char* name) {
     raw_put(fd, &f);
 }
 typedef struct rawbuf { uint8_t b[1 << 16]; size_t len; } rawbuf;
-static int raw_next(int fd, rawbuf* rb, tfrdv_tcp_frame* f) {
+/* the next whole frame from fd (its value bytes skipped); keep (when not NULL) gets a SAMEHOST's
+   or CLOSE's bytes, NUL-terminated, and f->message points there. 0: EOF or garbage */
+static int raw_next_keep(int fd, rawbuf* rb, tfrdv_tcp_frame* f, char* keep, size_t cap) {
     for (;;) {
         tfrdv_status st;
         long used = tfrdv_tcp_decode(rb->b, rb->len, 0, f, &st);
         ssize_t k;
         if (used < 0) return 0;
         if (used > 0 && rb->len >= (size_t)used + f->data_len) {
-            size_t total = (size_t)used + (size_t)f->data_len;
+            size_t total = (size_t)used + (size_t)f->data_len, m = 0;
+            if (keep && (f->type == TFRDV_TCP_SAMEHOST || f->type == TFRDV_TCP_CLOSE)) {
+                m = f->message.len < cap - 1 ? f->message.len : cap - 1;
+                memcpy(keep, f->message.ptr, m);
+                f->message.ptr = keep;
+                f->message.len = m;
+            }
+            if (keep) keep[m] = 0;
             memmove(rb->b, rb->b + total, rb->len - total);
             rb->len -= total;
             return 1;
@@ -836,6 +845,7 @@ static int raw_next(int fd, rawbuf* rb, tfrdv_tcp_frame* f) {
         rb->len += (size_t)k;
     }
 }
+static int raw_next(int fd, rawbuf* rb, tfrdv_tcp_frame* f) { return raw_next_keep(fd, rb, f, 0, 0); }
 typedef struct hostile {
     int lfd, act;         /* act 0: an unmapped address; 1: a range running into a guard page;
                              2: by address before granting; 3: grants unasked-for twice */
@@ -1856,31 +1866,6 @@ static int raw_tcp(const char* addr) {
     in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr*)&in, sizeof in) != 0) { close(fd); return -1; }
     return fd;
-}
-/* raw_next, keeping a SAMEHOST's or CLOSE's bytes in keep (NUL-terminated; f->message points there) */
-static int raw_next_keep(int fd, rawbuf* rb, tfrdv_tcp_frame* f, char* keep, size_t cap) {
-    for (;;) {
-        tfrdv_status st;
-        long used = tfrdv_tcp_decode(rb->b, rb->len, 0, f, &st);
-        ssize_t k;
-        if (used < 0) return 0;
-        if (used > 0 && rb->len >= (size_t)used + f->data_len) {
-            size_t total = (size_t)used + (size_t)f->data_len, m = 0;
-            if (f->type == TFRDV_TCP_SAMEHOST || f->type == TFRDV_TCP_CLOSE) {
-                m = f->message.len < cap - 1 ? f->message.len : cap - 1;
-                memcpy(keep, f->message.ptr, m);
-                f->message.ptr = keep;
-                f->message.len = m;
-            }
-            keep[m] = 0;
-            memmove(rb->b, rb->b + total, rb->len - total);
-            rb->len -= total;
-            return 1;
-        }
-        k = read(fd, rb->b + rb->len, sizeof rb->b - rb->len);
-        if (k <= 0) return 0;
-        rb->len += (size_t)k;
-    }
 }
 static void raw_hello5(int fd) {
     tfrdv_tcp_frame f;
