@@ -1879,6 +1879,10 @@ TFRDV__PRIVATE tfrdv_code tfrdv__err(tfrdv_status* st, tfrdv_code code, const ch
     if (!st) return code;
     st->code = code;
     st->detail = 0;
+    if (!fmt[0]) { /* the OK of every completion */
+        st->msg[0] = 0;
+        return code;
+    }
     tfrdv__sb_init(&b, st->msg, sizeof st->msg);
     va_start(ap, fmt);
     for (p = fmt; *p; p++) {
@@ -1919,7 +1923,8 @@ TFRDV_API size_t tfrdv_escape(char* dst, size_t cap, const char* src, size_t len
 }
 TFRDV__PRIVATE void tfrdv__status_copy(tfrdv_status* dst, const tfrdv_status* src) {
     if (dst && src && dst != src) {
-        tfrdv__err(dst, src->code, "%s", src->msg);
+        if (src->msg[0]) tfrdv__err(dst, src->code, "%s", src->msg);
+        else tfrdv__err(dst, src->code, "");
         dst->detail = src->detail;
     }
 }
@@ -4741,12 +4746,14 @@ TFRDV_API size_t tfrdv_pending(tfrdv_rendezvous* r, tfrdv_pending_fn fn, void* u
 
 /* >>idset  a bounded set of recent 64-bit ids in insertion order: request-id dedup (TensorFlow's
    RecentRequestIds) and cleaned-step tombstones (with a time to live) */
+typedef struct tfrdv__idslot { /* one cache line's share: what a lookup touches, together */
+    int64_t id, time;
+    int32_t next;  /* the bucket's chain (-1 ends it) */
+    int32_t live;  /* removed entries keep their place in the insertion order */
+} tfrdv__idslot;
 typedef struct tfrdv__idset {
-    int64_t* ids;
-    int64_t* times;
-    int32_t* next;
+    tfrdv__idslot* slots;
     int32_t* heads;
-    unsigned char* live;
     size_t cap, nb, tail, used, live_count, bytes;
     uint64_t key; /* hash key (the manager's hkey) */
 } tfrdv__idset;
@@ -4757,21 +4764,18 @@ TFRDV__PRIVATE int tfrdv__idset_init(tfrdv__idset* s, const tfrdv_allocator* a, 
     s->cap = cap;
     s->nb = 16;
     while (s->nb < cap) s->nb <<= 1;
-    s->bytes = cap * (2 * sizeof(int64_t) + sizeof(int32_t) + 1) + s->nb * sizeof(int32_t);
+    s->bytes = cap * sizeof(tfrdv__idslot) + s->nb * sizeof(int32_t);
     m = (unsigned char*)tfrdv__alloc(a, s->bytes);
     if (!m) return 0;
-    s->ids = (int64_t*)(void*)m;
-    s->times = s->ids + cap;
-    s->next = (int32_t*)(void*)(s->times + cap);
-    s->heads = s->next + cap;
-    s->live = (unsigned char*)(s->heads + s->nb);
+    s->slots = (tfrdv__idslot*)(void*)m;
+    s->heads = (int32_t*)(void*)(s->slots + cap);
     for (i = 0; i < s->nb; i++) s->heads[i] = -1;
-    memset(s->live, 0, cap);
+    memset(s->slots, 0, cap * sizeof(tfrdv__idslot));
     return 1;
 }
 TFRDV__PRIVATE void tfrdv__idset_free(tfrdv__idset* s, const tfrdv_allocator* a) {
-    tfrdv__free(a, s->ids, s->bytes);
-    s->ids = 0;
+    tfrdv__free(a, s->slots, s->bytes);
+    s->slots = 0;
 }
 TFRDV__PRIVATE size_t tfrdv__idset_bucket(const tfrdv__idset* s, int64_t id) {
     return (size_t)tfrdv__mix64((uint64_t)id ^ s->key) & (s->nb - 1);
@@ -4779,33 +4783,36 @@ TFRDV__PRIVATE size_t tfrdv__idset_bucket(const tfrdv__idset* s, int64_t id) {
 /* slot of id, or -1 */
 TFRDV__PRIVATE int32_t tfrdv__idset_find(const tfrdv__idset* s, int64_t id) {
     int32_t i;
-    if (!s->ids) return -1;
-    for (i = s->heads[tfrdv__idset_bucket(s, id)]; i >= 0; i = s->next[i])
-        if (s->ids[i] == id) return i;
+    if (!s->slots) return -1;
+    for (i = s->heads[tfrdv__idset_bucket(s, id)]; i >= 0; i = s->slots[i].next)
+        if (s->slots[i].id == id) return i;
     return -1;
 }
 TFRDV__PRIVATE void tfrdv__idset_unlink(tfrdv__idset* s, int32_t slot) {
-    int32_t* pp = &s->heads[tfrdv__idset_bucket(s, s->ids[slot])];
-    while (*pp != slot) pp = &s->next[*pp];
-    *pp = s->next[slot];
-    s->live[slot] = 0;
+    int32_t* pp = &s->heads[tfrdv__idset_bucket(s, s->slots[slot].id)];
+    while (*pp != slot) pp = &s->slots[*pp].next;
+    *pp = s->slots[slot].next;
+    s->slots[slot].live = 0;
     s->live_count--;
 }
 TFRDV__PRIVATE void tfrdv__idset_pop_oldest(tfrdv__idset* s) {
-    if (s->live[s->tail]) tfrdv__idset_unlink(s, (int32_t)s->tail);
-    s->tail = (s->tail + 1) % s->cap;
+    if (s->slots[s->tail].live) tfrdv__idset_unlink(s, (int32_t)s->tail);
+    s->tail = s->tail + 1 == s->cap ? 0 : s->tail + 1;
     s->used--;
 }
 TFRDV__PRIVATE void tfrdv__idset_insert(tfrdv__idset* s, int64_t id, int64_t now) {
     size_t slot, b;
-    if (!s->ids || s->cap == 0) return;
+    tfrdv__idslot* e;
+    if (!s->slots || s->cap == 0) return;
     if (s->used == s->cap) tfrdv__idset_pop_oldest(s);
-    slot = (s->tail + s->used) % s->cap;
+    slot = s->tail + s->used;
+    if (slot >= s->cap) slot -= s->cap;
     b = tfrdv__idset_bucket(s, id);
-    s->ids[slot] = id;
-    s->times[slot] = now;
-    s->live[slot] = 1;
-    s->next[slot] = s->heads[b];
+    e = &s->slots[slot];
+    e->id = id;
+    e->time = now;
+    e->live = 1;
+    e->next = s->heads[b];
     s->heads[b] = (int32_t)slot;
     s->used++;
     s->live_count++;
@@ -4816,8 +4823,8 @@ TFRDV__PRIVATE void tfrdv__idset_remove(tfrdv__idset* s, int64_t id) {
 }
 /* drop entries older than ttl; returns when the oldest live one expires (INT64_MAX: none) */
 TFRDV__PRIVATE int64_t tfrdv__idset_expire(tfrdv__idset* s, int64_t now, int64_t ttl) {
-    while (s->used && (!s->live[s->tail] || tfrdv__sat_add(s->times[s->tail], ttl) <= now)) tfrdv__idset_pop_oldest(s);
-    return s->used ? tfrdv__sat_add(s->times[s->tail], ttl) : INT64_MAX;
+    while (s->used && (!s->slots[s->tail].live || tfrdv__sat_add(s->slots[s->tail].time, ttl) <= now)) tfrdv__idset_pop_oldest(s);
+    return s->used ? tfrdv__sat_add(s->slots[s->tail].time, ttl) : INT64_MAX;
 }
 
 /* >>mgr */

@@ -804,8 +804,13 @@ typedef struct tfrdv_tcp__wr {
 } tfrdv_tcp__wr;
 TFRDV_TCP__PRIVATE void tfrdv_tcp__put(tfrdv_tcp__wr* w, uint64_t v, int n) {
     int i;
-    for (i = 0; i < n; i++, w->len++)
-        if (w->len < w->cap) w->buf[w->len] = (uint8_t)(v >> (8 * i));
+    if (w->len <= w->cap && w->cap - w->len >= (size_t)n) { /* the usual case: one store once inlined */
+        uint8_t* p = w->buf + w->len;
+        for (i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+    } else if (w->len < w->cap) { /* the end of the buffer: what fits */
+        for (i = 0; i < n && w->len + (size_t)i < w->cap; i++) w->buf[w->len + (size_t)i] = (uint8_t)(v >> (8 * i));
+    }
+    w->len += (size_t)n;
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__putb(tfrdv_tcp__wr* w, const void* p, size_t n) {
     if (n && w->len < w->cap) memcpy(w->buf + w->len, p, w->cap - w->len < n ? w->cap - w->len : n);
@@ -5455,6 +5460,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
     tfrdv_str w = tfrdv_call_src_worker(call), key = tfrdv_call_key(call);
     int64_t dl = tfrdv_call_deadline(call), left = INT64_MAX;
     char addr[512], msg[TFRDV_STATUS_MSG_MAX];
+    const char* a; /* the peer's address: the worker table's (under t->mu), or addr */
     tfrdv_tcp__peer* p;
     tfrdv_tcp__conn* c;
     tfrdv_tcp__ent* e;
@@ -5482,22 +5488,23 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__start_call(void* user, tfrdv_call* call) {
         tfrdv_call_finish(call, TFRDV_UNAVAILABLE, "tfrdv_tcp: the transport was destroyed", 0, 0);
         return;
     }
-    pthread_mutex_unlock(&t->mu);
-    {
+    if (!(a = tfrdv_tcp__lookup(t, w))) { /* not in the worker table: resolve runs without the lock */
         tfrdv_status ast;
+        pthread_mutex_unlock(&t->mu);
         if ((code = tfrdv_tcp__address_of(t, w, addr, sizeof addr, &ast)) != TFRDV_OK) { /* TensorFlow's
                                                        code for a worker without address: INTERNAL */
             tfrdv_call_finish(call, code == TFRDV_NOT_FOUND ? TFRDV_INTERNAL : code, ast.msg, 0, 0);
             return;
         }
+        pthread_mutex_lock(&t->mu);
+        if (t->closing) {
+            pthread_mutex_unlock(&t->mu);
+            tfrdv_call_finish(call, TFRDV_UNAVAILABLE, "tfrdv_tcp: the transport was destroyed", 0, 0);
+            return;
+        }
+        a = addr;
     }
-    pthread_mutex_lock(&t->mu);
-    if (t->closing) {
-        pthread_mutex_unlock(&t->mu);
-        tfrdv_call_finish(call, TFRDV_UNAVAILABLE, "tfrdv_tcp: the transport was destroyed", 0, 0);
-        return;
-    }
-    if (!(p = tfrdv_tcp__peer_get(t, addr))) {
+    if (!(p = tfrdv_tcp__peer_get(t, a))) {
         pthread_mutex_unlock(&t->mu);
         tfrdv_call_finish(call, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_tcp: out of memory", 0, 0);
         return;
