@@ -1,0 +1,147 @@
+/* test_adversary.c - attacks on the core's promises (tfrdv.h: CALLBACK RULES): callbacks that
+   re-enter or destroy the object whose call is running them, cancels racing answers, hostile
+   bytes. Each test names the attack; a test that once found a defect says what it was. */
+#define _POSIX_C_SOURCE 200809L
+#define TT_COUNT_ASSERTS
+#include "tt.h"
+#define TFRDV_IMPLEMENTATION
+#include "tfrdv.h"
+#include "fixtures.h"
+#include <pthread.h>
+
+#define WA "/job:a/replica:0/task:0"
+#define WB "/job:b/replica:0/task:0"
+#define A0 WA "/device:CPU:0"
+#define B0 WB "/device:CPU:0"
+#define INC_A 0xa7u
+#define INC_B 0xb7u
+
+static tfrdv_rendezvous* step_of(tfrdv_mgr* m, int64_t id) {
+    tfrdv_rendezvous* r = 0;
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(m, id, &r, 0), TFRDV_OK);
+    return r;
+}
+
+/* ---- re-entrancy: a callback run inside a call destroys the object that call works on ---- */
+
+/* a receiver whose callback drops the last reference to its rendezvous */
+static void rcv_then_unref(rcv* self) { tfrdv_unref((tfrdv_rendezvous*)self->ctx); }
+
+/* Defect: tfrdv_send_batch went on sending into a rendezvous that the receive callback of an
+   earlier value had destroyed (use after free). Now the rest of the batch is refused with the
+   destroy's status and stays the caller's. */
+static void test_send_batch_whose_receiver_destroys_the_rendezvous(void) {
+    fx_alloc a = {0};
+    tfrdv_config cfg = tfrdv_config_init();
+    tfrdv_rendezvous* r = 0;
+    tkey k[3];
+    tfrdv_parsed_key pk[3];
+    tval v[3];
+    tfrdv_value* vals[3];
+    rcv rc;
+    size_t sent = 9;
+    tfrdv_status st;
+    int i;
+    cfg.hooks = fx_alloc_hooks(&a);
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, 0), TFRDV_OK);
+    for (i = 0; i < 3; i++) {
+        char e[8];
+        snprintf(e, sizeof e, "e%d", i);
+        tkey_make(&k[i], A0, 1, B0, e);
+        pk[i] = k[i].pk;
+        tval_init(&v[i], i);
+        vals[i] = &v[i].v;
+    }
+    rcv_init(&rc);
+    rc.then = rcv_then_unref;
+    rc.ctx = r;
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k[0].pk, 0, rcv_done, &rc, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_send_batch(r, 3, pk, 0, vals, 0, &sent, &st), TFRDV_CANCELLED);
+    TT_CHECK_EQ_INT(sent, 1);
+    TT_CHECK_CONTAINS(st.msg, "Rendezvous destroyed");
+    TT_CHECK_EQ_INT(rc.calls, 1);
+    TT_CHECK_EQ_INT(rc.id, 0);
+    TT_CHECK_EQ_INT(rel(&v[0]), 1);
+    TT_CHECK_EQ_INT(rel(&v[1]), 0); /* the caller's still */
+    TT_CHECK_EQ_INT(rel(&v[2]), 0);
+    FX_CHECK_EMPTY(&a);
+}
+
+/* a batch receiver whose callback drops the last reference to its rendezvous */
+static void batch_then_unref(brec* self) { tfrdv_unref((tfrdv_rendezvous*)self->ctx); }
+
+/* Defect: tfrdv_recv_batch_async went on posting receives into a rendezvous that the batch's
+   own callback (run at the first error) had destroyed. */
+static void test_recv_batch_whose_callback_destroys_the_rendezvous_at_the_first_error(void) {
+    fx_alloc a = {0};
+    tfrdv_config cfg = tfrdv_config_init();
+    tfrdv_rendezvous* r = 0;
+    tkey k[3];
+    tfrdv_parsed_key pk[3];
+    tfrdv_value* vals[3];
+    int dead[3];
+    brec b;
+    int i;
+    cfg.hooks = fx_alloc_hooks(&a);
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, 0), TFRDV_OK);
+    for (i = 0; i < 3; i++) {
+        char e[8];
+        snprintf(e, sizeof e, "e%d", i);
+        tkey_make(&k[i], A0, 1, B0, e);
+        pk[i] = k[i].pk;
+    }
+    memset(&b, 0, sizeof b);
+    b.then = batch_then_unref;
+    b.ctx = r;
+    TT_CHECK_EQ_INT(tfrdv_abort(r, TFRDV_ABORTED, "attack"), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_recv_batch_async(r, 3, pk, 0, vals, dead, batch_done, &b), TFRDV_OK);
+    TT_CHECK_EQ_INT(b.calls, 1);
+    TT_CHECK_EQ_INT(b.code, TFRDV_ABORTED);
+    FX_CHECK_EMPTY(&a);
+}
+
+/* a receiver of fx_values that, after recording, destroys a manager */
+typedef struct killer {
+    fx_recv rec;
+    tfrdv_mgr* destroy;
+} killer;
+static void killer_done(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra,
+                        tfrdv_value* v, int dead) {
+    killer* k = (killer*)u;
+    fx_recv_done(&k->rec, st, sa, ra, v, dead);
+    if (k->destroy) tfrdv_mgr_destroy(k->destroy);
+}
+
+/* Defect: tfrdv_mgr_serve_return handed the value to a waiting receiver whose callback destroyed
+   the manager, then locked the freed manager to drop the request's hold. */
+static void test_serve_return_to_a_receiver_that_destroys_the_manager(void) {
+    fx_alloc a = {0};
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
+    tfrdv_mgr* m = mk(&c);
+    tfrdv_rendezvous* r = step_of(m, 7);
+    fx_key k;
+    fx_value x;
+    killer kl;
+    key(&k, B0, INC_B, B0, "e");
+    memset(&kl, 0, sizeof kl);
+    kl.destroy = m;
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, killer_done, &kl, 0), TFRDV_OK);
+    tfrdv_unref(r);
+    TT_CHECK_EQ_INT(tfrdv_mgr_serve_return(m, 7, k.buf, k.len, 1234, 0, fx_value_init(&x, 3), 0, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(kl.rec.calls, 1);
+    TT_CHECK_EQ_INT(kl.rec.st.code, TFRDV_OK);
+    TT_CHECK(fx_recv_matches(&kl.rec, 3));
+    TT_CHECK_EQ_INT(fx_released(&x), 1);
+    FX_CHECK_EMPTY(&a);
+}
+
+static void test_no_assert_tripped(void) { TT_CHECK_EQ_INT(tt_asserts, 0); }
+
+int main(int argc, char** argv) {
+    TT_MAIN_BEGIN(argc, argv);
+    TT_RUN(test_send_batch_whose_receiver_destroys_the_rendezvous);
+    TT_RUN(test_recv_batch_whose_callback_destroys_the_rendezvous_at_the_first_error);
+    TT_RUN(test_serve_return_to_a_receiver_that_destroys_the_manager);
+    TT_RUN(test_no_assert_tripped);
+    return TT_MAIN_END();
+}
