@@ -135,6 +135,107 @@ static void test_serve_return_to_a_receiver_that_destroys_the_manager(void) {
     FX_CHECK_EMPTY(&a);
 }
 
+/* ---- races: timeouts under a flood ---- */
+/* 10,000 remote receives with a short call deadline, while the producer sends their values and
+   another thread drives tfrdv_mgr_expire on a fake clock that keeps moving. Whatever interleaving
+   happens: each receive completes exactly once, OK ones with their own value intact, and every
+   value not received is still buffered on the producer (a timed-out fetch gives it back), then
+   released exactly once by the cleanup. */
+#define FL_N 10000
+static fx_key fl_keys[FL_N];
+static fx_value fl_vals[FL_N];
+static fx_recv fl_rs[FL_N];
+typedef struct flood {
+    tfrdv_rendezvous* ra;
+    tfrdv_mgr *ma, *mb;
+    int cleanup_at; /* the sender cleans the serving step up before this value (FL_N: never) */
+    int stop, send_failed;
+} flood;
+static void* fl_sender(void* p) {
+    flood* f = (flood*)p;
+    int i;
+    for (i = 0; i < FL_N; i++) {
+        if (i == f->cleanup_at) tfrdv_mgr_cleanup(f->ma, 11);
+        if (tfrdv_send(f->ra, &fl_keys[i].pk, 0, fx_value_init(&fl_vals[i], i), 0, 0) != TFRDV_OK) {
+            __atomic_add_fetch(&f->send_failed, 1, __ATOMIC_SEQ_CST);
+            tfrdv_value_release(&fl_vals[i].v); /* a refused send leaves it ours */
+        }
+    }
+    return 0;
+}
+static void* fl_expirer(void* p) {
+    flood* f = (flood*)p;
+    while (!__atomic_load_n(&f->stop, __ATOMIC_SEQ_CST)) {
+        fx_set_now(fx_get_now() + 97);
+        tfrdv_mgr_expire(f->mb, fx_get_now());
+    }
+    return 0;
+}
+static void flood_run(int cleanup_at) {
+    fx_alloc a = {0};
+    tfrdv_mgr_config ca = fx_mgr_config(WA, INC_A, &a), cb = fx_mgr_config(WB, INC_B, &a);
+    tfrdv_loopback* lb = 0;
+    tfrdv_mgr *ma = 0, *mb = 0;
+    tfrdv_rendezvous *ra, *rb;
+    pthread_t ts, te;
+    flood f;
+    int i, ok = 0, not_once = 0, bad = 0, not_released = 0;
+    size_t buffered;
+    cb.call_timeout_ns = 1000; /* ten expirer ticks */
+    TT_CHECK_EQ_INT(tfrdv_loopback_create(0, &lb, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_loopback_add_worker(lb, WA, &ca, &ma, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_loopback_add_worker(lb, WB, &cb, &mb, 0), TFRDV_OK);
+    if (!ma || !mb) return;
+    ra = step_of(ma, 11);
+    rb = step_of(mb, 11);
+    memset(fl_rs, 0, sizeof fl_rs);
+    for (i = 0; i < FL_N; i++) {
+        char e[16];
+        snprintf(e, sizeof e, "f%d", i);
+        key(&fl_keys[i], A0, INC_A, B0, e);
+        memset(&fl_vals[i], 0, sizeof fl_vals[i]);
+    }
+    memset(&f, 0, sizeof f);
+    f.ra = ra;
+    f.ma = ma;
+    f.mb = mb;
+    f.cleanup_at = cleanup_at;
+    pthread_create(&ts, 0, fl_sender, &f);
+    pthread_create(&te, 0, fl_expirer, &f);
+    for (i = 0; i < FL_N; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(rb, &fl_keys[i].pk, 0, fx_recv_done, &fl_rs[i], 0), TFRDV_OK);
+    pthread_join(ts, 0);
+    __atomic_store_n(&f.stop, 1, __ATOMIC_SEQ_CST);
+    pthread_join(te, 0);
+    fx_set_now(fx_get_now() + 1000000);
+    tfrdv_mgr_expire(mb, fx_get_now()); /* the receives still waiting time out now */
+    for (i = 0; i < FL_N; i++) {
+        not_once += fl_rs[i].calls != 1;
+        if (fl_rs[i].st.code == TFRDV_OK) {
+            ok++;
+            bad += !fx_recv_matches(&fl_rs[i], i) || i >= cleanup_at;
+        } else {
+            bad += fl_rs[i].st.code != TFRDV_DEADLINE_EXCEEDED && (cleanup_at == FL_N || fl_rs[i].st.code != TFRDV_ABORTED);
+        }
+    }
+    buffered = pending_of(ra, TFRDV_PENDING_SEND);
+    TT_CHECK_EQ_INT(f.send_failed, FL_N - cleanup_at);
+    TT_CHECK_EQ_INT(not_once, 0);
+    TT_CHECK_EQ_INT(bad, 0);
+    if (cleanup_at == FL_N) TT_CHECK_EQ_INT((long)buffered + ok, FL_N); /* none lost */
+    else TT_CHECK_EQ_INT(buffered, 0); /* the cleanup released them */
+    tfrdv_unref(ra);
+    tfrdv_unref(rb);
+    tfrdv_mgr_destroy(mb);
+    tfrdv_mgr_destroy(ma);
+    tfrdv_loopback_destroy(lb);
+    for (i = 0; i < FL_N; i++) not_released += fx_released(&fl_vals[i]) != 1;
+    TT_CHECK_EQ_INT(not_released, 0);
+    FX_CHECK_EMPTY(&a);
+}
+static void test_flood_of_short_deadline_receives_while_values_arrive(void) { flood_run(FL_N); }
+/* the same, and the serving step is cleaned up halfway: each value is received or released, once */
+static void test_flood_with_the_serving_step_cleaned_up_halfway(void) { flood_run(FL_N / 2); }
+
 static void test_no_assert_tripped(void) { TT_CHECK_EQ_INT(tt_asserts, 0); }
 
 int main(int argc, char** argv) {
@@ -142,6 +243,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_send_batch_whose_receiver_destroys_the_rendezvous);
     TT_RUN(test_recv_batch_whose_callback_destroys_the_rendezvous_at_the_first_error);
     TT_RUN(test_serve_return_to_a_receiver_that_destroys_the_manager);
+    TT_RUN(test_flood_of_short_deadline_receives_while_values_arrive);
+    TT_RUN(test_flood_with_the_serving_step_cleaned_up_halfway);
     TT_RUN(test_no_assert_tripped);
     return TT_MAIN_END();
 }
