@@ -171,11 +171,12 @@ static void* fl_expirer(void* p) {
     }
     return 0;
 }
-static void flood_run(int cleanup_at) {
+static void flood_run(int cleanup_at, int restart_at) {
     fx_alloc a = {0};
     tfrdv_mgr_config ca = fx_mgr_config(WA, INC_A, &a), cb = fx_mgr_config(WB, INC_B, &a);
+    tfrdv_mgr_config c2 = fx_mgr_config(WA, INC_A + 1, &a);
     tfrdv_loopback* lb = 0;
-    tfrdv_mgr *ma = 0, *mb = 0;
+    tfrdv_mgr *ma = 0, *mb = 0, *ma2 = 0;
     tfrdv_rendezvous *ra, *rb;
     pthread_t ts, te;
     flood f;
@@ -185,7 +186,9 @@ static void flood_run(int cleanup_at) {
     TT_CHECK_EQ_INT(tfrdv_loopback_create(0, &lb, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_loopback_add_worker(lb, WA, &ca, &ma, 0), TFRDV_OK);
     TT_CHECK_EQ_INT(tfrdv_loopback_add_worker(lb, WB, &cb, &mb, 0), TFRDV_OK);
-    if (!ma || !mb) return;
+    c2.transport = tfrdv_loopback_transport(lb);
+    ma2 = mk(&c2); /* worker A restarted: another incarnation under the same name */
+    if (!ma || !mb || !ma2) return;
     ra = step_of(ma, 11);
     rb = step_of(mb, 11);
     memset(fl_rs, 0, sizeof fl_rs);
@@ -202,7 +205,10 @@ static void flood_run(int cleanup_at) {
     f.cleanup_at = cleanup_at;
     pthread_create(&ts, 0, fl_sender, &f);
     pthread_create(&te, 0, fl_expirer, &f);
-    for (i = 0; i < FL_N; i++) TT_CHECK_EQ_INT(tfrdv_recv_async(rb, &fl_keys[i].pk, 0, fx_recv_done, &fl_rs[i], 0), TFRDV_OK);
+    for (i = 0; i < FL_N; i++) {
+        if (i == restart_at) TT_CHECK_EQ_INT(tfrdv_loopback_register(lb, WA, ma2, 0), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(rb, &fl_keys[i].pk, 0, fx_recv_done, &fl_rs[i], 0), TFRDV_OK);
+    }
     pthread_join(ts, 0);
     __atomic_store_n(&f.stop, 1, __ATOMIC_SEQ_CST);
     pthread_join(te, 0);
@@ -214,7 +220,8 @@ static void flood_run(int cleanup_at) {
             ok++;
             bad += !fx_recv_matches(&fl_rs[i], i) || i >= cleanup_at;
         } else {
-            bad += fl_rs[i].st.code != TFRDV_DEADLINE_EXCEEDED && (cleanup_at == FL_N || fl_rs[i].st.code != TFRDV_ABORTED);
+            bad += fl_rs[i].st.code != TFRDV_DEADLINE_EXCEEDED && (cleanup_at == FL_N || fl_rs[i].st.code != TFRDV_ABORTED) &&
+                   (restart_at == FL_N || fl_rs[i].st.code != TFRDV_ABORTED || fl_rs[i].st.detail != TFRDV_DETAIL_WORKER_RESTARTED);
         }
     }
     buffered = pending_of(ra, TFRDV_PENDING_SEND);
@@ -227,14 +234,20 @@ static void flood_run(int cleanup_at) {
     tfrdv_unref(rb);
     tfrdv_mgr_destroy(mb);
     tfrdv_mgr_destroy(ma);
+    tfrdv_mgr_destroy(ma2);
     tfrdv_loopback_destroy(lb);
     for (i = 0; i < FL_N; i++) not_released += fx_released(&fl_vals[i]) != 1;
     TT_CHECK_EQ_INT(not_released, 0);
     FX_CHECK_EMPTY(&a);
 }
-static void test_flood_of_short_deadline_receives_while_values_arrive(void) { flood_run(FL_N); }
+static void test_flood_of_short_deadline_receives_while_values_arrive(void) { flood_run(FL_N, FL_N); }
 /* the same, and the serving step is cleaned up halfway: each value is received or released, once */
-static void test_flood_with_the_serving_step_cleaned_up_halfway(void) { flood_run(FL_N / 2); }
+static void test_flood_with_the_serving_step_cleaned_up_halfway(void) { flood_run(FL_N / 2, FL_N); }
+/* the same, and the serving worker restarts after half of the receives were posted (another
+   manager, another incarnation, under its name): fetches in flight finish with the old one or give
+   its value back to it; later ones fail ABORTED, WORKER_RESTARTED; every value still received once
+   or left buffered */
+static void test_flood_with_the_serving_worker_restarted_halfway(void) { flood_run(FL_N, FL_N / 2); }
 
 static void test_no_assert_tripped(void) { TT_CHECK_EQ_INT(tt_asserts, 0); }
 
@@ -245,6 +258,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_serve_return_to_a_receiver_that_destroys_the_manager);
     TT_RUN(test_flood_of_short_deadline_receives_while_values_arrive);
     TT_RUN(test_flood_with_the_serving_step_cleaned_up_halfway);
+    TT_RUN(test_flood_with_the_serving_worker_restarted_halfway);
     TT_RUN(test_no_assert_tripped);
     return TT_MAIN_END();
 }
