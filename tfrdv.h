@@ -849,7 +849,8 @@ TFRDV_API int64_t tfrdv_call_deadline(const tfrdv_call* call);
    waiting threads keep reading it: a call answering 0 needs the loop. wait may still decline or
    not come at all (the receive timed out or was cancelled first: cancel_call comes then). */
 TFRDV_API int tfrdv_call_will_wait(const tfrdv_call* call);
-/* Exactly once per start_call. value (may be NULL) is one owned reference handed to the core. */
+/* Exactly once per start_call. value (may be NULL) is one owned reference handed to the core. OK
+   with no value needs is_dead: otherwise the receiver gets INTERNAL (provider contract). */
 TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
                                  tfrdv_value* value, int is_dead);
 /* The same with a whole status (NULL: OK), so its detail reaches the receiver: a transport that
@@ -6781,9 +6782,16 @@ TFRDV__PRIVATE void tfrdv__call_finish(tfrdv_call* call, const tfrdv_status* sta
     const tfrdv_status* st = status ? status : &tfrdv__ok_status;
     tfrdv_code code = st->code;
     int64_t now;
+    tfrdv_status bad;
     if (!call) {
         tfrdv_value_release(value);
         return;
+    }
+    if (code == TFRDV_OK && !value && !is_dead && call->r) { /* provider contract: a live value */
+        tfrdv__err(&bad, TFRDV_INTERNAL, "tfrdv_call_finish: OK without a value for %S from %S (provider contract)",
+                   &call->key, &call->worker);
+        st = &bad;
+        code = TFRDV_INTERNAL;
     }
     r = call->r; /* stable from start until the provider's finish */
     mgr = call->mgr;

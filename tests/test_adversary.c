@@ -135,6 +135,44 @@ static void test_serve_return_to_a_receiver_that_destroys_the_manager(void) {
     FX_CHECK_EMPTY(&a);
 }
 
+/* ---- a provider that breaks its contract ---- */
+static void null_ok_start(void* u, tfrdv_call* call) {
+    (void)u;
+    tfrdv_call_finish(call, TFRDV_OK, "", 0, 0); /* OK, yet no value and not dead */
+}
+static void null_ok_cancel(void* u, tfrdv_call* call) {
+    (void)u;
+    (void)call;
+}
+/* Defect: a provider that finished OK with no value for a live tensor had the core hand the
+   receiver OK and a NULL value (the receiver dereferences it: a crash in the user's code). Now the
+   receiver gets INTERNAL naming the key and the worker. */
+static void test_provider_finishing_ok_without_a_value_fails_the_receive_internal(void) {
+    fx_alloc a = {0};
+    tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
+    tfrdv_mgr* m;
+    tfrdv_rendezvous* r;
+    fx_key k;
+    fx_recv rec;
+    memset(&c.transport, 0, sizeof c.transport);
+    c.transport.start_call = null_ok_start;
+    c.transport.cancel_call = null_ok_cancel;
+    m = mk(&c);
+    if (!m) return;
+    r = step_of(m, 3);
+    key(&k, A0, INC_A, B0, "e");
+    memset(&rec, 0, sizeof rec);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, fx_recv_done, &rec, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(rec.calls, 1);
+    TT_CHECK_EQ_INT(rec.st.code, TFRDV_INTERNAL);
+    TT_CHECK_CONTAINS(rec.st.msg, "OK without a value");
+    TT_CHECK_CONTAINS(rec.st.msg, WA);
+    TT_CHECK(!rec.has_value && !rec.dead);
+    tfrdv_unref(r);
+    tfrdv_mgr_destroy(m);
+    FX_CHECK_EMPTY(&a);
+}
+
 /* ---- races: timeouts under a flood ---- */
 /* 10,000 remote receives with a short call deadline, while the producer sends their values and
    another thread drives tfrdv_mgr_expire on a fake clock that keeps moving. Whatever interleaving
@@ -256,6 +294,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_send_batch_whose_receiver_destroys_the_rendezvous);
     TT_RUN(test_recv_batch_whose_callback_destroys_the_rendezvous_at_the_first_error);
     TT_RUN(test_serve_return_to_a_receiver_that_destroys_the_manager);
+    TT_RUN(test_provider_finishing_ok_without_a_value_fails_the_receive_internal);
     TT_RUN(test_flood_of_short_deadline_receives_while_values_arrive);
     TT_RUN(test_flood_with_the_serving_step_cleaned_up_halfway);
     TT_RUN(test_flood_with_the_serving_worker_restarted_halfway);
