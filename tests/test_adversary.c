@@ -287,6 +287,77 @@ static void test_flood_with_the_serving_step_cleaned_up_halfway(void) { flood_ru
    or left buffered */
 static void test_flood_with_the_serving_worker_restarted_halfway(void) { flood_run(FL_N, FL_N / 2); }
 
+/* the same on a local rendezvous with blocking receives: 5,000 tfrdv_recv with timeouts of 10 to
+   50 us (each makes a private cancellation manager) race their values' sends. A receive that
+   timed out took nothing: its value stays buffered. Even keys are sent backwards, so receives
+   both find their value, wait for it, and give up on it. */
+#define LF_N 5000
+typedef struct lflood {
+    tfrdv_rendezvous* r;
+    tkey* keys;
+    tval* vals;
+    int send_failed;
+} lflood;
+static void* lf_sender(void* p) {
+    lflood* f = (lflood*)p;
+    int j;
+    for (j = 0; j < LF_N; j++) {
+        int i = j % 2 ? j : LF_N - 2 - j + (LF_N % 2); /* odd keys in order, even ones backwards */
+        if (tfrdv_send(f->r, &f->keys[i].pk, 0, &f->vals[i].v, 0, 0) != TFRDV_OK) {
+            __atomic_add_fetch(&f->send_failed, 1, __ATOMIC_SEQ_CST);
+            tfrdv_value_release(&f->vals[i].v);
+        }
+    }
+    return 0;
+}
+static void test_blocking_receives_with_short_timeouts_race_their_sends(void) {
+    static tkey keys[LF_N];
+    static tval vals[LF_N];
+    fx_alloc a = {0};
+    tfrdv_config cfg = tfrdv_config_init();
+    tfrdv_rendezvous* r = 0;
+    pthread_t ts;
+    lflood f;
+    int i, ok = 0, bad = 0, not_released = 0;
+    size_t buffered;
+    cfg.hooks = fx_alloc_hooks(&a);
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, 0), TFRDV_OK);
+    if (!r) return;
+    for (i = 0; i < LF_N; i++) {
+        char e[16];
+        snprintf(e, sizeof e, "l%d", i);
+        tkey_make(&keys[i], A0, 1, B0, e);
+        tval_init(&vals[i], i);
+    }
+    f.r = r;
+    f.keys = keys;
+    f.vals = vals;
+    f.send_failed = 0;
+    pthread_create(&ts, 0, lf_sender, &f);
+    for (i = 0; i < LF_N; i++) {
+        tfrdv_value* v = 0;
+        int dead = 0;
+        tfrdv_status st;
+        tfrdv_code c = tfrdv_recv(r, &keys[i].pk, 0, (int64_t)(i % 5 + 1) * 10000, &v, &dead, &st);
+        if (c == TFRDV_OK) {
+            ok++;
+            bad += vid(v) != i || dead;
+            tfrdv_value_release(v);
+        } else {
+            bad += c != TFRDV_DEADLINE_EXCEEDED || v != 0;
+        }
+    }
+    pthread_join(ts, 0);
+    buffered = pending_of(r, TFRDV_PENDING_SEND);
+    TT_CHECK_EQ_INT(f.send_failed, 0);
+    TT_CHECK_EQ_INT(bad, 0);
+    TT_CHECK_EQ_INT((long)buffered + ok, LF_N);
+    tfrdv_destroy(r);
+    for (i = 0; i < LF_N; i++) not_released += rel(&vals[i]) != 1;
+    TT_CHECK_EQ_INT(not_released, 0);
+    FX_CHECK_EMPTY(&a);
+}
+
 static void test_no_assert_tripped(void) { TT_CHECK_EQ_INT(tt_asserts, 0); }
 
 int main(int argc, char** argv) {
@@ -298,6 +369,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_flood_of_short_deadline_receives_while_values_arrive);
     TT_RUN(test_flood_with_the_serving_step_cleaned_up_halfway);
     TT_RUN(test_flood_with_the_serving_worker_restarted_halfway);
+    TT_RUN(test_blocking_receives_with_short_timeouts_race_their_sends);
     TT_RUN(test_no_assert_tripped);
     return TT_MAIN_END();
 }
