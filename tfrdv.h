@@ -736,7 +736,9 @@ TFRDV_API tfrdv_code tfrdv_abort(tfrdv_rendezvous* r, tfrdv_code code, const cha
 TFRDV_API tfrdv_code tfrdv_get_status(tfrdv_rendezvous* r, tfrdv_status* out);
 
 /* SendTensorsToRendezvous: sends n values in order; stops at the first failure and returns it
-   (values from that index on stay the caller's; *sent receives how many were sent). */
+   (values from that index on stay the caller's; *sent receives how many were sent). A receive
+   callback a send runs may destroy r: the batch then stops with CANCELLED "Rendezvous destroyed"
+   and r is freed as it returns. */
 TFRDV_API tfrdv_code tfrdv_send_batch(tfrdv_rendezvous* r, size_t n, const tfrdv_parsed_key* keys,
                                       const tfrdv_args* args, tfrdv_value** values,
                                       const int* is_dead, size_t* sent, tfrdv_status* st);
@@ -745,7 +747,8 @@ TFRDV_API tfrdv_code tfrdv_send_batch(tfrdv_rendezvous* r, size_t n, const tfrdv
    every value reference; on error every value already received has been released and values[]
    are NULL. If a later key's receive is refused (out of memory, a key the rendezvous refuses)
    that is reported through the callback; receives already posted for earlier keys stay posted
-   and release whatever they later receive. */
+   and release whatever they later receive. done may destroy r, even when it runs inside this
+   call (the later keys' receives then complete with the destroy's status). */
 typedef void (*tfrdv_batch_done_fn)(void* user, const tfrdv_status* status, size_t n,
                                     tfrdv_value** values, int* is_dead);
 TFRDV_API tfrdv_code tfrdv_recv_batch_async(tfrdv_rendezvous* r, size_t n,
@@ -846,7 +849,8 @@ TFRDV_API int64_t tfrdv_call_deadline(const tfrdv_call* call);
    waiting threads keep reading it: a call answering 0 needs the loop. wait may still decline or
    not come at all (the receive timed out or was cancelled first: cancel_call comes then). */
 TFRDV_API int tfrdv_call_will_wait(const tfrdv_call* call);
-/* Exactly once per start_call. value (may be NULL) is one owned reference handed to the core. */
+/* Exactly once per start_call. value (may be NULL) is one owned reference handed to the core. OK
+   with no value needs is_dead: otherwise the receiver gets INTERNAL (provider contract). */
 TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
                                  tfrdv_value* value, int is_dead);
 /* The same with a whole status (NULL: OK), so its detail reaches the receiver: a transport that
@@ -1095,7 +1099,8 @@ TFRDV_API void tfrdv_mgr_ack(tfrdv_mgr* mgr, int64_t request_id);
    entry is dropped. The value is always taken: OK when it went back; when it could not (the step
    was cleaned up or aborted, the manager shut down: nobody can receive it any more) it is
    released and the code says why (ABORTED, the step's abort status, or INVALID_ARGUMENT for a
-   NULL manager, a bad key or a NULL live value). */
+   NULL manager, a bad key or a NULL live value). The receiver it goes to may destroy the
+   manager from its callback. */
 TFRDV_API tfrdv_code tfrdv_mgr_serve_return(tfrdv_mgr* mgr, int64_t step_id, const char* key,
                                             size_t key_len, int64_t request_id,
                                             const tfrdv_args* send_args, tfrdv_value* value,
@@ -4534,15 +4539,20 @@ TFRDV_API tfrdv_code tfrdv_send_batch(tfrdv_rendezvous* r, size_t n, const tfrdv
                                       const tfrdv_args* args, tfrdv_value** values,
                                       const int* is_dead, size_t* sent, tfrdv_status* st) {
     size_t i;
+    tfrdv_code rc = TFRDV_OK;
+    tfrdv__frame f; /* a receive callback a send runs may destroy r: the rest then fail */
     if (sent) *sent = 0;
     if (!r || (n && (!keys || !values)))
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_send_batch: NULL rendezvous, keys or values");
-    for (i = 0; i < n; i++) {
-        tfrdv_code rc = tfrdv_send(r, &keys[i], args, values[i], is_dead ? is_dead[i] : 0, st);
-        if (rc != TFRDV_OK) return rc;
-        if (sent) *sent = i + 1;
+    tfrdv__hold(r);
+    tfrdv__frame_push(&f, r);
+    for (i = 0; i < n && rc == TFRDV_OK; i++) {
+        rc = tfrdv_send(r, &keys[i], args, values[i], is_dead ? is_dead[i] : 0, st);
+        if (rc == TFRDV_OK && sent) *sent = i + 1;
     }
-    return TFRDV_OK;
+    tfrdv__frame_pop(&f);
+    tfrdv__let_go(r);
+    return rc;
 }
 
 typedef struct tfrdv__batch {
@@ -4618,6 +4628,7 @@ TFRDV_API tfrdv_code tfrdv_recv_batch_async(tfrdv_rendezvous* r, size_t n,
                                             tfrdv_batch_done_fn done, void* user) {
     tfrdv__batch* b;
     size_t i;
+    tfrdv__frame f;
     if (!r || !done || (n && (!keys || !values))) return TFRDV_INVALID_ARGUMENT;
     for (i = 0; i < n; i++)
         if (tfrdv__check_key(r, &keys[i], "tfrdv_recv_batch_async", 0) != TFRDV_OK) return TFRDV_INVALID_ARGUMENT;
@@ -4641,6 +4652,8 @@ TFRDV_API tfrdv_code tfrdv_recv_batch_async(tfrdv_rendezvous* r, size_t n,
         tfrdv__batch_slots(b)[i].b = b;
         tfrdv__batch_slots(b)[i].i = i;
     }
+    tfrdv__hold(r); /* done, run at the first error, may destroy r: the rest then fail with it */
+    tfrdv__frame_push(&f, r);
     for (i = 0; i < n; i++) {
         tfrdv_status es;
         if (tfrdv_recv_async(r, &keys[i], args, tfrdv__batch_one, &tfrdv__batch_slots(b)[i], &es) != TFRDV_OK) {
@@ -4651,6 +4664,8 @@ TFRDV_API tfrdv_code tfrdv_recv_batch_async(tfrdv_rendezvous* r, size_t n,
             break;
         }
     }
+    tfrdv__frame_pop(&f);
+    tfrdv__let_go(r);
     return TFRDV_OK;
 }
 
@@ -6323,6 +6338,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve_return(tfrdv_mgr* mgr, int64_t step_id, con
         }
         return tfrdv__err(st, TFRDV_ABORTED, "tfrdv_mgr_serve_return: step %I is gone (cleaned up or shut down); the value was released", step_id);
     }
+    tfrdv__mgr_ref(mgr); /* the receiver the value goes to may destroy the manager */
     rc = tfrdv__local_send(r, &pk, send_args, value, is_dead, 1, st);
     if (rc != TFRDV_OK) tfrdv_value_release(value); /* the step was aborted: its status is in st */
     tfrdv_unref(r);
@@ -6332,6 +6348,7 @@ TFRDV_API tfrdv_code tfrdv_mgr_serve_return(tfrdv_mgr* mgr, int64_t step_id, con
         tfrdv__unlock(&mgr->mu);
         if (poke) tfrdv__drain_poke(mgr, held_step);
     }
+    tfrdv__mgr_unref(mgr);
     return rc;
 }
 
@@ -6772,9 +6789,16 @@ TFRDV__PRIVATE void tfrdv__call_finish(tfrdv_call* call, const tfrdv_status* sta
     const tfrdv_status* st = status ? status : &tfrdv__ok_status;
     tfrdv_code code = st->code;
     int64_t now;
+    tfrdv_status bad;
     if (!call) {
         tfrdv_value_release(value);
         return;
+    }
+    if (code == TFRDV_OK && !value && !is_dead && call->r) { /* provider contract: a live value */
+        tfrdv__err(&bad, TFRDV_INTERNAL, "tfrdv_call_finish: OK without a value for %S from %S (provider contract)",
+                   &call->key, &call->worker);
+        st = &bad;
+        code = TFRDV_INTERNAL;
     }
     r = call->r; /* stable from start until the provider's finish */
     mgr = call->mgr;

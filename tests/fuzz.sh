@@ -25,6 +25,18 @@ seeds=(
 )
 i=0
 for s in "${seeds[@]}"; do printf '%s' "$s" > "$out/corpus/seed_$i"; i=$((i + 1)); done
+# hostile seeds: nesting at and past the 32-level limit, huge numbers, an embedded NUL, non-UTF-8,
+# an overlong job name and key
+deep=$(printf '[%.0s' $(seq 40)); printf '{"x":%s1' "$deep" > "$out/corpus/deep"
+printf '{"cluster":{"w":["a"]},"task":{"type":"w","index":99999999999999999999999}}' > "$out/corpus/hugeidx"
+printf '{"cluster":{"w":["a"]},"task":{"type":"w","index":-0.0e-99999}}' > "$out/corpus/negzero"
+printf '{"cluster":{"w":["a\x00b"]},"task":{"type":"w","index":0}}' > "$out/corpus/nul"
+printf '{"cluster":{"w":["\xc0\xaf","\xed\xa0\x80","\xf4\x90\x80\x80"]}}' > "$out/corpus/badutf8"
+printf '{"cluster":{"w":{"4294967296":"a","2147483648":"b"}},"task":{"type":"w","index":"2147483648"}}' > "$out/corpus/bigtasks"
+printf '{"cluster":{"%s":["a"]}}' "$(head -c 3000 /dev/zero | tr '\0' j)" > "$out/corpus/longjob"
+printf '/job:%s/replica:0/task:0/device:CPU:0;1;/job:b/replica:0/task:0/device:CPU:0;e;0:0' \
+  "$(head -c 3000 /dev/zero | tr '\0' j)" > "$out/corpus/longkey"
+printf '/job:a\x00/replica:2147483648/task:0;1;/device:CPU:99999999999;e\x00;0:0' > "$out/corpus/nulkey"
 printf '"/job:"\n"/replica:"\n"/task:"\n"/device:"\n"/cpu:"\n"/gpu:"\n"/CPU:"\n"/GPU:"\n";"\n":"\n"*"\n"-"\n' \
   > "$out/keys.dict"
 printf '"{"\n"}"\n"["\n"]"\n"\\""\n"\\\\u"\n"cluster"\n"task"\n"type"\n"index"\n' \
