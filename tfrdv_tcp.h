@@ -2805,7 +2805,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c, tf
         c->peer_version = f->version < TFRDV_TCP_PROTOCOL_VERSION ? f->version : TFRDV_TCP_PROTOCOL_VERSION;
         c->hello_ok = 1;
         if (t->hello_waiters) pthread_cond_broadcast(&t->cv); /* tfrdv_tcp__peer_inc */
-        if (!c->side) c->deadline = INT64_MAX; /* SAME HOST: the side socket's token is due by then too */
+        if (!c->side && c->up_side != 1) c->deadline = INT64_MAX; /* SAME HOST: the side socket's token (server)
+                                                                    or its SAMEHOST answer (client) is due by then too */
         if (c->peer) { c->peer->backoff = 0; c->peer->retry_at = 0; }
         for (e = c->calls.next; c->peer && e != &c->calls; e = enx) { /* calls for another worker */
             enx = e->next;
@@ -3390,6 +3391,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__up_switch(tfrdv_tcp* t, tfrdv_tcp__conn* s, tf
         return tfrdv_tcp__up_fallback(t, p, "the side socket answered as another worker (or incarnation) than the TCP connection", msg, mcap);
     }
     s->up_side = 2;
+    s->deadline = INT64_MAX; /* answered in time */
     p->conn = s;
     t->stats.tcp_upgrades++;
     if (old && old != s) {
@@ -4894,13 +4896,13 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__tick(tfrdv_tcp* t) {
     }
     for (c = t->conns.next; c != &t->conns; c = cnx) { /* every expired one, in this pass */
         cnx = c->next;
-        if (c->deadline > now || (c->hello_ok && (!c->side || c->side_ok))) continue;
+        if (c->deadline > now || (c->hello_ok && (!c->side || c->side_ok) && c->up_side != 1)) continue;
         if (c->server) { /* no calls: nothing takes the todo's bulk status */
             tfrdv_tcp__conn_gone(t, c, c->hello_ok ? "no token on the side socket within handshake_timeout_ns" : "no HELLO within handshake_timeout_ns", &td);
         } else { /* its calls take the bulk status naming its address: a todo of its own, run now */
             tfrdv_tcp__todo ctd;
             tfrdv_tcp__todo_init(&ctd);
-            tfrdv_tcp__connect_failed(t, c, "timed out (connect_timeout_ns)", &ctd);
+            tfrdv_tcp__connect_failed(t, c, c->hello_ok ? "no answer to its SAMEHOST question within connect_timeout_ns" : "timed out (connect_timeout_ns)", &ctd);
             pthread_mutex_unlock(&t->mu);
             tfrdv_tcp__todo_run(t, &ctd);
             pthread_mutex_lock(&t->mu);

@@ -37,3 +37,10 @@ $(B)/test_tcp_samehost: tests/tcp/test_tcp_samehost.c $(HEADERS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) -o $@ $< $(LDLIBS)
+
+# hostile peers and racing give-ups against tfrdv_tcp.h (the TCP upgrade's side socket, floods)
+all: $(B)/test_tcp_adversary
+$(B)/test_tcp_adversary: tests/tcp/test_tcp_adversary.c $(HEADERS)
+	@mkdir -p $(B)
+	$(SAY) CC $@
+	$(Q)$(CC) $(CFLAGS_T) -o $@ $< $(LDLIBS)

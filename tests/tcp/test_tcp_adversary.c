@@ -1,0 +1,855 @@
+/* test_tcp_adversary.c - tfrdv_tcp.h attacked: hostile peers of the same-host TCP upgrade (raw
+   side-socket clients with bad tokens, garbage, silence and floods; a raw server that offers its
+   side socket and then answers as another worker or stalls), give-ups racing the switch from TCP
+   to the side connection, and floods of 1 ms receives racing their answers on every path (TCP,
+   the upgraded ring, by address). Every check is on behaviour (each call completes once, every
+   value is received once or still buffered, a hostile peer gets a CLOSE naming what was wrong);
+   waits are condition waits with generous bounds, and every test is bounded by alarm(). Both
+   ends run in this process. Built by tests/tcp/tcp.mk as part of `make test`. */
+#define _GNU_SOURCE
+#define TFRDV_IMPLEMENTATION
+#define TFRDV_TCP_IMPLEMENTATION
+#include "tfrdv.h"
+#include "tfrdv_tcp.h"
+#include "tt.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PS "/job:ps/replica:0/task:0"
+#define PS1 "/job:ps/replica:0/task:1"
+#define WK "/job:worker/replica:0/task:0"
+#define PS_DEV PS "/device:CPU:0"
+#define WK_DEV WK "/device:CPU:0"
+#define PS_INC 0x5151ULL
+#define SEC 1000000000LL
+
+static void sleep_ms(int ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    nanosleep(&ts, 0);
+}
+static void key_for(tfrdv_key* k, const char* edge) {
+    tfrdv_frame_iter fi = {0, 0};
+    tfrdv_status st;
+    (void)tfrdv_key_make(k, PS_DEV, PS_INC, WK_DEV, edge, fi, &st);
+}
+static pthread_mutex_t logmu = PTHREAD_MUTEX_INITIALIZER;
+static char logbuf[16384];
+static size_t loglen;
+static void log_capture(void* u, int level, const char* msg) {
+    size_t n = strlen(msg);
+    (void)u; (void)level;
+    pthread_mutex_lock(&logmu);
+    if (loglen + n + 2 < sizeof logbuf) { memcpy(logbuf + loglen, msg, n); loglen += n; logbuf[loglen++] = '|'; }
+    logbuf[loglen] = 0;
+    pthread_mutex_unlock(&logmu);
+}
+static void log_reset(void) {
+    pthread_mutex_lock(&logmu);
+    loglen = 0;
+    logbuf[0] = 0;
+    pthread_mutex_unlock(&logmu);
+}
+static int log_count(const char* needle) {
+    int n = 0;
+    const char* p;
+    pthread_mutex_lock(&logmu);
+    for (p = logbuf; (p = strstr(p, needle)) != 0; p++) n++;
+    pthread_mutex_unlock(&logmu);
+    return n;
+}
+static tfrdv_tcp_stats tstats(tfrdv_tcp* t) {
+    tfrdv_tcp_stats ts;
+    tfrdv_tcp_get_stats(t, &ts);
+    return ts;
+}
+
+/* ---- the two ends, in this process ---- */
+typedef struct end {
+    tfrdv_tcp* t;
+    tfrdv_mgr* m;
+    char addr[128];
+} end;
+/* a server on listen (worker PS), or a client of ps_addr (worker WK); with the options given */
+static int end_open(end* e, const char* listen, const char* ps_addr, int64_t same_host, int64_t timeout_ns) {
+    tfrdv_tcp_config tc = tfrdv_tcp_config_init();
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    tfrdv_worker w;
+    tfrdv_status st;
+    memset(e, 0, sizeof *e);
+    tc.listen_address = listen;
+    tc.same_host = same_host;
+    tc.handshake_timeout_ns = timeout_ns;
+    tc.connect_timeout_ns = timeout_ns;
+    tc.hooks.logger.fn = log_capture;
+    if (ps_addr) {
+        w.name = PS;
+        w.address = ps_addr;
+        tc.workers = &w;
+        tc.num_workers = 1;
+    }
+    if (tfrdv_tcp_create(&tc, &e->t, &st) != TFRDV_OK) { printf("    create: %s\n", st.msg); return 0; }
+    mc.worker_name = ps_addr ? WK : PS;
+    mc.incarnation = ps_addr ? 0x77ULL : PS_INC;
+    mc.transport = tfrdv_tcp_transport(e->t);
+    if (tfrdv_mgr_create(&mc, &e->m, &st) != TFRDV_OK) { printf("    mgr: %s\n", st.msg); tfrdv_tcp_destroy(e->t); return 0; }
+    (void)tfrdv_tcp_attach(e->t, e->m, &st);
+    snprintf(e->addr, sizeof e->addr, "%s", tfrdv_tcp_address(e->t));
+    return 1;
+}
+static void end_close(end* e) {
+    tfrdv_tcp_destroy(e->t);
+    tfrdv_mgr_destroy(e->m);
+}
+static void val_free(tfrdv_value* v) { free(v); }
+static uint8_t vbyte(int id, uint64_t i) { return (uint8_t)((uint64_t)id * 2654435761u + i * 40503u); }
+/* value id: its id in the first 4 bytes; its size from the size class (ring / socket / by address) */
+static uint64_t vsize(int id, int classes) {
+    static const uint64_t sz[3] = {40, 3000, 80000};
+    return sz[id % classes];
+}
+static tfrdv_value* mkval(int id, int classes) {
+    uint64_t n = vsize(id, classes), i;
+    tfrdv_value* v = (tfrdv_value*)malloc(sizeof *v + 8 + n);
+    int64_t* dims = (int64_t*)(v + 1);
+    uint8_t* d = (uint8_t*)(dims + 1);
+    dims[0] = (int64_t)n;
+    for (i = 0; i < n; i++) d[i] = vbyte(id, i);
+    memcpy(d, &id, sizeof id);
+    *v = tfrdv_value_make(4 /* DT_UINT8 */, 1, dims, d, n, val_free, 0);
+    return v;
+}
+/* the id of an intact value of ours, else -1 */
+static int vid(const tfrdv_value* v, int classes) {
+    int id;
+    uint64_t i;
+    if (!v || v->rank != 1 || v->size < sizeof id) return -1;
+    memcpy(&id, v->data, sizeof id);
+    if (id < 0 || v->size != vsize(id, classes)) return -1;
+    for (i = sizeof id; i < v->size; i++)
+        if (((const uint8_t*)v->data)[i] != vbyte(id, i)) return -1;
+    return id;
+}
+/* waits (bounded) until neither end has a call, a served request or an unacknowledged value */
+static void settle(end* c, end* s) {
+    int i;
+    for (i = 0; i < 4000; i++) {
+        tfrdv_tcp_stats a = tstats(c->t), b = tstats(s->t);
+        if (a.client_calls_live == 0 && b.server_requests_live == 0 && b.values_unacked == 0) break;
+        sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(tstats(c->t).client_calls_live, 0);
+    TT_CHECK_EQ_INT(tstats(s->t).values_unacked, 0);
+}
+
+/* ---- raw frames ---- */
+static int wr_full(int fd, const void* p, size_t n) {
+    size_t put = 0;
+    while (put < n) {
+        ssize_t k = send(fd, (const char*)p + put, n - put, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        put += (size_t)k;
+    }
+    return 1;
+}
+static void raw_put(int fd, const tfrdv_tcp_frame* f) {
+    uint8_t b[8192];
+    size_t n = tfrdv_tcp_encode(f, b, sizeof b);
+    (void)wr_full(fd, b, n);
+}
+static void raw_hello(int fd, const char* name, uint64_t inc) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = 5;
+    f.incarnation = inc;
+    f.name.ptr = name;
+    f.name.len = strlen(name);
+    raw_put(fd, &f);
+}
+static void raw_sh(int fd, uint32_t flags, const void* bytes, size_t n) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_SAMEHOST;
+    f.sh_flags = flags;
+    f.message.ptr = (const char*)bytes;
+    f.message.len = n;
+    raw_put(fd, &f);
+}
+typedef struct rawbuf { uint8_t b[1 << 16]; size_t len; } rawbuf;
+/* the next whole frame from fd (its value bytes skipped); a SAMEHOST's or CLOSE's bytes go to
+   keep (NUL-terminated; f->message points there). 0: EOF, garbage, or nothing for wait_ms
+   (< 0: no limit) */
+static int raw_next(int fd, rawbuf* rb, tfrdv_tcp_frame* f, char* keep, size_t cap, int wait_ms) {
+    for (;;) {
+        tfrdv_status st;
+        long used = tfrdv_tcp_decode(rb->b, rb->len, 0, f, &st);
+        ssize_t k;
+        struct pollfd pf;
+        if (used < 0) return 0;
+        if (used > 0 && rb->len >= (size_t)used + f->data_len) {
+            size_t total = (size_t)used + (size_t)f->data_len, m = 0;
+            if (f->type == TFRDV_TCP_SAMEHOST || f->type == TFRDV_TCP_CLOSE) {
+                m = f->message.len < cap - 1 ? f->message.len : cap - 1;
+                memcpy(keep, f->message.ptr, m);
+                f->message.ptr = keep;
+                f->message.len = m;
+            }
+            keep[m] = 0;
+            memmove(rb->b, rb->b + total, rb->len - total);
+            rb->len -= total;
+            return 1;
+        }
+        pf.fd = fd;
+        pf.events = POLLIN;
+        pf.revents = 0;
+        if (poll(&pf, 1, wait_ms) <= 0) return 0;
+        k = recv(fd, rb->b + rb->len, sizeof rb->b - rb->len, 0);
+        if (k <= 0) return 0;
+        rb->len += (size_t)k;
+    }
+}
+/* the frames a peer sends until it closes: the CLOSE's message ("" if none), 1 if EOF came (0 if
+   wait_ms passed first) */
+static int raw_until_end(int fd, char* close_msg, size_t cap, int wait_ms) {
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    tfrdv_tcp_frame g;
+    char keep[512];
+    int eof = 0;
+    close_msg[0] = 0;
+    for (;;) {
+        struct pollfd pf;
+        if (raw_next(fd, rb, &g, keep, sizeof keep, 0)) {
+            if (g.type == TFRDV_TCP_CLOSE) snprintf(close_msg, cap, "%s", keep);
+            continue;
+        }
+        pf.fd = fd;
+        pf.events = POLLIN;
+        pf.revents = 0;
+        if (poll(&pf, 1, wait_ms) <= 0) break;
+        {
+            ssize_t k = recv(fd, rb->b + rb->len, sizeof rb->b - rb->len, 0);
+            if (k <= 0) { eof = 1; break; }
+            rb->len += (size_t)k;
+        }
+    }
+    free(rb);
+    return eof;
+}
+static int raw_tcp(const char* addr) {
+    struct sockaddr_in in;
+    const char* colon = strrchr(addr, ':');
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&in, 0, sizeof in);
+    in.sin_family = AF_INET;
+    in.sin_port = htons((uint16_t)atoi(colon ? colon + 1 : "0"));
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr*)&in, sizeof in) != 0) { close(fd); return -1; }
+    return fd;
+}
+static socklen_t abstract_addr(struct sockaddr_un* un, const char* at) {
+    size_t n = strlen(at);
+    memset(un, 0, sizeof *un);
+    un->sun_family = AF_UNIX;
+    memcpy(un->sun_path + 1, at + 1, n - 1);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+}
+static int raw_abstract(const char* at) {
+    struct sockaddr_un un;
+    socklen_t l = abstract_addr(&un, at);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (connect(fd, (struct sockaddr*)&un, l) != 0) { close(fd); return -1; }
+    return fd;
+}
+static int loop_listen(char* addr, size_t cap) {
+    struct sockaddr_in in;
+    socklen_t l = sizeof in;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&in, 0, sizeof in);
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr*)&in, sizeof in) != 0 || listen(fd, 4) != 0 || getsockname(fd, (struct sockaddr*)&in, &l) != 0) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    snprintf(addr, cap, "127.0.0.1:%d", (int)ntohs(in.sin_port));
+    return fd;
+}
+
+#ifdef TFRDV_TCP__UPGRADE
+/* ============================================================================================
+   Hostile clients of a server's side socket
+   ============================================================================================ */
+/* asks over a raw TCP connection: the token and the side address of the offer (1), or 0 */
+static int raw_offer_of(const char* addr, uint8_t* tok, char* at, size_t cap) {
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    tfrdv_tcp_frame g;
+    char keep[256], id[160], why[200];
+    int fd = raw_tcp(addr), ok = 0;
+    if (fd < 0 || tfrdv_tcp__sh_host_id(id, sizeof id, why, sizeof why) != 0) { free(rb); if (fd >= 0) close(fd); return 0; }
+    raw_hello(fd, WK, 1);
+    raw_sh(fd, TFRDV_TCP_SH_TCP_ASK, id, strlen(id));
+    while (raw_next(fd, rb, &g, keep, sizeof keep, 20000))
+        if (g.type == TFRDV_TCP_SAMEHOST) {
+            if (g.sh_flags == TFRDV_TCP_SH_TCP_OFFER && g.message.len > 16 && g.message.len - 16 < cap) {
+                memcpy(tok, keep, 16);
+                memcpy(at, keep + 16, g.message.len - 16);
+                at[g.message.len - 16] = 0;
+                ok = 1;
+            }
+            break;
+        }
+    close(fd);
+    free(rb);
+    return ok;
+}
+/* what a side-socket client that sends bytes (n of them) then waits gets: the CLOSE's message */
+static void side_sends(const char* at, const void* bytes, size_t n, char* close_msg, size_t cap) {
+    int fd = raw_abstract(at);
+    TT_CHECK(fd >= 0);
+    if (fd < 0) return;
+    if (n) (void)wr_full(fd, bytes, n);
+    TT_CHECK(raw_until_end(fd, close_msg, cap, 30000)); /* the server closes it */
+    close(fd);
+}
+/* a token of 15 bytes, bytes that are no frame, a HELLO then a token cut mid-frame, a HELLO then
+   the TCP question (flag 32) instead of the token, and the right token presented twice over one
+   connection: each connection is closed with a CLOSE naming what was wrong, and none takes a
+   token that a real client needs after them */
+static void test_side_socket_malformed_tokens(void) {
+    end s, c;
+    uint8_t tok[16], b[512];
+    char at[TFRDV_TCP_SH_ADDR_MAX + 1], cm[512];
+    tfrdv_tcp_frame f;
+    size_t n, k;
+    int fd, i;
+    alarm(120);
+    if (!end_open(&s, "127.0.0.1:0", 0, 0, 300000000)) { TT_CHECK(0); return; }
+    TT_CHECK(raw_offer_of(s.addr, tok, at, sizeof at));
+    /* a HELLO then a token of 15 bytes (the codec's limits) */
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = 5;
+    f.name.ptr = WK;
+    f.name.len = strlen(WK);
+    n = tfrdv_tcp_encode(&f, b, sizeof b);
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_SAMEHOST;
+    f.sh_flags = TFRDV_TCP_SH_TCP_TOKEN;
+    f.message.ptr = (const char*)tok;
+    f.message.len = 15;
+    k = tfrdv_tcp_encode(&f, b + n, sizeof b - n);
+    side_sends(at, b, n + k, cm, sizeof cm);
+    TT_CHECK_CONTAINS(cm, "SAMEHOST flags 0x80 with 15 bytes");
+    /* garbage first */
+    memset(b, 0xee, 64);
+    side_sends(at, b, 64, cm, sizeof cm);
+    TT_CHECK_CONTAINS(cm, "unknown frame type 238");
+    /* a HELLO and half a token frame, then silence: closed at handshake_timeout_ns */
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_SAMEHOST;
+    f.sh_flags = TFRDV_TCP_SH_TCP_TOKEN;
+    f.message.ptr = (const char*)tok;
+    f.message.len = 16;
+    k = tfrdv_tcp_encode(&f, b + n, sizeof b - n);
+    side_sends(at, b, n + k / 2, cm, sizeof cm);
+    TT_CHECK_EQ_INT(tstats(s.t).accepted >= 4, 1);
+    /* the TCP question on the side socket */
+    {
+        char id[160], why[200];
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_HELLO;
+        f.version = 5;
+        f.name.ptr = WK;
+        f.name.len = strlen(WK);
+        n = tfrdv_tcp_encode(&f, b, sizeof b);
+        TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(id, sizeof id, why, sizeof why), 0);
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_SAMEHOST;
+        f.sh_flags = TFRDV_TCP_SH_TCP_ASK;
+        f.message.ptr = id;
+        f.message.len = strlen(id);
+        k = tfrdv_tcp_encode(&f, b + n, sizeof b - n);
+        side_sends(at, b, n + k, cm, sizeof cm);
+        TT_CHECK_CONTAINS(cm, "SAMEHOST flags 0x20 on the side socket before its token");
+    }
+    /* the token on the TCP listener (not the side socket) */
+    fd = raw_tcp(s.addr);
+    TT_CHECK(fd >= 0);
+    if (fd >= 0) {
+        raw_hello(fd, WK, 1);
+        raw_sh(fd, TFRDV_TCP_SH_TCP_TOKEN, tok, 16);
+        TT_CHECK(raw_until_end(fd, cm, sizeof cm, 30000));
+        TT_CHECK_CONTAINS(cm, "SAMEHOST frame on a TCP connection");
+        close(fd);
+    }
+    /* the right token twice over one connection: the second is a question no client asks */
+    fd = raw_abstract(at);
+    TT_CHECK(fd >= 0);
+    if (fd >= 0) {
+        raw_hello(fd, WK, 1);
+        raw_sh(fd, TFRDV_TCP_SH_TCP_TOKEN, tok, 16);
+        raw_sh(fd, TFRDV_TCP_SH_TCP_TOKEN, tok, 16);
+        TT_CHECK(raw_until_end(fd, cm, sizeof cm, 30000));
+        TT_CHECK_CONTAINS(cm, "SAMEHOST from a version 5 client with flags 0x80");
+        close(fd);
+    }
+    TT_CHECK_EQ_INT(tstats(s.t).tcp_upgrades, 1); /* that one token, once */
+    TT_CHECK(tstats(s.t).protocol_errors >= 5); /* each hostile connection above */
+    /* a real client after all that: it upgrades and fetches */
+    log_reset();
+    if (!end_open(&c, 0, s.addr, 0, 0)) { TT_CHECK(0); end_close(&s); return; }
+    {
+        tfrdv_rendezvous *rs = 0, *rc = 0;
+        tfrdv_status st;
+        tfrdv_key key;
+        tfrdv_value* v = 0;
+        int dead = 0;
+        (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
+        (void)tfrdv_mgr_start_step(c.m, 1, &rc, &st);
+        for (i = 0; i < 3; i++) {
+            char e[16];
+            snprintf(e, sizeof e, "after%d", i);
+            key_for(&key, e);
+            TT_CHECK_EQ_INT(tfrdv_send(rs, &key.parsed, 0, mkval(i, 3), 0, &st), TFRDV_OK);
+            TT_CHECK_EQ_INT(tfrdv_recv(rc, &key.parsed, 0, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+            TT_CHECK_EQ_INT(vid(v, 3), i);
+            tfrdv_value_release(v);
+            v = 0;
+            for (k = 0; k < 2000 && !tstats(c.t).tcp_upgrades; k++) sleep_ms(5);
+        }
+        TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 1);
+        TT_CHECK_EQ_INT(log_count("stay on TCP"), 0);
+        tfrdv_unref(rs);
+        tfrdv_unref(rc);
+    }
+    end_close(&c);
+    end_close(&s);
+}
+/* 200 connections to the side socket that never speak (max_connections 1024): each is closed at
+   handshake_timeout_ns; meanwhile and after, a real client upgrades and fetches */
+static void test_side_socket_silent_flood(void) {
+    enum { N = 200 };
+    static int fds[N];
+    end s, c;
+    uint8_t tok[16];
+    char at[TFRDV_TCP_SH_ADDR_MAX + 1], cm[256];
+    tfrdv_rendezvous *rs = 0, *rc = 0;
+    tfrdv_status st;
+    tfrdv_key key;
+    tfrdv_value* v = 0;
+    int i, dead = 0, closed = 0;
+    alarm(120);
+    if (!end_open(&s, "127.0.0.1:0", 0, 0, 500000000)) { TT_CHECK(0); return; }
+    TT_CHECK(raw_offer_of(s.addr, tok, at, sizeof at));
+    for (i = 0; i < N; i++) fds[i] = raw_abstract(at);
+    log_reset();
+    if (!end_open(&c, 0, s.addr, 0, 0)) { TT_CHECK(0); end_close(&s); return; }
+    (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
+    (void)tfrdv_mgr_start_step(c.m, 1, &rc, &st);
+    for (i = 0; i < 3; i++) {
+        char e[16];
+        int j;
+        snprintf(e, sizeof e, "fl%d", i);
+        key_for(&key, e);
+        TT_CHECK_EQ_INT(tfrdv_send(rs, &key.parsed, 0, mkval(i, 3), 0, &st), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv(rc, &key.parsed, 0, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+        TT_CHECK_EQ_INT(vid(v, 3), i);
+        tfrdv_value_release(v);
+        v = 0;
+        for (j = 0; j < 2000 && !tstats(c.t).tcp_upgrades; j++) sleep_ms(5);
+    }
+    TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 1);
+    for (i = 0; i < N; i++) {
+        if (fds[i] < 0) continue;
+        closed += raw_until_end(fds[i], cm, sizeof cm, 30000);
+        close(fds[i]);
+    }
+    TT_CHECK_EQ_INT(closed, N);
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
+    tfrdv_unref(rs);
+    tfrdv_unref(rc);
+    end_close(&c);
+    end_close(&s);
+}
+
+/* ============================================================================================
+   A hostile server: a raw TCP listener that offers its own "@tfrdv-..." side socket
+   ============================================================================================ */
+typedef struct evil {
+    int lfd, sfd;               /* TCP listener, side listener */
+    int mode;                   /* 0: the side socket answers as another worker; 1: HELLO, then
+                                   silence; 2: the same worker, another incarnation */
+    char at[64];
+    pthread_mutex_t mu;
+    int side_accepted, side_eof, tcp_requests, stop;
+} evil;
+static void evil_response(int fd, uint64_t id, int vidn) {
+    tfrdv_value* v = mkval(vidn, 1);
+    tfrdv_tcp_frame f;
+    uint8_t b[256];
+    size_t n;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_RESPONSE;
+    f.id = id;
+    f.dtype = 4;
+    f.rank = 1;
+    f.dims[0] = (int64_t)v->size;
+    f.bytes = v->size;
+    f.data_len = v->size;
+    n = tfrdv_tcp_encode(&f, b, sizeof b);
+    (void)wr_full(fd, b, n);
+    (void)wr_full(fd, v->data, (size_t)v->size);
+    tfrdv_value_release(v);
+}
+static void* evil_server(void* p) {
+    evil* h = (evil*)p;
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    rawbuf* sb = (rawbuf*)calloc(1, sizeof *sb);
+    tfrdv_tcp_frame g;
+    char keep[512];
+    int fd = accept(h->lfd, 0, 0), side = -1, nreq = 0;
+    if (fd < 0) { free(rb); free(sb); return 0; }
+    raw_hello(fd, PS, PS_INC);
+    for (;;) {
+        struct pollfd pf[3];
+        int np = 0, i;
+        pf[np].fd = fd; pf[np].events = POLLIN; pf[np].revents = 0; np++;
+        pf[np].fd = side < 0 ? h->sfd : side; pf[np].events = POLLIN; pf[np].revents = 0; np++;
+        if (poll(pf, (nfds_t)np, 100) < 0) break;
+        pthread_mutex_lock(&h->mu);
+        i = h->stop;
+        pthread_mutex_unlock(&h->mu);
+        if (i) break;
+        if (pf[1].revents) {
+            if (side < 0) {
+                side = accept(h->sfd, 0, 0);
+                pthread_mutex_lock(&h->mu);
+                h->side_accepted++;
+                pthread_mutex_unlock(&h->mu);
+                if (side >= 0) raw_hello(side, h->mode == 0 ? PS1 : PS, h->mode == 2 ? PS_INC + 1 : PS_INC);
+            } else {
+                ssize_t k = recv(side, sb->b, sizeof sb->b, 0); /* its HELLO, token, question: not answered but mode 0 and 2 */
+                if (k <= 0) {
+                    pthread_mutex_lock(&h->mu);
+                    h->side_eof = 1;
+                    pthread_mutex_unlock(&h->mu);
+                    close(side);
+                    side = -2; /* no more */
+                } else if (h->mode != 1) {
+                    raw_sh(side, TFRDV_TCP_SH_CMA_GRANT, 0, 0); /* "granted": the switch would follow */
+                }
+            }
+        }
+        if (pf[0].revents) {
+            int more = 1;
+            while (more && raw_next(fd, rb, &g, keep, sizeof keep, 0)) {
+                if (g.type == TFRDV_TCP_SAMEHOST && g.sh_flags == TFRDV_TCP_SH_TCP_ASK) {
+                    uint8_t body[16 + 64];
+                    memset(body, 0x5a, 16);
+                    memcpy(body + 16, h->at, strlen(h->at));
+                    raw_sh(fd, TFRDV_TCP_SH_TCP_OFFER, body, 16 + strlen(h->at));
+                } else if (g.type == TFRDV_TCP_REQUEST) {
+                    evil_response(fd, g.id, nreq++);
+                    pthread_mutex_lock(&h->mu);
+                    h->tcp_requests++;
+                    pthread_mutex_unlock(&h->mu);
+                }
+            }
+            {
+                char c1;
+                ssize_t k = recv(fd, &c1, 1, MSG_PEEK | MSG_DONTWAIT);
+                if (k == 0) break; /* the client closed the TCP connection */
+            }
+        }
+    }
+    if (side >= 0) close(side);
+    close(fd);
+    free(rb);
+    free(sb);
+    return 0;
+}
+static int evil_open(evil* h, int mode, char* addr, size_t cap) {
+    struct sockaddr_un un;
+    socklen_t l;
+    memset(h, 0, sizeof *h);
+    h->mode = mode;
+    pthread_mutex_init(&h->mu, 0);
+    snprintf(h->at, sizeof h->at, "@tfrdv-%d-adv%d", (int)getpid(), mode);
+    l = abstract_addr(&un, h->at);
+    h->sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (h->sfd < 0 || bind(h->sfd, (struct sockaddr*)&un, l) != 0 || listen(h->sfd, 4) != 0) return 0;
+    h->lfd = loop_listen(addr, cap);
+    return h->lfd >= 0;
+}
+static int evil_get(evil* h, int* field) {
+    int v;
+    pthread_mutex_lock(&h->mu);
+    v = *field;
+    pthread_mutex_unlock(&h->mu);
+    return v;
+}
+/* fetches n values of the evil server over its TCP connection: each OK, intact */
+static void evil_fetch(end* c, int n) {
+    tfrdv_rendezvous* rc = 0;
+    tfrdv_status st;
+    int i;
+    (void)tfrdv_mgr_start_step(c->m, 1, &rc, &st);
+    for (i = 0; i < n; i++) {
+        tfrdv_key key;
+        tfrdv_value* v = 0;
+        int dead = 0;
+        char e[16];
+        snprintf(e, sizeof e, "ev%d", i);
+        key_for(&key, e);
+        TT_CHECK_EQ_INT(tfrdv_recv(rc, &key.parsed, 0, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+        TT_CHECK(vid(v, 1) >= 0); /* the evil server numbers its answers itself */
+        tfrdv_value_release(v);
+    }
+    tfrdv_unref(rc);
+}
+/* its side socket answers as another worker, or as another incarnation of the same one: the
+   client does not switch, says why once, and its calls go on over TCP */
+static void evil_impostor_side(int mode) {
+    evil h;
+    end c;
+    pthread_t th;
+    char addr[64];
+    int i;
+    if (!evil_open(&h, mode, addr, sizeof addr)) { TT_CHECK(0); return; }
+    pthread_create(&th, 0, evil_server, &h);
+    log_reset();
+    if (!end_open(&c, 0, addr, 0, 0)) { TT_CHECK(0); return; }
+    evil_fetch(&c, 1);
+    for (i = 0; i < 4000 && !log_count("stay on TCP"); i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(evil_get(&h, &h.side_accepted), 1);
+    TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
+    TT_CHECK(log_count("answered as another worker (or incarnation)") >= 1);
+    evil_fetch(&c, 3);
+    TT_CHECK_EQ_INT(evil_get(&h, &h.tcp_requests), 4);
+    TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
+    TT_CHECK_EQ_INT(tstats(c.t).calls_ok, 4);
+    end_close(&c);
+    pthread_mutex_lock(&h.mu);
+    h.stop = 1;
+    pthread_mutex_unlock(&h.mu);
+    pthread_join(th, 0);
+    close(h.lfd);
+    close(h.sfd);
+    pthread_mutex_destroy(&h.mu);
+}
+static void test_hostile_server_side_impostor(void) {
+    alarm(120);
+    evil_impostor_side(0);
+    evil_impostor_side(2);
+}
+/* its side socket sends a HELLO and then nothing (no answer to the SAMEHOST question): the client
+   gives the side connection up after connect_timeout_ns (it closes it), says why once, and its
+   calls go on over TCP */
+static void test_hostile_server_side_stalls(void) {
+    evil h;
+    end c;
+    pthread_t th;
+    char addr[64];
+    int i;
+    alarm(120);
+    if (!evil_open(&h, 1, addr, sizeof addr)) { TT_CHECK(0); return; }
+    pthread_create(&th, 0, evil_server, &h);
+    log_reset();
+    if (!end_open(&c, 0, addr, 0, 300000000)) { TT_CHECK(0); return; }
+    evil_fetch(&c, 1);
+    for (i = 0; i < 4000 && !evil_get(&h, &h.side_eof); i++) sleep_ms(5); /* 20 s */
+    TT_CHECK_EQ_INT(evil_get(&h, &h.side_accepted), 1);
+    TT_CHECK_EQ_INT(evil_get(&h, &h.side_eof), 1);
+    for (i = 0; i < 4000 && !log_count("stay on TCP"); i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
+    TT_CHECK_EQ_INT(log_count("no answer to its SAMEHOST question within connect_timeout_ns"), 1);
+    evil_fetch(&c, 3);
+    TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
+    TT_CHECK_EQ_INT(tstats(c.t).connections, 1);
+    end_close(&c);
+    pthread_mutex_lock(&h.mu);
+    h.stop = 1;
+    pthread_mutex_unlock(&h.mu);
+    pthread_join(th, 0);
+    close(h.lfd);
+    close(h.sfd);
+    pthread_mutex_destroy(&h.mu);
+}
+#endif
+
+/* ============================================================================================
+   Floods of 1 ms receives racing their answers
+   ============================================================================================ */
+enum { FL_T = 4, FL_N = 1200 };
+typedef struct flood {
+    end *c, *s;
+    tfrdv_rendezvous *rc, *rs;
+    int classes;
+    int seen[FL_N];             /* receptions per value id (atomic) */
+    int corrupt, timed_out, other;
+    tfrdv_status other_st;
+} flood;
+typedef struct flood_arg { flood* x; int t; } flood_arg;
+static void fl_edge(char* e, size_t cap, int id) { snprintf(e, cap, "fl_%d", id); }
+static void fl_take(flood* x, tfrdv_value* v) {
+    int id = vid(v, x->classes);
+    if (id < 0 || id >= FL_N) __atomic_add_fetch(&x->corrupt, 1, __ATOMIC_SEQ_CST);
+    else __atomic_add_fetch(&x->seen[id], 1, __ATOMIC_SEQ_CST);
+    tfrdv_value_release(v);
+}
+static void* fl_consumer(void* p) {
+    flood_arg* a = (flood_arg*)p;
+    flood* x = a->x;
+    int id;
+    for (id = a->t; id < FL_N; id += FL_T) { /* each key once, 1 ms */
+        tfrdv_key key;
+        tfrdv_value* v = 0;
+        tfrdv_status st;
+        int dead = 0;
+        char e[32];
+        tfrdv_code rc;
+        fl_edge(e, sizeof e, id);
+        key_for(&key, e);
+        rc = tfrdv_recv(x->rc, &key.parsed, 0, 1000000, &v, &dead, &st);
+        if (rc == TFRDV_OK) fl_take(x, v);
+        else {
+            tfrdv_value_release(v);
+            if (rc == TFRDV_DEADLINE_EXCEEDED) __atomic_add_fetch(&x->timed_out, 1, __ATOMIC_SEQ_CST);
+            else if (__atomic_add_fetch(&x->other, 1, __ATOMIC_SEQ_CST) == 1) x->other_st = st;
+        }
+    }
+    return 0;
+}
+static void* fl_producer(void* p) {
+    flood* x = (flood*)p;
+    int id;
+    for (id = 0; id < FL_N; id++) {
+        tfrdv_key key;
+        tfrdv_status st;
+        char e[32];
+        tfrdv_value* v = mkval(id, x->classes);
+        fl_edge(e, sizeof e, id);
+        key_for(&key, e);
+        if (tfrdv_send(x->rs, &key.parsed, 0, v, 0, &st) != TFRDV_OK) {
+            printf("    send: %s\n", st.msg);
+            tfrdv_value_release(v);
+        }
+    }
+    return 0;
+}
+typedef struct fl_slot { int done; tfrdv_code code; tfrdv_value* v; } fl_slot;
+static void fl_drained(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    fl_slot* sl = (fl_slot*)u;
+    (void)sa; (void)ra; (void)dead;
+    sl->v = v;
+    sl->code = st->code;
+    __atomic_add_fetch(&sl->done, 1, __ATOMIC_SEQ_CST);
+}
+/* FL_T threads receive FL_N keys once each with a 1 ms timeout while the server sends their
+   values; then every value not received is fetched again (it must still be in the server's
+   table): each value is received exactly once, intact; every receive completes once */
+static void flood_over(const char* listen, int64_t same_host, int classes, int want_upgrade) {
+    static flood x;
+    static fl_slot drain[FL_N];
+    flood_arg args[FL_T];
+    pthread_t th[FL_T], pt;
+    end s, c;
+    tfrdv_status st;
+    int i, t, received = 0, again = 0, lost = 0, dups = 0, twice = 0, waiting;
+    alarm(180);
+    memset(&x, 0, sizeof x);
+    memset(drain, 0, sizeof drain);
+    if (!end_open(&s, listen, 0, same_host, 0)) { TT_CHECK(0); return; }
+    if (!end_open(&c, 0, s.addr, same_host, 0)) { TT_CHECK(0); end_close(&s); return; }
+    x.c = &c;
+    x.s = &s;
+    x.classes = classes;
+    (void)tfrdv_mgr_start_step(s.m, 1, &x.rs, &st);
+    (void)tfrdv_mgr_start_step(c.m, 1, &x.rc, &st);
+    for (t = 0; t < FL_T; t++) {
+        args[t].x = &x;
+        args[t].t = t;
+        pthread_create(&th[t], 0, fl_consumer, &args[t]);
+    }
+    pthread_create(&pt, 0, fl_producer, &x);
+    pthread_join(pt, 0);
+    for (t = 0; t < FL_T; t++) pthread_join(th[t], 0);
+    settle(&c, &s);
+    for (i = 0; i < FL_N; i++) {
+        tfrdv_key key;
+        char e[32];
+        if (x.seen[i]) continue;
+        fl_edge(e, sizeof e, i);
+        key_for(&key, e);
+        again++;
+        if (tfrdv_recv_async(x.rc, &key.parsed, 0, fl_drained, &drain[i], &st) != TFRDV_OK) drain[i].done = 1;
+    }
+    for (i = 0; i < 6000; i++) { /* up to 30 s */
+        int j;
+        waiting = 0;
+        for (j = 0; j < FL_N; j++) waiting += !x.seen[j] && !__atomic_load_n(&drain[j].done, __ATOMIC_SEQ_CST);
+        if (!waiting) break;
+        sleep_ms(5);
+    }
+    for (i = 0; i < FL_N; i++) received += x.seen[i];
+    tfrdv_unref(x.rc);
+    end_close(&c); /* receives still waiting complete CANCELLED now */
+    for (i = 0; i < FL_N; i++) {
+        if (drain[i].done > 1) twice++;
+        if (drain[i].done && drain[i].code == TFRDV_OK) fl_take(&x, drain[i].v);
+        else tfrdv_value_release(drain[i].v);
+    }
+    for (i = 0; i < FL_N; i++) {
+        if (x.seen[i] > 1) dups += x.seen[i] - 1;
+        if (x.seen[i] == 0) lost++;
+    }
+    printf("    %s: %d values, %d received by 1 ms receives (%d timed out), %d fetched again, %d lost, %d duplicated, %d corrupt\n",
+           listen, FL_N, received, x.timed_out, again, lost, dups, x.corrupt);
+    if (x.other) printf("    %d receives failed otherwise, first: %s\n", x.other, x.other_st.msg);
+    TT_CHECK_EQ_INT(x.other, 0);
+    TT_CHECK_EQ_INT(lost, 0);
+    TT_CHECK_EQ_INT(dups, 0);
+    TT_CHECK_EQ_INT(twice, 0);
+    TT_CHECK_EQ_INT(x.corrupt, 0);
+    TT_CHECK_EQ_INT(received + x.timed_out, FL_N); /* each 1 ms receive completed once */
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
+    if (want_upgrade) TT_CHECK_EQ_INT(tstats(s.t).tcp_upgrades, 1);
+    tfrdv_unref(x.rs);
+    end_close(&s);
+}
+static void test_flood_1ms_receives_tcp(void) { flood_over("127.0.0.1:0", TFRDV_OFF, 2, 0); }
+#ifdef TFRDV_TCP__UPGRADE
+/* the same over a TCP connection that moves to the side socket during the flood (ring, by
+   address, the socket): the switch races the give-ups */
+static void test_flood_1ms_receives_across_upgrade(void) { flood_over("127.0.0.1:0", 0, 3, 1); }
+#endif
+
+int main(int argc, char** argv) {
+    TT_MAIN_BEGIN(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+#ifdef TFRDV_TCP__UPGRADE
+    TT_RUN(test_side_socket_malformed_tokens);
+    TT_RUN(test_side_socket_silent_flood);
+    TT_RUN(test_hostile_server_side_impostor);
+    TT_RUN(test_hostile_server_side_stalls);
+#endif
+    TT_RUN(test_flood_1ms_receives_tcp);
+#ifdef TFRDV_TCP__UPGRADE
+    TT_RUN(test_flood_1ms_receives_across_upgrade);
+#endif
+    alarm(0);
+    return TT_MAIN_END();
+}
