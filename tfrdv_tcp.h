@@ -181,7 +181,7 @@
      and closes it; closing earlier would give those values back to the server's table). So no
      value is delivered twice or lost across the switch. Any failure before that answer (the
      server refused, the side connect failed, the token was refused, the side connection ended,
-     neither path is possible on it) leaves the calls on TCP, logged once per transport (level
+     no SAMEHOST answer on it within connect_timeout_ns, neither path is possible on it) leaves the calls on TCP, logged once per transport (level
      info, "stay on TCP" and the reason), and that peer makes no new attempt for 60 s. If the
      side connection ends after it took over, its calls fail UNAVAILABLE as for a Unix peer and
      the next call dials TCP again, which may upgrade again (at most once per 10 s: a server
