@@ -11,6 +11,7 @@
 #include "tfrdv.h"
 #include "tfrdv_tcp.h"
 #include "tt.h"
+#include "logcap.h"
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -1851,17 +1852,6 @@ static pid_t hostile_server(const char* addr, const hround* rounds, int n) {
     }
     close(lfd);
     return pid;
-}
-static pthread_mutex_t logmu = PTHREAD_MUTEX_INITIALIZER;
-static char logbuf[16384];
-static size_t loglen;
-static void log_capture(void* u, int level, const char* msg) {
-    size_t n = strlen(msg);
-    (void)u; (void)level;
-    pthread_mutex_lock(&logmu);
-    if (loglen + n + 2 < sizeof logbuf) { memcpy(logbuf + loglen, msg, n); loglen += n; logbuf[loglen++] = '|'; }
-    logbuf[loglen] = 0;
-    pthread_mutex_unlock(&logmu);
 }
 static int has_control(const char* s) {
     for (; *s; s++)

@@ -12,6 +12,7 @@
 #include "tfrdv.h"
 #include "tfrdv_tcp.h"
 #include "tt.h"
+#include "logcap.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -43,31 +44,6 @@ static void key_for(tfrdv_key* k, const char* edge) {
     tfrdv_frame_iter fi = {0, 0};
     tfrdv_status st;
     (void)tfrdv_key_make(k, PS_DEV, PS_INC, WK_DEV, edge, fi, &st);
-}
-static pthread_mutex_t logmu = PTHREAD_MUTEX_INITIALIZER;
-static char logbuf[16384];
-static size_t loglen;
-static void log_capture(void* u, int level, const char* msg) {
-    size_t n = strlen(msg);
-    (void)u; (void)level;
-    pthread_mutex_lock(&logmu);
-    if (loglen + n + 2 < sizeof logbuf) { memcpy(logbuf + loglen, msg, n); loglen += n; logbuf[loglen++] = '|'; }
-    logbuf[loglen] = 0;
-    pthread_mutex_unlock(&logmu);
-}
-static void log_reset(void) {
-    pthread_mutex_lock(&logmu);
-    loglen = 0;
-    logbuf[0] = 0;
-    pthread_mutex_unlock(&logmu);
-}
-static int log_count(const char* needle) {
-    int n = 0;
-    const char* p;
-    pthread_mutex_lock(&logmu);
-    for (p = logbuf; (p = strstr(p, needle)) != 0; p++) n++;
-    pthread_mutex_unlock(&logmu);
-    return n;
 }
 static tfrdv_tcp_stats tstats(tfrdv_tcp* t) {
     tfrdv_tcp_stats ts;
