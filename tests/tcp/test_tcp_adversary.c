@@ -117,6 +117,25 @@ static int vid(const tfrdv_value* v, int classes) {
         if (((const uint8_t*)v->data)[i] != vbyte(id, i)) return -1;
     return id;
 }
+/* three values sent on rs and fetched on rc (keys prefix0..2), each checked; after each, a
+   bounded wait for the client transport ct to have upgraded */
+static void fetch_three(tfrdv_rendezvous* rs, tfrdv_rendezvous* rc, tfrdv_tcp* ct, const char* prefix) {
+    tfrdv_status st;
+    tfrdv_key key;
+    tfrdv_value* v = 0;
+    int i, j, dead = 0;
+    for (i = 0; i < 3; i++) {
+        char e[32];
+        snprintf(e, sizeof e, "%s%d", prefix, i);
+        key_for(&key, e);
+        TT_CHECK_EQ_INT(tfrdv_send(rs, &key.parsed, 0, mkval(i, 3), 0, &st), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv(rc, &key.parsed, 0, 30 * SEC, &v, &dead, &st), TFRDV_OK);
+        TT_CHECK_EQ_INT(vid(v, 3), i);
+        tfrdv_value_release(v);
+        v = 0;
+        for (j = 0; j < 2000 && !tstats(ct).tcp_upgrades; j++) sleep_ms(5);
+    }
+}
 /* waits (bounded) until neither end has a call, a served request or an unacknowledged value */
 static void settle(end* c, end* s) {
     int i;
@@ -310,7 +329,7 @@ static void test_side_socket_malformed_tokens(void) {
     char at[TFRDV_TCP_SH_ADDR_MAX + 1], cm[512];
     tfrdv_tcp_frame f;
     size_t n, k;
-    int fd, i;
+    int fd;
     alarm(120);
     if (!end_open(&s, "127.0.0.1:0", 0, 0, 300000000)) { TT_CHECK(0); return; }
     TT_CHECK(raw_offer_of(s.addr, tok, at, sizeof at));
@@ -390,22 +409,9 @@ static void test_side_socket_malformed_tokens(void) {
     {
         tfrdv_rendezvous *rs = 0, *rc = 0;
         tfrdv_status st;
-        tfrdv_key key;
-        tfrdv_value* v = 0;
-        int dead = 0;
         (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
         (void)tfrdv_mgr_start_step(c.m, 1, &rc, &st);
-        for (i = 0; i < 3; i++) {
-            char e[16];
-            snprintf(e, sizeof e, "after%d", i);
-            key_for(&key, e);
-            TT_CHECK_EQ_INT(tfrdv_send(rs, &key.parsed, 0, mkval(i, 3), 0, &st), TFRDV_OK);
-            TT_CHECK_EQ_INT(tfrdv_recv(rc, &key.parsed, 0, 30 * SEC, &v, &dead, &st), TFRDV_OK);
-            TT_CHECK_EQ_INT(vid(v, 3), i);
-            tfrdv_value_release(v);
-            v = 0;
-            for (k = 0; k < 2000 && !tstats(c.t).tcp_upgrades; k++) sleep_ms(5);
-        }
+        fetch_three(rs, rc, c.t, "after");
         TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 1);
         TT_CHECK_EQ_INT(log_count("stay on TCP"), 0);
         tfrdv_unref(rs);
@@ -424,9 +430,7 @@ static void test_side_socket_silent_flood(void) {
     char at[TFRDV_TCP_SH_ADDR_MAX + 1], cm[256];
     tfrdv_rendezvous *rs = 0, *rc = 0;
     tfrdv_status st;
-    tfrdv_key key;
-    tfrdv_value* v = 0;
-    int i, dead = 0, closed = 0;
+    int i, closed = 0;
     alarm(120);
     if (!end_open(&s, "127.0.0.1:0", 0, 0, 500000000)) { TT_CHECK(0); return; }
     TT_CHECK(raw_offer_of(s.addr, tok, at, sizeof at));
@@ -435,18 +439,7 @@ static void test_side_socket_silent_flood(void) {
     if (!end_open(&c, 0, s.addr, 0, 0)) { TT_CHECK(0); end_close(&s); return; }
     (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
     (void)tfrdv_mgr_start_step(c.m, 1, &rc, &st);
-    for (i = 0; i < 3; i++) {
-        char e[16];
-        int j;
-        snprintf(e, sizeof e, "fl%d", i);
-        key_for(&key, e);
-        TT_CHECK_EQ_INT(tfrdv_send(rs, &key.parsed, 0, mkval(i, 3), 0, &st), TFRDV_OK);
-        TT_CHECK_EQ_INT(tfrdv_recv(rc, &key.parsed, 0, 30 * SEC, &v, &dead, &st), TFRDV_OK);
-        TT_CHECK_EQ_INT(vid(v, 3), i);
-        tfrdv_value_release(v);
-        v = 0;
-        for (j = 0; j < 2000 && !tstats(c.t).tcp_upgrades; j++) sleep_ms(5);
-    }
+    fetch_three(rs, rc, c.t, "fl");
     TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 1);
     for (i = 0; i < N; i++) {
         if (fds[i] < 0) continue;
