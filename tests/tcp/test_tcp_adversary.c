@@ -596,6 +596,16 @@ static void evil_fetch(end* c, int n) {
     }
     tfrdv_unref(rc);
 }
+/* stops the raw server's thread and closes what it opened */
+static void evil_close(evil* h, pthread_t th) {
+    pthread_mutex_lock(&h->mu);
+    h->stop = 1;
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(th, 0);
+    close(h->lfd);
+    close(h->sfd);
+    pthread_mutex_destroy(&h->mu);
+}
 /* its side socket answers as another worker, or as another incarnation of the same one: the
    client does not switch, says why once, and its calls go on over TCP */
 static void evil_impostor_side(int mode) {
@@ -618,13 +628,7 @@ static void evil_impostor_side(int mode) {
     TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
     TT_CHECK_EQ_INT(tstats(c.t).calls_ok, 4);
     end_close(&c);
-    pthread_mutex_lock(&h.mu);
-    h.stop = 1;
-    pthread_mutex_unlock(&h.mu);
-    pthread_join(th, 0);
-    close(h.lfd);
-    close(h.sfd);
-    pthread_mutex_destroy(&h.mu);
+    evil_close(&h, th);
 }
 static void test_hostile_server_side_impostor(void) {
     alarm(120);
@@ -656,13 +660,7 @@ static void test_hostile_server_side_stalls(void) {
     TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
     TT_CHECK_EQ_INT(tstats(c.t).connections, 1);
     end_close(&c);
-    pthread_mutex_lock(&h.mu);
-    h.stop = 1;
-    pthread_mutex_unlock(&h.mu);
-    pthread_join(th, 0);
-    close(h.lfd);
-    close(h.sfd);
-    pthread_mutex_destroy(&h.mu);
+    evil_close(&h, th);
 }
 #endif
 
