@@ -311,6 +311,16 @@ static int raw_offer_of(const char* addr, uint8_t* tok, char* at, size_t cap) {
     return ok;
 }
 /* what a side-socket client that sends bytes (n of them) then waits gets: the CLOSE's message */
+/* a version 5 HELLO from WK, encoded into b; its length */
+static size_t hello_bytes(uint8_t* b, size_t cap) {
+    tfrdv_tcp_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = TFRDV_TCP_HELLO;
+    f.version = 5;
+    f.name.ptr = WK;
+    f.name.len = strlen(WK);
+    return tfrdv_tcp_encode(&f, b, cap);
+}
 static void side_sends(const char* at, const void* bytes, size_t n, char* close_msg, size_t cap) {
     int fd = raw_abstract(at);
     TT_CHECK(fd >= 0);
@@ -334,12 +344,7 @@ static void test_side_socket_malformed_tokens(void) {
     if (!end_open(&s, "127.0.0.1:0", 0, 0, 300000000)) { TT_CHECK(0); return; }
     TT_CHECK(raw_offer_of(s.addr, tok, at, sizeof at));
     /* a HELLO then a token of 15 bytes (the codec's limits) */
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_HELLO;
-    f.version = 5;
-    f.name.ptr = WK;
-    f.name.len = strlen(WK);
-    n = tfrdv_tcp_encode(&f, b, sizeof b);
+    n = hello_bytes(b, sizeof b);
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_SAMEHOST;
     f.sh_flags = TFRDV_TCP_SH_TCP_TOKEN;
@@ -353,12 +358,7 @@ static void test_side_socket_malformed_tokens(void) {
     side_sends(at, b, 64, cm, sizeof cm);
     TT_CHECK_CONTAINS(cm, "unknown frame type 238");
     /* a HELLO and half a token frame, then silence: closed at handshake_timeout_ns */
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_HELLO;
-    f.version = 5;
-    f.name.ptr = WK;
-    f.name.len = strlen(WK);
-    n = tfrdv_tcp_encode(&f, b, sizeof b); /* (the garbage above overwrote the first one) */
+    n = hello_bytes(b, sizeof b); /* (the garbage above overwrote the first one) */
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_SAMEHOST;
     f.sh_flags = TFRDV_TCP_SH_TCP_TOKEN;
@@ -370,12 +370,7 @@ static void test_side_socket_malformed_tokens(void) {
     /* the TCP question on the side socket */
     {
         char id[160], why[200];
-        memset(&f, 0, sizeof f);
-        f.type = TFRDV_TCP_HELLO;
-        f.version = 5;
-        f.name.ptr = WK;
-        f.name.len = strlen(WK);
-        n = tfrdv_tcp_encode(&f, b, sizeof b);
+        n = hello_bytes(b, sizeof b);
         TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(id, sizeof id, why, sizeof why), 0);
         memset(&f, 0, sizeof f);
         f.type = TFRDV_TCP_SAMEHOST;
