@@ -24,6 +24,17 @@ static tfrdv_rendezvous* step_of(tfrdv_mgr* m, int64_t id) {
 
 /* ---- re-entrancy: a callback run inside a call destroys the object that call works on ---- */
 
+/* the three keys e0..e2 of the batch tests, and their parsed views */
+static void batch_keys(tkey k[3], tfrdv_parsed_key pk[3]) {
+    int i;
+    for (i = 0; i < 3; i++) {
+        char e[8];
+        snprintf(e, sizeof e, "e%d", i);
+        tkey_make(&k[i], A0, 1, B0, e);
+        pk[i] = k[i].pk;
+    }
+}
+
 /* a receiver whose callback drops the last reference to its rendezvous */
 static void rcv_then_unref(rcv* self) { tfrdv_unref((tfrdv_rendezvous*)self->ctx); }
 
@@ -44,11 +55,8 @@ static void test_send_batch_whose_receiver_destroys_the_rendezvous(void) {
     int i;
     cfg.hooks = fx_alloc_hooks(&a);
     TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, 0), TFRDV_OK);
+    batch_keys(k, pk);
     for (i = 0; i < 3; i++) {
-        char e[8];
-        snprintf(e, sizeof e, "e%d", i);
-        tkey_make(&k[i], A0, 1, B0, e);
-        pk[i] = k[i].pk;
         tval_init(&v[i], i);
         vals[i] = &v[i].v;
     }
@@ -81,15 +89,9 @@ static void test_recv_batch_whose_callback_destroys_the_rendezvous_at_the_first_
     tfrdv_value* vals[3];
     int dead[3];
     brec b;
-    int i;
     cfg.hooks = fx_alloc_hooks(&a);
     TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, 0), TFRDV_OK);
-    for (i = 0; i < 3; i++) {
-        char e[8];
-        snprintf(e, sizeof e, "e%d", i);
-        tkey_make(&k[i], A0, 1, B0, e);
-        pk[i] = k[i].pk;
-    }
+    batch_keys(k, pk);
     memset(&b, 0, sizeof b);
     b.then = batch_then_unref;
     b.ctx = r;
