@@ -309,8 +309,9 @@ TFRDV_API tfrdv_code tfrdv_status_set(tfrdv_status* st, tfrdv_code code, const c
 /* Copies src[0..len) into dst as printable ASCII, for putting bytes a peer chose (worker names,
    keys, messages) into statuses and logs: a byte outside 0x20..0x7e becomes \xNN and a backslash
    becomes \\, so a peer cannot forge log lines or reach a terminal with escape sequences. Writes
-   at most cap bytes, NUL-terminated when cap > 0; returns the full length (like snprintf). The
-   core's own messages escape keys and names the same way. */
+   at most cap bytes, NUL-terminated when cap > 0; returns the full length (like snprintf). A cut
+   never splits an escape: the output then ends before it. The core's own messages escape keys
+   and names the same way (a message cut at TFRDV_STATUS_MSG_MAX ends before a split escape). */
 TFRDV_API size_t tfrdv_escape(char* dst, size_t cap, const char* src, size_t len);
 
 /* ---------------------------------------------------------------------------------------------
@@ -1789,15 +1790,17 @@ TFRDV_API const char* tfrdv_code_str(tfrdv_code code) {
 typedef struct tfrdv__sb {
     char* buf;
     size_t cap, len; /* len may exceed cap-1: the full length that was wanted */
+    int shut;        /* an escape did not fit whole: nothing more is written (len still counts) */
 } tfrdv__sb;
 TFRDV__PRIVATE void tfrdv__sb_init(tfrdv__sb* b, char* buf, size_t cap) {
     b->buf = buf;
     b->cap = cap;
     b->len = 0;
+    b->shut = 0;
     if (cap) buf[0] = 0;
 }
 TFRDV__PRIVATE void tfrdv__sb_put(tfrdv__sb* b, const char* s, size_t n) {
-    if (b->cap && b->len < b->cap - 1) {
+    if (b->cap && b->len < b->cap - 1 && !b->shut) {
         size_t room = b->cap - 1 - b->len;
         size_t k = n < room ? n : room;
         if (k) memcpy(b->buf + b->len, s, k); /* s may be NULL when n is 0 */
@@ -1812,23 +1815,23 @@ TFRDV__PRIVATE void tfrdv__sb_cstr(tfrdv__sb* b, const char* s) { tfrdv__sb_put(
 TFRDV__PRIVATE void tfrdv__sb_esc(tfrdv__sb* b, const char* src, size_t n, int count_all) {
     static const char hex[] = "0123456789abcdef";
     const unsigned char* p = (const unsigned char*)src;
-    size_t i, run = 0;
+    size_t i, m, run = 0;
     for (i = 0; i < n; i++) {
         char e[4];
         if (!count_all && b->len + (i - run) >= b->cap) break; /* full: nothing more is kept */
         if (p[i] >= 0x20 && p[i] <= 0x7e && p[i] != '\\') continue;
         tfrdv__sb_put(b, src + run, i - run); /* the printable run before this byte */
         run = i + 1;
-        e[0] = '\\';
-        if (p[i] == '\\') {
-            tfrdv__sb_put(b, e, 1);
-            tfrdv__sb_put(b, e, 1);
-            continue;
+        e[0] = e[1] = '\\';
+        if (p[i] != '\\') {
+            e[1] = 'x';
+            e[2] = hex[p[i] >> 4];
+            e[3] = hex[p[i] & 15u];
         }
-        e[1] = 'x';
-        e[2] = hex[p[i] >> 4];
-        e[3] = hex[p[i] & 15u];
-        tfrdv__sb_put(b, e, 4);
+        m = p[i] == '\\' ? 2 : 4;
+        /* an escape goes whole or not at all: a cut one ("\x", "\x1") reads as other bytes */
+        if (b->cap && b->len < b->cap - 1 && b->len + m > b->cap - 1) b->shut = 1;
+        tfrdv__sb_put(b, e, m);
     }
     tfrdv__sb_put(b, src + run, i - run);
 }
@@ -2446,6 +2449,7 @@ TFRDV_API tfrdv_code tfrdv_key_with_frame(const char* prefix, size_t prefix_len,
         b.buf = buf;
         b.cap = cap;
         b.len = prefix_len;
+        b.shut = 0;
     } else {
         tfrdv__sb_init(&b, buf, buf ? cap : 0);
         tfrdv__sb_put(&b, prefix, prefix_len);
@@ -4260,11 +4264,11 @@ TFRDV_API tfrdv_code tfrdv_abort(tfrdv_rendezvous* r, tfrdv_code code, const cha
     tfrdv_status_set(&r->status, code, msg);
     tfrdv__atomic_store(&r->aborted, 1);
     tfrdv__unlock(&r->mu);
-    if (r->hooks.logger.fn) r->hooks.logger.fn(r->hooks.logger.user, 1, r->status.msg);
     {
-        tfrdv__frame f; /* callbacks below may destroy r: keep it until we are done */
+        tfrdv__frame f; /* the logger and callbacks below may destroy r: keep it until we are done */
         tfrdv__hold(r);
         tfrdv__frame_push(&f, r);
+        if (r->hooks.logger.fn) r->hooks.logger.fn(r->hooks.logger.user, 1, r->status.msg);
         tfrdv__drain_tables(r);
         if (r->mgr) tfrdv__remote_abort(r);
         tfrdv__frame_pop(&f);

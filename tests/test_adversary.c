@@ -102,6 +102,46 @@ static void test_recv_batch_whose_callback_destroys_the_rendezvous_at_the_first_
     FX_CHECK_EMPTY(&a);
 }
 
+/* a logger hook that drops the last reference to its rendezvous when told of the abort */
+typedef struct unref_logger {
+    tfrdv_rendezvous* r;
+    int aborts;
+} unref_logger;
+static void log_then_unref(void* user, int level, const char* msg) {
+    unref_logger* u = (unref_logger*)user;
+    if (level == 1 && strstr(msg, "attack") && u->r) {
+        tfrdv_rendezvous* r = u->r;
+        u->aborts++;
+        u->r = 0;
+        tfrdv_unref(r);
+    }
+}
+
+/* Defect: tfrdv_abort told the logger hook before it held the rendezvous; a hook that dropped the
+   last reference freed it, and tfrdv_abort then drained the freed table. The pending receive
+   completes once with the abort's status. */
+static void test_abort_whose_logger_destroys_the_rendezvous(void) {
+    fx_alloc a = {0};
+    tfrdv_config cfg = tfrdv_config_init();
+    tfrdv_rendezvous* r = 0;
+    unref_logger ul = {0, 0};
+    tkey k;
+    rcv rc;
+    cfg.hooks = fx_alloc_hooks(&a);
+    cfg.hooks.logger.fn = log_then_unref;
+    cfg.hooks.logger.user = &ul;
+    TT_CHECK_EQ_INT(tfrdv_create(&cfg, &r, 0), TFRDV_OK);
+    ul.r = r;
+    tkey_make(&k, A0, 1, B0, "e0");
+    rcv_init(&rc);
+    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, rcv_done, &rc, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_abort(r, TFRDV_ABORTED, "attack"), TFRDV_OK);
+    TT_CHECK_EQ_INT(ul.aborts, 1);
+    TT_CHECK_EQ_INT(rc.calls, 1);
+    TT_CHECK_EQ_INT(rc.code, TFRDV_ABORTED);
+    FX_CHECK_EMPTY(&a);
+}
+
 /* a receiver of fx_values that, after recording, destroys a manager */
 typedef struct killer {
     fx_recv rec;
@@ -367,6 +407,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_send_batch_whose_receiver_destroys_the_rendezvous);
     TT_RUN(test_recv_batch_whose_callback_destroys_the_rendezvous_at_the_first_error);
     TT_RUN(test_serve_return_to_a_receiver_that_destroys_the_manager);
+    TT_RUN(test_abort_whose_logger_destroys_the_rendezvous);
     TT_RUN(test_provider_finishing_ok_without_a_value_fails_the_receive_internal);
     TT_RUN(test_flood_of_short_deadline_receives_while_values_arrive);
     TT_RUN(test_flood_with_the_serving_step_cleaned_up_halfway);

@@ -801,7 +801,8 @@ static void test_status_set(void) {
 
 /* bytes a peer chose reach statuses and logs escaped: no forged lines, no terminal sequences */
 static void test_escape(void) {
-    char out[64];
+    char out[64], big[TFRDV_STATUS_MSG_MAX * 2];
+    size_t cap, cut;
     tfrdv_status st;
     tfrdv_key k;
     static const char evil[] = "/job:a\n[ERROR] x\x1b[2J\\\x00\xff";
@@ -809,7 +810,13 @@ static void test_escape(void) {
     TT_CHECK_STR(out, "/job:a\\x0a[ERROR] x\\x1b[2J\\\\\\x00\\xff");
     TT_CHECK_EQ_INT(n, strlen(out));
     TT_CHECK_EQ_INT(tfrdv_escape(out, 5, "ab\ncd", 5), 8); /* full length, like snprintf */
-    TT_CHECK_STR(out, "ab\\x");
+    TT_CHECK_STR(out, "ab"); /* never a split escape ("ab\\x" reads as other bytes) */
+    for (cap = 1; cap <= 12; cap++) { /* every cut of "a\x01\\b": whole escapes or none */
+        static const char* const want[13] = {"", "", "a", "a", "a", "a", "a\\x01", "a\\x01", "a\\x01\\\\",
+                                              "a\\x01\\\\b", "a\\x01\\\\b", "a\\x01\\\\b", "a\\x01\\\\b"};
+        TT_CHECK_EQ_INT(tfrdv_escape(out, cap, "a\x01\\b", 4), 8);
+        TT_CHECK_STR(out, want[cap]);
+    }
     TT_CHECK_EQ_INT(tfrdv_escape(NULL, 0, "a\tb", 3), 6);
     TT_CHECK_EQ_INT(tfrdv_escape(out, sizeof out, NULL, 0), 0);
     TT_CHECK_STR(out, "");
@@ -817,6 +824,18 @@ static void test_escape(void) {
     TT_CHECK_EQ_INT(tfrdv_key_from(&k, "a\nb", 3, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK(strchr(st.msg, '\n') == NULL);
     TT_CHECK(strstr(st.msg, "a\\x0ab") != NULL);
+    /* a status cut at its size never ends inside an escape: every position of the first \n */
+    for (cut = 150; cut < TFRDV_STATUS_MSG_MAX + 8; cut++) {
+        size_t L;
+        memset(big, 'e', sizeof big);
+        big[cut] = '\n';
+        TT_CHECK_EQ_INT(tfrdv_key_from(&k, big, sizeof big, &st), TFRDV_INVALID_ARGUMENT);
+        L = strlen(st.msg);
+        TT_CHECK(L < TFRDV_STATUS_MSG_MAX);
+        if (L >= 1) TT_CHECK(st.msg[L - 1] != '\\');
+        if (L >= 2) TT_CHECK(!(st.msg[L - 2] == '\\' && st.msg[L - 1] == 'x'));
+        if (L >= 3) TT_CHECK(!(st.msg[L - 3] == '\\' && st.msg[L - 2] == 'x'));
+    }
 }
 
 /* none of the argument errors above may reach a debug tripwire: they are reported, not asserted */
