@@ -3113,6 +3113,14 @@ struct tfrdv_cancel_mgr {
 };
 enum { TFRDV__NODE_IDLE = 0, TFRDV__NODE_REGISTERED = 1, TFRDV__NODE_RUNNING = 2 };
 
+/* a zeroed manager's locks (tfrdv_recv keeps one in its own frame: no allocation) */
+TFRDV__PRIVATE int tfrdv__cm_init(tfrdv_cancel_mgr* cm, const tfrdv_hooks* h) {
+    cm->alloc = h->allocator;
+    if (!tfrdv__mutex_init(&cm->mu, h->sync)) return 0;
+    if (tfrdv__event_init(&cm->ev, h->sync)) return 1;
+    tfrdv__mutex_destroy(&cm->mu);
+    return 0;
+}
 TFRDV_API tfrdv_code tfrdv_cancel_mgr_create(const tfrdv_hooks* hooks, tfrdv_cancel_mgr** out,
                                              tfrdv_status* st) {
     tfrdv_hooks h;
@@ -3125,15 +3133,9 @@ TFRDV_API tfrdv_code tfrdv_cancel_mgr_create(const tfrdv_hooks* hooks, tfrdv_can
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_cancel_mgr_create: incomplete allocator or sync hooks");
     cm = (tfrdv_cancel_mgr*)tfrdv__zalloc(&h.allocator, sizeof *cm);
     if (!cm) return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_cancel_mgr_create: out of memory");
-    cm->alloc = h.allocator;
-    if (!tfrdv__mutex_init(&cm->mu, h.sync)) {
+    if (!tfrdv__cm_init(cm, &h)) {
         tfrdv__free(&h.allocator, cm, sizeof *cm);
-        return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_cancel_mgr_create: mutex init failed");
-    }
-    if (!tfrdv__event_init(&cm->ev, h.sync)) {
-        tfrdv__mutex_destroy(&cm->mu);
-        tfrdv__free(&h.allocator, cm, sizeof *cm);
-        return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_cancel_mgr_create: event init failed");
+        return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_cancel_mgr_create: mutex or event init failed");
     }
     *out = cm;
     return TFRDV_OK;
@@ -3204,6 +3206,7 @@ TFRDV__PRIVATE void tfrdv__cm_free(tfrdv_cancel_mgr* cm) {
     tfrdv__mutex_destroy(&cm->mu);
     tfrdv__free(&a, cm, sizeof *cm);
 }
+TFRDV__PRIVATE void tfrdv__cm_settle(tfrdv_cancel_mgr* cm);
 TFRDV_API void tfrdv_cancel_start(tfrdv_cancel_mgr* cm) {
     tfrdv__frame cf;
     int free_now;
@@ -3271,6 +3274,12 @@ TFRDV_API void tfrdv_cancel_mgr_destroy(tfrdv_cancel_mgr* cm) {
         tfrdv__unlock(&cm->mu);
         return;
     }
+    tfrdv__cm_settle(cm);
+    tfrdv__cm_free(cm);
+}
+/* cancels what is still registered, then waits until no other thread runs its callbacks or
+   deregisters from it: nobody touches cm afterwards */
+TFRDV__PRIVATE void tfrdv__cm_settle(tfrdv_cancel_mgr* cm) {
     tfrdv_cancel_start(cm);
     tfrdv__lock(&cm->mu); /* another thread may still be running callbacks or deregistering */
     while (!cm->cancel_done || cm->users) {
@@ -3281,7 +3290,17 @@ TFRDV_API void tfrdv_cancel_mgr_destroy(tfrdv_cancel_mgr* cm) {
         cm->waiters--;
     }
     tfrdv__unlock(&cm->mu);
-    tfrdv__cm_free(cm);
+}
+/* the end of a manager kept in the caller's frame (tfrdv__cm_init): nothing registered, running
+   or deregistering is the common case, and then there is nothing to cancel or wait for */
+TFRDV__PRIVATE void tfrdv__cm_fini(tfrdv_cancel_mgr* cm) {
+    int quiet;
+    tfrdv__lock(&cm->mu);
+    quiet = !cm->first && !cm->running && !cm->users && cm->cancelled == cm->cancel_done;
+    tfrdv__unlock(&cm->mu);
+    if (!quiet) tfrdv__cm_settle(cm);
+    tfrdv__event_destroy(&cm->ev);
+    tfrdv__mutex_destroy(&cm->mu);
 }
 
 /* >>local  sharded table of per-key FIFO channels */
@@ -4377,7 +4396,8 @@ typedef struct tfrdv__sync_recv {
     int completed;
     int why;          /* why our timer manager was cancelled first: TFRDV__WHY_* */
     int why_at_done;  /* the reason in force when the receive completed */
-    tfrdv_cancel_mgr* timer_cm; /* cancelled on timeout or by the user's manager */
+    tfrdv_cancel_mgr* timer_cm; /* &tcm when there is a timeout, else NULL */
+    tfrdv_cancel_mgr tcm;       /* cancelled on timeout or by the user's manager */
     tfrdv_cancel_mgr* user_cm;
     tfrdv_cancel_node user_node;
     int cb;           /* the user-cancel callback: 0 not run, 1 running, 2 finished */
@@ -4499,11 +4519,12 @@ TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
     }
     if (timeout_ns > 0) {
         /* our own cancellation manager removes the waiter on timeout (TensorFlow leaves it) */
-        if (tfrdv_cancel_mgr_create(&r->hooks, &x.timer_cm, st) != TFRDV_OK) {
+        if (!tfrdv__cm_init(&x.tcm, &r->hooks)) {
             tfrdv__mutex_destroy(&x.mu);
             tfrdv__event_destroy(&x.ev);
-            return st ? st->code : TFRDV_RESOURCE_EXHAUSTED;
+            return tfrdv__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_recv: mutex or event init failed");
         }
+        x.timer_cm = &x.tcm;
         if (a.cancel) {
             x.user_cm = a.cancel;
             if (!tfrdv_cancel_register(a.cancel, &x.user_node, tfrdv__sync_user_cancel, &x)) {
@@ -4525,7 +4546,7 @@ TFRDV_API tfrdv_code tfrdv_recv(tfrdv_rendezvous* r, const tfrdv_parsed_key* key
         x.completed = 1;
         tfrdv__sync_wait(&x, 0); /* only settles the user's manager */
     }
-    if (x.timer_cm) tfrdv_cancel_mgr_destroy(x.timer_cm);
+    if (x.timer_cm) tfrdv__cm_fini(x.timer_cm);
     tfrdv__mutex_destroy(&x.mu);
     tfrdv__event_destroy(&x.ev);
     /* decided by who cancelled, never by the message (which may be truncated) */
@@ -6754,10 +6775,29 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_pa
         return tfrdv__recv_same_worker(r, key, args, done, user, est);
     /* another worker: a remote call */
     {
-        tfrdv__sb tb; /* SplitDeviceName's task part, from the already parsed source device */
-        tfrdv__sb_init(&tb, task, sizeof task);
-        tfrdv__sb_task(&tb, &key->src);
-        task_len = tb.len;
+        const tfrdv_device_name* dn = &key->src; /* SplitDeviceName's task part, from the
+                                                     already parsed source device */
+        if (dn->has_job && dn->has_replica && dn->has_task && dn->replica >= 0 && dn->task >= 0 &&
+            dn->job.len < sizeof task - 64) { /* the usual full name: straight writes */
+            char num[2][12];
+            char* d0 = tfrdv__dec_back(num[0] + 12, (uint64_t)dn->replica);
+            char* d1 = tfrdv__dec_back(num[1] + 12, (uint64_t)dn->task);
+            memcpy(task, "/job:", 5);
+            memcpy(task + 5, dn->job.ptr, dn->job.len);
+            task_len = 5 + dn->job.len;
+            memcpy(task + task_len, "/replica:", 9);
+            memcpy(task + task_len + 9, d0, (size_t)(num[0] + 12 - d0));
+            task_len += 9 + (size_t)(num[0] + 12 - d0);
+            memcpy(task + task_len, "/task:", 6);
+            memcpy(task + task_len + 6, d1, (size_t)(num[1] + 12 - d1));
+            task_len += 6 + (size_t)(num[1] + 12 - d1);
+            task[task_len] = 0;
+        } else {
+            tfrdv__sb tb;
+            tfrdv__sb_init(&tb, task, sizeof task);
+            tfrdv__sb_task(&tb, dn);
+            task_len = tb.len;
+        }
     }
     if (!key->src.has_type || !key->src.has_id || task_len == 0 || task_len >= sizeof task) {
         tfrdv__err(&st, TFRDV_INTERNAL, "%S is invalid remote source device.", &key->src_device);

@@ -448,6 +448,44 @@ static void test_unknown_worker_is_internal_no_worker_known_as(void) {
     world_end(&w);
 }
 
+static void* resolve_none(void* u, const char* worker, size_t len) {
+    (void)u;
+    (void)worker;
+    (void)len;
+    return 0;
+}
+/* the worker a remote receive asks for is SplitDeviceName's task part of the source device in
+   canonical form, whatever form the key used (the resolver's refusal quotes it) */
+static void test_the_worker_asked_for_is_the_canonical_task_of_the_source(void) {
+    static const char* const cases[][2] = {
+        {"/job:w/replica:12/task:345/device:CPU:0", "/job:w/replica:12/task:345"},
+        {"/job:w/replica:007/task:0010/device:CPU:0", "/job:w/replica:7/task:10"},
+        {"/task:9/device:GPU:1/replica:2147483647/job:zz", "/job:zz/replica:2147483647/task:9"},
+        {"/job:w/task:7/device:CPU:0", "/job:w/task:7"},
+        {"/job:only_a_job/device:CPU:3", "/job:only_a_job"},
+    };
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        world w;
+        tfrdv_mgr_config ca;
+        fx_key k;
+        fx_recv rc;
+        char want[128];
+        memset(&rc, 0, sizeof rc);
+        world_begin(&w, 8);
+        ca = world_cfg(&w, WA, INC_A);
+        ca.resolve = resolve_none;
+        world_start(&w, &ca);
+        key(&k, cases[i][0], 1, A0, "e");
+        recv(w.ra, &k, 0, &rc);
+        TT_CHECK_EQ_INT(rc.calls, 1);
+        TT_CHECK_EQ_INT(rc.st.code, TFRDV_INTERNAL);
+        snprintf(want, sizeof want, "No worker known as %s", cases[i][1]);
+        TT_CHECK_STR(rc.st.msg, want);
+        world_end(&w);
+    }
+}
+
 static void test_unregistered_worker_on_loopback_is_unavailable(void) {
     world w;
     fx_key kc;
@@ -1851,6 +1889,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_recv_with_dst_not_on_this_worker_is_invalid_argument_synchronously);
     TT_RUN(test_invalid_remote_source_device_is_internal);
     TT_RUN(test_unknown_worker_is_internal_no_worker_known_as);
+    TT_RUN(test_the_worker_asked_for_is_the_canonical_task_of_the_source);
     TT_RUN(test_unregistered_worker_on_loopback_is_unavailable);
     TT_RUN(test_cancel_before_recv_completes_cancelled_without_a_call);
     TT_RUN(test_every_event_while_in_flight_completes_once_and_late_answer_is_released);
