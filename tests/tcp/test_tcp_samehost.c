@@ -767,6 +767,7 @@ static void raw_put(int fd, const tfrdv_tcp_frame* f) {
 /* a client fetches "evil" from a hostile server (fn on its own thread, accepting on lfd): the
    fetch fails UNAVAILABLE naming want, no value, nothing taken by address (zc: by zero copy),
    one protocol error; 0 if the client could not start (lfd closed, fn joined) */
+static char hostile_last_msg[TFRDV_STATUS_MSG_MAX]; /* the status of the last hostile fetch */
 static int hostile_fetch(const char* addr, int lfd, void* (*fn)(void*), void* arg, const char* want, int zc) {
     pthread_t th;
     cli c;
@@ -776,6 +777,7 @@ static int hostile_fetch(const char* addr, int lfd, void* (*fn)(void*), void* ar
     if (!cli_open(&c, addr, 1)) { TT_CHECK(0); close(lfd); pthread_join(th, 0); return 0; }
     TT_CHECK_EQ_INT(fetch(&c, "evil", &v, &st), TFRDV_UNAVAILABLE);
     TT_CHECK_CONTAINS(st.msg, want);
+    snprintf(hostile_last_msg, sizeof hostile_last_msg, "%s", st.msg);
     TT_CHECK(!v);
     TT_CHECK_EQ_INT(zc ? cstats(&c).values_zero_copy : cstats(&c).values_cma, 0);
     TT_CHECK_EQ_INT(cstats(&c).protocol_errors, 1);
@@ -824,8 +826,11 @@ static int raw_next_keep(int fd, rawbuf* rb, tfrdv_tcp_frame* f, char* keep, siz
 static int raw_next(int fd, rawbuf* rb, tfrdv_tcp_frame* f) { return raw_next_keep(fd, rb, f, 0, 0); }
 typedef struct hostile {
     int lfd, act;         /* act 0: an unmapped address; 1: a range running into a guard page;
-                             2: by address before granting; 3: grants unasked-for twice */
+                             2: by address before granting; 3: grants unasked-for twice;
+                             4: 16 MiB whose second half is not mapped (read by two threads
+                             where two CPUs are available: the second fails at once) */
     uint8_t* guard;       /* two pages, the second PROT_NONE */
+    uint8_t* big;         /* 16 MiB, the second 8 MiB PROT_NONE */
     int saw_samehost;
 } hostile;
 static void* hostile_server(void* p) {
@@ -853,9 +858,9 @@ static void* hostile_server(void* p) {
     f.dtype = 4;
     f.rank = 1;
     f.remote = 1;
-    f.bytes = h->act == 1 ? 8192 : 4096;
+    f.bytes = h->act == 4 ? 16 * MIB : h->act == 1 ? 8192 : 4096;
     f.dims[0] = (int64_t)f.bytes;
-    f.remote_addr = h->act == 1 ? (uint64_t)(uintptr_t)h->guard : 4096;
+    f.remote_addr = h->act == 4 ? (uint64_t)(uintptr_t)h->big : h->act == 1 ? (uint64_t)(uintptr_t)h->guard : 4096;
     raw_put(fd, &f);
     while (raw_next(fd, rb, &g)) {} /* until the client closes */
     close(fd);
@@ -863,22 +868,27 @@ static void* hostile_server(void* p) {
     return 0;
 }
 static void test_hostile_server_by_address(void) {
-    static const char* want[4] = {"process_vm_readv of a 4096-byte value at 0x1000", "failed after 4096 bytes: Bad address",
-                                  "RESPONSE by address on a connection that did not agree to it", "SAMEHOST frame sent twice"};
+    static const char* want[5] = {"process_vm_readv of a 4096-byte value at 0x1000", "failed after 4096 bytes: Bad address",
+                                  "RESPONSE by address on a connection that did not agree to it", "SAMEHOST frame sent twice",
+                                  "process_vm_readv of a 16777216-byte value at 0x"};
     long pg = sysconf(_SC_PAGESIZE);
     uint8_t* guard = (uint8_t*)mmap(0, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t* big = (uint8_t*)mmap(0, 16 * MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     int act;
     alarm(60);
-    TT_CHECK(guard != MAP_FAILED);
-    if (guard == MAP_FAILED) return;
+    TT_CHECK(guard != MAP_FAILED && big != MAP_FAILED);
+    if (guard == MAP_FAILED || big == MAP_FAILED) return;
     memset(guard, 0x5a, (size_t)pg);
     TT_CHECK_EQ_INT(mprotect(guard + pg, (size_t)pg, PROT_NONE), 0);
-    for (act = 0; act < 4; act++) {
+    memset(big, 0x5b, 8 * MIB);
+    TT_CHECK_EQ_INT(mprotect(big + 8 * MIB, 8 * MIB, PROT_NONE), 0);
+    for (act = 0; act < 5; act++) {
         hostile h;
         const char* addr = upath("hostile.sock");
         memset(&h, 0, sizeof h);
         h.act = act;
         h.guard = guard + pg - 4096; /* the last 4096 bytes before the guard page */
+        h.big = big;
         h.lfd = raw_listen(addr);
         TT_CHECK(h.lfd >= 0);
         if (h.lfd < 0) break;
@@ -886,7 +896,9 @@ static void test_hostile_server_by_address(void) {
         TT_CHECK(act == 2 || h.saw_samehost);
         close(h.lfd);
     }
+    TT_CHECK_CONTAINS(hostile_last_msg, "failed after 8388608 bytes: Bad address"); /* act 4: the half that was there */
     munmap(guard, 2 * (size_t)pg);
+    munmap(big, 16 * MIB);
 }
 
 /* ---- an older peer (protocol version 2) never sees a SAMEHOST frame ---- */
