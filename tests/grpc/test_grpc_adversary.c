@@ -1,0 +1,522 @@
+/* test_grpc_adversary.c - tfrdv_grpc.h's LIVE transport attacked from outside, in one process
+   (plus one child process that is killed): a hostile gRPC server written with the raw C core,
+   receive callbacks that tear down their own manager or step, cancels and microsecond deadlines
+   racing the responses, a flood of outstanding calls aborted at once, a server killed with
+   SIGKILL while calls wait. Every receive must complete exactly once with a clear status; every
+   value is either delivered once or still on the server (drained afterwards); every object's
+   memory comes from one counting allocator that returns to zero. Bounded: every wait has a
+   deadline (a bound, not an assertion on speed) and alarm() ends a hung run. Built by
+   tests/grpc/grpc.mk when the gRPC C core is there. */
+#define _GNU_SOURCE
+#define TFRDV_IMPLEMENTATION
+#define TFRDV_GRPC_IMPLEMENTATION
+#include "tfrdv.h"
+#include "tfrdv_grpc.h"
+#include "tt.h"
+#include "fixtures.h"
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define C "/job:c/replica:0/task:0" /* the client worker */
+#define S "/job:s/replica:0/task:0" /* a tfrdv server */
+#define E "/job:evil/replica:0/task:0" /* the raw hostile server */
+#define C_DEV C "/device:CPU:0"
+#define S_DEV S "/device:CPU:0"
+#define E_DEV E "/device:CPU:0"
+#define C_INC 0x1111ULL
+#define S_INC 0x2222ULL
+#define E_INC 0x3333ULL
+#define SEC 1000000000LL
+#define STEP 9
+#define MAXN 2000
+
+static char self_exe[512];
+
+static void sleep_ms(int ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    nanosleep(&ts, 0);
+}
+
+/* ---- completions: each receive i records how often it completed, its status and value ---- */
+typedef struct rec {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, n;
+    int calls[MAXN];
+    tfrdv_status st[MAXN];
+    tfrdv_value* v[MAXN];
+    /* what the callback does to its own world on the first completion */
+    int action;
+    struct pair* p;
+} rec;
+typedef struct ref {
+    rec* r;
+    int i;
+} ref;
+static ref refs[MAXN];
+static rec R;
+static void rec_init(rec* r, int n) {
+    int i;
+    memset(r, 0, sizeof *r);
+    pthread_mutex_init(&r->mu, 0);
+    pthread_cond_init(&r->cv, 0);
+    r->n = n;
+    for (i = 0; i < n; i++) { refs[i].r = r; refs[i].i = i; }
+}
+static void rec_fini(rec* r) {
+    int i;
+    for (i = 0; i < r->n; i++) tfrdv_value_release(r->v[i]);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+}
+/* 1 when n completions arrived within timeout_ns */
+static int rec_wait(rec* r, int n, int64_t timeout_ns) {
+    struct timespec ts;
+    int ok;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(timeout_ns / SEC);
+    ts.tv_nsec += (long)(timeout_ns % SEC);
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    pthread_mutex_lock(&r->mu);
+    while (r->done < n)
+        if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != 0) break;
+    ok = r->done >= n;
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+/* every receive completed exactly once */
+static int rec_once(rec* r) {
+    int i, bad = 0;
+    for (i = 0; i < r->n; i++)
+        if (r->calls[i] != 1) {
+            if (bad++ < 5) printf("    receive %d completed %d times\n", i, r->calls[i]);
+        }
+    return bad == 0;
+}
+/* no status message carries a byte outside printable ASCII */
+static int printable(const char* s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) return 0;
+    return 1;
+}
+
+/* ---- two workers: C (client, and server too) and S, or C alone against the raw server ---- */
+typedef struct pair {
+    fx_alloc a;
+    tfrdv_grpc *cg, *sg;
+    tfrdv_mgr *cm, *sm;
+    tfrdv_rendezvous *cr, *sr;
+} pair;
+static pair P;
+
+static void on_recv(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v,
+                    int dead) {
+    ref* f = (ref*)u;
+    rec* r = f->r;
+    int first;
+    (void)sa;
+    (void)ra;
+    (void)dead;
+    pthread_mutex_lock(&r->mu);
+    r->calls[f->i]++;
+    first = r->done == 0;
+    if (r->calls[f->i] == 1) {
+        r->st[f->i] = *st;
+        r->v[f->i] = v;
+        v = 0;
+    }
+    pthread_mutex_unlock(&r->mu);
+    tfrdv_value_release(v); /* a second completion: counted, not kept */
+    /* the attacks from inside the callback, on the completion-queue thread */
+    if (first && r->action == 1) { /* the step's last reference and the step itself */
+        tfrdv_unref(r->p->cr);
+        r->p->cr = 0;
+        tfrdv_mgr_cleanup(r->p->cm, STEP);
+    } else if (first && r->action == 2) { /* the whole client manager */
+        tfrdv_unref(r->p->cr);
+        r->p->cr = 0;
+        tfrdv_mgr_destroy(r->p->cm);
+        r->p->cm = 0;
+    } else if (first && r->action == 3) { /* the whole client transport */
+        tfrdv_grpc_destroy(r->p->cg);
+        r->p->cg = 0;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->done++;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static tfrdv_grpc* grpc_on(pair* p, const char* listen, int64_t recv_timeout_ns) {
+    tfrdv_grpc_config gc = tfrdv_grpc_config_init();
+    tfrdv_grpc* g = 0;
+    tfrdv_status st;
+    gc.hooks = fx_alloc_hooks(&p->a);
+    gc.listen_address = listen;
+    gc.recv_timeout_ns = recv_timeout_ns;
+    if (tfrdv_grpc_create(&gc, &g, &st) != TFRDV_OK) printf("    tfrdv_grpc_create: %s\n", st.msg);
+    return g;
+}
+static tfrdv_mgr* mgr_on(pair* p, const char* name, uint64_t inc, tfrdv_grpc* g) {
+    tfrdv_mgr_config mc = tfrdv_mgr_config_init();
+    mc.hooks = fx_alloc_hooks(&p->a);
+    mc.worker_name = name;
+    mc.incarnation = inc;
+    mc.transport = tfrdv_grpc_transport(g);
+    return mk(&mc);
+}
+/* C and S over gRPC (with_server) or C alone with worker E at evil_port; step STEP on each */
+static int pair_build(pair* p, int with_server, int evil_port, int64_t recv_timeout_ns) {
+    tfrdv_status st;
+    char addr[64];
+    memset(p, 0, sizeof *p);
+    if (!(p->cg = grpc_on(p, "127.0.0.1:0", recv_timeout_ns)) || !(p->cm = mgr_on(p, C, C_INC, p->cg))) return 0;
+    if (tfrdv_grpc_attach(p->cg, p->cm, &st) != TFRDV_OK) return printf("    attach: %s\n", st.msg), 0;
+    if (with_server) {
+        if (!(p->sg = grpc_on(p, "127.0.0.1:0", 0)) || !(p->sm = mgr_on(p, S, S_INC, p->sg))) return 0;
+        if (tfrdv_grpc_attach(p->sg, p->sm, &st) != TFRDV_OK) return printf("    attach: %s\n", st.msg), 0;
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", tfrdv_grpc_port(p->sg));
+        if (tfrdv_grpc_set_worker(p->cg, S, addr, &st) != TFRDV_OK) return printf("    set_worker: %s\n", st.msg), 0;
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", tfrdv_grpc_port(p->cg));
+        if (tfrdv_grpc_set_worker(p->sg, C, addr, &st) != TFRDV_OK) return printf("    set_worker: %s\n", st.msg), 0;
+        if (tfrdv_mgr_start_step(p->sm, STEP, &p->sr, &st) != TFRDV_OK) return printf("    step: %s\n", st.msg), 0;
+    }
+    if (evil_port > 0) {
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", evil_port);
+        if (tfrdv_grpc_set_worker(p->cg, E, addr, &st) != TFRDV_OK) return printf("    set_worker: %s\n", st.msg), 0;
+    }
+    if (tfrdv_mgr_start_step(p->cm, STEP, &p->cr, &st) != TFRDV_OK) return printf("    step: %s\n", st.msg), 0;
+    return 1;
+}
+/* everything torn down (transports first), and the allocator back to zero */
+static void pair_close(pair* p) {
+    if (p->cr) tfrdv_unref(p->cr);
+    if (p->sr) tfrdv_unref(p->sr);
+    if (p->cg) tfrdv_grpc_destroy(p->cg);
+    if (p->sg) tfrdv_grpc_destroy(p->sg);
+    if (p->cm) tfrdv_mgr_destroy(p->cm);
+    if (p->sm) tfrdv_mgr_destroy(p->sm);
+    FX_CHECK_EMPTY(&p->a);
+}
+
+/* key i of the edge family, from src (a device of inc) to C */
+static int key_of(tfrdv_key* k, const char* src, uint64_t inc, int i) {
+    char edge[32];
+    tfrdv_status st;
+    tfrdv_frame_iter fi;
+    fi.frame_id = 0;
+    fi.iter_id = 0;
+    snprintf(edge, sizeof edge, "e%d", i);
+    if (tfrdv_key_make(k, src, inc, C_DEV, edge, fi, &st) != TFRDV_OK) {
+        printf("    key: %s\n", st.msg);
+        return 0;
+    }
+    return 1;
+}
+static tfrdv_value* val_of(fx_alloc* a, int i) {
+    tfrdv_allocator al = fx_alloc_hooks(a).allocator;
+    int64_t d[1] = {4};
+    tfrdv_value* v = tfrdv_value_new(&al, 3 /* DT_INT32 */, 1, d, 0, 16);
+    if (v) {
+        int32_t* x = (int32_t*)v->data;
+        x[0] = i; x[1] = i + 1; x[2] = i + 2; x[3] = ~i;
+    }
+    return v;
+}
+static int val_is(const tfrdv_value* v, int i) {
+    const int32_t* x;
+    if (!v || v->dtype != 3 || v->rank != 1 || v->dims[0] != 4 || v->size != 16) return 0;
+    x = (const int32_t*)v->data;
+    return x[0] == i && x[1] == i + 1 && x[2] == i + 2 && x[3] == ~i;
+}
+/* starts receive i from src on C's step (args may carry a cancellation manager) */
+static int recv_i(pair* p, const char* src, uint64_t inc, int i, tfrdv_cancel_mgr* cm) {
+    tfrdv_key k;
+    tfrdv_args a;
+    tfrdv_status st;
+    memset(&a, 0, sizeof a);
+    a.cancel = cm;
+    if (!key_of(&k, src, inc, i)) return 0;
+    if (tfrdv_recv_async(p->cr, &k.parsed, &a, on_recv, &refs[i], &st) != TFRDV_OK) {
+        printf("    recv_async %d: %s\n", i, st.msg);
+        return 0;
+    }
+    return 1;
+}
+FX_FN int send_i(pair* p, int i) {
+    tfrdv_key k;
+    tfrdv_status st;
+    tfrdv_value* v = val_of(&p->a, i);
+    if (!key_of(&k, S_DEV, S_INC, i)) return 0;
+    if (tfrdv_send(p->sr, &k.parsed, 0, v, 0, &st) != TFRDV_OK) {
+        printf("    send %d: %s\n", i, st.msg);
+        tfrdv_value_release(v);
+        return 0;
+    }
+    return 1;
+}
+
+/* ============================ 1. a hostile server (raw C core) ============================ */
+enum { EV_GARBAGE, EV_EMPTY, EV_HUGE_LEN, EV_BAD_STATUS, EV_TRAILERS_ONLY, EV_TWICE, EV_NEVER, EV_CLOSE, EV_TRUNC_TENSOR };
+typedef struct evil {
+    grpc_server* srv;
+    grpc_completion_queue* cq;
+    pthread_t th;
+    int port, mode, calls;
+    int shut_tag;
+} evil;
+typedef struct evil_call {
+    evil* e;
+    grpc_call* call;
+    grpc_call_details det;
+    grpc_metadata_array md;
+    grpc_byte_buffer *req, *resp;
+    grpc_metadata_array trail;
+    int stage, cancelled;
+    grpc_slice status_details;
+} evil_call;
+static void evil_request(evil* e);
+static grpc_byte_buffer* bb_of(const void* p, size_t n) {
+    grpc_slice s = grpc_slice_from_copied_buffer((const char*)p, n);
+    grpc_byte_buffer* b = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    return b;
+}
+/* a valid RecvTensorResponse carrying val_of(7) */
+static grpc_byte_buffer* evil_good(size_t cut) {
+    uint8_t head[TFRDV_GRPC_HEAD_MAX(1)], tail[TFRDV_GRPC_TAIL_MAX], buf[256];
+    size_t hl = 0, tl = 0, n;
+    tfrdv_status st;
+    tfrdv_value* v = val_of(&P.a, 7);
+    tfrdv_grpc_encode_response(v, 0, 0, 0, head, sizeof head, &hl, tail, &tl, &st);
+    memcpy(buf, head, hl);
+    memcpy(buf + hl, v->data, 16);
+    memcpy(buf + hl + 16, tail, tl);
+    n = hl + 16 + tl;
+    tfrdv_value_release(v);
+    return bb_of(buf, n > cut ? n - cut : 0);
+}
+static void evil_start(evil_call* c, grpc_op* ops, size_t n) {
+    if (grpc_call_start_batch(c->call, ops, n, c, NULL) != GRPC_CALL_OK) printf("    evil: start_batch failed\n");
+}
+/* the next stage of a call (its previous batch completed) */
+static void evil_step(evil_call* c) {
+    grpc_op ops[6];
+    size_t n = 0;
+    static const char bad_details[] = "evil\x1b[31m\nfake log line\xff\x01";
+    memset(ops, 0, sizeof ops);
+    if (c->stage == 0) {
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+        ops[n].op = GRPC_OP_RECV_MESSAGE;
+        ops[n++].data.recv_message.recv_message = &c->req;
+        c->stage = 1;
+        evil_start(c, ops, n);
+        return;
+    }
+    if (c->stage == 1) { /* the request arrived: answer as the mode says */
+        int mode = c->e->mode;
+        c->stage = 2;
+        /* only RecvTensor is attacked: MarkRecvFinished (the client's receipts) gets an empty OK,
+           else tfrdv_grpc_destroy waits its documented 10 s for a receipt nobody answers */
+        if (grpc_slice_str_cmp(c->det.method, "/tensorflow.WorkerService/RecvTensor") != 0) mode = EV_EMPTY;
+        if (mode == EV_NEVER) {
+            ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER; /* only the client's cancel ends it */
+            ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
+            evil_start(c, ops, n);
+            return;
+        }
+        if (mode == EV_CLOSE) {
+            grpc_call_cancel_with_status(c->call, GRPC_STATUS_UNAVAILABLE, "gone\x07mid-stream", NULL);
+            ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+            ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
+            evil_start(c, ops, n);
+            return;
+        }
+        if (mode == EV_TWICE) {
+            c->resp = evil_good(0);
+            ops[n].op = GRPC_OP_SEND_MESSAGE;
+            ops[n++].data.send_message.send_message = c->resp;
+            c->stage = 10;
+            evil_start(c, ops, n);
+            return;
+        }
+        if (mode == EV_GARBAGE) {
+            static const uint8_t g[] = {0xff, 0xff, 0xff, 0xff, 0x07, 0x00, 0x13, 0x37, 0x42};
+            c->resp = bb_of(g, sizeof g);
+        } else if (mode == EV_EMPTY) {
+            c->resp = bb_of("", 0);
+        } else if (mode == EV_HUGE_LEN) { /* field 1 (tensor), length 2^31 + 5, 3 bytes follow */
+            static const uint8_t h[] = {0x0a, 0x85, 0x80, 0x80, 0x80, 0x08, 0x08, 0x01, 0x00};
+            c->resp = bb_of(h, sizeof h);
+        } else if (mode == EV_TRUNC_TENSOR) {
+            c->resp = evil_good(5);
+        }
+        if (c->resp) {
+            ops[n].op = GRPC_OP_SEND_MESSAGE;
+            ops[n++].data.send_message.send_message = c->resp;
+        }
+        ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+        ops[n].data.send_status_from_server.trailing_metadata_count = 0;
+        if (mode == EV_BAD_STATUS) {
+            c->status_details = grpc_slice_from_copied_buffer(bad_details, sizeof bad_details - 1);
+            ops[n].data.send_status_from_server.status = GRPC_STATUS_INTERNAL;
+            ops[n++].data.send_status_from_server.status_details = &c->status_details;
+        } else {
+            ops[n].data.send_status_from_server.status = GRPC_STATUS_OK;
+            ops[n++].data.send_status_from_server.status_details = 0;
+        }
+        ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+        ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
+        evil_start(c, ops, n);
+        return;
+    }
+    if (c->stage == 10) { /* EV_TWICE: a second message on the unary call, then OK */
+        grpc_byte_buffer_destroy(c->resp);
+        c->resp = evil_good(0);
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = c->resp;
+        ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+        ops[n++].data.send_status_from_server.status = GRPC_STATUS_OK;
+        ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+        ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
+        c->stage = 2;
+        evil_start(c, ops, n);
+        return;
+    }
+    /* stage 2: closed */
+    if (c->req) grpc_byte_buffer_destroy(c->req);
+    if (c->resp) grpc_byte_buffer_destroy(c->resp);
+    if (c->e->mode == EV_BAD_STATUS) grpc_slice_unref(c->status_details);
+    grpc_call_details_destroy(&c->det);
+    grpc_metadata_array_destroy(&c->md);
+    grpc_call_unref(c->call);
+    free(c);
+}
+static void evil_request(evil* e) {
+    evil_call* c = (evil_call*)calloc(1, sizeof *c);
+    c->e = e;
+    c->stage = -1;
+    grpc_call_details_init(&c->det);
+    grpc_metadata_array_init(&c->md);
+    if (grpc_server_request_call(e->srv, &c->call, &c->det, &c->md, e->cq, e->cq, c) != GRPC_CALL_OK) {
+        grpc_call_details_destroy(&c->det);
+        grpc_metadata_array_destroy(&c->md);
+        free(c);
+    }
+}
+static void* evil_thread(void* u) {
+    evil* e = (evil*)u;
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(e->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        evil_call* c;
+        if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
+        if (ev.type != GRPC_OP_COMPLETE || ev.tag == &e->shut_tag) continue;
+        c = (evil_call*)ev.tag;
+        if (c->stage == -1) {
+            if (!ev.success) { /* the server is shutting down: the request is gone */
+                grpc_call_details_destroy(&c->det);
+                grpc_metadata_array_destroy(&c->md);
+                free(c);
+                continue;
+            }
+            __atomic_add_fetch(&e->calls, 1, __ATOMIC_SEQ_CST);
+            evil_request(e); /* keep one request posted */
+            c->stage = 0;
+        }
+        if (!ev.success && c->stage == 1) { /* the client went away before its request arrived */
+            grpc_op op;
+            memset(&op, 0, sizeof op);
+            op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+            op.data.recv_close_on_server.cancelled = &c->cancelled;
+            c->stage = 2;
+            evil_start(c, &op, 1);
+            continue;
+        }
+        evil_step(c);
+    }
+    return 0;
+}
+static int evil_start_server(evil* e, int mode) {
+    grpc_server_credentials* cr;
+    memset(e, 0, sizeof *e);
+    e->mode = mode;
+    grpc_init();
+    e->cq = grpc_completion_queue_create_for_next(NULL);
+    e->srv = grpc_server_create(NULL, NULL);
+    grpc_server_register_completion_queue(e->srv, e->cq, NULL);
+    cr = grpc_insecure_server_credentials_create();
+    e->port = grpc_server_add_http2_port(e->srv, "127.0.0.1:0", cr);
+    grpc_server_credentials_release(cr);
+    if (e->port <= 0) return 0;
+    grpc_server_start(e->srv);
+    evil_request(e);
+    return pthread_create(&e->th, 0, evil_thread, e) == 0;
+}
+static void evil_stop(evil* e) {
+    grpc_server_shutdown_and_notify(e->srv, e->cq, &e->shut_tag);
+    grpc_server_cancel_all_calls(e->srv);
+    /* the thread handles the shutdown tag and the cancelled calls; then the queue ends */
+    sleep_ms(50);
+    grpc_server_destroy(e->srv);
+    grpc_completion_queue_shutdown(e->cq);
+    pthread_join(e->th, 0);
+    grpc_completion_queue_destroy(e->cq);
+    grpc_shutdown();
+}
+
+/* one receive from the hostile server in mode; returns its status (the value checked by caller) */
+static void evil_case(int mode, int64_t recv_timeout_ns, tfrdv_code want, const char* want_msg) {
+    evil e;
+    if (!evil_start_server(&e, mode)) {
+        TT_CHECK(!"raw server did not start");
+        return;
+    }
+    rec_init(&R, 1);
+    TT_CHECK(pair_build(&P, 0, e.port, recv_timeout_ns));
+    if (P.cr) TT_CHECK(recv_i(&P, E_DEV, E_INC, 0, 0));
+    TT_CHECK(rec_wait(&R, 1, 30 * SEC));
+    TT_CHECK(rec_once(&R));
+    TT_CHECK_EQ_INT(R.st[0].code, want);
+    if (want_msg) TT_CHECK_CONTAINS(R.st[0].msg, want_msg);
+    TT_CHECK(printable(R.st[0].msg));
+    if (want == TFRDV_OK) TT_CHECK(val_is(R.v[0], 7));
+    else TT_CHECK(R.v[0] == 0);
+    if (getenv("ADV_VERBOSE") || R.st[0].code != want) printf("    got %s: %s\n", tfrdv_code_str(R.st[0].code), R.st[0].msg);
+    TT_CHECK(e.calls >= 1);
+    /* the client still works afterwards: tear down, nothing left */
+    rec_fini(&R);
+    pair_close(&P);
+    evil_stop(&e);
+}
+static void test_evil_garbage(void) { evil_case(EV_GARBAGE, 0, TFRDV_INVALID_ARGUMENT, 0); }
+static void test_evil_empty_message(void) { evil_case(EV_EMPTY, 0, TFRDV_INVALID_ARGUMENT, "no tensor"); }
+static void test_evil_huge_declared_length(void) { evil_case(EV_HUGE_LEN, 0, TFRDV_DATA_LOSS, 0); }
+static void test_evil_truncated_tensor(void) { evil_case(EV_TRUNC_TENSOR, 0, TFRDV_DATA_LOSS, 0); }
+static void test_evil_control_bytes_status(void) { evil_case(EV_BAD_STATUS, 0, TFRDV_INTERNAL, "evil\\x1b[31m\\x0afake"); }
+static void test_evil_trailers_only(void) { evil_case(EV_TRAILERS_ONLY, 0, TFRDV_INTERNAL, 0); }
+static void test_evil_responds_twice(void) { evil_case(EV_TWICE, 500000000LL, TFRDV_DEADLINE_EXCEEDED, "recv_timeout_ns"); }
+static void test_evil_never_responds(void) { evil_case(EV_NEVER, 300000000LL, TFRDV_DEADLINE_EXCEEDED, "recv_timeout_ns"); }
+static void test_evil_closes_mid_stream(void) { evil_case(EV_CLOSE, 0, TFRDV_UNAVAILABLE, 0); }
+
+int main(int argc, char** argv) {
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (n > 0) self_exe[n] = 0;
+    alarm(300);
+    TT_MAIN_BEGIN(argc, argv);
+    TT_RUN(test_evil_garbage);
+    TT_RUN(test_evil_empty_message);
+    TT_RUN(test_evil_huge_declared_length);
+    TT_RUN(test_evil_truncated_tensor);
+    TT_RUN(test_evil_control_bytes_status);
+    TT_RUN(test_evil_trailers_only);
+    TT_RUN(test_evil_responds_twice);
+    TT_RUN(test_evil_never_responds);
+    TT_RUN(test_evil_closes_mid_stream);
+    return TT_MAIN_END();
+}
