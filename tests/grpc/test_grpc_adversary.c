@@ -52,7 +52,7 @@ typedef struct rec {
     tfrdv_status st[MAXN];
     tfrdv_value* v[MAXN];
     /* what the callback does to its own world on the first completion */
-    int action;
+    int action, acted;
     struct pair* p;
 } rec;
 typedef struct ref {
@@ -119,13 +119,13 @@ static void on_recv(void* u, const tfrdv_status* st, const tfrdv_args* sa, const
                     int dead) {
     ref* f = (ref*)u;
     rec* r = f->r;
-    int first;
+    int first = 0;
     (void)sa;
     (void)ra;
     (void)dead;
     pthread_mutex_lock(&r->mu);
     r->calls[f->i]++;
-    first = r->done == 0;
+    if (!r->acted) first = r->acted = 1; /* nested completions (run inside the action) see it set */
     if (r->calls[f->i] == 1) {
         r->st[f->i] = *st;
         r->v[f->i] = v;
@@ -135,17 +135,21 @@ static void on_recv(void* u, const tfrdv_status* st, const tfrdv_args* sa, const
     tfrdv_value_release(v); /* a second completion: counted, not kept */
     /* the attacks from inside the callback, on the completion-queue thread */
     if (first && r->action == 1) { /* the step's last reference and the step itself */
-        tfrdv_unref(r->p->cr);
+        tfrdv_rendezvous* cr = r->p->cr;
         r->p->cr = 0;
+        tfrdv_unref(cr);
         tfrdv_mgr_cleanup(r->p->cm, STEP);
     } else if (first && r->action == 2) { /* the whole client manager */
-        tfrdv_unref(r->p->cr);
+        tfrdv_rendezvous* cr = r->p->cr;
+        tfrdv_mgr* cm = r->p->cm;
         r->p->cr = 0;
-        tfrdv_mgr_destroy(r->p->cm);
         r->p->cm = 0;
-    } else if (first && r->action == 3) { /* the whole client transport */
-        tfrdv_grpc_destroy(r->p->cg);
+        tfrdv_unref(cr);
+        tfrdv_mgr_destroy(cm);
+    } else if (first && r->action == 3) { /* the whole client transport (C serves S too) */
+        tfrdv_grpc* cg = r->p->cg;
         r->p->cg = 0;
+        tfrdv_grpc_destroy(cg);
     }
     pthread_mutex_lock(&r->mu);
     r->done++;
@@ -234,6 +238,38 @@ static int val_is(const tfrdv_value* v, int i) {
     if (!v || v->dtype != 3 || v->rank != 1 || v->dims[0] != 4 || v->size != 16) return 0;
     x = (const int32_t*)v->data;
     return x[0] == i && x[1] == i + 1 && x[2] == i + 2 && x[3] == ~i;
+}
+/* receive i on S's step of a key C sends (S fetches from C) */
+static int recv_on_s(pair* p, int i) {
+    tfrdv_key k;
+    tfrdv_status st;
+    char edge[32];
+    tfrdv_frame_iter fi;
+    fi.frame_id = 0;
+    fi.iter_id = 0;
+    snprintf(edge, sizeof edge, "s%d", i);
+    if (tfrdv_key_make(&k, C_DEV, C_INC, S_DEV, edge, fi, &st) != TFRDV_OK ||
+        tfrdv_recv_async(p->sr, &k.parsed, 0, on_recv, &refs[i], &st) != TFRDV_OK) {
+        printf("    recv on S %d: %s\n", i, st.msg);
+        return 0;
+    }
+    return 1;
+}
+static tfrdv_grpc_stats gstats(tfrdv_grpc* g) {
+    tfrdv_grpc_stats s;
+    memset(&s, 0, sizeof s);
+    tfrdv_grpc_get_stats(g, &s);
+    return s;
+}
+/* 1 once g's server has taken n RecvTensor requests (within 30 s) */
+static int served_at_least(tfrdv_grpc* g, uint64_t n) {
+    int i;
+    for (i = 0; i < 3000; i++) {
+        if (gstats(g).served >= n) return 1;
+        sleep_ms(10);
+    }
+    printf("    the server took %llu requests, not %llu\n", (unsigned long long)gstats(g).served, (unsigned long long)n);
+    return 0;
 }
 /* starts receive i from src on C's step (args may carry a cancellation manager) */
 static int recv_i(pair* p, const char* src, uint64_t inc, int i, tfrdv_cancel_mgr* cm) {
@@ -474,7 +510,8 @@ static void evil_stop(evil* e) {
 static void evil_case(int mode, int64_t recv_timeout_ns, tfrdv_code want, const char* want_msg) {
     evil e;
     if (!evil_start_server(&e, mode)) {
-        TT_CHECK(!"raw server did not start");
+        printf("    the raw server did not start\n");
+        TT_CHECK(0);
         return;
     }
     rec_init(&R, 1);
@@ -504,9 +541,373 @@ static void test_evil_responds_twice(void) { evil_case(EV_TWICE, 500000000LL, TF
 static void test_evil_never_responds(void) { evil_case(EV_NEVER, 300000000LL, TFRDV_DEADLINE_EXCEEDED, "recv_timeout_ns"); }
 static void test_evil_closes_mid_stream(void) { evil_case(EV_CLOSE, 0, TFRDV_UNAVAILABLE, 0); }
 
+/* ================= 2. receive callbacks that tear down their own world ================= */
+/* C waits for n keys from S while S waits (in C's server) for n keys from C; S sends key 0 and
+   the callback of that first completion on C (on the completion-queue thread) destroys the
+   step, C's manager or C's transport. Every other receive, C's and S's, completes exactly once. */
+static void teardown_in_callback(int action) {
+    const int n = 20;
+    int i, ok = 0, other = 0;
+    rec_init(&R, 2 * n);
+    R.action = action;
+    R.p = &P;
+    TT_CHECK(pair_build(&P, 1, 0, 0));
+    if (!P.cr || !P.sr) goto out;
+    for (i = 0; i < n; i++) TT_CHECK(recv_i(&P, S_DEV, S_INC, i, 0));
+    for (i = 0; i < n; i++) TT_CHECK(recv_on_s(&P, n + i));
+    TT_CHECK(served_at_least(P.sg, (uint64_t)n) && served_at_least(P.cg, (uint64_t)n));
+    TT_CHECK(send_i(&P, 0));
+    /* C's receives all end (the first OK, the rest with the teardown's status) */
+    TT_CHECK(rec_wait(&R, n, 30 * SEC));
+    if (action == 3) { /* C's transport is gone: S's fetches from it end too */
+        TT_CHECK(rec_wait(&R, 2 * n, 30 * SEC));
+    } else { /* C's server still answers S: abort S's step so that its receives end */
+        tfrdv_abort(P.sr, TFRDV_ABORTED, "test: S gives up");
+        TT_CHECK(rec_wait(&R, 2 * n, 30 * SEC));
+    }
+    sleep_ms(20); /* a second completion would show here */
+    TT_CHECK(rec_once(&R));
+    TT_CHECK_EQ_INT(R.st[0].code, TFRDV_OK);
+    TT_CHECK(val_is(R.v[0], 0));
+    for (i = 1; i < n; i++) {
+        if (R.st[i].code == TFRDV_OK) ok++;
+        TT_CHECK(printable(R.st[i].msg));
+        TT_CHECK(R.st[i].code == TFRDV_OK || R.v[i] == 0);
+    }
+    TT_CHECK_EQ_INT(ok, 0);
+    for (i = n; i < 2 * n; i++) {
+        if (R.st[i].code == TFRDV_OK) other++;
+        TT_CHECK(R.st[i].msg[0] != 0);
+    }
+    TT_CHECK_EQ_INT(other, 0);
+    if (getenv("ADV_VERBOSE")) printf("    C: %s: %s\n    S: %s: %s\n", tfrdv_code_str(R.st[1].code), R.st[1].msg,
+                                      tfrdv_code_str(R.st[n].code), R.st[n].msg);
+    if (action == 1) TT_CHECK_EQ_INT(R.st[1].code, TFRDV_ABORTED);
+    if (action == 2) TT_CHECK_EQ_INT(R.st[1].code, TFRDV_ABORTED);
+    if (action == 3) {
+        TT_CHECK(R.st[1].code == TFRDV_CANCELLED || R.st[1].code == TFRDV_UNAVAILABLE);
+        TT_CHECK(R.st[n].code == TFRDV_CANCELLED || R.st[n].code == TFRDV_UNAVAILABLE || R.st[n].code == TFRDV_ABORTED);
+    }
+out:
+    rec_fini(&R);
+    pair_close(&P);
+}
+static void test_callback_cleans_up_its_step(void) { teardown_in_callback(1); }
+static void test_callback_destroys_its_manager(void) { teardown_in_callback(2); }
+static void test_callback_destroys_its_transport(void) { teardown_in_callback(3); }
+
+/* ============= 3. teardown, cancels, deadlines and aborts racing the answers ============= */
+/* every receive of C that did not complete OK gets its value now (nothing was lost: the server
+   kept it or took it back), then S's step drains (nothing was duplicated) */
+static void recover_and_drain(int n) {
+    int i, lost = 0;
+    tfrdv_status st;
+    for (i = 0; i < n; i++) {
+        tfrdv_key k;
+        tfrdv_value* v = 0;
+        int dead = 0;
+        if (R.st[i].code == TFRDV_OK) continue;
+        key_of(&k, S_DEV, S_INC, i);
+        if (tfrdv_recv(P.cr, &k.parsed, 0, 30 * SEC, &v, &dead, &st) != TFRDV_OK || !val_is(v, i)) {
+            if (lost++ < 5) printf("    key %d lost: %s\n", i, st.msg);
+        }
+        tfrdv_value_release(v);
+    }
+    TT_CHECK_EQ_INT(lost, 0);
+    if (tfrdv_mgr_drain(P.sm, STEP, 10 * SEC, &st) != TFRDV_OK) printf("    drain: %s\n", st.msg);
+    TT_CHECK_EQ_INT(st.code, TFRDV_OK);
+}
+/* n receives, each with its own cancellation manager; key i is sent and its receive cancelled
+   0..1 ms later, while the answer is on its way: each completes once, OK with its value or CANCELLED; nothing is lost */
+typedef struct sender {
+    int n, odd; /* odd: only the odd keys */
+    volatile int at;
+} sender;
+static void* send_all(void* u) {
+    sender* s = (sender*)u;
+    int i;
+    for (i = 0; i < s->n; i++) {
+        if (!s->odd || i % 2) send_i(&P, i);
+        __atomic_store_n(&s->at, i + 1, __ATOMIC_SEQ_CST);
+    }
+    return 0;
+}
+static void test_cancel_races_answer(void) {
+    enum { N = 400 };
+    static tfrdv_cancel_mgr* cms[N];
+    tfrdv_status st;
+    int i, ok = 0, cancelled = 0;
+    rec_init(&R, N);
+    TT_CHECK(pair_build(&P, 1, 0, 0));
+    if (!P.cr) goto out;
+    for (i = 0; i < N; i++) {
+        tfrdv_hooks h = fx_alloc_hooks(&P.a);
+        cms[i] = 0;
+        TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(&h, &cms[i], &st), TFRDV_OK);
+        TT_CHECK(recv_i(&P, S_DEV, S_INC, i, cms[i]));
+    }
+    for (i = 0; i < N; i++) { /* send i, then cancel its receive 0..1 ms later */
+        int64_t until;
+        TT_CHECK(send_i(&P, i));
+        until = tfrdv_now_ns() + (int64_t)(i % 40) * 25000;
+        while (tfrdv_now_ns() < until) {}
+        tfrdv_cancel_start(cms[i]);
+    }
+    TT_CHECK(rec_wait(&R, N, 60 * SEC));
+    TT_CHECK(rec_once(&R));
+    for (i = 0; i < N; i++) {
+        if (R.st[i].code == TFRDV_OK) {
+            ok++;
+            TT_CHECK(val_is(R.v[i], i));
+        } else if (R.st[i].code == TFRDV_CANCELLED) cancelled++;
+        else printf("    receive %d: %s: %s\n", i, tfrdv_code_str(R.st[i].code), R.st[i].msg);
+    }
+    TT_CHECK_EQ_INT(ok + cancelled, N);
+    printf("    %d delivered, %d cancelled\n", ok, cancelled);
+    recover_and_drain(N);
+    for (i = 0; i < N; i++) tfrdv_cancel_mgr_destroy(cms[i]);
+out:
+    rec_fini(&R);
+    pair_close(&P);
+}
+/* two threads make blocking receives with deadlines of 10..100 us while a third sends; every
+   other value is sent before, so its answer races the deadline */
+typedef struct racer {
+    int from, to;
+} racer;
+static void* race_recv(void* u) {
+    racer* r = (racer*)u;
+    int i;
+    for (i = r->from; i < r->to; i++) {
+        tfrdv_key k;
+        tfrdv_value* v = 0;
+        int dead = 0;
+        tfrdv_status st;
+        key_of(&k, S_DEV, S_INC, i);
+        st.code = tfrdv_recv(P.cr, &k.parsed, 0, (int64_t)(10 + (i * 7) % 91) * 1000, &v, &dead, &st);
+        R.calls[i]++;
+        R.st[i] = st;
+        R.v[i] = v;
+    }
+    return 0;
+}
+static void test_microsecond_deadlines_race_sends(void) {
+    enum { N = 800 };
+    pthread_t a, b, c;
+    racer ra, rb;
+    sender sd;
+    int i, ok = 0, late = 0;
+    rec_init(&R, N);
+    TT_CHECK(pair_build(&P, 1, 0, 0));
+    if (!P.cr) goto out;
+    ra.from = 0;
+    ra.to = N / 2;
+    rb.from = N / 2;
+    rb.to = N;
+    for (i = 0; i < N; i += 2) TT_CHECK(send_i(&P, i));
+    sd.n = N;
+    sd.at = 0;
+    sd.odd = 1;
+    pthread_create(&a, 0, race_recv, &ra);
+    pthread_create(&b, 0, race_recv, &rb);
+    pthread_create(&c, 0, send_all, &sd);
+    pthread_join(a, 0);
+    pthread_join(b, 0);
+    pthread_join(c, 0);
+    TT_CHECK(rec_once(&R));
+    for (i = 0; i < N; i++) {
+        if (R.st[i].code == TFRDV_OK) {
+            ok++;
+            TT_CHECK(val_is(R.v[i], i));
+        } else if (R.st[i].code == TFRDV_DEADLINE_EXCEEDED) late++;
+        else printf("    receive %d: %s: %s\n", i, tfrdv_code_str(R.st[i].code), R.st[i].msg);
+    }
+    TT_CHECK_EQ_INT(ok + late, N);
+    printf("    %d delivered in time, %d past their deadline\n", ok, late);
+    recover_and_drain(N);
+out:
+    rec_fini(&R);
+    pair_close(&P);
+}
+/* C's step is aborted while n fetches wait and half their values are being sent */
+static void test_abort_step_while_answers_arrive(void) {
+    enum { N = 400 };
+    pthread_t th;
+    sender sd;
+    int i, ok = 0, aborted = 0;
+    rec_init(&R, N);
+    TT_CHECK(pair_build(&P, 1, 0, 0));
+    if (!P.cr) goto out;
+    for (i = 0; i < N; i++) TT_CHECK(recv_i(&P, S_DEV, S_INC, i, 0));
+    sd.n = N / 2;
+    sd.odd = 0;
+    sd.at = 0;
+    pthread_create(&th, 0, send_all, &sd);
+    while (__atomic_load_n(&sd.at, __ATOMIC_SEQ_CST) < N / 4) sched_yield();
+    TT_CHECK_EQ_INT(tfrdv_abort(P.cr, TFRDV_ABORTED, "test: abort in flight"), TFRDV_OK);
+    pthread_join(th, 0);
+    TT_CHECK(rec_wait(&R, N, 60 * SEC));
+    sleep_ms(20);
+    TT_CHECK(rec_once(&R));
+    for (i = 0; i < N; i++) {
+        if (R.st[i].code == TFRDV_OK) {
+            ok++;
+            TT_CHECK(i < N / 2 && val_is(R.v[i], i));
+        } else if (R.st[i].code == TFRDV_ABORTED) aborted++;
+        TT_CHECK(printable(R.st[i].msg));
+    }
+    TT_CHECK_EQ_INT(ok + aborted, N);
+    TT_CHECK(aborted >= N / 2);
+out:
+    rec_fini(&R);
+    pair_close(&P);
+}
+/* S cleans its step up while C's requests wait in its server */
+static void test_server_cleanup_while_requests_wait(void) {
+    enum { N = 50 };
+    int i;
+    rec_init(&R, N);
+    TT_CHECK(pair_build(&P, 1, 0, 0));
+    if (!P.cr) goto out;
+    for (i = 0; i < N; i++) TT_CHECK(recv_i(&P, S_DEV, S_INC, i, 0));
+    TT_CHECK(served_at_least(P.sg, N));
+    tfrdv_mgr_cleanup(P.sm, STEP);
+    TT_CHECK(rec_wait(&R, N, 30 * SEC));
+    sleep_ms(20);
+    TT_CHECK(rec_once(&R));
+    for (i = 0; i < N; i++) {
+        TT_CHECK_EQ_INT(R.st[i].code, TFRDV_ABORTED);
+        TT_CHECK(R.v[i] == 0);
+    }
+    if (getenv("ADV_VERBOSE")) printf("    %s\n", R.st[0].msg);
+out:
+    rec_fini(&R);
+    pair_close(&P);
+}
+/* the server's or the client's transport destroyed with n calls in flight */
+static void destroy_in_flight(int server, int n) {
+    int i;
+    rec_init(&R, n);
+    TT_CHECK(pair_build(&P, 1, 0, 0));
+    if (!P.cr) goto out;
+    for (i = 0; i < n; i++) TT_CHECK(recv_i(&P, S_DEV, S_INC, i, 0));
+    TT_CHECK(served_at_least(P.sg, (uint64_t)(n < 256 ? n : 256)));
+    if (server) {
+        tfrdv_grpc_destroy(P.sg);
+        P.sg = 0;
+    } else {
+        tfrdv_grpc_destroy(P.cg);
+        P.cg = 0;
+    }
+    TT_CHECK(rec_wait(&R, n, 60 * SEC));
+    sleep_ms(20);
+    TT_CHECK(rec_once(&R));
+    for (i = 0; i < n; i++) {
+        TT_CHECK(R.st[i].code == TFRDV_UNAVAILABLE || R.st[i].code == TFRDV_CANCELLED || R.st[i].code == TFRDV_ABORTED);
+        TT_CHECK(R.v[i] == 0 && printable(R.st[i].msg));
+    }
+    if (getenv("ADV_VERBOSE")) printf("    %s: %s\n", tfrdv_code_str(R.st[0].code), R.st[0].msg);
+out:
+    rec_fini(&R);
+    pair_close(&P);
+}
+static void test_destroy_server_in_flight(void) { destroy_in_flight(1, 300); }
+static void test_destroy_client_in_flight(void) { destroy_in_flight(0, 300); }
+
+/* ==================== 4. a flood of outstanding calls, then abort ==================== */
+static void test_flood_then_abort(void) {
+    int i;
+    rec_init(&R, MAXN);
+    TT_CHECK(pair_build(&P, 1, 0, 0));
+    if (!P.cr) goto out;
+    for (i = 0; i < MAXN; i++) TT_CHECK(recv_i(&P, S_DEV, S_INC, i, 0));
+    TT_CHECK(served_at_least(P.sg, 256));
+    TT_CHECK_EQ_INT(tfrdv_abort(P.cr, TFRDV_ABORTED, "test: flood aborted"), TFRDV_OK);
+    TT_CHECK(rec_wait(&R, MAXN, 60 * SEC));
+    sleep_ms(20);
+    TT_CHECK(rec_once(&R));
+    for (i = 0; i < MAXN; i++) {
+        TT_CHECK_EQ_INT(R.st[i].code, TFRDV_ABORTED);
+        if (R.st[i].code != TFRDV_ABORTED) break;
+        TT_CHECK_CONTAINS(R.st[i].msg, "flood aborted");
+    }
+    /* the server's requests were withdrawn: S still serves a new step */
+out:
+    rec_fini(&R);
+    pair_close(&P);
+}
+
+/* =========== 5. the serving process killed with SIGKILL while calls wait =========== */
+/* the child: S serving, its port on stdout, then it waits to be killed */
+static int child_serve(void) {
+    pair* p = &P;
+    tfrdv_status st;
+    memset(p, 0, sizeof *p);
+    if (!(p->sg = grpc_on(p, "127.0.0.1:0", 0)) || !(p->sm = mgr_on(p, S, S_INC, p->sg))) return 1;
+    if (tfrdv_grpc_attach(p->sg, p->sm, &st) != TFRDV_OK) return 1;
+    if (tfrdv_mgr_start_step(p->sm, STEP, &p->sr, &st) != TFRDV_OK) return 1;
+    printf("%d\n", tfrdv_grpc_port(p->sg));
+    fflush(stdout);
+    for (;;) pause();
+    return 0;
+}
+static void test_server_killed_in_flight(void) {
+    enum { N = 100 };
+    int fds[2], port = 0, i, status = 0;
+    char buf[32];
+    ssize_t got;
+    pid_t pid;
+    tfrdv_status st;
+    char addr[64];
+    if (!self_exe[0] || pipe(fds) != 0) TT_SKIP("no /proc/self/exe or pipe");
+    pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execl(self_exe, self_exe, "--serve", (char*)0);
+        _exit(127);
+    }
+    close(fds[1]);
+    got = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    if (got > 0) {
+        buf[got] = 0;
+        port = atoi(buf);
+    }
+    TT_CHECK(port > 0);
+    rec_init(&R, N);
+    if (port > 0 && pair_build(&P, 0, 0, 0)) {
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+        TT_CHECK_EQ_INT(tfrdv_grpc_set_worker(P.cg, S, addr, &st), TFRDV_OK);
+        for (i = 0; i < N; i++) TT_CHECK(recv_i(&P, S_DEV, S_INC, i, 0));
+        /* every call reached the server (the connection carries them) before the kill */
+        for (i = 0; i < 3000 && gstats(P.cg).client_calls_live < N; i++) sleep_ms(10);
+        sleep_ms(100);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    TT_CHECK(WIFSIGNALED(status));
+    TT_CHECK(rec_wait(&R, N, 60 * SEC));
+    sleep_ms(20);
+    TT_CHECK(rec_once(&R));
+    for (i = 0; i < N; i++) {
+        TT_CHECK_EQ_INT(R.st[i].code, TFRDV_UNAVAILABLE);
+        if (R.st[i].code != TFRDV_UNAVAILABLE) {
+            printf("    receive %d: %s: %s\n", i, tfrdv_code_str(R.st[i].code), R.st[i].msg);
+            break;
+        }
+        TT_CHECK(R.v[i] == 0 && printable(R.st[i].msg));
+    }
+    if (getenv("ADV_VERBOSE")) printf("    %s\n", R.st[0].msg);
+    rec_fini(&R);
+    pair_close(&P);
+}
+
 int main(int argc, char** argv) {
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (n > 0) self_exe[n] = 0;
+    if (argc == 2 && strcmp(argv[1], "--serve") == 0) return child_serve();
     alarm(300);
     TT_MAIN_BEGIN(argc, argv);
     TT_RUN(test_evil_garbage);
@@ -518,5 +919,16 @@ int main(int argc, char** argv) {
     TT_RUN(test_evil_responds_twice);
     TT_RUN(test_evil_never_responds);
     TT_RUN(test_evil_closes_mid_stream);
+    TT_RUN(test_callback_cleans_up_its_step);
+    TT_RUN(test_callback_destroys_its_manager);
+    TT_RUN(test_callback_destroys_its_transport);
+    TT_RUN(test_cancel_races_answer);
+    TT_RUN(test_microsecond_deadlines_race_sends);
+    TT_RUN(test_abort_step_while_answers_arrive);
+    TT_RUN(test_server_cleanup_while_requests_wait);
+    TT_RUN(test_destroy_server_in_flight);
+    TT_RUN(test_destroy_client_in_flight);
+    TT_RUN(test_flood_then_abort);
+    TT_RUN(test_server_killed_in_flight);
     return TT_MAIN_END();
 }
