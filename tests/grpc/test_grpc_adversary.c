@@ -324,12 +324,13 @@ static grpc_byte_buffer* bb_of(const void* p, size_t n) {
     grpc_slice_unref(s);
     return b;
 }
+static fx_alloc evil_alloc; /* the raw server's values (its thread never touches P) */
 /* a valid RecvTensorResponse carrying val_of(7) */
 static grpc_byte_buffer* evil_good(size_t cut) {
     uint8_t head[TFRDV_GRPC_HEAD_MAX(1)], tail[TFRDV_GRPC_TAIL_MAX], buf[256];
     size_t hl = 0, tl = 0, n;
     tfrdv_status st;
-    tfrdv_value* v = val_of(&P.a, 7);
+    tfrdv_value* v = val_of(&evil_alloc, 7);
     tfrdv_grpc_encode_response(v, 0, 0, 0, head, sizeof head, &hl, tail, &tl, &st);
     memcpy(buf, head, hl);
     memcpy(buf + hl, v->data, 16);
@@ -530,6 +531,7 @@ static void evil_case(int mode, int64_t recv_timeout_ns, tfrdv_code want, const 
     rec_fini(&R);
     pair_close(&P);
     evil_stop(&e);
+    FX_CHECK_EMPTY(&evil_alloc);
 }
 static void test_evil_garbage(void) { evil_case(EV_GARBAGE, 0, TFRDV_INVALID_ARGUMENT, 0); }
 static void test_evil_empty_message(void) { evil_case(EV_EMPTY, 0, TFRDV_INVALID_ARGUMENT, "no tensor"); }
@@ -904,6 +906,166 @@ static void test_server_killed_in_flight(void) {
     pair_close(&P);
 }
 
+/* ========== 6. a hostile client (raw C core) against the tfrdv_grpc.h server ========== */
+/* one unary call; details receives the status message (raw bytes, NUL-terminated) */
+static grpc_status_code raw_call(int port, const char* method, const void* req, size_t len, int timeout_ms, char* details,
+                                 size_t dcap, size_t* resp_len) {
+    char addr[64];
+    grpc_channel_credentials* cr = grpc_insecure_credentials_create();
+    grpc_channel* ch;
+    grpc_completion_queue* cq = grpc_completion_queue_create_for_pluck(NULL);
+    grpc_call* call;
+    grpc_slice s = grpc_slice_from_copied_buffer((const char*)req, len), det = grpc_empty_slice();
+    grpc_byte_buffer *rq = grpc_raw_byte_buffer_create(&s, 1), *rs = 0;
+    grpc_metadata_array im, tm;
+    grpc_status_code code = GRPC_STATUS_UNKNOWN;
+    grpc_op ops[6];
+    int tag;
+    size_t dl;
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    ch = grpc_channel_create(addr, cr, NULL);
+    grpc_channel_credentials_release(cr);
+    grpc_slice_unref(s);
+    grpc_metadata_array_init(&im);
+    grpc_metadata_array_init(&tm);
+    call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, grpc_slice_from_static_string(method), NULL,
+                                    gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN)), NULL);
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = rq;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &im;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &rs;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &tm;
+    ops[5].data.recv_status_on_client.status = &code;
+    ops[5].data.recv_status_on_client.status_details = &det;
+    if (grpc_call_start_batch(call, ops, 6, &tag, NULL) == GRPC_CALL_OK)
+        grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    dl = GRPC_SLICE_LENGTH(det) < dcap - 1 ? GRPC_SLICE_LENGTH(det) : dcap - 1;
+    memcpy(details, GRPC_SLICE_START_PTR(det), dl);
+    details[dl] = 0;
+    grpc_slice_unref(det);
+    if (resp_len) *resp_len = rs ? grpc_byte_buffer_length(rs) : 0;
+    if (rs) grpc_byte_buffer_destroy(rs);
+    grpc_byte_buffer_destroy(rq);
+    grpc_metadata_array_destroy(&im);
+    grpc_metadata_array_destroy(&tm);
+    grpc_call_unref(call);
+    grpc_channel_destroy(ch);
+    grpc_completion_queue_shutdown(cq);
+    while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type != GRPC_QUEUE_SHUTDOWN) {}
+    grpc_completion_queue_destroy(cq);
+    return code;
+}
+#define RECV_TENSOR "/tensorflow.WorkerService/RecvTensor"
+/* a request for key text k (any bytes) of step */
+static size_t req_of(int64_t step, const char* k, size_t kl, int64_t rid, unsigned char* buf, size_t cap) {
+    return tfrdv_grpc_encode_request(step, k, kl, rid, buf, cap);
+}
+/* 1 once S's server has no call open (within 30 s) */
+static int server_calls_gone(tfrdv_grpc* g) {
+    int i;
+    for (i = 0; i < 3000 && gstats(g).server_calls_live > 0; i++) sleep_ms(10);
+    return gstats(g).server_calls_live == 0;
+}
+static void test_hostile_client_keys(void) {
+    static unsigned char req[1 << 21];
+    static char big[1 << 20];
+    char det[4096];
+    size_t n, rl;
+    int port;
+    tfrdv_key k;
+    static const char ctl_key[] = "/job:s/replica:0/task:0/device:CPU:0;0000000000002222;/job:c/replica:0/task:0/device:\x1b[2J\xff;edge;0:0";
+    static const char bad_dev[] = "/job:\x01s/replica:0/task:0/device:CPU:0;1;/job:c/replica:0/task:0/device:CPU:0;e;0:0";
+    TT_CHECK(pair_build(&P, 1, 0, 0));
+    if (!P.sg) goto out;
+    port = tfrdv_grpc_port(P.sg);
+    /* control bytes and a non-UTF-8 byte in a device name: refused, the answer printable */
+    n = req_of(STEP, ctl_key, sizeof ctl_key - 1, 11, req, sizeof req);
+    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 5000, det, sizeof det, 0), GRPC_STATUS_INVALID_ARGUMENT);
+    TT_CHECK(printable(det) && det[0]);
+    if (getenv("ADV_VERBOSE")) printf("    %s\n", det);
+    n = req_of(STEP, bad_dev, sizeof bad_dev - 1, 12, req, sizeof req);
+    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 5000, det, sizeof det, 0), GRPC_STATUS_INVALID_ARGUMENT);
+    TT_CHECK(printable(det) && det[0]);
+    if (getenv("ADV_VERBOSE")) printf("    %s\n", det);
+    /* a 1 MiB key: refused naming the limit, the answer bounded */
+    memset(big, 'k', sizeof big);
+    n = req_of(STEP, big, sizeof big, 13, req, sizeof req);
+    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 5000, det, sizeof det, 0), GRPC_STATUS_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(det, "4096");
+    TT_CHECK(strlen(det) < 1024);
+    /* an empty key, a negative step, a step nobody started (waits: the client's deadline ends
+       it and the server withdraws the request) */
+    n = req_of(STEP, "", 0, 14, req, sizeof req);
+    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 5000, det, sizeof det, 0), GRPC_STATUS_INVALID_ARGUMENT);
+    TT_CHECK(det[0] != 0);
+    key_of(&k, S_DEV, S_INC, 1);
+    n = req_of(-5, k.buf, k.len, 15, req, sizeof req);
+    TT_CHECK(raw_call(port, RECV_TENSOR, req, n, 300, det, sizeof det, 0) != GRPC_STATUS_OK);
+    n = req_of(987654321, k.buf, k.len, 16, req, sizeof req);
+    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 300, det, sizeof det, 0), GRPC_STATUS_DEADLINE_EXCEEDED);
+    TT_CHECK(server_calls_gone(P.sg));
+    /* the server still serves */
+    rec_init(&R, 1);
+    TT_CHECK(recv_i(&P, S_DEV, S_INC, 0, 0));
+    TT_CHECK(send_i(&P, 0));
+    TT_CHECK(rec_wait(&R, 1, 30 * SEC));
+    TT_CHECK(R.st[0].code == TFRDV_OK && val_is(R.v[0], 0));
+    (void)rl;
+    rec_fini(&R);
+out:
+    pair_close(&P);
+}
+/* two raw clients ask for the same key with the same request id at once, before it is sent:
+   exactly one gets the value, the other a clear refusal; nothing is left on the server */
+typedef struct dup_call {
+    int port;
+    unsigned char req[512];
+    size_t n, rl;
+    char det[512];
+    grpc_status_code code;
+} dup_call;
+static void* dup_thread(void* u) {
+    dup_call* d = (dup_call*)u;
+    d->code = raw_call(d->port, RECV_TENSOR, d->req, d->n, 10000, d->det, sizeof d->det, &d->rl);
+    return 0;
+}
+static void test_hostile_client_duplicate_ids(void) {
+    static dup_call d[2];
+    pthread_t th[2];
+    tfrdv_key k;
+    int i, ok = 0;
+    TT_CHECK(pair_build(&P, 1, 0, 0));
+    if (!P.sg) goto out;
+    key_of(&k, S_DEV, S_INC, 3);
+    for (i = 0; i < 2; i++) {
+        memset(&d[i], 0, sizeof d[i]);
+        d[i].port = tfrdv_grpc_port(P.sg);
+        d[i].n = req_of(STEP, k.buf, k.len, 777, d[i].req, sizeof d[i].req);
+        pthread_create(&th[i], 0, dup_thread, &d[i]);
+    }
+    TT_CHECK(served_at_least(P.sg, 1));
+    sleep_ms(100);
+    TT_CHECK(send_i(&P, 3));
+    for (i = 0; i < 2; i++) pthread_join(th[i], 0);
+    for (i = 0; i < 2; i++) {
+        if (d[i].code == GRPC_STATUS_OK && d[i].rl > 0) ok++;
+        else {
+            TT_CHECK(d[i].det[0] != 0 && printable(d[i].det));
+            printf("    duplicate: %d: %s\n", (int)d[i].code, d[i].det);
+        }
+    }
+    TT_CHECK_EQ_INT(ok, 1);
+    TT_CHECK(server_calls_gone(P.sg));
+out:
+    pair_close(&P);
+}
+
 int main(int argc, char** argv) {
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (n > 0) self_exe[n] = 0;
@@ -930,5 +1092,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_destroy_client_in_flight);
     TT_RUN(test_flood_then_abort);
     TT_RUN(test_server_killed_in_flight);
+    TT_RUN(test_hostile_client_keys);
+    TT_RUN(test_hostile_client_duplicate_ids);
     return TT_MAIN_END();
 }
