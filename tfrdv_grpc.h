@@ -198,7 +198,11 @@
      another device (a GPU) take that device's from tfrdv_grpc_peer_devices. timeout_ns > 0: the
      call waits for the worker to come up (gRPC's wait-for-ready, connecting again with back-off)
      up to timeout_ns, then DEADLINE_EXCEEDED; < 0: no limit; 0: one try, UNAVAILABLE when the
-     worker cannot be reached now (the call itself then bounded by 30 s). NOT_FOUND when no
+     worker cannot be reached now (the call itself then bounded by 30 s). It asks at most twice
+     (the second time with room for every device the first answer listed, within the same
+     timeout_ns; a list that grew again is looked at as far as it fit) and refuses an answer
+     listing more than 4096 devices (INVALID_ARGUMENT naming the worker and the count), so a
+     hostile worker can neither keep it asking nor make it allocate without bound. NOT_FOUND when no
      address is known for the worker, FAILED_PRECONDITION when the address answers with devices
      of other workers only (a stale cluster spec), and the worker's own status otherwise
      (UNIMPLEMENTED: no GetStatus there); every message names the worker.
@@ -1397,6 +1401,7 @@ static const char* const tfrdv_grpc__paths[TFRDV_GRPC__NMETHODS] = {
 static const char tfrdv_grpc__restarted_payload[] =
     "\x0a\x4e\x0a\x4atype.googleapis.com/tensorflow.distributed_runtime.WorkerPossiblyRestarted\x12\x00";
 #define TFRDV_GRPC__RESTARTED_LEN 80
+#define TFRDV_GRPC__PEER_DEVICES_MAX 4096 /* devices a GetStatus answer may list (PEER INCARNATION) */
 
 typedef struct tfrdv_grpc__chan {
     char* address;
@@ -2475,7 +2480,8 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__t_peer_inc(void* user, tfrdv_mgr* mgr
     tfrdv_device_name wd;
     tfrdv_status s;
     tfrdv_code code;
-    int c0, stale = 0;
+    int c0, stale = 0, attempt;
+    int64_t end_ns = timeout_ns > 0 ? tfrdv_now_ns() + timeout_ns : 0;
     (void)mgr;
     *inc = 0;
     (void)tfrdv_escape(wn, sizeof wn, w.ptr, w.len);
@@ -2486,10 +2492,22 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__t_peer_inc(void* user, tfrdv_mgr* mgr
     (void)tfrdv_escape(an, sizeof an, addr, strlen(addr));
     if (tfrdv_grpc__handling == g && g->nthreads == 1)
         return tfrdv_grpc__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_grpc: asking %s's incarnation from a callback of this transport's only completion-queue thread would wait forever (ask from another thread, or use num_threads > 1)", wn);
-    for (;;) {
-        code = tfrdv_grpc__status_call(g, addr, timeout_ns == 0 ? 30000000000LL : timeout_ns, timeout_ns != 0, devs, cap, &n, &s);
+    /* at most two calls, both within the one timeout: a peer whose list grows on every answer
+       cannot keep this asking, nor a long list of tiny entries make it allocate without bound */
+    for (attempt = 0;; attempt++) {
+        int64_t left = timeout_ns == 0 ? 30000000000LL : timeout_ns;
+        if (timeout_ns > 0 && attempt > 0) left = end_ns - tfrdv_now_ns() > 1000000 ? end_ns - tfrdv_now_ns() : 1000000;
+        code = tfrdv_grpc__status_call(g, addr, left, timeout_ns != 0, devs, cap, &n, &s);
         if (code != TFRDV_OK || n <= cap) break;
-        if (devs != stack) tfrdv_grpc__free(&g->a, devs, cap * sizeof *devs);
+        if (attempt > 0) { /* the list grew between the two answers: look at what fit */
+            n = cap;
+            break;
+        }
+        if (n > TFRDV_GRPC__PEER_DEVICES_MAX) {
+            if (devs != stack) tfrdv_grpc__free(&g->a, devs, cap * sizeof *devs);
+            return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc: worker %s at %s answered GetStatus with %zu devices (more than %d: a hostile or broken peer)",
+                                   wn, an, n, TFRDV_GRPC__PEER_DEVICES_MAX);
+        }
         cap = n; /* more devices than room: ask again with room for all */
         devs = (tfrdv_grpc_device*)tfrdv_grpc__alloc(&g->a, cap * sizeof *devs);
         if (!devs) return tfrdv_grpc__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_grpc: out of memory asking %s's incarnation", wn);

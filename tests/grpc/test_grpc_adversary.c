@@ -157,11 +157,13 @@ static void on_recv(void* u, const tfrdv_status* st, const tfrdv_args* sa, const
     pthread_mutex_unlock(&r->mu);
 }
 
+static int cq_threads; /* num_threads of the next pair's companions */
 static tfrdv_grpc* grpc_on(pair* p, const char* listen, int64_t recv_timeout_ns) {
     tfrdv_grpc_config gc = tfrdv_grpc_config_init();
     tfrdv_grpc* g = 0;
     tfrdv_status st;
     gc.hooks = fx_alloc_hooks(&p->a);
+    gc.num_threads = cq_threads;
     gc.listen_address = listen;
     gc.recv_timeout_ns = recv_timeout_ns;
     if (tfrdv_grpc_create(&gc, &g, &st) != TFRDV_OK) printf("    tfrdv_grpc_create: %s\n", st.msg);
@@ -299,12 +301,16 @@ FX_FN int send_i(pair* p, int i) {
 }
 
 /* ============================ 1. a hostile server (raw C core) ============================ */
-enum { EV_GARBAGE, EV_EMPTY, EV_HUGE_LEN, EV_BAD_STATUS, EV_TRAILERS_ONLY, EV_TWICE, EV_NEVER, EV_CLOSE, EV_TRUNC_TENSOR };
+enum { EV_GARBAGE, EV_EMPTY, EV_HUGE_LEN, EV_BAD_STATUS, EV_TRAILERS_ONLY, EV_TWICE, EV_NEVER, EV_CLOSE, EV_TRUNC_TENSOR,
+       EV_GROW_DEVICES, EV_MANY_DEVICES };
+/* GetStatus answers: EV_GROW_DEVICES one more device of worker E (never CPU:0) on every call,
+   EV_MANY_DEVICES a 2 MB message of a million empty DeviceAttributes */
+#define EV_MANY_N 1000000
 typedef struct evil {
     grpc_server* srv;
     grpc_completion_queue* cq;
     pthread_t th;
-    int port, mode, calls;
+    int port, mode, calls, status_calls;
     int shut_tag;
 } evil;
 typedef struct evil_call {
@@ -339,6 +345,24 @@ static grpc_byte_buffer* evil_good(size_t cut) {
     tfrdv_value_release(v);
     return bb_of(buf, n > cut ? n - cut : 0);
 }
+static grpc_byte_buffer* evil_devices(int mode, int call) {
+    static tfrdv_grpc_device d[64];
+    static uint8_t buf[2 * EV_MANY_N];
+    size_t i, n;
+    if (mode == EV_MANY_DEVICES) {
+        for (i = 0; i < EV_MANY_N; i++) { buf[2 * i] = 0x0a; buf[2 * i + 1] = 0; }
+        return bb_of(buf, 2 * EV_MANY_N);
+    }
+    n = (size_t)(8 + call) < 64 ? (size_t)(8 + call) : 64; /* (64: the test has hung already) */
+    memset(d, 0, sizeof d);
+    for (i = 0; i < n; i++) {
+        snprintf(d[i].name, sizeof d[i].name, E "/device:GPU:%d", (int)i);
+        snprintf(d[i].type, sizeof d[i].type, "GPU");
+        d[i].incarnation = 0x5000 + i;
+    }
+    n = tfrdv_grpc_encode_status_response(d, n, buf, sizeof buf);
+    return bb_of(buf, n);
+}
 static void evil_start(evil_call* c, grpc_op* ops, size_t n) {
     if (grpc_call_start_batch(c->call, ops, n, c, NULL) != GRPC_CALL_OK) printf("    evil: start_batch failed\n");
 }
@@ -361,7 +385,13 @@ static void evil_step(evil_call* c) {
         c->stage = 2;
         /* only RecvTensor is attacked: MarkRecvFinished (the client's receipts) gets an empty OK,
            else tfrdv_grpc_destroy waits its documented 10 s for a receipt nobody answers */
-        if (grpc_slice_str_cmp(c->det.method, "/tensorflow.WorkerService/RecvTensor") != 0) mode = EV_EMPTY;
+        if (grpc_slice_str_cmp(c->det.method, "/tensorflow.WorkerService/GetStatus") == 0 &&
+            (mode == EV_GROW_DEVICES || mode == EV_MANY_DEVICES)) {
+            c->resp = evil_devices(mode, __atomic_add_fetch(&c->e->status_calls, 1, __ATOMIC_SEQ_CST));
+            mode = EV_GARBAGE; /* the answer is made: send it with OK */
+        } else if (grpc_slice_str_cmp(c->det.method, "/tensorflow.WorkerService/RecvTensor") != 0) {
+            mode = EV_EMPTY;
+        }
         if (mode == EV_NEVER) {
             ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER; /* only the client's cancel ends it */
             ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
@@ -383,7 +413,8 @@ static void evil_step(evil_call* c) {
             evil_start(c, ops, n);
             return;
         }
-        if (mode == EV_GARBAGE) {
+        if (c->resp) {
+        } else if (mode == EV_GARBAGE) {
             static const uint8_t g[] = {0xff, 0xff, 0xff, 0xff, 0x07, 0x00, 0x13, 0x37, 0x42};
             c->resp = bb_of(g, sizeof g);
         } else if (mode == EV_EMPTY) {
@@ -543,6 +574,42 @@ static void test_evil_responds_twice(void) { evil_case(EV_TWICE, 500000000LL, TF
 static void test_evil_never_responds(void) { evil_case(EV_NEVER, 300000000LL, TFRDV_DEADLINE_EXCEEDED, "recv_timeout_ns"); }
 static void test_evil_closes_mid_stream(void) { evil_case(EV_CLOSE, 0, TFRDV_UNAVAILABLE, 0); }
 
+/* GetStatus attacked: a worker whose device list grows on every call must not keep
+   tfrdv_mgr_peer_incarnation asking forever; a million devices in 2 MB must not make it
+   allocate a third of a gigabyte */
+static void test_evil_devices_grow_every_call(void) {
+    evil e;
+    uint64_t inc = 0;
+    tfrdv_status st;
+    if (!evil_start_server(&e, EV_GROW_DEVICES)) { TT_CHECK(0); return; }
+    TT_CHECK(pair_build(&P, 0, e.port, 0));
+    if (P.cm) {
+        TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(P.cm, E, 5 * SEC, &inc, &st), TFRDV_OK);
+        TT_CHECK_EQ_INT(inc, 0x5000); /* no CPU:0: the first listed device's */
+        TT_CHECK(e.status_calls <= 2);
+        if (st.code != TFRDV_OK) printf("    %s\n", st.msg);
+    }
+    pair_close(&P);
+    evil_stop(&e);
+    FX_CHECK_EMPTY(&evil_alloc);
+}
+static void test_evil_million_devices(void) {
+    evil e;
+    uint64_t inc = 0;
+    tfrdv_status st;
+    if (!evil_start_server(&e, EV_MANY_DEVICES)) { TT_CHECK(0); return; }
+    TT_CHECK(pair_build(&P, 0, e.port, 0));
+    if (P.cm) {
+        TT_CHECK_EQ_INT(tfrdv_mgr_peer_incarnation(P.cm, E, 5 * SEC, &inc, &st), TFRDV_INVALID_ARGUMENT);
+        TT_CHECK_CONTAINS(st.msg, "1000000 devices");
+        TT_CHECK_CONTAINS(st.msg, E);
+        TT_CHECK_EQ_INT(e.status_calls, 1);
+        if (getenv("ADV_VERBOSE")) printf("    %s\n", st.msg);
+    }
+    pair_close(&P);
+    evil_stop(&e);
+}
+
 /* ================= 2. receive callbacks that tear down their own world ================= */
 /* C waits for n keys from S while S waits (in C's server) for n keys from C; S sends key 0 and
    the callback of that first completion on C (on the completion-queue thread) destroys the
@@ -597,6 +664,16 @@ out:
 static void test_callback_cleans_up_its_step(void) { teardown_in_callback(1); }
 static void test_callback_destroys_its_manager(void) { teardown_in_callback(2); }
 static void test_callback_destroys_its_transport(void) { teardown_in_callback(3); }
+/* the same with four completion-queue threads: other completions run while the callback tears down */
+static void teardown_4_threads(int action) {
+    int keep = cq_threads;
+    cq_threads = 4;
+    teardown_in_callback(action);
+    cq_threads = keep;
+}
+static void test_callback_cleans_up_its_step_4_threads(void) { teardown_4_threads(1); }
+static void test_callback_destroys_its_manager_4_threads(void) { teardown_4_threads(2); }
+static void test_callback_destroys_its_transport_4_threads(void) { teardown_4_threads(3); }
 
 /* ============= 3. teardown, cancels, deadlines and aborts racing the answers ============= */
 /* every receive of C that did not complete OK gets its value now (nothing was lost: the server
@@ -1069,6 +1146,7 @@ out:
 int main(int argc, char** argv) {
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (n > 0) self_exe[n] = 0;
+    if (getenv("ADV_THREADS")) cq_threads = atoi(getenv("ADV_THREADS")); /* every suite with n threads */
     if (argc == 2 && strcmp(argv[1], "--serve") == 0) return child_serve();
     alarm(300);
     TT_MAIN_BEGIN(argc, argv);
@@ -1081,9 +1159,14 @@ int main(int argc, char** argv) {
     TT_RUN(test_evil_responds_twice);
     TT_RUN(test_evil_never_responds);
     TT_RUN(test_evil_closes_mid_stream);
+    TT_RUN(test_evil_devices_grow_every_call);
+    TT_RUN(test_evil_million_devices);
     TT_RUN(test_callback_cleans_up_its_step);
     TT_RUN(test_callback_destroys_its_manager);
     TT_RUN(test_callback_destroys_its_transport);
+    TT_RUN(test_callback_cleans_up_its_step_4_threads);
+    TT_RUN(test_callback_destroys_its_manager_4_threads);
+    TT_RUN(test_callback_destroys_its_transport_4_threads);
     TT_RUN(test_cancel_races_answer);
     TT_RUN(test_microsecond_deadlines_race_sends);
     TT_RUN(test_abort_step_while_answers_arrive);
