@@ -170,7 +170,9 @@
        ... tfrdv_send / tfrdv_recv_async as usual ...
        tfrdv_grpc_destroy(g);  tfrdv_mgr_destroy(mgr);      (either order)
      tfrdv_grpc_destroy shuts the server down (in-flight calls are cancelled: their answers go
-     back to the manager's table), cancels every in-flight client call, waits for their
+     back to the manager's table), cancels every in-flight client call (its receive fails
+     CANCELLED "tfrdv_grpc_destroy: the transport was destroyed while this call was in flight";
+     a fetch started afterwards UNAVAILABLE "tfrdv_grpc: transport shut down"), waits for their
      completions, waits until gRPC has dropped every zero-copy slice over a served value (gRPC
      frees the slices of a stalled reply on its own threads, after the connection closed: each
      holds a value reference, so no value release runs after destroy returned), joins the threads
@@ -3446,8 +3448,10 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__shutdown(tfrdv_grpc* g) {
     pthread_mutex_lock(&g->mu);
     /* receipts in flight are not cancelled (a lost not-taken receipt would lose its value): they
        end by their deadline at the latest (10 s, 1 s for those started from here on) */
-    for (c = g->live; c; c = c->next)
-        if (c->kind != TFRDV_GRPC__C_MARK) grpc_call_cancel(c->gc, NULL);
+    for (c = g->live; c; c = c->next) /* their receivers learn why (gRPC's own text: "CANCELLED") */
+        if (c->kind != TFRDV_GRPC__C_MARK)
+            grpc_call_cancel_with_status(c->gc, GRPC_STATUS_CANCELLED,
+                                         "tfrdv_grpc_destroy: the transport was destroyed while this call was in flight", NULL);
     tfrdv_grpc__wait_locked(g, tfrdv_grpc__quiet, 0);
     mgr = g->mgr;
     pthread_mutex_unlock(&g->mu);

@@ -115,6 +115,7 @@ typedef struct pair {
 } pair;
 static pair P;
 
+static int recv_i(struct pair* p, const char* src, uint64_t inc, int i, tfrdv_cancel_mgr* cm);
 static void on_recv(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v,
                     int dead) {
     ref* f = (ref*)u;
@@ -146,10 +147,11 @@ static void on_recv(void* u, const tfrdv_status* st, const tfrdv_args* sa, const
         r->p->cm = 0;
         tfrdv_unref(cr);
         tfrdv_mgr_destroy(cm);
-    } else if (first && r->action == 3) { /* the whole client transport (C serves S too) */
+    } else if (first && (r->action == 3 || r->action == 4)) { /* the whole client transport (C serves S too) */
         tfrdv_grpc* cg = r->p->cg;
         r->p->cg = 0;
         tfrdv_grpc_destroy(cg);
+        if (r->action == 4) recv_i(r->p, S_DEV, S_INC, r->n - 1, 0); /* a fetch after it: UNAVAILABLE */
     }
     pthread_mutex_lock(&r->mu);
     r->done++;
@@ -274,7 +276,7 @@ static int served_at_least(tfrdv_grpc* g, uint64_t n) {
     return 0;
 }
 /* starts receive i from src on C's step (args may carry a cancellation manager) */
-static int recv_i(pair* p, const char* src, uint64_t inc, int i, tfrdv_cancel_mgr* cm) {
+static int recv_i(struct pair* p, const char* src, uint64_t inc, int i, tfrdv_cancel_mgr* cm) {
     tfrdv_key k;
     tfrdv_args a;
     tfrdv_status st;
@@ -302,7 +304,7 @@ FX_FN int send_i(pair* p, int i) {
 
 /* ============================ 1. a hostile server (raw C core) ============================ */
 enum { EV_GARBAGE, EV_EMPTY, EV_HUGE_LEN, EV_BAD_STATUS, EV_TRAILERS_ONLY, EV_TWICE, EV_NEVER, EV_CLOSE, EV_TRUNC_TENSOR,
-       EV_GROW_DEVICES, EV_MANY_DEVICES };
+       EV_GROW_DEVICES, EV_MANY_DEVICES, EV_BIG_STATUS, EV_VALUE_THEN_ERROR };
 /* GetStatus answers: EV_GROW_DEVICES one more device of worker E (never CPU:0) on every call,
    EV_MANY_DEVICES a 2 MB message of a million empty DeviceAttributes */
 #define EV_MANY_N 1000000
@@ -424,6 +426,8 @@ static void evil_step(evil_call* c) {
             c->resp = bb_of(h, sizeof h);
         } else if (mode == EV_TRUNC_TENSOR) {
             c->resp = evil_good(5);
+        } else if (mode == EV_VALUE_THEN_ERROR) {
+            c->resp = evil_good(0);
         }
         if (c->resp) {
             ops[n].op = GRPC_OP_SEND_MESSAGE;
@@ -434,6 +438,16 @@ static void evil_step(evil_call* c) {
         if (mode == EV_BAD_STATUS) {
             c->status_details = grpc_slice_from_copied_buffer(bad_details, sizeof bad_details - 1);
             ops[n].data.send_status_from_server.status = GRPC_STATUS_INTERNAL;
+            ops[n++].data.send_status_from_server.status_details = &c->status_details;
+        } else if (mode == EV_BIG_STATUS) { /* 2,000 bytes of 0xff (percent-encoded: gRPC refuses 8 KiB of metadata) */
+            static char big[2000];
+            memset(big, 0xff, sizeof big);
+            c->status_details = grpc_slice_from_copied_buffer(big, sizeof big);
+            ops[n].data.send_status_from_server.status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+            ops[n++].data.send_status_from_server.status_details = &c->status_details;
+        } else if (mode == EV_VALUE_THEN_ERROR) {
+            c->status_details = grpc_slice_from_static_string("value sent, then this error");
+            ops[n].data.send_status_from_server.status = GRPC_STATUS_UNAVAILABLE;
             ops[n++].data.send_status_from_server.status_details = &c->status_details;
         } else {
             ops[n].data.send_status_from_server.status = GRPC_STATUS_OK;
@@ -460,7 +474,7 @@ static void evil_step(evil_call* c) {
     /* stage 2: closed */
     if (c->req) grpc_byte_buffer_destroy(c->req);
     if (c->resp) grpc_byte_buffer_destroy(c->resp);
-    if (c->e->mode == EV_BAD_STATUS) grpc_slice_unref(c->status_details);
+    grpc_slice_unref(c->status_details); /* an empty slice when none was made */
     grpc_call_details_destroy(&c->det);
     grpc_metadata_array_destroy(&c->md);
     grpc_call_unref(c->call);
@@ -573,6 +587,8 @@ static void test_evil_trailers_only(void) { evil_case(EV_TRAILERS_ONLY, 0, TFRDV
 static void test_evil_responds_twice(void) { evil_case(EV_TWICE, 500000000LL, TFRDV_DEADLINE_EXCEEDED, "recv_timeout_ns"); }
 static void test_evil_never_responds(void) { evil_case(EV_NEVER, 300000000LL, TFRDV_DEADLINE_EXCEEDED, "recv_timeout_ns"); }
 static void test_evil_closes_mid_stream(void) { evil_case(EV_CLOSE, 0, TFRDV_UNAVAILABLE, 0); }
+static void test_evil_long_status_message(void) { evil_case(EV_BIG_STATUS, 0, TFRDV_RESOURCE_EXHAUSTED, "\\xff\\xff"); }
+static void test_evil_value_then_error(void) { evil_case(EV_VALUE_THEN_ERROR, 0, TFRDV_UNAVAILABLE, "then this error"); }
 
 /* GetStatus attacked: a worker whose device list grows on every call must not keep
    tfrdv_mgr_peer_incarnation asking forever; a million devices in 2 MB must not make it
@@ -617,7 +633,7 @@ static void test_evil_million_devices(void) {
 static void teardown_in_callback(int action) {
     const int n = 20;
     int i, ok = 0, other = 0;
-    rec_init(&R, 2 * n);
+    rec_init(&R, 2 * n + (action == 4)); /* 4: one more, the fetch after the destroy */
     R.action = action;
     R.p = &P;
     TT_CHECK(pair_build(&P, 1, 0, 0));
@@ -628,8 +644,8 @@ static void teardown_in_callback(int action) {
     TT_CHECK(send_i(&P, 0));
     /* C's receives all end (the first OK, the rest with the teardown's status) */
     TT_CHECK(rec_wait(&R, n, 30 * SEC));
-    if (action == 3) { /* C's transport is gone: S's fetches from it end too */
-        TT_CHECK(rec_wait(&R, 2 * n, 30 * SEC));
+    if (action >= 3) { /* C's transport is gone: S's fetches from it end too */
+        TT_CHECK(rec_wait(&R, R.n, 30 * SEC));
     } else { /* C's server still answers S: abort S's step so that its receives end */
         tfrdv_abort(P.sr, TFRDV_ABORTED, "test: S gives up");
         TT_CHECK(rec_wait(&R, 2 * n, 30 * SEC));
@@ -653,7 +669,13 @@ static void teardown_in_callback(int action) {
                                       tfrdv_code_str(R.st[n].code), R.st[n].msg);
     if (action == 1) TT_CHECK_EQ_INT(R.st[1].code, TFRDV_ABORTED);
     if (action == 2) TT_CHECK_EQ_INT(R.st[1].code, TFRDV_ABORTED);
-    if (action == 3) {
+    if (action == 4) {
+        TT_CHECK_EQ_INT(R.st[2 * n].code, TFRDV_UNAVAILABLE);
+        TT_CHECK(R.st[2 * n].msg[0] != 0);
+        if (getenv("ADV_VERBOSE")) printf("    after: %s\n", R.st[2 * n].msg);
+    }
+    if (action >= 3) {
+        TT_CHECK_CONTAINS(R.st[1].msg, "tfrdv_grpc_destroy");
         TT_CHECK(R.st[1].code == TFRDV_CANCELLED || R.st[1].code == TFRDV_UNAVAILABLE);
         TT_CHECK(R.st[n].code == TFRDV_CANCELLED || R.st[n].code == TFRDV_UNAVAILABLE || R.st[n].code == TFRDV_ABORTED);
     }
@@ -664,6 +686,7 @@ out:
 static void test_callback_cleans_up_its_step(void) { teardown_in_callback(1); }
 static void test_callback_destroys_its_manager(void) { teardown_in_callback(2); }
 static void test_callback_destroys_its_transport(void) { teardown_in_callback(3); }
+static void test_callback_destroys_its_transport_then_fetches(void) { teardown_in_callback(4); }
 /* the same with four completion-queue threads: other completions run while the callback tears down */
 static void teardown_4_threads(int action) {
     int keep = cq_threads;
@@ -863,6 +886,74 @@ out:
     rec_fini(&R);
     pair_close(&P);
 }
+/* S's manager destroyed while C's requests wait in S's server */
+static void test_server_manager_destroyed_while_requests_wait(void) {
+    enum { N = 50 };
+    int i;
+    rec_init(&R, N);
+    TT_CHECK(pair_build(&P, 1, 0, 0));
+    if (!P.cr) goto out;
+    for (i = 0; i < N; i++) TT_CHECK(recv_i(&P, S_DEV, S_INC, i, 0));
+    TT_CHECK(served_at_least(P.sg, N));
+    tfrdv_unref(P.sr);
+    P.sr = 0;
+    tfrdv_mgr_destroy(P.sm);
+    P.sm = 0;
+    TT_CHECK(rec_wait(&R, N, 30 * SEC));
+    sleep_ms(20);
+    TT_CHECK(rec_once(&R));
+    for (i = 0; i < N; i++) {
+        TT_CHECK_EQ_INT(R.st[i].code, TFRDV_ABORTED);
+        TT_CHECK(R.v[i] == 0);
+    }
+    if (getenv("ADV_VERBOSE")) printf("    %s\n", R.st[0].msg);
+out:
+    rec_fini(&R);
+    pair_close(&P);
+}
+/* S's transport and S's manager destroyed at once on two threads, with fetches both ways */
+static void* destroy_sg(void* u) {
+    (void)u;
+    tfrdv_grpc_destroy(P.sg);
+    return 0;
+}
+static void* destroy_sm(void* u) {
+    (void)u;
+    tfrdv_unref(P.sr);
+    tfrdv_mgr_destroy(P.sm);
+    return 0;
+}
+static void test_server_transport_and_manager_destroyed_at_once(void) {
+    enum { N = 200 };
+    pthread_t a, b;
+    int i;
+    rec_init(&R, 2 * N);
+    TT_CHECK(pair_build(&P, 1, 0, 0));
+    if (!P.cr) goto out;
+    for (i = 0; i < N; i++) TT_CHECK(recv_i(&P, S_DEV, S_INC, i, 0));
+    for (i = 0; i < N; i++) TT_CHECK(recv_on_s(&P, N + i));
+    TT_CHECK(served_at_least(P.sg, N) && served_at_least(P.cg, N));
+    pthread_create(&a, 0, destroy_sg, 0);
+    pthread_create(&b, 0, destroy_sm, 0);
+    pthread_join(a, 0);
+    pthread_join(b, 0);
+    P.sg = 0;
+    P.sm = 0;
+    P.sr = 0;
+    TT_CHECK(rec_wait(&R, 2 * N, 30 * SEC));
+    sleep_ms(20);
+    TT_CHECK(rec_once(&R));
+    for (i = 0; i < 2 * N; i++) {
+        TT_CHECK(R.st[i].code != TFRDV_OK && R.v[i] == 0 && R.st[i].msg[0] != 0);
+        if (R.st[i].code == TFRDV_OK) break;
+    }
+    if (getenv("ADV_VERBOSE")) printf("    C: %s: %s\n    S: %s: %s\n", tfrdv_code_str(R.st[0].code), R.st[0].msg,
+                                      tfrdv_code_str(R.st[N].code), R.st[N].msg);
+out:
+    rec_fini(&R);
+    pair_close(&P);
+}
+
 /* the server's or the client's transport destroyed with n calls in flight */
 static void destroy_in_flight(int server, int n) {
     int i;
@@ -884,6 +975,10 @@ static void destroy_in_flight(int server, int n) {
     for (i = 0; i < n; i++) {
         TT_CHECK(R.st[i].code == TFRDV_UNAVAILABLE || R.st[i].code == TFRDV_CANCELLED || R.st[i].code == TFRDV_ABORTED);
         TT_CHECK(R.v[i] == 0 && printable(R.st[i].msg));
+    }
+    if (!server) { /* the receiver learns why */
+        TT_CHECK_EQ_INT(R.st[0].code, TFRDV_CANCELLED);
+        TT_CHECK_CONTAINS(R.st[0].msg, "tfrdv_grpc_destroy");
     }
     if (getenv("ADV_VERBOSE")) printf("    %s: %s\n", tfrdv_code_str(R.st[0].code), R.st[0].msg);
 out:
@@ -1159,11 +1254,14 @@ int main(int argc, char** argv) {
     TT_RUN(test_evil_responds_twice);
     TT_RUN(test_evil_never_responds);
     TT_RUN(test_evil_closes_mid_stream);
+    TT_RUN(test_evil_long_status_message);
+    TT_RUN(test_evil_value_then_error);
     TT_RUN(test_evil_devices_grow_every_call);
     TT_RUN(test_evil_million_devices);
     TT_RUN(test_callback_cleans_up_its_step);
     TT_RUN(test_callback_destroys_its_manager);
     TT_RUN(test_callback_destroys_its_transport);
+    TT_RUN(test_callback_destroys_its_transport_then_fetches);
     TT_RUN(test_callback_cleans_up_its_step_4_threads);
     TT_RUN(test_callback_destroys_its_manager_4_threads);
     TT_RUN(test_callback_destroys_its_transport_4_threads);
@@ -1171,6 +1269,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_microsecond_deadlines_race_sends);
     TT_RUN(test_abort_step_while_answers_arrive);
     TT_RUN(test_server_cleanup_while_requests_wait);
+    TT_RUN(test_server_manager_destroyed_while_requests_wait);
+    TT_RUN(test_server_transport_and_manager_destroyed_at_once);
     TT_RUN(test_destroy_server_in_flight);
     TT_RUN(test_destroy_client_in_flight);
     TT_RUN(test_flood_then_abort);
