@@ -236,7 +236,10 @@
      on the completion-queue threads (or inside tfrdv_grpc_poll), never under a companion lock.
      tfrdv_grpc_destroy from such a callback returns at once; the shutdown then runs on a thread
      of its own (completion-queue threads) or when the tfrdv_grpc_poll that ran the callback
-     returns (host-driven). With one completion-queue thread, tfrdv_grpc_peer_devices,
+     returns (host-driven). That thread is detached and nothing signals its end: it waits for
+     the receipts in flight (1 s for those the shutdown sent, 10 s for older ones) and frees the
+     transport's memory then, possibly after tfrdv_mgr_destroy returned; a process about to exit
+     should destroy the transport from a thread of its own instead. With one completion-queue thread, tfrdv_grpc_peer_devices,
      tfrdv_mgr_peer_incarnation and tfrdv_recv in such a callback are refused
      (FAILED_PRECONDITION: their answer needs that very thread), and so is tfrdv_recv in
      tfrdv_grpc_poll's callbacks. In host-driven mode stop calling tfrdv_grpc_poll from other
@@ -457,8 +460,10 @@ TFRDV_API tfrdv_code tfrdv_grpc_set_worker(tfrdv_grpc* g, const char* worker, co
 /* Shut down (see LIFE CYCLE); from a receive callback too (see THREADS AND CALLBACKS). */
 TFRDV_API void tfrdv_grpc_destroy(tfrdv_grpc* g);
 /* Host-driven mode (num_threads -1): waits up to timeout_ns (<0: forever, 0: no wait) for one
-   completion, handles it and whatever else is ready, runs the manager's expiry when due.
-   Returns the number of completions handled. Also usable alongside the threads. */
+   completion, handles it and whatever else is ready, up to 1024 completions (the rest wait for
+   the next call, so a flood cannot keep the host's thread), and runs the manager's expiry when
+   due (also between completions). Returns the number of completions handled. Also usable
+   alongside the threads. */
 TFRDV_API int tfrdv_grpc_poll(tfrdv_grpc* g, int64_t timeout_ns);
 
 /* The devices of the worker `target` names ("/job:..." resolved like a fetch, else a gRPC address)
@@ -1403,7 +1408,8 @@ static const char* const tfrdv_grpc__paths[TFRDV_GRPC__NMETHODS] = {
 static const char tfrdv_grpc__restarted_payload[] =
     "\x0a\x4e\x0a\x4atype.googleapis.com/tensorflow.distributed_runtime.WorkerPossiblyRestarted\x12\x00";
 #define TFRDV_GRPC__RESTARTED_LEN 80
-#define TFRDV_GRPC__PEER_DEVICES_MAX 4096 /* devices a GetStatus answer may list (PEER INCARNATION) */
+#define TFRDV_GRPC__PEER_DEVICES_MAX 4096
+#define TFRDV_GRPC__POLL_MAX 1024 /* completions one tfrdv_grpc_poll handles at most */ /* devices a GetStatus answer may list (PEER INCARNATION) */
 
 typedef struct tfrdv_grpc__chan {
     char* address;
@@ -1705,8 +1711,13 @@ TFRDV_API int tfrdv_grpc_poll(tfrdv_grpc* g, int64_t timeout_ns) {
     int n = 0, rc, deferred;
     if (!g || !g->cq || g->closed) return 0;
     rc = tfrdv_grpc__next(g, timeout_ns < 0 ? gpr_inf_future(GPR_CLOCK_MONOTONIC) : tfrdv_grpc__in(timeout_ns));
-    while (rc > 0) {
+    while (rc > 0) { /* at most TFRDV_GRPC__POLL_MAX: a flood cannot keep the host's thread */
         n++;
+        if (n >= TFRDV_GRPC__POLL_MAX) break;
+        if (n % 64 == 0) { /* timers keep their period under a flood */
+            tfrdv_grpc__maybe_expire(g);
+            tfrdv_grpc__flush(g, 0);
+        }
         rc = tfrdv_grpc__next(g, gpr_inf_past(GPR_CLOCK_MONOTONIC));
     }
     tfrdv_grpc__maybe_expire(g);
@@ -3512,4 +3523,6 @@ TFRDV_API void tfrdv_grpc_get_stats(tfrdv_grpc* g, tfrdv_grpc_stats* out) {
 #undef TFRDV_GRPC__ARM
 #undef TFRDV_GRPC__KEY_INLINE
 #undef TFRDV_GRPC__RESTARTED_LEN
+#undef TFRDV_GRPC__PEER_DEVICES_MAX
+#undef TFRDV_GRPC__POLL_MAX
 #endif /* TFRDV_GRPC_IMPLEMENTATION */
