@@ -170,7 +170,9 @@
        ... tfrdv_send / tfrdv_recv_async as usual ...
        tfrdv_grpc_destroy(g);  tfrdv_mgr_destroy(mgr);      (either order)
      tfrdv_grpc_destroy shuts the server down (in-flight calls are cancelled: their answers go
-     back to the manager's table), cancels every in-flight client call, waits for their
+     back to the manager's table), cancels every in-flight client call (its receive fails
+     CANCELLED "tfrdv_grpc_destroy: the transport was destroyed while this call was in flight";
+     a fetch started afterwards UNAVAILABLE "tfrdv_grpc: transport shut down"), waits for their
      completions, waits until gRPC has dropped every zero-copy slice over a served value (gRPC
      frees the slices of a stalled reply on its own threads, after the connection closed: each
      holds a value reference, so no value release runs after destroy returned), joins the threads
@@ -198,7 +200,11 @@
      another device (a GPU) take that device's from tfrdv_grpc_peer_devices. timeout_ns > 0: the
      call waits for the worker to come up (gRPC's wait-for-ready, connecting again with back-off)
      up to timeout_ns, then DEADLINE_EXCEEDED; < 0: no limit; 0: one try, UNAVAILABLE when the
-     worker cannot be reached now (the call itself then bounded by 30 s). NOT_FOUND when no
+     worker cannot be reached now (the call itself then bounded by 30 s). It asks at most twice
+     (the second time with room for every device the first answer listed, within the same
+     timeout_ns; a list that grew again is looked at as far as it fit) and refuses an answer
+     listing more than 4096 devices (INVALID_ARGUMENT naming the worker and the count), so a
+     hostile worker can neither keep it asking nor make it allocate without bound. NOT_FOUND when no
      address is known for the worker, FAILED_PRECONDITION when the address answers with devices
      of other workers only (a stale cluster spec), and the worker's own status otherwise
      (UNIMPLEMENTED: no GetStatus there); every message names the worker.
@@ -230,7 +236,10 @@
      on the completion-queue threads (or inside tfrdv_grpc_poll), never under a companion lock.
      tfrdv_grpc_destroy from such a callback returns at once; the shutdown then runs on a thread
      of its own (completion-queue threads) or when the tfrdv_grpc_poll that ran the callback
-     returns (host-driven). With one completion-queue thread, tfrdv_grpc_peer_devices,
+     returns (host-driven). That thread is detached and nothing signals its end: it waits for
+     the receipts in flight (1 s for those the shutdown sent, 10 s for older ones) and frees the
+     transport's memory then, possibly after tfrdv_mgr_destroy returned; a process about to exit
+     should destroy the transport from a thread of its own instead. With one completion-queue thread, tfrdv_grpc_peer_devices,
      tfrdv_mgr_peer_incarnation and tfrdv_recv in such a callback are refused
      (FAILED_PRECONDITION: their answer needs that very thread), and so is tfrdv_recv in
      tfrdv_grpc_poll's callbacks. In host-driven mode stop calling tfrdv_grpc_poll from other
@@ -451,8 +460,10 @@ TFRDV_API tfrdv_code tfrdv_grpc_set_worker(tfrdv_grpc* g, const char* worker, co
 /* Shut down (see LIFE CYCLE); from a receive callback too (see THREADS AND CALLBACKS). */
 TFRDV_API void tfrdv_grpc_destroy(tfrdv_grpc* g);
 /* Host-driven mode (num_threads -1): waits up to timeout_ns (<0: forever, 0: no wait) for one
-   completion, handles it and whatever else is ready, runs the manager's expiry when due.
-   Returns the number of completions handled. Also usable alongside the threads. */
+   completion, handles it and whatever else is ready, up to 1024 completions (the rest wait for
+   the next call, so a flood cannot keep the host's thread), and runs the manager's expiry when
+   due (also between completions). Returns the number of completions handled. Also usable
+   alongside the threads. */
 TFRDV_API int tfrdv_grpc_poll(tfrdv_grpc* g, int64_t timeout_ns);
 
 /* The devices of the worker `target` names ("/job:..." resolved like a fetch, else a gRPC address)
@@ -1397,6 +1408,8 @@ static const char* const tfrdv_grpc__paths[TFRDV_GRPC__NMETHODS] = {
 static const char tfrdv_grpc__restarted_payload[] =
     "\x0a\x4e\x0a\x4atype.googleapis.com/tensorflow.distributed_runtime.WorkerPossiblyRestarted\x12\x00";
 #define TFRDV_GRPC__RESTARTED_LEN 80
+#define TFRDV_GRPC__PEER_DEVICES_MAX 4096
+#define TFRDV_GRPC__POLL_MAX 1024 /* completions one tfrdv_grpc_poll handles at most */ /* devices a GetStatus answer may list (PEER INCARNATION) */
 
 typedef struct tfrdv_grpc__chan {
     char* address;
@@ -1698,8 +1711,13 @@ TFRDV_API int tfrdv_grpc_poll(tfrdv_grpc* g, int64_t timeout_ns) {
     int n = 0, rc, deferred;
     if (!g || !g->cq || g->closed) return 0;
     rc = tfrdv_grpc__next(g, timeout_ns < 0 ? gpr_inf_future(GPR_CLOCK_MONOTONIC) : tfrdv_grpc__in(timeout_ns));
-    while (rc > 0) {
+    while (rc > 0) { /* at most TFRDV_GRPC__POLL_MAX: a flood cannot keep the host's thread */
         n++;
+        if (n >= TFRDV_GRPC__POLL_MAX) break;
+        if (n % 64 == 0) { /* timers keep their period under a flood */
+            tfrdv_grpc__maybe_expire(g);
+            tfrdv_grpc__flush(g, 0);
+        }
         rc = tfrdv_grpc__next(g, gpr_inf_past(GPR_CLOCK_MONOTONIC));
     }
     tfrdv_grpc__maybe_expire(g);
@@ -2475,7 +2493,8 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__t_peer_inc(void* user, tfrdv_mgr* mgr
     tfrdv_device_name wd;
     tfrdv_status s;
     tfrdv_code code;
-    int c0, stale = 0;
+    int c0, stale = 0, attempt;
+    int64_t end_ns = timeout_ns > 0 ? tfrdv_now_ns() + timeout_ns : 0;
     (void)mgr;
     *inc = 0;
     (void)tfrdv_escape(wn, sizeof wn, w.ptr, w.len);
@@ -2486,10 +2505,22 @@ TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__t_peer_inc(void* user, tfrdv_mgr* mgr
     (void)tfrdv_escape(an, sizeof an, addr, strlen(addr));
     if (tfrdv_grpc__handling == g && g->nthreads == 1)
         return tfrdv_grpc__err(st, TFRDV_FAILED_PRECONDITION, "tfrdv_grpc: asking %s's incarnation from a callback of this transport's only completion-queue thread would wait forever (ask from another thread, or use num_threads > 1)", wn);
-    for (;;) {
-        code = tfrdv_grpc__status_call(g, addr, timeout_ns == 0 ? 30000000000LL : timeout_ns, timeout_ns != 0, devs, cap, &n, &s);
+    /* at most two calls, both within the one timeout: a peer whose list grows on every answer
+       cannot keep this asking, nor a long list of tiny entries make it allocate without bound */
+    for (attempt = 0;; attempt++) {
+        int64_t left = timeout_ns == 0 ? 30000000000LL : timeout_ns;
+        if (timeout_ns > 0 && attempt > 0) left = end_ns - tfrdv_now_ns() > 1000000 ? end_ns - tfrdv_now_ns() : 1000000;
+        code = tfrdv_grpc__status_call(g, addr, left, timeout_ns != 0, devs, cap, &n, &s);
         if (code != TFRDV_OK || n <= cap) break;
-        if (devs != stack) tfrdv_grpc__free(&g->a, devs, cap * sizeof *devs);
+        if (attempt > 0) { /* the list grew between the two answers: look at what fit */
+            n = cap;
+            break;
+        }
+        if (n > TFRDV_GRPC__PEER_DEVICES_MAX) {
+            if (devs != stack) tfrdv_grpc__free(&g->a, devs, cap * sizeof *devs);
+            return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_grpc: worker %s at %s answered GetStatus with %zu devices (more than %d: a hostile or broken peer)",
+                                   wn, an, n, TFRDV_GRPC__PEER_DEVICES_MAX);
+        }
         cap = n; /* more devices than room: ask again with room for all */
         devs = (tfrdv_grpc_device*)tfrdv_grpc__alloc(&g->a, cap * sizeof *devs);
         if (!devs) return tfrdv_grpc__err(st, TFRDV_RESOURCE_EXHAUSTED, "tfrdv_grpc: out of memory asking %s's incarnation", wn);
@@ -3428,8 +3459,10 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__shutdown(tfrdv_grpc* g) {
     pthread_mutex_lock(&g->mu);
     /* receipts in flight are not cancelled (a lost not-taken receipt would lose its value): they
        end by their deadline at the latest (10 s, 1 s for those started from here on) */
-    for (c = g->live; c; c = c->next)
-        if (c->kind != TFRDV_GRPC__C_MARK) grpc_call_cancel(c->gc, NULL);
+    for (c = g->live; c; c = c->next) /* their receivers learn why (gRPC's own text: "CANCELLED") */
+        if (c->kind != TFRDV_GRPC__C_MARK)
+            grpc_call_cancel_with_status(c->gc, GRPC_STATUS_CANCELLED,
+                                         "tfrdv_grpc_destroy: the transport was destroyed while this call was in flight", NULL);
     tfrdv_grpc__wait_locked(g, tfrdv_grpc__quiet, 0);
     mgr = g->mgr;
     pthread_mutex_unlock(&g->mu);
@@ -3490,4 +3523,6 @@ TFRDV_API void tfrdv_grpc_get_stats(tfrdv_grpc* g, tfrdv_grpc_stats* out) {
 #undef TFRDV_GRPC__ARM
 #undef TFRDV_GRPC__KEY_INLINE
 #undef TFRDV_GRPC__RESTARTED_LEN
+#undef TFRDV_GRPC__PEER_DEVICES_MAX
+#undef TFRDV_GRPC__POLL_MAX
 #endif /* TFRDV_GRPC_IMPLEMENTATION */

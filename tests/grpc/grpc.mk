@@ -1,6 +1,7 @@
 # tests/grpc/grpc.mk - the gRPC companion (tfrdv_grpc.h), included at the end of the Makefile.
 #   make test          also builds and runs $(B)/test_grpc, $(B)/test_multi (one manager routed
-#                      over gRPC and tfrdv_tcp.h at once; also in make asan/tsan) and
+#                      over gRPC and tfrdv_tcp.h at once; also in make asan/tsan), $(B)/test_grpc_adversary
+#                      (the live transport attacked; also in make asan/tsan) and
 #                      $(B)/test_grpc_conformance (tests/conformance.h) and $(B)/ex_grpc_workers when
 #                      `pkg-config --exists grpc` succeeds (apt-get install libgrpc-dev pkg-config);
 #                      otherwise it prints a [SKIP] line naming the packages
@@ -48,6 +49,15 @@ $(B)/test_grpc: tests/grpc/test_grpc.c $(HEADERS) $(GRPC_TEST_DEPS)
 all: $(B)/test_multi
 
 $(B)/test_multi: tests/grpc/test_multi.c $(HEADERS)
+	@mkdir -p $(B)
+	$(SAY) CC $@
+	$(Q)$(CC) $(CFLAGS_T) $(GRPC_CFLAGS) -o $@ $< $(GRPC_LIBS)
+
+# the live transport attacked: a hostile raw C-core server, callbacks that tear down, cancels and
+# microsecond deadlines racing answers, floods, a server killed with SIGKILL (also in make asan/tsan)
+all: $(B)/test_grpc_adversary
+
+$(B)/test_grpc_adversary: tests/grpc/test_grpc_adversary.c $(HEADERS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) $(GRPC_CFLAGS) -o $@ $< $(GRPC_LIBS)
@@ -104,7 +114,7 @@ $(B)/ex_grpc_workers:
 	@true
 test: grpc-skip
 grpc-skip:
-	@echo "[SKIP] test_grpc, test_multi, test_grpc_conformance, grpc_workers (tfrdv_grpc.h): gRPC C core not found by pkg-config; apt-get install $(GRPC_PKGS)"
+	@echo "[SKIP] test_grpc, test_multi, test_grpc_adversary, test_grpc_conformance, grpc_workers (tfrdv_grpc.h): gRPC C core not found by pkg-config; apt-get install $(GRPC_PKGS)"
 grpc-asan grpc-tsan bench-grpc demo-grpc:
 	@echo "make $@ needs the gRPC C core: apt-get install $(GRPC_PKGS)"; exit 1
 endif
