@@ -239,10 +239,10 @@
      returns (host-driven). That thread is detached and nothing signals its end: it waits for
      the receipts in flight (1 s for those the shutdown sent, 10 s for older ones) and frees the
      transport's memory then, possibly after tfrdv_mgr_destroy returned; a process about to exit
-     should destroy the transport from a thread of its own instead. With one completion-queue thread, tfrdv_grpc_peer_devices,
-     tfrdv_mgr_peer_incarnation and tfrdv_recv in such a callback are refused
-     (FAILED_PRECONDITION: their answer needs that very thread), and so is tfrdv_recv in
-     tfrdv_grpc_poll's callbacks. In host-driven mode stop calling tfrdv_grpc_poll from other
+     should destroy the transport from a thread of its own instead. With one completion-queue
+     thread, tfrdv_grpc_peer_devices, tfrdv_mgr_peer_incarnation and tfrdv_recv in such a
+     callback are refused (FAILED_PRECONDITION: their answer needs that very thread), and so is
+     tfrdv_recv in tfrdv_grpc_poll's callbacks. In host-driven mode stop calling tfrdv_grpc_poll from other
      threads before tfrdv_grpc_destroy (which polls by itself until every call has completed);
      tfrdv_grpc_peer_devices and tfrdv_mgr_peer_incarnation also poll by themselves there. State:
      one thread-local pointer, the transport whose completion the thread is handling.
@@ -1408,8 +1408,8 @@ static const char* const tfrdv_grpc__paths[TFRDV_GRPC__NMETHODS] = {
 static const char tfrdv_grpc__restarted_payload[] =
     "\x0a\x4e\x0a\x4atype.googleapis.com/tensorflow.distributed_runtime.WorkerPossiblyRestarted\x12\x00";
 #define TFRDV_GRPC__RESTARTED_LEN 80
-#define TFRDV_GRPC__PEER_DEVICES_MAX 4096
-#define TFRDV_GRPC__POLL_MAX 1024 /* completions one tfrdv_grpc_poll handles at most */ /* devices a GetStatus answer may list (PEER INCARNATION) */
+#define TFRDV_GRPC__PEER_DEVICES_MAX 4096 /* devices a GetStatus answer may list (PEER INCARNATION) */
+#define TFRDV_GRPC__POLL_MAX 1024         /* completions one tfrdv_grpc_poll handles at most */
 
 typedef struct tfrdv_grpc__chan {
     char* address;
