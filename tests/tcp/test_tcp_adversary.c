@@ -13,6 +13,7 @@
 #include "tfrdv_tcp.h"
 #include "tt.h"
 #include "logcap.h"
+#include "rawframe.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -148,74 +149,7 @@ static void settle(end* c, end* s) {
     TT_CHECK_EQ_INT(tstats(s->t).values_unacked, 0);
 }
 
-/* ---- raw frames ---- */
-static int wr_full(int fd, const void* p, size_t n) {
-    size_t put = 0;
-    while (put < n) {
-        ssize_t k = send(fd, (const char*)p + put, n - put, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return 0;
-        put += (size_t)k;
-    }
-    return 1;
-}
-static void raw_put(int fd, const tfrdv_tcp_frame* f) {
-    uint8_t b[8192];
-    size_t n = tfrdv_tcp_encode(f, b, sizeof b);
-    (void)wr_full(fd, b, n);
-}
-static void raw_hello(int fd, const char* name, uint64_t inc) {
-    tfrdv_tcp_frame f;
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_HELLO;
-    f.version = 5;
-    f.incarnation = inc;
-    f.name.ptr = name;
-    f.name.len = strlen(name);
-    raw_put(fd, &f);
-}
-static void raw_sh(int fd, uint32_t flags, const void* bytes, size_t n) {
-    tfrdv_tcp_frame f;
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_SAMEHOST;
-    f.sh_flags = flags;
-    f.message.ptr = (const char*)bytes;
-    f.message.len = n;
-    raw_put(fd, &f);
-}
-typedef struct rawbuf { uint8_t b[1 << 16]; size_t len; } rawbuf;
-/* the next whole frame from fd (its value bytes skipped); a SAMEHOST's or CLOSE's bytes go to
-   keep (NUL-terminated; f->message points there). 0: EOF, garbage, or nothing for wait_ms
-   (< 0: no limit) */
-static int raw_next(int fd, rawbuf* rb, tfrdv_tcp_frame* f, char* keep, size_t cap, int wait_ms) {
-    for (;;) {
-        tfrdv_status st;
-        long used = tfrdv_tcp_decode(rb->b, rb->len, 0, f, &st);
-        ssize_t k;
-        struct pollfd pf;
-        if (used < 0) return 0;
-        if (used > 0 && rb->len >= (size_t)used + f->data_len) {
-            size_t total = (size_t)used + (size_t)f->data_len, m = 0;
-            if (f->type == TFRDV_TCP_SAMEHOST || f->type == TFRDV_TCP_CLOSE) {
-                m = f->message.len < cap - 1 ? f->message.len : cap - 1;
-                memcpy(keep, f->message.ptr, m);
-                f->message.ptr = keep;
-                f->message.len = m;
-            }
-            keep[m] = 0;
-            memmove(rb->b, rb->b + total, rb->len - total);
-            rb->len -= total;
-            return 1;
-        }
-        pf.fd = fd;
-        pf.events = POLLIN;
-        pf.revents = 0;
-        if (poll(&pf, 1, wait_ms) <= 0) return 0;
-        k = recv(fd, rb->b + rb->len, sizeof rb->b - rb->len, 0);
-        if (k <= 0) return 0;
-        rb->len += (size_t)k;
-    }
-}
+/* ---- raw frames (rawframe.h) ---- */
 /* the frames a peer sends until it closes: the CLOSE's message ("" if none), 1 if EOF came (0 if
    wait_ms passed first) */
 static int raw_until_end(int fd, char* close_msg, size_t cap, int wait_ms) {
@@ -243,46 +177,6 @@ static int raw_until_end(int fd, char* close_msg, size_t cap, int wait_ms) {
     free(rb);
     return eof;
 }
-static int raw_tcp(const char* addr) {
-    struct sockaddr_in in;
-    const char* colon = strrchr(addr, ':');
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&in, 0, sizeof in);
-    in.sin_family = AF_INET;
-    in.sin_port = htons((uint16_t)atoi(colon ? colon + 1 : "0"));
-    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr*)&in, sizeof in) != 0) { close(fd); return -1; }
-    return fd;
-}
-static socklen_t abstract_addr(struct sockaddr_un* un, const char* at) {
-    size_t n = strlen(at);
-    memset(un, 0, sizeof *un);
-    un->sun_family = AF_UNIX;
-    memcpy(un->sun_path + 1, at + 1, n - 1);
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
-}
-static int raw_abstract(const char* at) {
-    struct sockaddr_un un;
-    socklen_t l = abstract_addr(&un, at);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (connect(fd, (struct sockaddr*)&un, l) != 0) { close(fd); return -1; }
-    return fd;
-}
-static int loop_listen(char* addr, size_t cap) {
-    struct sockaddr_in in;
-    socklen_t l = sizeof in;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&in, 0, sizeof in);
-    in.sin_family = AF_INET;
-    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr*)&in, sizeof in) != 0 || listen(fd, 4) != 0 || getsockname(fd, (struct sockaddr*)&in, &l) != 0) {
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    snprintf(addr, cap, "127.0.0.1:%d", (int)ntohs(in.sin_port));
-    return fd;
-}
-
 #ifdef TFRDV_TCP__UPGRADE
 /* ============================================================================================
    Hostile clients of a server's side socket
@@ -294,7 +188,7 @@ static int raw_offer_of(const char* addr, uint8_t* tok, char* at, size_t cap) {
     char keep[256], id[160], why[200];
     int fd = raw_tcp(addr), ok = 0;
     if (fd < 0 || tfrdv_tcp__sh_host_id(id, sizeof id, why, sizeof why) != 0) { free(rb); if (fd >= 0) close(fd); return 0; }
-    raw_hello(fd, WK, 1);
+    raw_hello(fd, 5, WK, 1);
     raw_sh(fd, TFRDV_TCP_SH_TCP_ASK, id, strlen(id));
     while (raw_next(fd, rb, &g, keep, sizeof keep, 20000))
         if (g.type == TFRDV_TCP_SAMEHOST) {
@@ -385,7 +279,7 @@ static void test_side_socket_malformed_tokens(void) {
     fd = raw_tcp(s.addr);
     TT_CHECK(fd >= 0);
     if (fd >= 0) {
-        raw_hello(fd, WK, 1);
+        raw_hello(fd, 5, WK, 1);
         raw_sh(fd, TFRDV_TCP_SH_TCP_TOKEN, tok, 16);
         TT_CHECK(raw_until_end(fd, cm, sizeof cm, 30000));
         TT_CHECK_CONTAINS(cm, "SAMEHOST frame on a TCP connection");
@@ -395,7 +289,7 @@ static void test_side_socket_malformed_tokens(void) {
     fd = raw_abstract(at);
     TT_CHECK(fd >= 0);
     if (fd >= 0) {
-        raw_hello(fd, WK, 1);
+        raw_hello(fd, 5, WK, 1);
         raw_sh(fd, TFRDV_TCP_SH_TCP_TOKEN, tok, 16);
         raw_sh(fd, TFRDV_TCP_SH_TCP_TOKEN, tok, 16);
         TT_CHECK(raw_until_end(fd, cm, sizeof cm, 30000));
@@ -493,7 +387,7 @@ static void* evil_server(void* p) {
     char keep[512];
     int fd = accept(h->lfd, 0, 0), side = -1, nreq = 0;
     if (fd < 0) { free(rb); free(sb); return 0; }
-    raw_hello(fd, PS, PS_INC);
+    raw_hello(fd, 5, PS, PS_INC);
     for (;;) {
         struct pollfd pf[3];
         int np = 0, i;
@@ -510,7 +404,7 @@ static void* evil_server(void* p) {
                 pthread_mutex_lock(&h->mu);
                 h->side_accepted++;
                 pthread_mutex_unlock(&h->mu);
-                if (side >= 0) raw_hello(side, h->mode == 0 ? PS1 : PS, h->mode == 2 ? PS_INC + 1 : PS_INC);
+                if (side >= 0) raw_hello(side, 5, h->mode == 0 ? PS1 : PS, h->mode == 2 ? PS_INC + 1 : PS_INC);
             } else {
                 ssize_t k = recv(side, sb->b, sizeof sb->b, 0); /* its HELLO, token, question: not answered but mode 0 and 2 */
                 if (k <= 0) {
