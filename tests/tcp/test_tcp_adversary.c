@@ -282,7 +282,7 @@ static void test_side_socket_malformed_tokens(void) {
         raw_hello(fd, 5, WK, 1);
         raw_sh(fd, TFRDV_TCP_SH_TCP_TOKEN, tok, 16);
         TT_CHECK(raw_until_end(fd, cm, sizeof cm, 30000));
-        TT_CHECK_CONTAINS(cm, "SAMEHOST frame on a TCP connection");
+        TT_CHECK_CONTAINS(cm, "SAMEHOST flags 0x80 on a TCP connection from a version 5 client");
         close(fd);
     }
     /* the right token twice over one connection: the second is a question no client asks */
@@ -356,10 +356,13 @@ static void test_side_socket_silent_flood(void) {
 typedef struct evil {
     int lfd, sfd;               /* TCP listener, side listener */
     int mode;                   /* 0: the side socket answers as another worker; 1: HELLO, then
-                                   silence; 2: the same worker, another incarnation */
+                                   silence; 2: the same worker, another incarnation; 3: the offer
+                                   comes twice on TCP (the side socket as 1); 4: the side socket
+                                   grants nothing (SAMEHOST flags 0) */
     char at[64];
     pthread_mutex_t mu;
     int side_accepted, side_eof, tcp_requests, stop;
+    char close_msg[512];        /* the CLOSE the client sent on TCP, if any */
 } evil;
 static void evil_response(int fd, uint64_t id, int vidn) {
     tfrdv_value* v = mkval(vidn, 1);
@@ -406,15 +409,15 @@ static void* evil_server(void* p) {
                 pthread_mutex_unlock(&h->mu);
                 if (side >= 0) raw_hello(side, 5, h->mode == 0 ? PS1 : PS, h->mode == 2 ? PS_INC + 1 : PS_INC);
             } else {
-                ssize_t k = recv(side, sb->b, sizeof sb->b, 0); /* its HELLO, token, question: not answered but mode 0 and 2 */
+                ssize_t k = recv(side, sb->b, sizeof sb->b, 0); /* its HELLO, token, question: answered but in modes 1 and 3 */
                 if (k <= 0) {
                     pthread_mutex_lock(&h->mu);
                     h->side_eof = 1;
                     pthread_mutex_unlock(&h->mu);
                     close(side);
                     side = -2; /* no more */
-                } else if (h->mode != 1) {
-                    raw_sh(side, TFRDV_TCP_SH_CMA_GRANT, 0, 0); /* "granted": the switch would follow */
+                } else if (h->mode != 1 && h->mode != 3) { /* "granted": the switch would follow; mode 4: "nothing" */
+                    raw_sh(side, h->mode == 4 ? 0u : TFRDV_TCP_SH_CMA_GRANT, 0, 0);
                 }
             }
         }
@@ -426,6 +429,11 @@ static void* evil_server(void* p) {
                     memset(body, 0x5a, 16);
                     memcpy(body + 16, h->at, strlen(h->at));
                     raw_sh(fd, TFRDV_TCP_SH_TCP_OFFER, body, 16 + strlen(h->at));
+                    if (h->mode == 3) raw_sh(fd, TFRDV_TCP_SH_TCP_OFFER, body, 16 + strlen(h->at));
+                } else if (g.type == TFRDV_TCP_CLOSE) {
+                    pthread_mutex_lock(&h->mu);
+                    snprintf(h->close_msg, sizeof h->close_msg, "%s", keep);
+                    pthread_mutex_unlock(&h->mu);
                 } else if (g.type == TFRDV_TCP_REQUEST) {
                     evil_response(fd, g.id, nreq++);
                     pthread_mutex_lock(&h->mu);
@@ -548,6 +556,93 @@ static void test_hostile_server_side_stalls(void) {
     evil_fetch(&c, 3);
     TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
     TT_CHECK_EQ_INT(tstats(c.t).connections, 1);
+    end_close(&c);
+    evil_close(&h, th);
+}
+/* the server offers its side socket twice on one TCP connection: a protocol error naming it (the
+   CLOSE and the log say "a second SAMEHOST upgrade offer"), not the misleading "on a TCP
+   connection"; the fetch answered before it completed OK */
+static void test_hostile_server_offers_twice(void) {
+    evil h;
+    end c;
+    pthread_t th;
+    char addr[64], cm[512];
+    int i;
+    alarm(120);
+    if (!evil_open(&h, 3, addr, sizeof addr)) { TT_CHECK(0); return; }
+    pthread_create(&th, 0, evil_server, &h);
+    log_reset();
+    if (!end_open(&c, 0, addr, 0, 0)) { TT_CHECK(0); evil_close(&h, th); return; }
+    evil_fetch(&c, 1);
+    for (i = 0; i < 4000 && !tstats(c.t).protocol_errors; i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(tstats(c.t).protocol_errors, 1);
+    for (i = 0; i < 4000; i++) { /* the client's CLOSE reaches the raw server */
+        pthread_mutex_lock(&h.mu);
+        snprintf(cm, sizeof cm, "%s", h.close_msg);
+        pthread_mutex_unlock(&h.mu);
+        if (cm[0]) break;
+        sleep_ms(5);
+    }
+    TT_CHECK_CONTAINS(cm, "a second SAMEHOST upgrade offer (flags 0x40) on one TCP connection");
+    TT_CHECK_EQ_INT(log_count("a second SAMEHOST upgrade offer"), 1);
+    TT_CHECK_EQ_INT(log_count("on a TCP connection that"), 0);
+    TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
+    TT_CHECK_EQ_INT(tstats(c.t).calls_ok, 1);
+    end_close(&c);
+    evil_close(&h, th);
+}
+/* a raw client asks twice on one TCP connection: the server closes it naming the second question;
+   the same server still offers the upgrade to the next connection */
+static void test_client_asks_twice(void) {
+    end s;
+    char id[160], why[200], cm[512];
+    uint8_t tok[16];
+    char at[TFRDV_TCP_SH_ADDR_MAX + 1];
+    int fd;
+    alarm(60);
+    if (!end_open(&s, "127.0.0.1:0", 0, 0, 0)) { TT_CHECK(0); return; }
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(id, sizeof id, why, sizeof why), 0);
+    fd = raw_tcp(s.addr);
+    TT_CHECK(fd >= 0);
+    if (fd >= 0) {
+        raw_hello(fd, 5, WK, 1);
+        raw_sh(fd, TFRDV_TCP_SH_TCP_ASK, id, strlen(id));
+        raw_sh(fd, TFRDV_TCP_SH_TCP_ASK, id, strlen(id));
+        TT_CHECK(raw_until_end(fd, cm, sizeof cm, 30000));
+        TT_CHECK_CONTAINS(cm, "a second SAMEHOST upgrade question (flags 0x20) on one TCP connection");
+        close(fd);
+    }
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 1);
+    TT_CHECK(raw_offer_of(s.addr, tok, at, sizeof at));
+    end_close(&s);
+}
+/* the side socket answers the SAMEHOST question granting nothing (neither by address nor the
+   ring): the client does not switch to a path no better than TCP; it closes the side connection,
+   says why once, and its calls go on over TCP */
+static void test_hostile_server_side_grants_nothing(void) {
+    evil h;
+    end c;
+    pthread_t th;
+    char addr[64];
+    int i;
+    alarm(120);
+    if (!evil_open(&h, 4, addr, sizeof addr)) { TT_CHECK(0); return; }
+    pthread_create(&th, 0, evil_server, &h);
+    log_reset();
+    if (!end_open(&c, 0, addr, 0, 0)) { TT_CHECK(0); evil_close(&h, th); return; }
+    evil_fetch(&c, 1);
+    for (i = 0; i < 4000 && !log_count("stay on TCP") && !tstats(c.t).tcp_upgrades; i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
+    TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
+    TT_CHECK_EQ_INT(log_count("granted neither values by address nor the ring on the side socket (asked for both"), 1);
+    for (i = 0; i < 4000 && !evil_get(&h, &h.side_eof); i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(evil_get(&h, &h.side_eof), 1); /* the client closed the side connection */
+    if (!tstats(c.t).tcp_upgrades) { /* (switched, the fetches would wait for a side socket that serves nothing) */
+        evil_fetch(&c, 3);
+        TT_CHECK_EQ_INT(evil_get(&h, &h.tcp_requests), 4);
+        TT_CHECK_EQ_INT(tstats(c.t).calls_ok, 4);
+    }
+    TT_CHECK_EQ_INT(tstats(c.t).protocol_errors, 0);
     end_close(&c);
     evil_close(&h, th);
 }
@@ -708,6 +803,9 @@ int main(int argc, char** argv) {
     TT_RUN(test_side_socket_silent_flood);
     TT_RUN(test_hostile_server_side_impostor);
     TT_RUN(test_hostile_server_side_stalls);
+    TT_RUN(test_hostile_server_offers_twice);
+    TT_RUN(test_client_asks_twice);
+    TT_RUN(test_hostile_server_side_grants_nothing);
 #endif
     TT_RUN(test_flood_1ms_receives_tcp);
 #ifdef TFRDV_TCP__UPGRADE
