@@ -646,6 +646,207 @@ static void test_hostile_server_side_grants_nothing(void) {
     end_close(&c);
     evil_close(&h, th);
 }
+/* ============================================================================================
+   A receive callback destroys the client transport while its TCP connection moves to the side
+   socket (values on TCP, through the ring, by address)
+   ============================================================================================ */
+enum { DU_N = 90, DU_AT = 12 };
+typedef struct du {
+    tfrdv_tcp* t;
+    int calls[DU_N], ok[DU_N], corrupt, destroyed, completed;
+} du;
+typedef struct du_one { du* d; int i; } du_one;
+static void du_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    du_one* o = (du_one*)u;
+    du* d = o->d;
+    (void)sa; (void)ra; (void)dead;
+    __atomic_add_fetch(&d->calls[o->i], 1, __ATOMIC_SEQ_CST);
+    if (st->code == TFRDV_OK) {
+        if (vid(v, 3) != o->i) __atomic_add_fetch(&d->corrupt, 1, __ATOMIC_SEQ_CST);
+        else __atomic_store_n(&d->ok[o->i], 1, __ATOMIC_SEQ_CST);
+    }
+    tfrdv_value_release(v);
+    if (st->code == TFRDV_OK && __atomic_add_fetch(&d->completed, 1, __ATOMIC_SEQ_CST) == DU_AT) {
+        tfrdv_tcp_destroy(d->t); /* on the thread that read the response: returns at once */
+        __atomic_store_n(&d->destroyed, 1, __ATOMIC_SEQ_CST);
+    }
+}
+static void test_destroy_from_callback_across_upgrade(void) {
+    static du d;
+    static du_one one[DU_N];
+    end s, c, c2;
+    tfrdv_rendezvous *rs = 0, *rc = 0, *rc2 = 0;
+    tfrdv_status st;
+    int i, calls = 0, ok = 0, again = 0;
+    alarm(120);
+    memset(&d, 0, sizeof d);
+    if (!end_open(&s, "127.0.0.1:0", 0, 0, 0)) { TT_CHECK(0); return; }
+    if (!end_open(&c, 0, s.addr, 0, 0)) { TT_CHECK(0); end_close(&s); return; }
+    d.t = c.t;
+    (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
+    (void)tfrdv_mgr_start_step(c.m, 1, &rc, &st);
+    for (i = 0; i < DU_N; i++) { /* every receive first: some go on TCP, some wait for the switch */
+        tfrdv_key key;
+        char e[16];
+        snprintf(e, sizeof e, "du%d", i);
+        key_for(&key, e);
+        one[i].d = &d;
+        one[i].i = i;
+        TT_CHECK_EQ_INT(tfrdv_recv_async(rc, &key.parsed, 0, du_cb, &one[i], &st), TFRDV_OK);
+        if (i % 10 == 9) sleep_ms(2);
+    }
+    for (i = 0; i < DU_N; i++) { /* 40 B (the ring), 3000 B, 80 KB (by address) */
+        tfrdv_key key;
+        char e[16];
+        snprintf(e, sizeof e, "du%d", i);
+        key_for(&key, e);
+        TT_CHECK_EQ_INT(tfrdv_send(rs, &key.parsed, 0, mkval(i, 3), 0, &st), TFRDV_OK);
+        if (i % 10 == 9) sleep_ms(1);
+    }
+    for (i = 0; i < 4000; i++) { /* every callback, once */
+        int j, n = 0;
+        for (j = 0; j < DU_N; j++) n += __atomic_load_n(&d.calls[j], __ATOMIC_SEQ_CST) != 0;
+        if (n == DU_N) break;
+        sleep_ms(5);
+    }
+    tfrdv_unref(rc);
+    tfrdv_mgr_destroy(c.m); /* (the transport went in the callback) */
+    for (i = 0; i < DU_N; i++) {
+        calls += d.calls[i] == 1;
+        ok += d.ok[i];
+    }
+    printf("    %d values received before and after the destroy, %d receives cancelled (server: %d upgrade)\n", ok, DU_N - ok,
+           (int)tstats(s.t).tcp_upgrades);
+    TT_CHECK_EQ_INT(d.destroyed, 1);
+    TT_CHECK_EQ_INT(calls, DU_N);
+    TT_CHECK_EQ_INT(d.corrupt, 0);
+    /* every value not received is still in the server's table: a second client fetches each */
+    for (i = 0; i < 4000 && (tstats(s.t).values_unacked || tstats(s.t).server_requests_live); i++) sleep_ms(5);
+    if (!end_open(&c2, 0, s.addr, 0, 0)) { TT_CHECK(0); tfrdv_unref(rs); end_close(&s); return; }
+    (void)tfrdv_mgr_start_step(c2.m, 1, &rc2, &st);
+    for (i = 0; i < DU_N; i++) {
+        tfrdv_key key;
+        tfrdv_value* v = 0;
+        int dead = 0;
+        char e[16];
+        if (d.ok[i]) continue;
+        snprintf(e, sizeof e, "du%d", i);
+        key_for(&key, e);
+        again++;
+        TT_CHECK_EQ_INT(tfrdv_recv(rc2, &key.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_OK);
+        TT_CHECK_EQ_INT(vid(v, 3), i);
+        tfrdv_value_release(v);
+    }
+    TT_CHECK_EQ_INT(ok + again, DU_N);
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
+    tfrdv_unref(rc2);
+    tfrdv_unref(rs);
+    end_close(&c2);
+    end_close(&s);
+}
+/* 2,000 receives over the upgraded connection (values through the ring, on the socket, by
+   address) cancelled together (one cancellation manager) while the server answers them: each
+   completes once, OK and intact or CANCELLED, and every value not received is still in the
+   server's table (a second client fetches each) */
+enum { CR_N = 2000 };
+typedef struct cr {
+    int calls[CR_N], ok[CR_N], corrupt, other;
+} cr;
+typedef struct cr_one { cr* x; int i; } cr_one;
+static void cr_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    cr_one* o = (cr_one*)u;
+    (void)sa; (void)ra; (void)dead;
+    if (st->code == TFRDV_OK) {
+        if (vid(v, 3) != o->i) __atomic_add_fetch(&o->x->corrupt, 1, __ATOMIC_SEQ_CST);
+        else __atomic_store_n(&o->x->ok[o->i], 1, __ATOMIC_SEQ_CST);
+    } else if (st->code != TFRDV_CANCELLED) {
+        __atomic_add_fetch(&o->x->other, 1, __ATOMIC_SEQ_CST);
+    }
+    tfrdv_value_release(v);
+    __atomic_add_fetch(&o->x->calls[o->i], 1, __ATOMIC_SEQ_CST);
+}
+static void test_cancel_races_answers_across_upgrade(void) {
+    static cr x;
+    static cr_one one[CR_N];
+    end s, c, c2;
+    tfrdv_rendezvous *rs = 0, *rc = 0, *rc2 = 0;
+    tfrdv_cancel_mgr* cm = 0;
+    tfrdv_args a;
+    tfrdv_status st;
+    int i, calls = 0, ok = 0, again = 0;
+    alarm(180);
+    memset(&x, 0, sizeof x);
+    if (!end_open(&s, "127.0.0.1:0", 0, 0, 0)) { TT_CHECK(0); return; }
+    if (!end_open(&c, 0, s.addr, 0, 0)) { TT_CHECK(0); end_close(&s); return; }
+    (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
+    (void)tfrdv_mgr_start_step(c.m, 1, &rc, &st);
+    fetch_three(rs, rc, c.t, "crw"); /* upgraded first */
+    TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 1);
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, &st), TFRDV_OK);
+    memset(&a, 0, sizeof a);
+    a.cancel = cm;
+    for (i = 0; i < CR_N; i++) {
+        tfrdv_key key;
+        char e[16];
+        snprintf(e, sizeof e, "cr%d", i);
+        key_for(&key, e);
+        one[i].x = &x;
+        one[i].i = i;
+        TT_CHECK_EQ_INT(tfrdv_recv_async(rc, &key.parsed, &a, cr_cb, &one[i], &st), TFRDV_OK);
+    }
+    for (i = 0; i < CR_N; i++) { /* the answers, and halfway the cancel of every receive */
+        tfrdv_key key;
+        char e[16];
+        snprintf(e, sizeof e, "cr%d", i);
+        key_for(&key, e);
+        TT_CHECK_EQ_INT(tfrdv_send(rs, &key.parsed, 0, mkval(i, 3), 0, &st), TFRDV_OK);
+        if (i == CR_N / 2) tfrdv_cancel_start(cm);
+    }
+    for (i = 0; i < 6000; i++) {
+        int j, n = 0;
+        for (j = 0; j < CR_N; j++) n += __atomic_load_n(&x.calls[j], __ATOMIC_SEQ_CST) != 0;
+        if (n == CR_N) break;
+        sleep_ms(5);
+    }
+    sleep_ms(20); /* a second completion would show now */
+    for (i = 0; i < CR_N; i++) {
+        calls += x.calls[i] == 1;
+        ok += x.ok[i];
+    }
+    printf("    %d of %d received before the cancel took them\n", ok, CR_N);
+    TT_CHECK_EQ_INT(calls, CR_N);
+    TT_CHECK_EQ_INT(x.corrupt, 0);
+    TT_CHECK_EQ_INT(x.other, 0);
+    settle(&c, &s);
+    tfrdv_unref(rc);
+    end_close(&c);
+    tfrdv_cancel_mgr_destroy(cm);
+    if (!end_open(&c2, 0, s.addr, 0, 0)) { TT_CHECK(0); tfrdv_unref(rs); end_close(&s); return; }
+    (void)tfrdv_mgr_start_step(c2.m, 1, &rc2, &st);
+    for (i = 0; i < CR_N; i++) {
+        tfrdv_key key;
+        tfrdv_value* v = 0;
+        int dead = 0;
+        char e[16];
+        if (x.ok[i]) continue;
+        snprintf(e, sizeof e, "cr%d", i);
+        key_for(&key, e);
+        again++;
+        if (tfrdv_recv(rc2, &key.parsed, 0, 10 * SEC, &v, &dead, &st) != TFRDV_OK || vid(v, 3) != i) {
+            TT_CHECK(0);
+            printf("    value %d: %s\n", i, st.msg);
+            tfrdv_value_release(v);
+            break;
+        }
+        tfrdv_value_release(v);
+    }
+    TT_CHECK_EQ_INT(ok + again, CR_N);
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
+    tfrdv_unref(rc2);
+    tfrdv_unref(rs);
+    end_close(&c2);
+    end_close(&s);
+}
 #endif
 
 /* ============================================================================================
@@ -806,6 +1007,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_hostile_server_offers_twice);
     TT_RUN(test_client_asks_twice);
     TT_RUN(test_hostile_server_side_grants_nothing);
+    TT_RUN(test_destroy_from_callback_across_upgrade);
+    TT_RUN(test_cancel_races_answers_across_upgrade);
 #endif
     TT_RUN(test_flood_1ms_receives_tcp);
 #ifdef TFRDV_TCP__UPGRADE
