@@ -183,8 +183,9 @@
      value is delivered twice or lost across the switch. Any failure before that answer (the
      server refused, the side connect failed, the token was refused, the side connection ended,
      no SAMEHOST answer on it within connect_timeout_ns, neither path is possible on it, the
-     server's answer on it grants neither: the side connection would carry nothing TCP does not)
-     closes the side connection and leaves the calls on TCP, logged once per transport (level
+     server's answer on it grants neither: the side connection would carry nothing TCP does not;
+     the TCP connection that offered it ended first, e.g. closed as malformed: nothing it offered
+     is taken) closes the side connection and leaves the calls on TCP, logged once per transport (level
      info, "stay on TCP" and the reason), and that peer makes no new attempt for 60 s. If the
      side connection ends after it took over, its calls fail UNAVAILABLE as for a Unix peer and
      the next call dials TCP again, which may upgrade again (at most once per 10 s: a server
@@ -1277,6 +1278,8 @@ struct tfrdv_tcp__peer {
     tfrdv_tcp__ent parked;                     /* calls waiting for a connection (list head) */
     int64_t retry_at, backoff;
     int64_t up_next;                           /* SAME HOST: no TCP upgrade attempt before then */
+    tfrdv_tcp__conn* up_pend;                  /* SAME HOST: the side connection being set up (up_side
+                                                  1): it goes if the TCP connection ends first */
     char err[160];
     char addr[1];                              /* the address text follows */
 };
@@ -2368,6 +2371,17 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_fail(tfrdv_tcp* t, tfrdv_tcp__conn* c, t
         tfrdv_tcp__err(&td->st, code, "%s", msg);
     }
     c->state = TFRDV_TCP__C_DEAD;
+    if (c->peer && c->peer->up_pend) { /* SAME HOST: a side connection set up from this TCP connection's
+                                          offer goes with it (it may have been closed as malformed) */
+        tfrdv_tcp__conn* s = c->peer->up_pend;
+        if (s == c || c->up_asked != 2) {
+            if (s == c) c->peer->up_pend = 0;
+        } else {
+            c->peer->up_pend = 0;
+            if (s->state != TFRDV_TCP__C_DEAD && s->up_side == 1)
+                tfrdv_tcp__conn_fail(t, s, TFRDV_UNAVAILABLE, "the TCP connection it was offered on ended first", td);
+        }
+    }
     if (c->fd >= 0) {
 #ifdef TFRDV_TCP__EPOLL
         if (c->in_epoll) (void)epoll_ctl(t->efd, EPOLL_CTL_DEL, c->fd, 0);
@@ -3339,6 +3353,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__up_dial(tfrdv_tcp* t, tfrdv_tcp__conn* c, cons
     }
     s->peer = c->peer;
     s->up_side = 1; /* not the peer's connection yet: no call goes on it, none is parked for it */
+    c->peer->up_pend = s;
     s->deadline = tfrdv_tcp__add(tfrdv_tcp__now(), t->cfg.connect_timeout_ns);
     do rc = connect(fd, (struct sockaddr*)&un, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n));
     while (rc < 0 && errno == EINTR);
@@ -3395,6 +3410,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__up_switch(tfrdv_tcp* t, tfrdv_tcp__conn* s, tf
     }
     s->up_side = 2;
     s->deadline = INT64_MAX; /* answered in time */
+    if (p->up_pend == s) p->up_pend = 0;
     p->conn = s;
     t->stats.tcp_upgrades++;
     if (old && old != s) {

@@ -358,7 +358,8 @@ typedef struct evil {
     int mode;                   /* 0: the side socket answers as another worker; 1: HELLO, then
                                    silence; 2: the same worker, another incarnation; 3: the offer
                                    comes twice on TCP (the side socket as 1); 4: the side socket
-                                   grants nothing (SAMEHOST flags 0) */
+                                   grants nothing (SAMEHOST flags 0); 5: the offer twice, the side
+                                   socket grants by address */
     char at[64];
     pthread_mutex_t mu;
     int side_accepted, side_eof, tcp_requests, stop;
@@ -388,13 +389,13 @@ static void* evil_server(void* p) {
     rawbuf* sb = (rawbuf*)calloc(1, sizeof *sb);
     tfrdv_tcp_frame g;
     char keep[512];
-    int fd = accept(h->lfd, 0, 0), side = -1, nreq = 0;
+    int fd = accept(h->lfd, 0, 0), side = -1, nreq = 0, tcp_end = 0;
     if (fd < 0) { free(rb); free(sb); return 0; }
     raw_hello(fd, 5, PS, PS_INC);
     for (;;) {
         struct pollfd pf[3];
         int np = 0, i;
-        pf[np].fd = fd; pf[np].events = POLLIN; pf[np].revents = 0; np++;
+        pf[np].fd = tcp_end ? -1 : fd; pf[np].events = POLLIN; pf[np].revents = 0; np++;
         pf[np].fd = side < 0 ? h->sfd : side; pf[np].events = POLLIN; pf[np].revents = 0; np++;
         if (poll(pf, (nfds_t)np, 100) < 0) break;
         pthread_mutex_lock(&h->mu);
@@ -428,8 +429,20 @@ static void* evil_server(void* p) {
                     uint8_t body[16 + 64];
                     memset(body, 0x5a, 16);
                     memcpy(body + 16, h->at, strlen(h->at));
-                    raw_sh(fd, TFRDV_TCP_SH_TCP_OFFER, body, 16 + strlen(h->at));
-                    if (h->mode == 3) raw_sh(fd, TFRDV_TCP_SH_TCP_OFFER, body, 16 + strlen(h->at));
+                    tfrdv_tcp_frame o;
+                    uint8_t two[2 * (24 + 16 + 64)];
+                    size_t n;
+                    memset(&o, 0, sizeof o);
+                    o.type = TFRDV_TCP_SAMEHOST;
+                    o.sh_flags = TFRDV_TCP_SH_TCP_OFFER;
+                    o.message.ptr = (const char*)body;
+                    o.message.len = 16 + strlen(h->at);
+                    n = tfrdv_tcp_encode(&o, two, sizeof two);
+                    if (h->mode == 3 || h->mode == 5) { /* twice, in one write: read together */
+                        memcpy(two + n, two, n);
+                        n *= 2;
+                    }
+                    (void)wr_full(fd, two, n);
                 } else if (g.type == TFRDV_TCP_CLOSE) {
                     pthread_mutex_lock(&h->mu);
                     snprintf(h->close_msg, sizeof h->close_msg, "%s", keep);
@@ -444,7 +457,8 @@ static void* evil_server(void* p) {
             {
                 char c1;
                 ssize_t k = recv(fd, &c1, 1, MSG_PEEK | MSG_DONTWAIT);
-                if (k == 0) break; /* the client closed the TCP connection */
+                if (k == 0 && h->mode != 5) break; /* the client closed the TCP connection */
+                if (k == 0) tcp_end = 1; /* mode 5: the side socket still answers */
             }
         }
     }
@@ -588,6 +602,30 @@ static void test_hostile_server_offers_twice(void) {
     TT_CHECK_EQ_INT(log_count("on a TCP connection that"), 0);
     TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
     TT_CHECK_EQ_INT(tstats(c.t).calls_ok, 1);
+    end_close(&c);
+    evil_close(&h, th);
+}
+/* the same, and the side socket the first offer named answers (after the TCP connection was
+   closed for the repeat) granting by address: the side connection of a connection closed as
+   malformed goes with it: the client does not switch to it */
+static void test_hostile_server_offers_twice_side_answers(void) {
+    evil h;
+    end c;
+    pthread_t th;
+    char addr[64];
+    int i;
+    alarm(120);
+    if (!evil_open(&h, 5, addr, sizeof addr)) { TT_CHECK(0); return; }
+    pthread_create(&th, 0, evil_server, &h);
+    log_reset();
+    if (!end_open(&c, 0, addr, 0, 0)) { TT_CHECK(0); evil_close(&h, th); return; }
+    evil_fetch(&c, 1);
+    for (i = 0; i < 4000 && !evil_get(&h, &h.side_eof); i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(evil_get(&h, &h.side_accepted), 1);
+    TT_CHECK_EQ_INT(evil_get(&h, &h.side_eof), 1); /* the client closed the side connection */
+    TT_CHECK_EQ_INT(tstats(c.t).protocol_errors, 1);
+    TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
+    TT_CHECK_EQ_INT(log_count("a second SAMEHOST upgrade offer"), 1); /* the cause, said once */
     end_close(&c);
     evil_close(&h, th);
 }
@@ -1005,6 +1043,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_hostile_server_side_impostor);
     TT_RUN(test_hostile_server_side_stalls);
     TT_RUN(test_hostile_server_offers_twice);
+    TT_RUN(test_hostile_server_offers_twice_side_answers);
     TT_RUN(test_client_asks_twice);
     TT_RUN(test_hostile_server_side_grants_nothing);
     TT_RUN(test_destroy_from_callback_across_upgrade);
