@@ -1034,6 +1034,78 @@ static void test_flood_1ms_receives_tcp(void) { flood_over("127.0.0.1:0", TFRDV_
 static void test_flood_1ms_receives_across_upgrade(void) { flood_over("127.0.0.1:0", 0, 3, 1); }
 #endif
 
+/* ============================================================================================
+   Thousands of request deadlines under a flood
+   ============================================================================================ */
+/* a raw client writes 3,000 REQUESTs for keys nobody sends, each with its own deadline of 1 to 8
+   ms, in one burst (a thread of its own) while it reads the answers: each raw request is
+   answered exactly once, ERROR DEADLINE_EXCEEDED; the server's 3,000 timers all fire
+   (serve_expired) and nothing stays in flight */
+enum { TM_N = 3000 };
+typedef struct tm_w { int fd; } tm_w;
+static void* tm_writer(void* p) {
+    tm_w* w = (tm_w*)p;
+    int i;
+    for (i = 0; i < TM_N; i++) {
+        tfrdv_tcp_frame f;
+        tfrdv_key key;
+        char e[32];
+        snprintf(e, sizeof e, "tm_none_%d", i);
+        key_for(&key, e);
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_REQUEST;
+        f.id = (uint64_t)i + 1;
+        f.step_id = 1;
+        f.request_id = 900000 + i;
+        f.deadline_ns = (int64_t)(1 + i % 8) * 1000000;
+        f.key.ptr = key.buf;
+        f.key.len = key.len;
+        raw_put(w->fd, &f);
+    }
+    return 0;
+}
+static void test_request_deadlines_flood(void) {
+    static uint8_t seen[TM_N + 1];
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    end s;
+    tm_w w;
+    pthread_t th;
+    tfrdv_rendezvous* rs = 0;
+    tfrdv_status st;
+    tfrdv_tcp_frame g;
+    int errors = 0, expired = 0, twice = 0, other = 0, i;
+    alarm(120);
+    memset(seen, 0, sizeof seen);
+    if (!end_open(&s, "127.0.0.1:0", 0, 0, 0)) { TT_CHECK(0); free(rb); return; }
+    (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
+    w.fd = raw_tcp(s.addr);
+    TT_CHECK(w.fd >= 0);
+    if (w.fd < 0) { tfrdv_unref(rs); end_close(&s); free(rb); return; }
+    raw_hello(w.fd, 5, WK, 1);
+    pthread_create(&th, 0, tm_writer, &w);
+    while (errors < TM_N && raw_next(w.fd, rb, &g, 0, 0, 20000)) {
+        if (g.type != TFRDV_TCP_ERROR) continue;
+        errors++;
+        if (g.id < 1 || g.id > TM_N) other++;
+        else if (seen[g.id]++) twice++;
+        if (g.code == TFRDV_DEADLINE_EXCEEDED) expired++;
+        else if (other++ == 0) printf("    request %llu: code %u\n", (unsigned long long)g.id, g.code);
+    }
+    pthread_join(th, 0);
+    TT_CHECK_EQ_INT(errors, TM_N);
+    TT_CHECK_EQ_INT(expired, TM_N);
+    TT_CHECK_EQ_INT(twice, 0);
+    TT_CHECK_EQ_INT(other, 0);
+    TT_CHECK_EQ_INT(tstats(s.t).serve_expired, TM_N);
+    for (i = 0; i < 2000 && tstats(s.t).server_requests_live; i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(tstats(s.t).server_requests_live, 0);
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
+    close(w.fd);
+    free(rb);
+    tfrdv_unref(rs);
+    end_close(&s);
+}
+
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -1050,6 +1122,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_cancel_races_answers_across_upgrade);
 #endif
     TT_RUN(test_flood_1ms_receives_tcp);
+    TT_RUN(test_request_deadlines_flood);
 #ifdef TFRDV_TCP__UPGRADE
     TT_RUN(test_flood_1ms_receives_across_upgrade);
 #endif
