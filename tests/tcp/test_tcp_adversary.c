@@ -1,8 +1,10 @@
 /* test_tcp_adversary.c - tfrdv_tcp.h attacked: hostile peers of the same-host TCP upgrade (raw
    side-socket clients with bad tokens, garbage, silence and floods; a raw server that offers its
-   side socket and then answers as another worker or stalls), give-ups racing the switch from TCP
-   to the side connection, and floods of 1 ms receives racing their answers on every path (TCP,
-   the upgraded ring, by address). Every check is on behaviour (each call completes once, every
+   side socket and then answers as another worker, stalls, grants nothing or offers twice; a raw
+   client that asks twice), give-ups racing the switch from TCP to the side connection (a
+   callback that destroys the transport, a cancellation of 2,000 receives), floods of 1 ms
+   receives racing their answers on every path (TCP, the upgraded ring, by address) and 3,000
+   request deadlines at once. Every check is on behaviour (each call completes once, every
    value is received once or still buffered, a hostile peer gets a CLOSE naming what was wrong);
    waits are condition waits with generous bounds, and every test is bounded by alarm(). Both
    ends run in this process. Built by tests/tcp/tcp.mk as part of `make test`. */
@@ -517,19 +519,32 @@ static void evil_close(evil* h, pthread_t th) {
     close(h->sfd);
     pthread_mutex_destroy(&h->mu);
 }
+/* the raw server in that mode on its thread (th), and a client of it (c; connect_timeout_ns
+   timeout_ns, 0: the default) that fetched one value over TCP; 0 (a failed check) if either
+   could not be made */
+static int evil_start(evil* h, int mode, pthread_t* th, end* c, int64_t timeout_ns) {
+    char addr[64];
+    if (!evil_open(h, mode, addr, sizeof addr)) { TT_CHECK(0); return 0; }
+    pthread_create(th, 0, evil_server, h);
+    log_reset();
+    if (!end_open(c, 0, addr, 0, timeout_ns)) { TT_CHECK(0); evil_close(h, *th); return 0; }
+    evil_fetch(c, 1);
+    return 1;
+}
+/* 1 once the client closed the raw server's side connection (a bounded wait: 20 s) */
+static int evil_side_closed(evil* h) {
+    int i;
+    for (i = 0; i < 4000 && !evil_get(h, &h->side_eof); i++) sleep_ms(5);
+    return evil_get(h, &h->side_eof);
+}
 /* its side socket answers as another worker, or as another incarnation of the same one: the
    client does not switch, says why once, and its calls go on over TCP */
 static void evil_impostor_side(int mode) {
     evil h;
     end c;
     pthread_t th;
-    char addr[64];
     int i;
-    if (!evil_open(&h, mode, addr, sizeof addr)) { TT_CHECK(0); return; }
-    pthread_create(&th, 0, evil_server, &h);
-    log_reset();
-    if (!end_open(&c, 0, addr, 0, 0)) { TT_CHECK(0); return; }
-    evil_fetch(&c, 1);
+    if (!evil_start(&h, mode, &th, &c, 0)) return;
     for (i = 0; i < 4000 && !log_count("stay on TCP"); i++) sleep_ms(5);
     TT_CHECK_EQ_INT(evil_get(&h, &h.side_accepted), 1);
     TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
@@ -553,17 +568,11 @@ static void test_hostile_server_side_stalls(void) {
     evil h;
     end c;
     pthread_t th;
-    char addr[64];
     int i;
     alarm(120);
-    if (!evil_open(&h, 1, addr, sizeof addr)) { TT_CHECK(0); return; }
-    pthread_create(&th, 0, evil_server, &h);
-    log_reset();
-    if (!end_open(&c, 0, addr, 0, 300000000)) { TT_CHECK(0); return; }
-    evil_fetch(&c, 1);
-    for (i = 0; i < 4000 && !evil_get(&h, &h.side_eof); i++) sleep_ms(5); /* 20 s */
+    if (!evil_start(&h, 1, &th, &c, 300000000)) return;
+    TT_CHECK(evil_side_closed(&h));
     TT_CHECK_EQ_INT(evil_get(&h, &h.side_accepted), 1);
-    TT_CHECK_EQ_INT(evil_get(&h, &h.side_eof), 1);
     for (i = 0; i < 4000 && !log_count("stay on TCP"); i++) sleep_ms(5);
     TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
     TT_CHECK_EQ_INT(log_count("no answer to its SAMEHOST question within connect_timeout_ns"), 1);
@@ -580,14 +589,10 @@ static void test_hostile_server_offers_twice(void) {
     evil h;
     end c;
     pthread_t th;
-    char addr[64], cm[512];
+    char cm[512];
     int i;
     alarm(120);
-    if (!evil_open(&h, 3, addr, sizeof addr)) { TT_CHECK(0); return; }
-    pthread_create(&th, 0, evil_server, &h);
-    log_reset();
-    if (!end_open(&c, 0, addr, 0, 0)) { TT_CHECK(0); evil_close(&h, th); return; }
-    evil_fetch(&c, 1);
+    if (!evil_start(&h, 3, &th, &c, 0)) return;
     for (i = 0; i < 4000 && !tstats(c.t).protocol_errors; i++) sleep_ms(5);
     TT_CHECK_EQ_INT(tstats(c.t).protocol_errors, 1);
     for (i = 0; i < 4000; i++) { /* the client's CLOSE reaches the raw server */
@@ -612,17 +617,10 @@ static void test_hostile_server_offers_twice_side_answers(void) {
     evil h;
     end c;
     pthread_t th;
-    char addr[64];
-    int i;
     alarm(120);
-    if (!evil_open(&h, 5, addr, sizeof addr)) { TT_CHECK(0); return; }
-    pthread_create(&th, 0, evil_server, &h);
-    log_reset();
-    if (!end_open(&c, 0, addr, 0, 0)) { TT_CHECK(0); evil_close(&h, th); return; }
-    evil_fetch(&c, 1);
-    for (i = 0; i < 4000 && !evil_get(&h, &h.side_eof); i++) sleep_ms(5);
+    if (!evil_start(&h, 5, &th, &c, 0)) return;
+    TT_CHECK(evil_side_closed(&h)); /* the client closed the side connection */
     TT_CHECK_EQ_INT(evil_get(&h, &h.side_accepted), 1);
-    TT_CHECK_EQ_INT(evil_get(&h, &h.side_eof), 1); /* the client closed the side connection */
     TT_CHECK_EQ_INT(tstats(c.t).protocol_errors, 1);
     TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
     TT_CHECK_EQ_INT(log_count("a second SAMEHOST upgrade offer"), 1); /* the cause, said once */
@@ -661,20 +659,14 @@ static void test_hostile_server_side_grants_nothing(void) {
     evil h;
     end c;
     pthread_t th;
-    char addr[64];
     int i;
     alarm(120);
-    if (!evil_open(&h, 4, addr, sizeof addr)) { TT_CHECK(0); return; }
-    pthread_create(&th, 0, evil_server, &h);
-    log_reset();
-    if (!end_open(&c, 0, addr, 0, 0)) { TT_CHECK(0); evil_close(&h, th); return; }
-    evil_fetch(&c, 1);
+    if (!evil_start(&h, 4, &th, &c, 0)) return;
     for (i = 0; i < 4000 && !log_count("stay on TCP") && !tstats(c.t).tcp_upgrades; i++) sleep_ms(5);
     TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
     TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
     TT_CHECK_EQ_INT(log_count("granted neither values by address nor the ring on the side socket (asked for both"), 1);
-    for (i = 0; i < 4000 && !evil_get(&h, &h.side_eof); i++) sleep_ms(5);
-    TT_CHECK_EQ_INT(evil_get(&h, &h.side_eof), 1); /* the client closed the side connection */
+    TT_CHECK(evil_side_closed(&h)); /* the client closed the side connection */
     if (!tstats(c.t).tcp_upgrades) { /* (switched, the fetches would wait for a side socket that serves nothing) */
         evil_fetch(&c, 3);
         TT_CHECK_EQ_INT(evil_get(&h, &h.tcp_requests), 4);
@@ -683,6 +675,36 @@ static void test_hostile_server_side_grants_nothing(void) {
     TT_CHECK_EQ_INT(tstats(c.t).protocol_errors, 0);
     end_close(&c);
     evil_close(&h, th);
+}
+/* a second client of server s fetches every value prefix<i> (i < n) with !got[i], each intact
+   (it must still be in s's table); how many it fetched */
+static int fetch_rest(end* s, const char* prefix, const int* got, int n) {
+    end c2;
+    tfrdv_rendezvous* rc2 = 0;
+    tfrdv_status st;
+    int i, again = 0;
+    if (!end_open(&c2, 0, s->addr, 0, 0)) { TT_CHECK(0); return 0; }
+    (void)tfrdv_mgr_start_step(c2.m, 1, &rc2, &st);
+    for (i = 0; i < n; i++) {
+        tfrdv_key key;
+        tfrdv_value* v = 0;
+        int dead = 0;
+        char e[32];
+        if (got[i]) continue;
+        snprintf(e, sizeof e, "%s%d", prefix, i);
+        key_for(&key, e);
+        again++;
+        if (tfrdv_recv(rc2, &key.parsed, 0, 10 * SEC, &v, &dead, &st) != TFRDV_OK || vid(v, 3) != i) {
+            TT_CHECK(0);
+            printf("    value %s%d: %s\n", prefix, i, st.msg);
+            tfrdv_value_release(v);
+            break;
+        }
+        tfrdv_value_release(v);
+    }
+    tfrdv_unref(rc2);
+    end_close(&c2);
+    return again;
 }
 /* ============================================================================================
    A receive callback destroys the client transport while its TCP connection moves to the side
@@ -712,8 +734,8 @@ static void du_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, const t
 static void test_destroy_from_callback_across_upgrade(void) {
     static du d;
     static du_one one[DU_N];
-    end s, c, c2;
-    tfrdv_rendezvous *rs = 0, *rc = 0, *rc2 = 0;
+    end s, c;
+    tfrdv_rendezvous *rs = 0, *rc = 0;
     tfrdv_status st;
     int i, calls = 0, ok = 0, again = 0;
     alarm(120);
@@ -760,26 +782,10 @@ static void test_destroy_from_callback_across_upgrade(void) {
     TT_CHECK_EQ_INT(d.corrupt, 0);
     /* every value not received is still in the server's table: a second client fetches each */
     for (i = 0; i < 4000 && (tstats(s.t).values_unacked || tstats(s.t).server_requests_live); i++) sleep_ms(5);
-    if (!end_open(&c2, 0, s.addr, 0, 0)) { TT_CHECK(0); tfrdv_unref(rs); end_close(&s); return; }
-    (void)tfrdv_mgr_start_step(c2.m, 1, &rc2, &st);
-    for (i = 0; i < DU_N; i++) {
-        tfrdv_key key;
-        tfrdv_value* v = 0;
-        int dead = 0;
-        char e[16];
-        if (d.ok[i]) continue;
-        snprintf(e, sizeof e, "du%d", i);
-        key_for(&key, e);
-        again++;
-        TT_CHECK_EQ_INT(tfrdv_recv(rc2, &key.parsed, 0, 10 * SEC, &v, &dead, &st), TFRDV_OK);
-        TT_CHECK_EQ_INT(vid(v, 3), i);
-        tfrdv_value_release(v);
-    }
+    again = fetch_rest(&s, "du", d.ok, DU_N);
     TT_CHECK_EQ_INT(ok + again, DU_N);
     TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
-    tfrdv_unref(rc2);
     tfrdv_unref(rs);
-    end_close(&c2);
     end_close(&s);
 }
 /* 2,000 receives over the upgraded connection (values through the ring, on the socket, by
@@ -806,8 +812,8 @@ static void cr_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, const t
 static void test_cancel_races_answers_across_upgrade(void) {
     static cr x;
     static cr_one one[CR_N];
-    end s, c, c2;
-    tfrdv_rendezvous *rs = 0, *rc = 0, *rc2 = 0;
+    end s, c;
+    tfrdv_rendezvous *rs = 0, *rc = 0;
     tfrdv_cancel_mgr* cm = 0;
     tfrdv_args a;
     tfrdv_status st;
@@ -859,30 +865,10 @@ static void test_cancel_races_answers_across_upgrade(void) {
     tfrdv_unref(rc);
     end_close(&c);
     tfrdv_cancel_mgr_destroy(cm);
-    if (!end_open(&c2, 0, s.addr, 0, 0)) { TT_CHECK(0); tfrdv_unref(rs); end_close(&s); return; }
-    (void)tfrdv_mgr_start_step(c2.m, 1, &rc2, &st);
-    for (i = 0; i < CR_N; i++) {
-        tfrdv_key key;
-        tfrdv_value* v = 0;
-        int dead = 0;
-        char e[16];
-        if (x.ok[i]) continue;
-        snprintf(e, sizeof e, "cr%d", i);
-        key_for(&key, e);
-        again++;
-        if (tfrdv_recv(rc2, &key.parsed, 0, 10 * SEC, &v, &dead, &st) != TFRDV_OK || vid(v, 3) != i) {
-            TT_CHECK(0);
-            printf("    value %d: %s\n", i, st.msg);
-            tfrdv_value_release(v);
-            break;
-        }
-        tfrdv_value_release(v);
-    }
+    again = fetch_rest(&s, "cr", x.ok, CR_N);
     TT_CHECK_EQ_INT(ok + again, CR_N);
     TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
-    tfrdv_unref(rc2);
     tfrdv_unref(rs);
-    end_close(&c2);
     end_close(&s);
 }
 #endif
