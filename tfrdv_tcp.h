@@ -176,21 +176,22 @@
      The client dials the side address (only an "@tfrdv-..." one: a server cannot point it at
      another local service's abstract socket) in the I/O loop like any dial, sends its HELLO and
      the token, then asks as on any Unix connection (by address, the ring). When that SAMEHOST
-     answer comes granting one of them, the side connection becomes the peer's connection for new calls; calls already
-     on the TCP connection finish there, and the TCP connection is shut down for writing only
-     after its last call completed and its ACKs went out (the server reads them, then the end,
-     and closes it; closing earlier would give those values back to the server's table). So no
-     value is delivered twice or lost across the switch. Any failure before that answer (the
-     server refused, the side connect failed, the token was refused, the side connection ended,
-     no SAMEHOST answer on it within connect_timeout_ns, neither path is possible on it, the
-     server's answer on it grants neither: the side connection would carry nothing TCP does not;
-     the TCP connection that offered it ended first, e.g. closed as malformed: nothing it offered
-     is taken) closes the side connection and leaves the calls on TCP, logged once per transport (level
-     info, "stay on TCP" and the reason), and that peer makes no new attempt for 60 s. If the
-     side connection ends after it took over, its calls fail UNAVAILABLE as for a Unix peer and
-     the next call dials TCP again, which may upgrade again (at most once per 10 s: a server
-     that keeps dying does not cost an upgrade per redial). same_host TFRDV_OFF on either side,
-     TFRDV_TCP_UPGRADE_DENY=1 on either side, or a version 4 peer: no upgrade.
+     answer comes granting one of them, the side connection becomes the peer's connection for
+     new calls; calls already on the TCP connection finish there, and the TCP connection is shut
+     down for writing only after its last call completed and its ACKs went out (the server reads
+     them, then the end, and closes it; closing earlier would give those values back to the
+     server's table). So no value is delivered twice or lost across the switch. Any failure
+     before that answer (the server refused, the side connect failed, the token was refused, the
+     side connection ended, no SAMEHOST answer on it within connect_timeout_ns, neither path is
+     possible on it, the server's answer on it grants neither: the side connection would carry
+     nothing TCP does not; the TCP connection that offered it ended first, e.g. closed as
+     malformed: nothing it offered is taken) closes the side connection and leaves the calls on
+     TCP, logged once per transport (level info, "stay on TCP" and the reason; when the TCP
+     connection's own end is logged, that line says it), and that peer makes no new attempt for
+     60 s. If the side connection ends after it took over, its calls fail UNAVAILABLE as for a
+     Unix peer and the next call dials TCP again, which may upgrade again (at most once per 10 s:
+     a server that keeps dying does not cost an upgrade per redial). same_host TFRDV_OFF on
+     either side, TFRDV_TCP_UPGRADE_DENY=1 on either side, or a version 4 peer: no upgrade.
      stats.tcp_upgrades counts the upgrades (both ends: the client when its new calls take the
      side connection, the server when a token checked out, whatever its side connection grants).
 
