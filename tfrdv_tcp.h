@@ -80,7 +80,8 @@
                    with its host identity (1..255 bytes), server flag 64 alone with a 16-byte
                    token then its side address (2..108 bytes; or flags 0: refused); on the side
                    socket client flag 128 alone with the token (16), before any other frame but
-                   its HELLO
+                   its HELLO. A TCP connection carries one question (32) and one answer (64 or
+                   0): a second of either, or any other flags there, is a malformed frame
       10 RELEASE   n x u64 wire ids (1..512), id 0 (version 5, ZERO COPY): the client no longer
                    maps the pool values of these responses; the server releases its hold
      Delivery (version 2). A server keeps the value of each response it has written until the
@@ -179,20 +180,24 @@
      The client dials the side address (only an "@tfrdv-..." one: a server cannot point it at
      another local service's abstract socket) in the I/O loop like any dial, sends its HELLO and
      the token, then asks as on any Unix connection (by address, the ring). When that SAMEHOST
-     answer comes, the side connection becomes the peer's connection for new calls; calls already
-     on the TCP connection finish there, and the TCP connection is shut down for writing only
-     after its last call completed and its ACKs went out (the server reads them, then the end,
-     and closes it; closing earlier would give those values back to the server's table). So no
-     value is delivered twice or lost across the switch. Any failure before that answer (the
-     server refused, the side connect failed, the token was refused, the side connection ended,
-     no SAMEHOST answer on it within connect_timeout_ns, neither path is possible on it) leaves the calls on TCP, logged once per transport (level
-     info, "stay on TCP" and the reason), and that peer makes no new attempt for 60 s. If the
-     side connection ends after it took over, its calls fail UNAVAILABLE as for a Unix peer and
-     the next call dials TCP again, which may upgrade again (at most once per 10 s: a server
-     that keeps dying does not cost an upgrade per redial). same_host TFRDV_OFF on either side,
-     TFRDV_TCP_UPGRADE_DENY=1 on either side, or a version 4 peer: no upgrade.
+     answer comes granting one of them, the side connection becomes the peer's connection for
+     new calls; calls already on the TCP connection finish there, and the TCP connection is shut
+     down for writing only after its last call completed and its ACKs went out (the server reads
+     them, then the end, and closes it; closing earlier would give those values back to the
+     server's table). So no value is delivered twice or lost across the switch. Any failure
+     before that answer (the server refused, the side connect failed, the token was refused, the
+     side connection ended, no SAMEHOST answer on it within connect_timeout_ns, neither path is
+     possible on it, the server's answer on it grants neither: the side connection would carry
+     nothing TCP does not; the TCP connection that offered it ended first, e.g. closed as
+     malformed: nothing it offered is taken) closes the side connection and leaves the calls on
+     TCP, logged once per transport (level info, "stay on TCP" and the reason; when the TCP
+     connection's own end is logged, that line says it), and that peer makes no new attempt for
+     60 s. If the side connection ends after it took over, its calls fail UNAVAILABLE as for a
+     Unix peer and the next call dials TCP again, which may upgrade again (at most once per 10 s:
+     a server that keeps dying does not cost an upgrade per redial). same_host TFRDV_OFF on
+     either side, TFRDV_TCP_UPGRADE_DENY=1 on either side, or a version 4 peer: no upgrade.
      stats.tcp_upgrades counts the upgrades (both ends: the client when its new calls take the
-     side connection, the server when a token checked out).
+     side connection, the server when a token checked out, whatever its side connection grants).
 
    SAME HOST RING (Linux, Unix sockets, protocol version 4)
      Small frames skip the socket too. With its SAMEHOST frame the client passes (SCM_RIGHTS) a
@@ -1278,6 +1283,8 @@ struct tfrdv_tcp__peer {
     tfrdv_tcp__ent parked;                     /* calls waiting for a connection (list head) */
     int64_t retry_at, backoff;
     int64_t up_next;                           /* SAME HOST: no TCP upgrade attempt before then */
+    tfrdv_tcp__conn* up_pend;                  /* SAME HOST: the side connection being set up (up_side
+                                                  1): it goes if the TCP connection ends first */
     char err[160];
     char addr[1];                              /* the address text follows */
 };
@@ -2369,6 +2376,17 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_fail(tfrdv_tcp* t, tfrdv_tcp__conn* c, t
         tfrdv_tcp__err(&td->st, code, "%s", msg);
     }
     c->state = TFRDV_TCP__C_DEAD;
+    if (c->peer && c->peer->up_pend) { /* SAME HOST: a side connection set up from this TCP connection's
+                                          offer goes with it (it may have been closed as malformed) */
+        tfrdv_tcp__conn* s = c->peer->up_pend;
+        if (s == c || c->up_asked != 2) {
+            if (s == c) c->peer->up_pend = 0;
+        } else {
+            c->peer->up_pend = 0;
+            if (s->state != TFRDV_TCP__C_DEAD && s->up_side == 1)
+                tfrdv_tcp__conn_fail(t, s, TFRDV_UNAVAILABLE, "the TCP connection it was offered on ended first", td);
+        }
+    }
     if (c->fd >= 0) {
 #ifdef TFRDV_TCP__EPOLL
         if (c->in_epoll) (void)epoll_ctl(t->efd, EPOLL_CTL_DEL, c->fd, 0);
@@ -3340,6 +3358,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__up_dial(tfrdv_tcp* t, tfrdv_tcp__conn* c, cons
     }
     s->peer = c->peer;
     s->up_side = 1; /* not the peer's connection yet: no call goes on it, none is parked for it */
+    c->peer->up_pend = s;
     s->deadline = tfrdv_tcp__add(tfrdv_tcp__now(), t->cfg.connect_timeout_ns);
     do rc = connect(fd, (struct sockaddr*)&un, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n));
     while (rc < 0 && errno == EINTR);
@@ -3396,6 +3415,7 @@ TFRDV_TCP__PRIVATE int tfrdv_tcp__up_switch(tfrdv_tcp* t, tfrdv_tcp__conn* s, tf
     }
     s->up_side = 2;
     s->deadline = INT64_MAX; /* answered in time */
+    if (p->up_pend == s) p->up_pend = 0;
     p->conn = s;
     t->stats.tcp_upgrades++;
     if (old && old != s) {
@@ -3515,8 +3535,19 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
         if (f->sh_flags == TFRDV_TCP_SH_TCP_OFFER) (void)tfrdv_tcp__up_dial(t, c, f, td, umsg, sizeof umsg);
         else if (f->sh_flags == 0) (void)tfrdv_tcp__up_fallback(t, c->peer, "the server refused it (its log says why)", umsg, sizeof umsg);
         else snprintf(bad, sizeof bad, "SAMEHOST flags 0x%x answering the TCP upgrade (64 or 0 expected)", f->sh_flags);
-    } else if (c->peer_version < 3 || !c->is_unix || c->sh_seen)
-        snprintf(bad, sizeof bad, "SAMEHOST frame %s", c->sh_seen ? "sent twice" : !c->is_unix ? "on a TCP connection" : "from a peer that said version < 3");
+    } else if (!c->is_unix) { /* TCP: the upgrade's question (to a server) and its answer, one each */
+        if (c->server && c->sh_seen && f->sh_flags == TFRDV_TCP_SH_TCP_ASK)
+            snprintf(bad, sizeof bad, "a second SAMEHOST upgrade question (flags 0x%x) on one TCP connection (a client asks once)", f->sh_flags);
+        else if (c->server)
+            snprintf(bad, sizeof bad, "SAMEHOST flags 0x%x on a TCP connection from a version %d client (only the upgrade question, flag 32, from version 5)",
+                     f->sh_flags, c->peer_version);
+        else if (c->up_asked == 2 && (f->sh_flags == TFRDV_TCP_SH_TCP_OFFER || f->sh_flags == 0))
+            snprintf(bad, sizeof bad, "a second SAMEHOST upgrade offer (flags 0x%x) on one TCP connection (the server answered its question already)", f->sh_flags);
+        else
+            snprintf(bad, sizeof bad, "SAMEHOST flags 0x%x on a TCP connection %s", f->sh_flags,
+                     c->up_asked ? "(only the upgrade's answer, 64 or 0)" : "that asked no upgrade question");
+    } else if (c->peer_version < 3 || c->sh_seen)
+        snprintf(bad, sizeof bad, "SAMEHOST frame %s", c->sh_seen ? "sent twice" : "from a peer that said version < 3");
     else if (c->server) {
         if (!f->sh_flags || (f->sh_flags & ~ask) || (c->peer_version < 4 && f->sh_flags != TFRDV_TCP_SH_CMA_READ) ||
             ((f->sh_flags & TFRDV_TCP_SH_RING_FUTEX) && !(f->sh_flags & TFRDV_TCP_SH_RING_OFFER)))
@@ -3559,7 +3590,13 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__sh_on_frame(tfrdv_tcp* t, tfrdv_tcp__conn* c,
     } else if (!c->sh_asked || (f->sh_flags & ~((c->sh_cma ? TFRDV_TCP_SH_CMA_GRANT : 0u) | (c->shm ? TFRDV_TCP_SH_RING_OK | TFRDV_TCP_SH_RING_FUTEX : 0u))) ||
                (f->sh_flags & (TFRDV_TCP_SH_RING_OK | TFRDV_TCP_SH_RING_FUTEX)) == TFRDV_TCP_SH_RING_FUTEX)
         snprintf(bad, sizeof bad, "SAMEHOST %s (flags 0x%x)", c->sh_asked ? "with flags not asked for" : "answer to no question", f->sh_flags);
-    else {
+    else if (c->up_side == 1 && !(f->sh_flags & TFRDV_TCP_SH_CMA_GRANT) && !(c->shm && (f->sh_flags & TFRDV_TCP_SH_RING_OK))) {
+        char m[200]; /* SAME HOST: the side socket would carry nothing TCP does not: stay on TCP (conn_fail says why, once) */
+        c->sh_seen = 1;
+        snprintf(m, sizeof m, "the server granted neither values by address nor the ring on the side socket (asked for %s; its log says why)",
+                 c->sh_cma && c->shm ? "both" : c->sh_cma ? "values by address" : "the ring");
+        tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, m, td);
+    } else {
         c->sh_seen = 1;
         c->sh_read = (f->sh_flags & TFRDV_TCP_SH_CMA_GRANT) != 0;
         if (c->sh_read) t->stats.same_host_grants++;

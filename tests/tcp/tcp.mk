@@ -7,7 +7,7 @@
 
 all: $(B)/test_tcp
 
-$(B)/test_tcp: tests/tcp/test_tcp.c $(HEADERS)
+$(B)/test_tcp: tests/tcp/test_tcp.c tests/tcp/rawframe.h $(HEADERS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) -o $@ $< $(LDLIBS)
@@ -19,7 +19,7 @@ fuzz-tcp:
 ifeq ($(SAN),)
 all: $(B)/test_tcp_poll
 endif
-$(B)/test_tcp_poll: tests/tcp/test_tcp.c $(HEADERS)
+$(B)/test_tcp_poll: tests/tcp/test_tcp.c tests/tcp/rawframe.h $(HEADERS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) -DTFRDV_TCP_NO_EPOLL -o $@ $< $(LDLIBS)
@@ -33,14 +33,14 @@ $(B)/test_tcp_conformance: tests/tcp/test_tcp_conformance.c $(HEADERS)
 
 # the same-host path (SAME HOST in tfrdv_tcp.h): values by address between two processes
 all: $(B)/test_tcp_samehost
-$(B)/test_tcp_samehost: tests/tcp/test_tcp_samehost.c $(HEADERS)
+$(B)/test_tcp_samehost: tests/tcp/test_tcp_samehost.c tests/tcp/rawframe.h $(HEADERS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) -o $@ $< $(LDLIBS)
 
 # hostile peers and racing give-ups against tfrdv_tcp.h (the TCP upgrade's side socket, floods)
 all: $(B)/test_tcp_adversary
-$(B)/test_tcp_adversary: tests/tcp/test_tcp_adversary.c $(HEADERS)
+$(B)/test_tcp_adversary: tests/tcp/test_tcp_adversary.c tests/tcp/rawframe.h $(HEADERS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) -o $@ $< $(LDLIBS)

@@ -12,6 +12,7 @@
 #include "tfrdv_tcp.h"
 #include "tt.h"
 #include "logcap.h"
+#include "rawframe.h"
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -353,16 +354,6 @@ static int rd_full(int fd, void* p, size_t n) {
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) return 0;
         got += (size_t)k;
-    }
-    return 1;
-}
-static int wr_full(int fd, const void* p, size_t n) {
-    size_t put = 0;
-    while (put < n) {
-        ssize_t k = write(fd, (const char*)p + put, n - put);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return 0;
-        put += (size_t)k;
     }
     return 1;
 }
@@ -1216,22 +1207,6 @@ static int raw_connect(const char* addr) {
     }
     return fd;
 }
-static void raw_put(int fd, const tfrdv_tcp_frame* f) {
-    uint8_t b[8192];
-    size_t n = tfrdv_tcp_encode(f, b, sizeof b);
-    (void)wr_full(fd, b, n);
-}
-static void raw_hello_as(int fd, const char* name) {
-    tfrdv_tcp_frame f;
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_HELLO;
-    f.version = 1;
-    f.name.ptr = name;
-    f.name.len = strlen(name);
-    raw_put(fd, &f);
-}
-/* as the PS worker (a client checks that the server it dialled is the worker it wants) */
-static void raw_hello(int fd) { raw_hello_as(fd, PS); }
 /* reads frames until one of `type` (returns 1, frame in *f, its extra bytes skipped) or EOF (0) */
 static uint8_t rbuf[1 << 16];
 static size_t rlen;
@@ -1309,7 +1284,7 @@ static void expect_close(const char* addr, int hello, const uint8_t* bytes, size
     tfrdv_tcp_frame f;
     char msg[256];
     int fd = raw_connect(addr);
-    if (hello) raw_hello(fd);
+    if (hello) raw_hello(fd, 1, PS, 0);
     (void)wr_full(fd, bytes, n);
     rlen = 0;
     msg[0] = 0;
@@ -1366,12 +1341,12 @@ static void test_hostile_frames(void) {
     close(fd);
     /* a truncated frame, then close; and a silent connection */
     fd = raw_connect(s.addr);
-    raw_hello(fd);
+    raw_hello(fd, 1, PS, 0);
     (void)wr_full(fd, junk, 7);
     close(fd);
     /* duplicate wire id while the first is in flight */
     fd = raw_connect(s.addr);
-    raw_hello(fd);
+    raw_hello(fd, 1, PS, 0);
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_REQUEST;
     f.id = 5;
@@ -1436,7 +1411,7 @@ static void test_huge_times(void) {
     if (!insrv_open(&s, "127.0.0.1:0", &tc)) { TT_CHECK(0); return; }
     fd2 = raw_connect(s.addr); /* silent: handshake_timeout_ns INT64_MAX never passes */
     fd = raw_connect(s.addr);
-    raw_hello(fd);
+    raw_hello(fd, 1, PS, 0);
     key_for(&k1, "huge1", PS_INC);
     key_for(&k2, "huge2", PS_INC);
     raw_request(fd, 1, &k1, INT64_MAX);
@@ -1641,7 +1616,7 @@ static void test_close_while_streaming(void) {
         dims[0] = 8 << 20;
         (void)tfrdv_send(r, &k.parsed, 0, mkval(3, 1, dims, (uint64_t)32 << 20, 7), 0, &st); /* 32 MiB */
         fd = raw_connect(s.addr);
-        raw_hello(fd);
+        raw_hello(fd, 1, PS, 0);
         raw_request(fd, 1, &k, 0);
         for (have = 0; have < sizeof head;) { /* a little of it */
             ssize_t n = read(fd, head + have, sizeof head - have);
@@ -1684,7 +1659,7 @@ static void test_duplicate_ids(void) {
     if (!insrv_open(&s, "127.0.0.1:0", 0)) { TT_CHECK(0); return; }
     key_for(&k, "dup", PS_INC);
     fd = raw_connect(s.addr);
-    raw_hello(fd);
+    raw_hello(fd, 1, PS, 0);
     memset(&f, 0, sizeof f);
     f.type = TFRDV_TCP_REQUEST;
     f.step_id = 1;
@@ -1767,7 +1742,7 @@ static void test_hostile_server(void) {
             tfrdv_tcp_frame f;
             fd = accept(lfd, 0, 0);
             if (fd < 0) _exit(1);
-            raw_hello(fd);
+            raw_hello(fd, 1, PS, 0);
             rlen = 0;
             if (raw_get(fd, TFRDV_TCP_REQUEST, &f, 0, 0) != 1) _exit(2);
             memset(&f, 0, sizeof f);
@@ -1820,7 +1795,7 @@ static pid_t hostile_server(const char* addr, const hround* rounds, int n) {
             uint64_t id;
             int fd = accept(lfd, 0, 0);
             if (fd < 0) _exit(1);
-            raw_hello_as(fd, rounds[i].name);
+            raw_hello(fd, 1, rounds[i].name, 0);
             rlen = 0;
             if (raw_get(fd, TFRDV_TCP_REQUEST, &f, 0, 0) != 1) _exit(2);
             id = f.id;
@@ -1884,7 +1859,7 @@ static void test_peer_bytes_escaped(void) {
     /* the server's log: a client whose HELLO name is hostile, then a malformed frame */
     if (!insrv_open(&s, "127.0.0.1:0", &tc)) { TT_CHECK(0); return; }
     fd = raw_connect(s.addr);
-    raw_hello_as(fd, "/job:x" EVIL);
+    raw_hello(fd, 1, "/job:x" EVIL, 0);
     memset(junk, 0xa5, sizeof junk);
     (void)wr_full(fd, junk, sizeof junk);
     TT_CHECK(raw_eof(fd));
@@ -2066,7 +2041,7 @@ static void test_request_flood(void) {
     before = rss_kib();
     live0 = cnt.bytes;
     fd = raw_connect(s.addr);
-    raw_hello(fd);
+    raw_hello(fd, 1, PS, 0);
     pid = flood(fd, 100000, 1);
     for (i = 0; i < 60000; i++) { /* read the answers until every request was handled */
         ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
@@ -2104,7 +2079,7 @@ static void test_request_flood(void) {
     TT_CHECK(cnt.bytes < live0 + ((size_t)1 << 20)); /* back to the start, but for capped free lists */
     /* the same flood from a peer that never reads: closed once 8 MiB of answers wait for it */
     fd = raw_connect(s.addr);
-    raw_hello(fd);
+    raw_hello(fd, 1, PS, 0);
     pid = flood(fd, 100000, 1);
     wait_stats(s.t, &ts, 0);
     for (i = 0; i < 2000 && ts.protocol_errors == 0; i++) { sleep_ms(5); tfrdv_tcp_get_stats(s.t, &ts); }
@@ -2126,7 +2101,7 @@ static void test_connection_flood(void) {
     alarm(60);
     tc.max_connections = 8;
     if (!insrv_open(&s, upath("cflood.sock"), &tc)) { TT_CHECK(0); return; }
-    for (i = 0; i < 64; i++) if ((fds[i] = raw_connect(s.addr)) >= 0) raw_hello(fds[i]);
+    for (i = 0; i < 64; i++) if ((fds[i] = raw_connect(s.addr)) >= 0) raw_hello(fds[i], 1, PS, 0);
     for (i = 0; i < 1000; i++) {
         tfrdv_tcp_get_stats(s.t, &ts);
         if (ts.accepted + ts.connections_rejected >= 64) break;
@@ -3327,13 +3302,6 @@ static void test_worker_started_before_its_ps(void) {
     if (l.ok) srv_stop(&l.s);
 }
 /* ---- delivery acknowledgements (protocol version 2) --------------------------------------- */
-static void raw_hello_v(int fd, int version) {
-    tfrdv_tcp_frame f;
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_HELLO;
-    f.version = (uint16_t)version;
-    raw_put(fd, &f);
-}
 static void raw_ids(int fd, int type, uint64_t id) { /* ACK of one id, or CANCEL */
     tfrdv_tcp_frame f;
     memset(&f, 0, sizeof f);
@@ -3347,7 +3315,7 @@ static void raw_ids(int fd, int type, uint64_t id) { /* ACK of one id, or CANCEL
 static int raw_greet(const char* addr, int version) {
     tfrdv_tcp_frame f;
     int fd = raw_connect(addr);
-    raw_hello_v(fd, version);
+    raw_hello(fd, version, "", 0);
     rlen = 0;
     TT_CHECK_EQ_INT(raw_get(fd, TFRDV_TCP_HELLO, &f, 0, 0), 1);
     TT_CHECK_EQ_INT(f.version, TFRDV_TCP_PROTOCOL_VERSION);
@@ -3490,7 +3458,7 @@ static void test_peer_that_reads_nothing(void) {
     }
     fd = raw_connect(s.addr);
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    raw_hello_v(fd, 2);
+    raw_hello(fd, 2, "", 0);
     for (i = 0; i < 8; i++) {
         tfrdv_key k;
         char e[16];
@@ -3510,7 +3478,7 @@ static void test_peer_that_reads_nothing(void) {
     /* reads its answer, never acknowledges it */
     insrv_send(&s, "held", 4);
     fd = raw_connect(s.addr);
-    raw_hello_v(fd, 2);
+    raw_hello(fd, 2, "", 0);
     {
         tfrdv_key k;
         key_for(&k, "held", PS_INC);

@@ -1,8 +1,10 @@
 /* test_tcp_adversary.c - tfrdv_tcp.h attacked: hostile peers of the same-host TCP upgrade (raw
    side-socket clients with bad tokens, garbage, silence and floods; a raw server that offers its
-   side socket and then answers as another worker or stalls), give-ups racing the switch from TCP
-   to the side connection, and floods of 1 ms receives racing their answers on every path (TCP,
-   the upgraded ring, by address). Every check is on behaviour (each call completes once, every
+   side socket and then answers as another worker, stalls, grants nothing or offers twice; a raw
+   client that asks twice), give-ups racing the switch from TCP to the side connection (a
+   callback that destroys the transport, a cancellation of 2,000 receives), floods of 1 ms
+   receives racing their answers on every path (TCP, the upgraded ring, by address) and 3,000
+   request deadlines at once. Every check is on behaviour (each call completes once, every
    value is received once or still buffered, a hostile peer gets a CLOSE naming what was wrong);
    waits are condition waits with generous bounds, and every test is bounded by alarm(). Both
    ends run in this process. Built by tests/tcp/tcp.mk as part of `make test`. */
@@ -13,6 +15,7 @@
 #include "tfrdv_tcp.h"
 #include "tt.h"
 #include "logcap.h"
+#include "rawframe.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -148,74 +151,7 @@ static void settle(end* c, end* s) {
     TT_CHECK_EQ_INT(tstats(s->t).values_unacked, 0);
 }
 
-/* ---- raw frames ---- */
-static int wr_full(int fd, const void* p, size_t n) {
-    size_t put = 0;
-    while (put < n) {
-        ssize_t k = send(fd, (const char*)p + put, n - put, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return 0;
-        put += (size_t)k;
-    }
-    return 1;
-}
-static void raw_put(int fd, const tfrdv_tcp_frame* f) {
-    uint8_t b[8192];
-    size_t n = tfrdv_tcp_encode(f, b, sizeof b);
-    (void)wr_full(fd, b, n);
-}
-static void raw_hello(int fd, const char* name, uint64_t inc) {
-    tfrdv_tcp_frame f;
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_HELLO;
-    f.version = 5;
-    f.incarnation = inc;
-    f.name.ptr = name;
-    f.name.len = strlen(name);
-    raw_put(fd, &f);
-}
-static void raw_sh(int fd, uint32_t flags, const void* bytes, size_t n) {
-    tfrdv_tcp_frame f;
-    memset(&f, 0, sizeof f);
-    f.type = TFRDV_TCP_SAMEHOST;
-    f.sh_flags = flags;
-    f.message.ptr = (const char*)bytes;
-    f.message.len = n;
-    raw_put(fd, &f);
-}
-typedef struct rawbuf { uint8_t b[1 << 16]; size_t len; } rawbuf;
-/* the next whole frame from fd (its value bytes skipped); a SAMEHOST's or CLOSE's bytes go to
-   keep (NUL-terminated; f->message points there). 0: EOF, garbage, or nothing for wait_ms
-   (< 0: no limit) */
-static int raw_next(int fd, rawbuf* rb, tfrdv_tcp_frame* f, char* keep, size_t cap, int wait_ms) {
-    for (;;) {
-        tfrdv_status st;
-        long used = tfrdv_tcp_decode(rb->b, rb->len, 0, f, &st);
-        ssize_t k;
-        struct pollfd pf;
-        if (used < 0) return 0;
-        if (used > 0 && rb->len >= (size_t)used + f->data_len) {
-            size_t total = (size_t)used + (size_t)f->data_len, m = 0;
-            if (f->type == TFRDV_TCP_SAMEHOST || f->type == TFRDV_TCP_CLOSE) {
-                m = f->message.len < cap - 1 ? f->message.len : cap - 1;
-                memcpy(keep, f->message.ptr, m);
-                f->message.ptr = keep;
-                f->message.len = m;
-            }
-            keep[m] = 0;
-            memmove(rb->b, rb->b + total, rb->len - total);
-            rb->len -= total;
-            return 1;
-        }
-        pf.fd = fd;
-        pf.events = POLLIN;
-        pf.revents = 0;
-        if (poll(&pf, 1, wait_ms) <= 0) return 0;
-        k = recv(fd, rb->b + rb->len, sizeof rb->b - rb->len, 0);
-        if (k <= 0) return 0;
-        rb->len += (size_t)k;
-    }
-}
+/* ---- raw frames (rawframe.h) ---- */
 /* the frames a peer sends until it closes: the CLOSE's message ("" if none), 1 if EOF came (0 if
    wait_ms passed first) */
 static int raw_until_end(int fd, char* close_msg, size_t cap, int wait_ms) {
@@ -243,46 +179,6 @@ static int raw_until_end(int fd, char* close_msg, size_t cap, int wait_ms) {
     free(rb);
     return eof;
 }
-static int raw_tcp(const char* addr) {
-    struct sockaddr_in in;
-    const char* colon = strrchr(addr, ':');
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&in, 0, sizeof in);
-    in.sin_family = AF_INET;
-    in.sin_port = htons((uint16_t)atoi(colon ? colon + 1 : "0"));
-    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr*)&in, sizeof in) != 0) { close(fd); return -1; }
-    return fd;
-}
-static socklen_t abstract_addr(struct sockaddr_un* un, const char* at) {
-    size_t n = strlen(at);
-    memset(un, 0, sizeof *un);
-    un->sun_family = AF_UNIX;
-    memcpy(un->sun_path + 1, at + 1, n - 1);
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
-}
-static int raw_abstract(const char* at) {
-    struct sockaddr_un un;
-    socklen_t l = abstract_addr(&un, at);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (connect(fd, (struct sockaddr*)&un, l) != 0) { close(fd); return -1; }
-    return fd;
-}
-static int loop_listen(char* addr, size_t cap) {
-    struct sockaddr_in in;
-    socklen_t l = sizeof in;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&in, 0, sizeof in);
-    in.sin_family = AF_INET;
-    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr*)&in, sizeof in) != 0 || listen(fd, 4) != 0 || getsockname(fd, (struct sockaddr*)&in, &l) != 0) {
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    snprintf(addr, cap, "127.0.0.1:%d", (int)ntohs(in.sin_port));
-    return fd;
-}
-
 #ifdef TFRDV_TCP__UPGRADE
 /* ============================================================================================
    Hostile clients of a server's side socket
@@ -294,7 +190,7 @@ static int raw_offer_of(const char* addr, uint8_t* tok, char* at, size_t cap) {
     char keep[256], id[160], why[200];
     int fd = raw_tcp(addr), ok = 0;
     if (fd < 0 || tfrdv_tcp__sh_host_id(id, sizeof id, why, sizeof why) != 0) { free(rb); if (fd >= 0) close(fd); return 0; }
-    raw_hello(fd, WK, 1);
+    raw_hello(fd, 5, WK, 1);
     raw_sh(fd, TFRDV_TCP_SH_TCP_ASK, id, strlen(id));
     while (raw_next(fd, rb, &g, keep, sizeof keep, 20000))
         if (g.type == TFRDV_TCP_SAMEHOST) {
@@ -385,17 +281,17 @@ static void test_side_socket_malformed_tokens(void) {
     fd = raw_tcp(s.addr);
     TT_CHECK(fd >= 0);
     if (fd >= 0) {
-        raw_hello(fd, WK, 1);
+        raw_hello(fd, 5, WK, 1);
         raw_sh(fd, TFRDV_TCP_SH_TCP_TOKEN, tok, 16);
         TT_CHECK(raw_until_end(fd, cm, sizeof cm, 30000));
-        TT_CHECK_CONTAINS(cm, "SAMEHOST frame on a TCP connection");
+        TT_CHECK_CONTAINS(cm, "SAMEHOST flags 0x80 on a TCP connection from a version 5 client");
         close(fd);
     }
     /* the right token twice over one connection: the second is a question no client asks */
     fd = raw_abstract(at);
     TT_CHECK(fd >= 0);
     if (fd >= 0) {
-        raw_hello(fd, WK, 1);
+        raw_hello(fd, 5, WK, 1);
         raw_sh(fd, TFRDV_TCP_SH_TCP_TOKEN, tok, 16);
         raw_sh(fd, TFRDV_TCP_SH_TCP_TOKEN, tok, 16);
         TT_CHECK(raw_until_end(fd, cm, sizeof cm, 30000));
@@ -462,10 +358,14 @@ static void test_side_socket_silent_flood(void) {
 typedef struct evil {
     int lfd, sfd;               /* TCP listener, side listener */
     int mode;                   /* 0: the side socket answers as another worker; 1: HELLO, then
-                                   silence; 2: the same worker, another incarnation */
+                                   silence; 2: the same worker, another incarnation; 3: the offer
+                                   comes twice on TCP (the side socket as 1); 4: the side socket
+                                   grants nothing (SAMEHOST flags 0); 5: the offer twice, the side
+                                   socket grants by address */
     char at[64];
     pthread_mutex_t mu;
     int side_accepted, side_eof, tcp_requests, stop;
+    char close_msg[512];        /* the CLOSE the client sent on TCP, if any */
 } evil;
 static void evil_response(int fd, uint64_t id, int vidn) {
     tfrdv_value* v = mkval(vidn, 1);
@@ -491,13 +391,13 @@ static void* evil_server(void* p) {
     rawbuf* sb = (rawbuf*)calloc(1, sizeof *sb);
     tfrdv_tcp_frame g;
     char keep[512];
-    int fd = accept(h->lfd, 0, 0), side = -1, nreq = 0;
+    int fd = accept(h->lfd, 0, 0), side = -1, nreq = 0, tcp_end = 0;
     if (fd < 0) { free(rb); free(sb); return 0; }
-    raw_hello(fd, PS, PS_INC);
+    raw_hello(fd, 5, PS, PS_INC);
     for (;;) {
         struct pollfd pf[3];
         int np = 0, i;
-        pf[np].fd = fd; pf[np].events = POLLIN; pf[np].revents = 0; np++;
+        pf[np].fd = tcp_end ? -1 : fd; pf[np].events = POLLIN; pf[np].revents = 0; np++;
         pf[np].fd = side < 0 ? h->sfd : side; pf[np].events = POLLIN; pf[np].revents = 0; np++;
         if (poll(pf, (nfds_t)np, 100) < 0) break;
         pthread_mutex_lock(&h->mu);
@@ -510,17 +410,17 @@ static void* evil_server(void* p) {
                 pthread_mutex_lock(&h->mu);
                 h->side_accepted++;
                 pthread_mutex_unlock(&h->mu);
-                if (side >= 0) raw_hello(side, h->mode == 0 ? PS1 : PS, h->mode == 2 ? PS_INC + 1 : PS_INC);
+                if (side >= 0) raw_hello(side, 5, h->mode == 0 ? PS1 : PS, h->mode == 2 ? PS_INC + 1 : PS_INC);
             } else {
-                ssize_t k = recv(side, sb->b, sizeof sb->b, 0); /* its HELLO, token, question: not answered but mode 0 and 2 */
+                ssize_t k = recv(side, sb->b, sizeof sb->b, 0); /* its HELLO, token, question: answered but in modes 1 and 3 */
                 if (k <= 0) {
                     pthread_mutex_lock(&h->mu);
                     h->side_eof = 1;
                     pthread_mutex_unlock(&h->mu);
                     close(side);
                     side = -2; /* no more */
-                } else if (h->mode != 1) {
-                    raw_sh(side, TFRDV_TCP_SH_CMA_GRANT, 0, 0); /* "granted": the switch would follow */
+                } else if (h->mode != 1 && h->mode != 3) { /* "granted": the switch would follow; mode 4: "nothing" */
+                    raw_sh(side, h->mode == 4 ? 0u : TFRDV_TCP_SH_CMA_GRANT, 0, 0);
                 }
             }
         }
@@ -531,7 +431,24 @@ static void* evil_server(void* p) {
                     uint8_t body[16 + 64];
                     memset(body, 0x5a, 16);
                     memcpy(body + 16, h->at, strlen(h->at));
-                    raw_sh(fd, TFRDV_TCP_SH_TCP_OFFER, body, 16 + strlen(h->at));
+                    tfrdv_tcp_frame o;
+                    uint8_t two[2 * (24 + 16 + 64)];
+                    size_t n;
+                    memset(&o, 0, sizeof o);
+                    o.type = TFRDV_TCP_SAMEHOST;
+                    o.sh_flags = TFRDV_TCP_SH_TCP_OFFER;
+                    o.message.ptr = (const char*)body;
+                    o.message.len = 16 + strlen(h->at);
+                    n = tfrdv_tcp_encode(&o, two, sizeof two);
+                    if (h->mode == 3 || h->mode == 5) { /* twice, in one write: read together */
+                        memcpy(two + n, two, n);
+                        n *= 2;
+                    }
+                    (void)wr_full(fd, two, n);
+                } else if (g.type == TFRDV_TCP_CLOSE) {
+                    pthread_mutex_lock(&h->mu);
+                    snprintf(h->close_msg, sizeof h->close_msg, "%s", keep);
+                    pthread_mutex_unlock(&h->mu);
                 } else if (g.type == TFRDV_TCP_REQUEST) {
                     evil_response(fd, g.id, nreq++);
                     pthread_mutex_lock(&h->mu);
@@ -542,7 +459,8 @@ static void* evil_server(void* p) {
             {
                 char c1;
                 ssize_t k = recv(fd, &c1, 1, MSG_PEEK | MSG_DONTWAIT);
-                if (k == 0) break; /* the client closed the TCP connection */
+                if (k == 0 && h->mode != 5) break; /* the client closed the TCP connection */
+                if (k == 0) tcp_end = 1; /* mode 5: the side socket still answers */
             }
         }
     }
@@ -601,19 +519,32 @@ static void evil_close(evil* h, pthread_t th) {
     close(h->sfd);
     pthread_mutex_destroy(&h->mu);
 }
+/* the raw server in that mode on its thread (th), and a client of it (c; connect_timeout_ns
+   timeout_ns, 0: the default) that fetched one value over TCP; 0 (a failed check) if either
+   could not be made */
+static int evil_start(evil* h, int mode, pthread_t* th, end* c, int64_t timeout_ns) {
+    char addr[64];
+    if (!evil_open(h, mode, addr, sizeof addr)) { TT_CHECK(0); return 0; }
+    pthread_create(th, 0, evil_server, h);
+    log_reset();
+    if (!end_open(c, 0, addr, 0, timeout_ns)) { TT_CHECK(0); evil_close(h, *th); return 0; }
+    evil_fetch(c, 1);
+    return 1;
+}
+/* 1 once the client closed the raw server's side connection (a bounded wait: 20 s) */
+static int evil_side_closed(evil* h) {
+    int i;
+    for (i = 0; i < 4000 && !evil_get(h, &h->side_eof); i++) sleep_ms(5);
+    return evil_get(h, &h->side_eof);
+}
 /* its side socket answers as another worker, or as another incarnation of the same one: the
    client does not switch, says why once, and its calls go on over TCP */
 static void evil_impostor_side(int mode) {
     evil h;
     end c;
     pthread_t th;
-    char addr[64];
     int i;
-    if (!evil_open(&h, mode, addr, sizeof addr)) { TT_CHECK(0); return; }
-    pthread_create(&th, 0, evil_server, &h);
-    log_reset();
-    if (!end_open(&c, 0, addr, 0, 0)) { TT_CHECK(0); return; }
-    evil_fetch(&c, 1);
+    if (!evil_start(&h, mode, &th, &c, 0)) return;
     for (i = 0; i < 4000 && !log_count("stay on TCP"); i++) sleep_ms(5);
     TT_CHECK_EQ_INT(evil_get(&h, &h.side_accepted), 1);
     TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
@@ -637,17 +568,11 @@ static void test_hostile_server_side_stalls(void) {
     evil h;
     end c;
     pthread_t th;
-    char addr[64];
     int i;
     alarm(120);
-    if (!evil_open(&h, 1, addr, sizeof addr)) { TT_CHECK(0); return; }
-    pthread_create(&th, 0, evil_server, &h);
-    log_reset();
-    if (!end_open(&c, 0, addr, 0, 300000000)) { TT_CHECK(0); return; }
-    evil_fetch(&c, 1);
-    for (i = 0; i < 4000 && !evil_get(&h, &h.side_eof); i++) sleep_ms(5); /* 20 s */
+    if (!evil_start(&h, 1, &th, &c, 300000000)) return;
+    TT_CHECK(evil_side_closed(&h));
     TT_CHECK_EQ_INT(evil_get(&h, &h.side_accepted), 1);
-    TT_CHECK_EQ_INT(evil_get(&h, &h.side_eof), 1);
     for (i = 0; i < 4000 && !log_count("stay on TCP"); i++) sleep_ms(5);
     TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
     TT_CHECK_EQ_INT(log_count("no answer to its SAMEHOST question within connect_timeout_ns"), 1);
@@ -656,6 +581,295 @@ static void test_hostile_server_side_stalls(void) {
     TT_CHECK_EQ_INT(tstats(c.t).connections, 1);
     end_close(&c);
     evil_close(&h, th);
+}
+/* the server offers its side socket twice on one TCP connection: a protocol error naming it (the
+   CLOSE and the log say "a second SAMEHOST upgrade offer"), not the misleading "on a TCP
+   connection"; the fetch answered before it completed OK */
+static void test_hostile_server_offers_twice(void) {
+    evil h;
+    end c;
+    pthread_t th;
+    char cm[512];
+    int i;
+    alarm(120);
+    if (!evil_start(&h, 3, &th, &c, 0)) return;
+    for (i = 0; i < 4000 && !tstats(c.t).protocol_errors; i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(tstats(c.t).protocol_errors, 1);
+    for (i = 0; i < 4000; i++) { /* the client's CLOSE reaches the raw server */
+        pthread_mutex_lock(&h.mu);
+        snprintf(cm, sizeof cm, "%s", h.close_msg);
+        pthread_mutex_unlock(&h.mu);
+        if (cm[0]) break;
+        sleep_ms(5);
+    }
+    TT_CHECK_CONTAINS(cm, "a second SAMEHOST upgrade offer (flags 0x40) on one TCP connection");
+    TT_CHECK_EQ_INT(log_count("a second SAMEHOST upgrade offer"), 1);
+    TT_CHECK_EQ_INT(log_count("on a TCP connection that"), 0);
+    TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
+    TT_CHECK_EQ_INT(tstats(c.t).calls_ok, 1);
+    end_close(&c);
+    evil_close(&h, th);
+}
+/* the same, and the side socket the first offer named answers (after the TCP connection was
+   closed for the repeat) granting by address: the side connection of a connection closed as
+   malformed goes with it: the client does not switch to it */
+static void test_hostile_server_offers_twice_side_answers(void) {
+    evil h;
+    end c;
+    pthread_t th;
+    alarm(120);
+    if (!evil_start(&h, 5, &th, &c, 0)) return;
+    TT_CHECK(evil_side_closed(&h)); /* the client closed the side connection */
+    TT_CHECK_EQ_INT(evil_get(&h, &h.side_accepted), 1);
+    TT_CHECK_EQ_INT(tstats(c.t).protocol_errors, 1);
+    TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
+    TT_CHECK_EQ_INT(log_count("a second SAMEHOST upgrade offer"), 1); /* the cause, said once */
+    end_close(&c);
+    evil_close(&h, th);
+}
+/* a raw client asks twice on one TCP connection: the server closes it naming the second question;
+   the same server still offers the upgrade to the next connection */
+static void test_client_asks_twice(void) {
+    end s;
+    char id[160], why[200], cm[512];
+    uint8_t tok[16];
+    char at[TFRDV_TCP_SH_ADDR_MAX + 1];
+    int fd;
+    alarm(60);
+    if (!end_open(&s, "127.0.0.1:0", 0, 0, 0)) { TT_CHECK(0); return; }
+    TT_CHECK_EQ_INT(tfrdv_tcp__sh_host_id(id, sizeof id, why, sizeof why), 0);
+    fd = raw_tcp(s.addr);
+    TT_CHECK(fd >= 0);
+    if (fd >= 0) {
+        raw_hello(fd, 5, WK, 1);
+        raw_sh(fd, TFRDV_TCP_SH_TCP_ASK, id, strlen(id));
+        raw_sh(fd, TFRDV_TCP_SH_TCP_ASK, id, strlen(id));
+        TT_CHECK(raw_until_end(fd, cm, sizeof cm, 30000));
+        TT_CHECK_CONTAINS(cm, "a second SAMEHOST upgrade question (flags 0x20) on one TCP connection");
+        close(fd);
+    }
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 1);
+    TT_CHECK(raw_offer_of(s.addr, tok, at, sizeof at));
+    end_close(&s);
+}
+/* the side socket answers the SAMEHOST question granting nothing (neither by address nor the
+   ring): the client does not switch to a path no better than TCP; it closes the side connection,
+   says why once, and its calls go on over TCP */
+static void test_hostile_server_side_grants_nothing(void) {
+    evil h;
+    end c;
+    pthread_t th;
+    int i;
+    alarm(120);
+    if (!evil_start(&h, 4, &th, &c, 0)) return;
+    for (i = 0; i < 4000 && !log_count("stay on TCP") && !tstats(c.t).tcp_upgrades; i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 0);
+    TT_CHECK_EQ_INT(log_count("stay on TCP"), 1);
+    TT_CHECK_EQ_INT(log_count("granted neither values by address nor the ring on the side socket (asked for both"), 1);
+    TT_CHECK(evil_side_closed(&h)); /* the client closed the side connection */
+    if (!tstats(c.t).tcp_upgrades) { /* (switched, the fetches would wait for a side socket that serves nothing) */
+        evil_fetch(&c, 3);
+        TT_CHECK_EQ_INT(evil_get(&h, &h.tcp_requests), 4);
+        TT_CHECK_EQ_INT(tstats(c.t).calls_ok, 4);
+    }
+    TT_CHECK_EQ_INT(tstats(c.t).protocol_errors, 0);
+    end_close(&c);
+    evil_close(&h, th);
+}
+/* a second client of server s fetches every value prefix<i> (i < n) with !got[i], each intact
+   (it must still be in s's table); how many it fetched */
+static int fetch_rest(end* s, const char* prefix, const int* got, int n) {
+    end c2;
+    tfrdv_rendezvous* rc2 = 0;
+    tfrdv_status st;
+    int i, again = 0;
+    if (!end_open(&c2, 0, s->addr, 0, 0)) { TT_CHECK(0); return 0; }
+    (void)tfrdv_mgr_start_step(c2.m, 1, &rc2, &st);
+    for (i = 0; i < n; i++) {
+        tfrdv_key key;
+        tfrdv_value* v = 0;
+        int dead = 0;
+        char e[32];
+        if (got[i]) continue;
+        snprintf(e, sizeof e, "%s%d", prefix, i);
+        key_for(&key, e);
+        again++;
+        if (tfrdv_recv(rc2, &key.parsed, 0, 10 * SEC, &v, &dead, &st) != TFRDV_OK || vid(v, 3) != i) {
+            TT_CHECK(0);
+            printf("    value %s%d: %s\n", prefix, i, st.msg);
+            tfrdv_value_release(v);
+            break;
+        }
+        tfrdv_value_release(v);
+    }
+    tfrdv_unref(rc2);
+    end_close(&c2);
+    return again;
+}
+/* ============================================================================================
+   A receive callback destroys the client transport while its TCP connection moves to the side
+   socket (values on TCP, through the ring, by address)
+   ============================================================================================ */
+enum { DU_N = 90, DU_AT = 12 };
+typedef struct du {
+    tfrdv_tcp* t;
+    int calls[DU_N], ok[DU_N], corrupt, destroyed, completed;
+} du;
+typedef struct du_one { du* d; int i; } du_one;
+static void du_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    du_one* o = (du_one*)u;
+    du* d = o->d;
+    (void)sa; (void)ra; (void)dead;
+    __atomic_add_fetch(&d->calls[o->i], 1, __ATOMIC_SEQ_CST);
+    if (st->code == TFRDV_OK) {
+        if (vid(v, 3) != o->i) __atomic_add_fetch(&d->corrupt, 1, __ATOMIC_SEQ_CST);
+        else __atomic_store_n(&d->ok[o->i], 1, __ATOMIC_SEQ_CST);
+    }
+    tfrdv_value_release(v);
+    if (st->code == TFRDV_OK && __atomic_add_fetch(&d->completed, 1, __ATOMIC_SEQ_CST) == DU_AT) {
+        tfrdv_tcp_destroy(d->t); /* on the thread that read the response: returns at once */
+        __atomic_store_n(&d->destroyed, 1, __ATOMIC_SEQ_CST);
+    }
+}
+static void test_destroy_from_callback_across_upgrade(void) {
+    static du d;
+    static du_one one[DU_N];
+    end s, c;
+    tfrdv_rendezvous *rs = 0, *rc = 0;
+    tfrdv_status st;
+    int i, calls = 0, ok = 0, again = 0;
+    alarm(120);
+    memset(&d, 0, sizeof d);
+    if (!end_open(&s, "127.0.0.1:0", 0, 0, 0)) { TT_CHECK(0); return; }
+    if (!end_open(&c, 0, s.addr, 0, 0)) { TT_CHECK(0); end_close(&s); return; }
+    d.t = c.t;
+    (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
+    (void)tfrdv_mgr_start_step(c.m, 1, &rc, &st);
+    for (i = 0; i < DU_N; i++) { /* every receive first: some go on TCP, some wait for the switch */
+        tfrdv_key key;
+        char e[16];
+        snprintf(e, sizeof e, "du%d", i);
+        key_for(&key, e);
+        one[i].d = &d;
+        one[i].i = i;
+        TT_CHECK_EQ_INT(tfrdv_recv_async(rc, &key.parsed, 0, du_cb, &one[i], &st), TFRDV_OK);
+        if (i % 10 == 9) sleep_ms(2);
+    }
+    for (i = 0; i < DU_N; i++) { /* 40 B (the ring), 3000 B, 80 KB (by address) */
+        tfrdv_key key;
+        char e[16];
+        snprintf(e, sizeof e, "du%d", i);
+        key_for(&key, e);
+        TT_CHECK_EQ_INT(tfrdv_send(rs, &key.parsed, 0, mkval(i, 3), 0, &st), TFRDV_OK);
+        if (i % 10 == 9) sleep_ms(1);
+    }
+    for (i = 0; i < 4000; i++) { /* every callback, once */
+        int j, n = 0;
+        for (j = 0; j < DU_N; j++) n += __atomic_load_n(&d.calls[j], __ATOMIC_SEQ_CST) != 0;
+        if (n == DU_N) break;
+        sleep_ms(5);
+    }
+    tfrdv_unref(rc);
+    tfrdv_mgr_destroy(c.m); /* (the transport went in the callback) */
+    for (i = 0; i < DU_N; i++) {
+        calls += d.calls[i] == 1;
+        ok += d.ok[i];
+    }
+    printf("    %d values received before and after the destroy, %d receives cancelled (server: %d upgrade)\n", ok, DU_N - ok,
+           (int)tstats(s.t).tcp_upgrades);
+    TT_CHECK_EQ_INT(d.destroyed, 1);
+    TT_CHECK_EQ_INT(calls, DU_N);
+    TT_CHECK_EQ_INT(d.corrupt, 0);
+    /* every value not received is still in the server's table: a second client fetches each */
+    for (i = 0; i < 4000 && (tstats(s.t).values_unacked || tstats(s.t).server_requests_live); i++) sleep_ms(5);
+    again = fetch_rest(&s, "du", d.ok, DU_N);
+    TT_CHECK_EQ_INT(ok + again, DU_N);
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
+    tfrdv_unref(rs);
+    end_close(&s);
+}
+/* 2,000 receives over the upgraded connection (values through the ring, on the socket, by
+   address) cancelled together (one cancellation manager) while the server answers them: each
+   completes once, OK and intact or CANCELLED, and every value not received is still in the
+   server's table (a second client fetches each) */
+enum { CR_N = 2000 };
+typedef struct cr {
+    int calls[CR_N], ok[CR_N], corrupt, other;
+} cr;
+typedef struct cr_one { cr* x; int i; } cr_one;
+static void cr_cb(void* u, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    cr_one* o = (cr_one*)u;
+    (void)sa; (void)ra; (void)dead;
+    if (st->code == TFRDV_OK) {
+        if (vid(v, 3) != o->i) __atomic_add_fetch(&o->x->corrupt, 1, __ATOMIC_SEQ_CST);
+        else __atomic_store_n(&o->x->ok[o->i], 1, __ATOMIC_SEQ_CST);
+    } else if (st->code != TFRDV_CANCELLED) {
+        __atomic_add_fetch(&o->x->other, 1, __ATOMIC_SEQ_CST);
+    }
+    tfrdv_value_release(v);
+    __atomic_add_fetch(&o->x->calls[o->i], 1, __ATOMIC_SEQ_CST);
+}
+static void test_cancel_races_answers_across_upgrade(void) {
+    static cr x;
+    static cr_one one[CR_N];
+    end s, c;
+    tfrdv_rendezvous *rs = 0, *rc = 0;
+    tfrdv_cancel_mgr* cm = 0;
+    tfrdv_args a;
+    tfrdv_status st;
+    int i, calls = 0, ok = 0, again = 0;
+    alarm(180);
+    memset(&x, 0, sizeof x);
+    if (!end_open(&s, "127.0.0.1:0", 0, 0, 0)) { TT_CHECK(0); return; }
+    if (!end_open(&c, 0, s.addr, 0, 0)) { TT_CHECK(0); end_close(&s); return; }
+    (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
+    (void)tfrdv_mgr_start_step(c.m, 1, &rc, &st);
+    fetch_three(rs, rc, c.t, "crw"); /* upgraded first */
+    TT_CHECK_EQ_INT(tstats(c.t).tcp_upgrades, 1);
+    TT_CHECK_EQ_INT(tfrdv_cancel_mgr_create(0, &cm, &st), TFRDV_OK);
+    memset(&a, 0, sizeof a);
+    a.cancel = cm;
+    for (i = 0; i < CR_N; i++) {
+        tfrdv_key key;
+        char e[16];
+        snprintf(e, sizeof e, "cr%d", i);
+        key_for(&key, e);
+        one[i].x = &x;
+        one[i].i = i;
+        TT_CHECK_EQ_INT(tfrdv_recv_async(rc, &key.parsed, &a, cr_cb, &one[i], &st), TFRDV_OK);
+    }
+    for (i = 0; i < CR_N; i++) { /* the answers, and halfway the cancel of every receive */
+        tfrdv_key key;
+        char e[16];
+        snprintf(e, sizeof e, "cr%d", i);
+        key_for(&key, e);
+        TT_CHECK_EQ_INT(tfrdv_send(rs, &key.parsed, 0, mkval(i, 3), 0, &st), TFRDV_OK);
+        if (i == CR_N / 2) tfrdv_cancel_start(cm);
+    }
+    for (i = 0; i < 6000; i++) {
+        int j, n = 0;
+        for (j = 0; j < CR_N; j++) n += __atomic_load_n(&x.calls[j], __ATOMIC_SEQ_CST) != 0;
+        if (n == CR_N) break;
+        sleep_ms(5);
+    }
+    sleep_ms(20); /* a second completion would show now */
+    for (i = 0; i < CR_N; i++) {
+        calls += x.calls[i] == 1;
+        ok += x.ok[i];
+    }
+    printf("    %d of %d received before the cancel took them\n", ok, CR_N);
+    TT_CHECK_EQ_INT(calls, CR_N);
+    TT_CHECK_EQ_INT(x.corrupt, 0);
+    TT_CHECK_EQ_INT(x.other, 0);
+    settle(&c, &s);
+    tfrdv_unref(rc);
+    end_close(&c);
+    tfrdv_cancel_mgr_destroy(cm);
+    again = fetch_rest(&s, "cr", x.ok, CR_N);
+    TT_CHECK_EQ_INT(ok + again, CR_N);
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
+    tfrdv_unref(rs);
+    end_close(&s);
 }
 #endif
 
@@ -806,6 +1020,78 @@ static void test_flood_1ms_receives_tcp(void) { flood_over("127.0.0.1:0", TFRDV_
 static void test_flood_1ms_receives_across_upgrade(void) { flood_over("127.0.0.1:0", 0, 3, 1); }
 #endif
 
+/* ============================================================================================
+   Thousands of request deadlines under a flood
+   ============================================================================================ */
+/* a raw client writes 3,000 REQUESTs for keys nobody sends, each with its own deadline of 1 to 8
+   ms, in one burst (a thread of its own) while it reads the answers: each raw request is
+   answered exactly once, ERROR DEADLINE_EXCEEDED; the server's 3,000 timers all fire
+   (serve_expired) and nothing stays in flight */
+enum { TM_N = 3000 };
+typedef struct tm_w { int fd; } tm_w;
+static void* tm_writer(void* p) {
+    tm_w* w = (tm_w*)p;
+    int i;
+    for (i = 0; i < TM_N; i++) {
+        tfrdv_tcp_frame f;
+        tfrdv_key key;
+        char e[32];
+        snprintf(e, sizeof e, "tm_none_%d", i);
+        key_for(&key, e);
+        memset(&f, 0, sizeof f);
+        f.type = TFRDV_TCP_REQUEST;
+        f.id = (uint64_t)i + 1;
+        f.step_id = 1;
+        f.request_id = 900000 + i;
+        f.deadline_ns = (int64_t)(1 + i % 8) * 1000000;
+        f.key.ptr = key.buf;
+        f.key.len = key.len;
+        raw_put(w->fd, &f);
+    }
+    return 0;
+}
+static void test_request_deadlines_flood(void) {
+    static uint8_t seen[TM_N + 1];
+    rawbuf* rb = (rawbuf*)calloc(1, sizeof *rb);
+    end s;
+    tm_w w;
+    pthread_t th;
+    tfrdv_rendezvous* rs = 0;
+    tfrdv_status st;
+    tfrdv_tcp_frame g;
+    int errors = 0, expired = 0, twice = 0, other = 0, i;
+    alarm(120);
+    memset(seen, 0, sizeof seen);
+    if (!end_open(&s, "127.0.0.1:0", 0, 0, 0)) { TT_CHECK(0); free(rb); return; }
+    (void)tfrdv_mgr_start_step(s.m, 1, &rs, &st);
+    w.fd = raw_tcp(s.addr);
+    TT_CHECK(w.fd >= 0);
+    if (w.fd < 0) { tfrdv_unref(rs); end_close(&s); free(rb); return; }
+    raw_hello(w.fd, 5, WK, 1);
+    pthread_create(&th, 0, tm_writer, &w);
+    while (errors < TM_N && raw_next(w.fd, rb, &g, 0, 0, 20000)) {
+        if (g.type != TFRDV_TCP_ERROR) continue;
+        errors++;
+        if (g.id < 1 || g.id > TM_N) other++;
+        else if (seen[g.id]++) twice++;
+        if (g.code == TFRDV_DEADLINE_EXCEEDED) expired++;
+        else if (other++ == 0) printf("    request %llu: code %u\n", (unsigned long long)g.id, g.code);
+    }
+    pthread_join(th, 0);
+    TT_CHECK_EQ_INT(errors, TM_N);
+    TT_CHECK_EQ_INT(expired, TM_N);
+    TT_CHECK_EQ_INT(twice, 0);
+    TT_CHECK_EQ_INT(other, 0);
+    TT_CHECK_EQ_INT(tstats(s.t).serve_expired, TM_N);
+    for (i = 0; i < 2000 && tstats(s.t).server_requests_live; i++) sleep_ms(5);
+    TT_CHECK_EQ_INT(tstats(s.t).server_requests_live, 0);
+    TT_CHECK_EQ_INT(tstats(s.t).protocol_errors, 0);
+    close(w.fd);
+    free(rb);
+    tfrdv_unref(rs);
+    end_close(&s);
+}
+
 int main(int argc, char** argv) {
     TT_MAIN_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -814,8 +1100,15 @@ int main(int argc, char** argv) {
     TT_RUN(test_side_socket_silent_flood);
     TT_RUN(test_hostile_server_side_impostor);
     TT_RUN(test_hostile_server_side_stalls);
+    TT_RUN(test_hostile_server_offers_twice);
+    TT_RUN(test_hostile_server_offers_twice_side_answers);
+    TT_RUN(test_client_asks_twice);
+    TT_RUN(test_hostile_server_side_grants_nothing);
+    TT_RUN(test_destroy_from_callback_across_upgrade);
+    TT_RUN(test_cancel_races_answers_across_upgrade);
 #endif
     TT_RUN(test_flood_1ms_receives_tcp);
+    TT_RUN(test_request_deadlines_flood);
 #ifdef TFRDV_TCP__UPGRADE
     TT_RUN(test_flood_1ms_receives_across_upgrade);
 #endif
