@@ -40,7 +40,7 @@ endif
 
 all: $(B)/test_grpc
 
-$(B)/test_grpc: tests/grpc/test_grpc.c $(HEADERS) $(GRPC_TEST_DEPS)
+$(B)/test_grpc: tests/grpc/test_grpc.c tests/grpc/rawgrpc.h $(HEADERS) $(GRPC_TEST_DEPS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) $(GRPC_CFLAGS) $(GRPC_TEST_DEFS) -o $@ $< $(GRPC_LIBS)
@@ -48,7 +48,7 @@ $(B)/test_grpc: tests/grpc/test_grpc.c $(HEADERS) $(GRPC_TEST_DEPS)
 # per-peer routing: one manager served over gRPC and TCP at once (in process, needs no peer)
 all: $(B)/test_multi
 
-$(B)/test_multi: tests/grpc/test_multi.c $(HEADERS)
+$(B)/test_multi: tests/grpc/test_multi.c tests/grpc/countwait.h $(HEADERS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) $(GRPC_CFLAGS) -o $@ $< $(GRPC_LIBS)
@@ -57,7 +57,7 @@ $(B)/test_multi: tests/grpc/test_multi.c $(HEADERS)
 # microsecond deadlines racing answers, floods, a server killed with SIGKILL (also in make asan/tsan)
 all: $(B)/test_grpc_adversary
 
-$(B)/test_grpc_adversary: tests/grpc/test_grpc_adversary.c $(HEADERS)
+$(B)/test_grpc_adversary: tests/grpc/test_grpc_adversary.c tests/grpc/rawgrpc.h tests/grpc/countwait.h $(HEADERS)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) $(GRPC_CFLAGS) -o $@ $< $(GRPC_LIBS)

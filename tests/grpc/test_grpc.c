@@ -1637,76 +1637,7 @@ static void test_abort_cleanup(void) {
     srv_simple(&S, C_CLEANUP, step);
 }
 
-/* raw C-core calls, for what a tfrdv client never sends */
-static grpc_status_code raw_call(int port, const char* method, const void* req, size_t len, int timeout_ms, char* details,
-                                 size_t dcap, unsigned char* resp, size_t rcap, size_t* rlen, int* restarted) {
-    char addr[64];
-    grpc_channel_credentials* cr = grpc_insecure_credentials_create();
-    grpc_channel* ch;
-    grpc_completion_queue* cq = grpc_completion_queue_create_for_pluck(NULL);
-    grpc_call* call;
-    grpc_slice s = grpc_slice_from_copied_buffer((const char*)req, len), det;
-    grpc_byte_buffer *rq = grpc_raw_byte_buffer_create(&s, 1), *rs = 0;
-    grpc_metadata_array im, tm;
-    grpc_status_code code = GRPC_STATUS_UNKNOWN;
-    grpc_op ops[6];
-    size_t i;
-    int tag;
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-    ch = grpc_channel_create(addr, cr, NULL);
-    grpc_channel_credentials_release(cr);
-    grpc_slice_unref(s);
-    grpc_metadata_array_init(&im);
-    grpc_metadata_array_init(&tm);
-    call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, grpc_slice_from_static_string(method), NULL,
-                                    gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN)), NULL);
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = rq;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &im;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &rs;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &tm;
-    ops[5].data.recv_status_on_client.status = &code;
-    ops[5].data.recv_status_on_client.status_details = &det;
-    if (grpc_call_start_batch(call, ops, 6, &tag, NULL) == GRPC_CALL_OK) {
-        grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-        tfrdv_grpc__slice_msg(det, details, dcap);
-        grpc_slice_unref(det);
-    }
-    if (restarted) {
-        *restarted = 0;
-        for (i = 0; i < tm.count; i++)
-            if (grpc_slice_str_cmp(tm.metadata[i].key, "grpc-status-details-bin") == 0 && GRPC_SLICE_LENGTH(tm.metadata[i].value) == 80 &&
-                memcmp(GRPC_SLICE_START_PTR(tm.metadata[i].value), tfrdv_grpc__restarted_payload, 80) == 0)
-                *restarted = 1;
-    }
-    if (rlen) *rlen = 0;
-    if (rs && resp) {
-        grpc_byte_buffer_reader rd;
-        grpc_slice all;
-        grpc_byte_buffer_reader_init(&rd, rs);
-        all = grpc_byte_buffer_reader_readall(&rd);
-        grpc_byte_buffer_reader_destroy(&rd);
-        *rlen = GRPC_SLICE_LENGTH(all) < rcap ? GRPC_SLICE_LENGTH(all) : rcap;
-        memcpy(resp, GRPC_SLICE_START_PTR(all), *rlen);
-        grpc_slice_unref(all);
-    }
-    if (rs) grpc_byte_buffer_destroy(rs);
-    grpc_byte_buffer_destroy(rq);
-    grpc_metadata_array_destroy(&im);
-    grpc_metadata_array_destroy(&tm);
-    grpc_call_unref(call);
-    grpc_channel_destroy(ch);
-    grpc_completion_queue_shutdown(cq);
-    while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type != GRPC_QUEUE_SHUTDOWN) {}
-    grpc_completion_queue_destroy(cq);
-    return code;
-}
+#include "rawgrpc.h"
 static size_t raw_request(int64_t step, uint64_t inc, const char* edge, int64_t rid, unsigned char* buf, size_t cap) {
     char kb[256];
     tfrdv_parsed_key pk;
@@ -1936,29 +1867,29 @@ static void test_duplicate_and_unknown(void) {
     int restarted;
     TT_CHECK_EQ_INT(srv_send(&S, step, "d", 4, 1, d1, 0, 3), TFRDV_OK);
     n = raw_request(step, S.inc, "d", 4242, req, sizeof req);
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, 1, resp, sizeof resp, &rl, 0, 0), GRPC_STATUS_OK);
     TT_CHECK_EQ_INT(dec1(resp, rl, &v, &info, &st), TFRDV_OK);
     TT_CHECK(v && v->size == 1);
     tfrdv_value_release(v);
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, 0, 0, 0, 0), GRPC_STATUS_ABORTED);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, 1, 0, 0, 0, 0, 0), GRPC_STATUS_ABORTED);
     TT_CHECK_CONTAINS(det, "received twice");
     /* unknown method: UNIMPLEMENTED at once, never a hang */
     t0 = now_ms();
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RunGraph", "", 0, 5000, det, sizeof det, 0, 0, 0, 0), GRPC_STATUS_UNIMPLEMENTED);
-    TT_CHECK_EQ_INT(raw_call(S.port, "/no.Such/Method", "x", 1, 5000, det, sizeof det, 0, 0, 0, 0), GRPC_STATUS_UNIMPLEMENTED);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RunGraph", "", 0, 5000, det, sizeof det, 1, 0, 0, 0, 0, 0), GRPC_STATUS_UNIMPLEMENTED);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/no.Such/Method", "x", 1, 5000, det, sizeof det, 1, 0, 0, 0, 0, 0), GRPC_STATUS_UNIMPLEMENTED);
     TT_CHECK(now_ms() - t0 < 2000);
     /* empty replies a TensorFlow master needs */
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/CreateWorkerSession", "", 0, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/CreateWorkerSession", "", 0, 5000, det, sizeof det, 1, resp, sizeof resp, &rl, 0, 0), GRPC_STATUS_OK);
     TT_CHECK_EQ_INT(rl, 0);
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/DeleteWorkerSession", "", 0, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/DeleteWorkerSession", "", 0, 5000, det, sizeof det, 1, resp, sizeof resp, &rl, 0, 0), GRPC_STATUS_OK);
     /* malformed request bytes: INVALID_ARGUMENT with a message */
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", "\x12\x7f", 2, 5000, det, sizeof det, 0, 0, 0, 0), GRPC_STATUS_DATA_LOSS);
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", "\x08\x01\x12\x03" "abc", 7, 5000, det, sizeof det, 0, 0, 0, 0),
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", "\x12\x7f", 2, 5000, det, sizeof det, 1, 0, 0, 0, 0, 0), GRPC_STATUS_DATA_LOSS);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", "\x08\x01\x12\x03" "abc", 7, 5000, det, sizeof det, 1, 0, 0, 0, 0, 0),
                     GRPC_STATUS_INVALID_ARGUMENT);
     TT_CHECK_CONTAINS(det, "abc");
     /* incarnation mismatch: ABORTED + TensorFlow's WorkerPossiblyRestarted status details */
     n = raw_request(step, S.inc + 1, "d", 0, req, sizeof req);
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, 0, 0, 0, &restarted), GRPC_STATUS_ABORTED);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, 1, 0, 0, 0, 0, &restarted), GRPC_STATUS_ABORTED);
     TT_CHECK_CONTAINS(det, "different device incarnation");
     TT_CHECK(restarted);
     /* a long key (stored off the inline buffer) is served; one above max_key_len is refused */
@@ -1978,7 +1909,7 @@ static void test_duplicate_and_unknown(void) {
         static char long_key[5000];
         memset(long_key, 'k', sizeof long_key);
         n = tfrdv_grpc_encode_request(step, long_key, sizeof long_key, 0, big_req, sizeof big_req);
-        TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", big_req, n, 5000, det, sizeof det, 0, 0, 0, 0),
+        TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", big_req, n, 5000, det, sizeof det, 1, 0, 0, 0, 0, 0),
                         GRPC_STATUS_INVALID_ARGUMENT);
         TT_CHECK_CONTAINS(det, "exceeds the limit of 4096");
     }
@@ -2289,15 +2220,15 @@ static void test_ack_and_poll(void) {
         reply stats0, stats1;
         TT_CHECK_EQ_INT(srv_send(&s2, step, "k2", 1, 1, d1, 0, 3), TFRDV_OK);
         n = raw_request(step, s2.inc, "k2", 777, req, sizeof req);
-        TT_CHECK_EQ_INT(raw_call(s2.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+        TT_CHECK_EQ_INT(raw_call(s2.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, 1, resp, sizeof resp, &rl, 0, 0), GRPC_STATUS_OK);
         TT_CHECK(rl > 12 && resp[9] == 0x28 && resp[10] == 0x01); /* 18 <us> 28 01: require_ack right after the micros */
         stats0 = srv_simple(&s2, C_STATS, 0);
-        TT_CHECK_EQ_INT(raw_call(s2.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+        TT_CHECK_EQ_INT(raw_call(s2.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, 1, resp, sizeof resp, &rl, 0, 0), GRPC_STATUS_OK);
         stats1 = srv_simple(&s2, C_STATS, 0);
         TT_CHECK_EQ_INT(stats1.v[7], stats0.v[7] + 1); /* a cache hit */
-        TT_CHECK_EQ_INT(raw_call(s2.port, "/tensorflow.WorkerService/MarkRecvFinished", "\x08\x89\x06", 3, 5000, det, sizeof det, resp, sizeof resp, &rl, 0),
+        TT_CHECK_EQ_INT(raw_call(s2.port, "/tensorflow.WorkerService/MarkRecvFinished", "\x08\x89\x06", 3, 5000, det, sizeof det, 1, resp, sizeof resp, &rl, 0, 0),
                         GRPC_STATUS_OK);
-        TT_CHECK_EQ_INT(raw_call(s2.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, 0, 0, 0, 0), GRPC_STATUS_ABORTED);
+        TT_CHECK_EQ_INT(raw_call(s2.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, 1, 0, 0, 0, 0, 0), GRPC_STATUS_ABORTED);
         TT_CHECK_CONTAINS(det, "received twice");
     }
     srv_stop(&s2);
@@ -2325,12 +2256,12 @@ static void test_receipts_only_for_marked(void) {
     TT_CHECK_EQ_INT(srv_send(&S, step, "tf", 1, 1, d1, 0, 4), TFRDV_OK);
     n = raw_request(step, S.inc, "tf", 0x1234, req, sizeof req);
     TT_CHECK(n > 0);
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, 1, resp, sizeof resp, &rl, 0, 0), GRPC_STATUS_OK);
     i = ack_at(resp, rl);
     TT_CHECK(i < rl && resp[i] == 0x0a); /* 18 <us> 0a: the tensor right after the micros */
     /* a receipt for it is harmless: nothing is held, nothing comes back, nothing waits for it */
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/MarkRecvFinished", "\x08\xb4\x24\x78\x01", 5, 5000, det, sizeof det, resp,
-                             sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/MarkRecvFinished", "\x08\xb4\x24\x78\x01", 5, 5000, det, sizeof det, 1, resp,
+                             sizeof resp, &rl, 0, 0), GRPC_STATUS_OK);
     pend = srv_simple(&S, C_PENDING, step);
     TT_CHECK_EQ_INT(pend.v[0], 0);
     st1 = srv_simple(&S, C_STATS, 0);
@@ -2340,15 +2271,15 @@ static void test_receipts_only_for_marked(void) {
     n = raw_request(step, S.inc, "marked", 0x1235, req, sizeof req - 2);
     req[n++] = 0x78;
     req[n++] = 0x01;
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, 1, resp, sizeof resp, &rl, 0, 0), GRPC_STATUS_OK);
     i = ack_at(resp, rl);
     TT_CHECK(i + 1 < rl && resp[i] == 0x28 && resp[i + 1] == 0x01); /* 18 <us> 28 01 */
     TT_CHECK(rl > 2 && resp[rl - 2] == 0x78 && resp[rl - 1] == 0x01); /* ... 78 01: receipts may ride inline */
     pend = srv_simple(&S, C_PENDING, step);
     TT_CHECK_EQ_INT(pend.v[0], 0);
     /* not taken: back in the table, and a tfrdv client fetches it */
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/MarkRecvFinished", "\x08\xb5\x24\x78\x01", 5, 5000, det, sizeof det, resp,
-                             sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/MarkRecvFinished", "\x08\xb5\x24\x78\x01", 5, 5000, det, sizeof det, 1, resp,
+                             sizeof resp, &rl, 0, 0), GRPC_STATUS_OK);
     pend = srv_simple(&S, C_PENDING, step);
     TT_CHECK_EQ_INT(pend.v[0], 1);
     st0 = srv_simple(&S, C_STATS, 0);
@@ -2367,14 +2298,14 @@ static void test_receipts_only_for_marked(void) {
     n = raw_request(step, S.inc, "in1", 0x1236, req, sizeof req - 2);
     req[n++] = 0x78;
     req[n++] = 0x01;
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, 1, resp, sizeof resp, &rl, 0, 0), GRPC_STATUS_OK);
     n = raw_request(step, S.inc, "in2", 0x1237, req, sizeof req - 6);
     memcpy(req + n, "\x78\x01\x80\x01\xb6\x24", 6); /* mark, 16: 0x1236 */
     n += 6;
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, resp, sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/RecvTensor", req, n, 5000, det, sizeof det, 1, resp, sizeof resp, &rl, 0, 0), GRPC_STATUS_OK);
     st0 = srv_simple(&S, C_STATS, 0);
-    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/MarkRecvFinished", "\x08\xb6\x24\x78\x01", 5, 5000, det, sizeof det, resp,
-                             sizeof resp, &rl, 0), GRPC_STATUS_OK);
+    TT_CHECK_EQ_INT(raw_call(S.port, "/tensorflow.WorkerService/MarkRecvFinished", "\x08\xb6\x24\x78\x01", 5, 5000, det, sizeof det, 1, resp,
+                             sizeof resp, &rl, 0, 0), GRPC_STATUS_OK);
     st1 = srv_simple(&S, C_STATS, 0);
     TT_CHECK_EQ_INT(st1.v[10], st0.v[10] + 1); /* unmatched: the inline receipt had settled it */
     TT_CHECK_EQ_INT(st1.v[9], st0.v[9]);

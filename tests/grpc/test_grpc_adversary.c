@@ -14,6 +14,7 @@
 #include "tfrdv_grpc.h"
 #include "tt.h"
 #include "fixtures.h"
+#include "countwait.h"
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -76,20 +77,7 @@ static void rec_fini(rec* r) {
     pthread_mutex_destroy(&r->mu);
 }
 /* 1 when n completions arrived within timeout_ns */
-static int rec_wait(rec* r, int n, int64_t timeout_ns) {
-    struct timespec ts;
-    int ok;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(timeout_ns / SEC);
-    ts.tv_nsec += (long)(timeout_ns % SEC);
-    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-    pthread_mutex_lock(&r->mu);
-    while (r->done < n)
-        if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != 0) break;
-    ok = r->done >= n;
-    pthread_mutex_unlock(&r->mu);
-    return ok;
-}
+static int rec_wait(rec* r, int n, int64_t timeout_ns) { return count_wait(&r->mu, &r->cv, &r->done, n, timeout_ns); }
 /* every receive completed exactly once */
 static int rec_once(rec* r) {
     int i, bad = 0;
@@ -876,8 +864,9 @@ out:
     rec_fini(&R);
     pair_close(&P);
 }
-/* S cleans its step up while C's requests wait in its server */
-static void test_server_cleanup_while_requests_wait(void) {
+/* C's N requests wait in S's server; then S cleans its step up (0) or destroys its manager (1):
+   every receive fails ABORTED once, no value */
+static void server_ends_while_requests_wait(int destroy) {
     enum { N = 50 };
     int i;
     rec_init(&R, N);
@@ -885,7 +874,14 @@ static void test_server_cleanup_while_requests_wait(void) {
     if (!P.cr) goto out;
     for (i = 0; i < N; i++) TT_CHECK(recv_i(&P, S_DEV, S_INC, i, 0));
     TT_CHECK(served_at_least(P.sg, N));
-    tfrdv_mgr_cleanup(P.sm, STEP);
+    if (destroy) {
+        tfrdv_unref(P.sr);
+        P.sr = 0;
+        tfrdv_mgr_destroy(P.sm);
+        P.sm = 0;
+    } else {
+        tfrdv_mgr_cleanup(P.sm, STEP);
+    }
     TT_CHECK(rec_wait(&R, N, 30 * SEC));
     sleep_ms(20);
     TT_CHECK(rec_once(&R));
@@ -898,31 +894,8 @@ out:
     rec_fini(&R);
     pair_close(&P);
 }
-/* S's manager destroyed while C's requests wait in S's server */
-static void test_server_manager_destroyed_while_requests_wait(void) {
-    enum { N = 50 };
-    int i;
-    rec_init(&R, N);
-    TT_CHECK(pair_build(&P, 1, 0, 0));
-    if (!P.cr) goto out;
-    for (i = 0; i < N; i++) TT_CHECK(recv_i(&P, S_DEV, S_INC, i, 0));
-    TT_CHECK(served_at_least(P.sg, N));
-    tfrdv_unref(P.sr);
-    P.sr = 0;
-    tfrdv_mgr_destroy(P.sm);
-    P.sm = 0;
-    TT_CHECK(rec_wait(&R, N, 30 * SEC));
-    sleep_ms(20);
-    TT_CHECK(rec_once(&R));
-    for (i = 0; i < N; i++) {
-        TT_CHECK_EQ_INT(R.st[i].code, TFRDV_ABORTED);
-        TT_CHECK(R.v[i] == 0);
-    }
-    if (getenv("ADV_VERBOSE")) printf("    %s\n", R.st[0].msg);
-out:
-    rec_fini(&R);
-    pair_close(&P);
-}
+static void test_server_cleanup_while_requests_wait(void) { server_ends_while_requests_wait(0); }
+static void test_server_manager_destroyed_while_requests_wait(void) { server_ends_while_requests_wait(1); }
 /* S's transport and S's manager destroyed at once on two threads, with fetches both ways */
 static void* destroy_sg(void* u) {
     (void)u;
@@ -1122,59 +1095,7 @@ static void test_server_killed_in_flight(void) {
 
 /* ========== 6. a hostile client (raw C core) against the tfrdv_grpc.h server ========== */
 /* one unary call; details receives the status message (raw bytes, NUL-terminated) */
-static grpc_status_code raw_call(int port, const char* method, const void* req, size_t len, int timeout_ms, char* details,
-                                 size_t dcap, size_t* resp_len) {
-    char addr[64];
-    grpc_channel_credentials* cr = grpc_insecure_credentials_create();
-    grpc_channel* ch;
-    grpc_completion_queue* cq = grpc_completion_queue_create_for_pluck(NULL);
-    grpc_call* call;
-    grpc_slice s = grpc_slice_from_copied_buffer((const char*)req, len), det = grpc_empty_slice();
-    grpc_byte_buffer *rq = grpc_raw_byte_buffer_create(&s, 1), *rs = 0;
-    grpc_metadata_array im, tm;
-    grpc_status_code code = GRPC_STATUS_UNKNOWN;
-    grpc_op ops[6];
-    int tag;
-    size_t dl;
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-    ch = grpc_channel_create(addr, cr, NULL);
-    grpc_channel_credentials_release(cr);
-    grpc_slice_unref(s);
-    grpc_metadata_array_init(&im);
-    grpc_metadata_array_init(&tm);
-    call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, grpc_slice_from_static_string(method), NULL,
-                                    gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN)), NULL);
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = rq;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &im;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &rs;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &tm;
-    ops[5].data.recv_status_on_client.status = &code;
-    ops[5].data.recv_status_on_client.status_details = &det;
-    if (grpc_call_start_batch(call, ops, 6, &tag, NULL) == GRPC_CALL_OK)
-        grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-    dl = GRPC_SLICE_LENGTH(det) < dcap - 1 ? GRPC_SLICE_LENGTH(det) : dcap - 1;
-    memcpy(details, GRPC_SLICE_START_PTR(det), dl);
-    details[dl] = 0;
-    grpc_slice_unref(det);
-    if (resp_len) *resp_len = rs ? grpc_byte_buffer_length(rs) : 0;
-    if (rs) grpc_byte_buffer_destroy(rs);
-    grpc_byte_buffer_destroy(rq);
-    grpc_metadata_array_destroy(&im);
-    grpc_metadata_array_destroy(&tm);
-    grpc_call_unref(call);
-    grpc_channel_destroy(ch);
-    grpc_completion_queue_shutdown(cq);
-    while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type != GRPC_QUEUE_SHUTDOWN) {}
-    grpc_completion_queue_destroy(cq);
-    return code;
-}
+#include "rawgrpc.h"
 #define RECV_TENSOR "/tensorflow.WorkerService/RecvTensor"
 /* a request for key text k (any bytes) of step */
 static size_t req_of(int64_t step, const char* k, size_t kl, int64_t rid, unsigned char* buf, size_t cap) {
@@ -1200,29 +1121,29 @@ static void test_hostile_client_keys(void) {
     port = tfrdv_grpc_port(P.sg);
     /* control bytes and a non-UTF-8 byte in a device name: refused, the answer printable */
     n = req_of(STEP, ctl_key, sizeof ctl_key - 1, 11, req, sizeof req);
-    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 5000, det, sizeof det, 0), GRPC_STATUS_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 5000, det, sizeof det, 0, 0, 0, 0, 0, 0), GRPC_STATUS_INVALID_ARGUMENT);
     TT_CHECK(printable(det) && det[0]);
     if (getenv("ADV_VERBOSE")) printf("    %s\n", det);
     n = req_of(STEP, bad_dev, sizeof bad_dev - 1, 12, req, sizeof req);
-    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 5000, det, sizeof det, 0), GRPC_STATUS_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 5000, det, sizeof det, 0, 0, 0, 0, 0, 0), GRPC_STATUS_INVALID_ARGUMENT);
     TT_CHECK(printable(det) && det[0]);
     if (getenv("ADV_VERBOSE")) printf("    %s\n", det);
     /* a 1 MiB key: refused naming the limit, the answer bounded */
     memset(big, 'k', sizeof big);
     n = req_of(STEP, big, sizeof big, 13, req, sizeof req);
-    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 5000, det, sizeof det, 0), GRPC_STATUS_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 5000, det, sizeof det, 0, 0, 0, 0, 0, 0), GRPC_STATUS_INVALID_ARGUMENT);
     TT_CHECK_CONTAINS(det, "4096");
     TT_CHECK(strlen(det) < 1024);
     /* an empty key, a negative step, a step nobody started (waits: the client's deadline ends
        it and the server withdraws the request) */
     n = req_of(STEP, "", 0, 14, req, sizeof req);
-    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 5000, det, sizeof det, 0), GRPC_STATUS_INVALID_ARGUMENT);
+    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 5000, det, sizeof det, 0, 0, 0, 0, 0, 0), GRPC_STATUS_INVALID_ARGUMENT);
     TT_CHECK(det[0] != 0);
     key_of(&k, S_DEV, S_INC, 1);
     n = req_of(-5, k.buf, k.len, 15, req, sizeof req);
-    TT_CHECK(raw_call(port, RECV_TENSOR, req, n, 300, det, sizeof det, 0) != GRPC_STATUS_OK);
+    TT_CHECK(raw_call(port, RECV_TENSOR, req, n, 300, det, sizeof det, 0, 0, 0, 0, 0, 0) != GRPC_STATUS_OK);
     n = req_of(987654321, k.buf, k.len, 16, req, sizeof req);
-    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 300, det, sizeof det, 0), GRPC_STATUS_DEADLINE_EXCEEDED);
+    TT_CHECK_EQ_INT(raw_call(port, RECV_TENSOR, req, n, 300, det, sizeof det, 0, 0, 0, 0, 0, 0), GRPC_STATUS_DEADLINE_EXCEEDED);
     TT_CHECK(server_calls_gone(P.sg));
     /* the server still serves */
     rec_init(&R, 1);
@@ -1246,7 +1167,7 @@ typedef struct dup_call {
 } dup_call;
 static void* dup_thread(void* u) {
     dup_call* d = (dup_call*)u;
-    d->code = raw_call(d->port, RECV_TENSOR, d->req, d->n, 10000, d->det, sizeof d->det, &d->rl);
+    d->code = raw_call(d->port, RECV_TENSOR, d->req, d->n, 10000, d->det, sizeof d->det, 0, 0, 0, 0, &d->rl, 0);
     return 0;
 }
 static void test_hostile_client_duplicate_ids(void) {

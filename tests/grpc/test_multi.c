@@ -18,6 +18,7 @@
 #include "tfrdv_tcp.h"
 #include "tt.h"
 #include "fixtures.h"
+#include "countwait.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -113,20 +114,7 @@ static void on_recv(void* u, const tfrdv_status* st, const tfrdv_args* sa, const
     pthread_mutex_unlock(&w->mu);
 }
 /* 1 when n completions arrived within timeout_ns */
-static int waiter_wait(waiter* w, int n, int64_t timeout_ns) {
-    struct timespec ts;
-    int ok;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(timeout_ns / SEC);
-    ts.tv_nsec += (long)(timeout_ns % SEC);
-    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-    pthread_mutex_lock(&w->mu);
-    while (w->done < n)
-        if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) != 0) break;
-    ok = w->done >= n;
-    pthread_mutex_unlock(&w->mu);
-    return ok;
-}
+static int waiter_wait(waiter* w, int n, int64_t timeout_ns) { return count_wait(&w->mu, &w->cv, &w->done, n, timeout_ns); }
 
 /* ---- the three workers ---- */
 typedef struct world {
