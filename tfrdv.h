@@ -2189,7 +2189,23 @@ TFRDV_API tfrdv_code tfrdv_device_parse(const char* name, size_t len, tfrdv_devi
     return TFRDV_OK;
 }
 
+/* "/job:<job>/replica:<r>/task:<t>" of the parts dn has (a remote receive names its worker so) */
 TFRDV__PRIVATE void tfrdv__sb_task(tfrdv__sb* b, const tfrdv_device_name* dn) {
+    if (dn->has_job && dn->has_replica && dn->has_task && dn->replica >= 0 && dn->task >= 0 && dn->job.len <= 200) {
+        char t[256], num[2][12]; /* the usual full name: one put */
+        char* d0 = tfrdv__dec_back(num[0] + 12, (uint64_t)dn->replica);
+        char* d1 = tfrdv__dec_back(num[1] + 12, (uint64_t)dn->task);
+        size_t n0 = (size_t)(num[0] + 12 - d0), n1 = (size_t)(num[1] + 12 - d1), n = 5 + dn->job.len;
+        memcpy(t, "/job:", 5);
+        memcpy(t + 5, dn->job.ptr, dn->job.len);
+        memcpy(t + n, "/replica:", 9);
+        memcpy(t + n + 9, d0, n0);
+        n += 9 + n0;
+        memcpy(t + n, "/task:", 6);
+        memcpy(t + n + 6, d1, n1);
+        tfrdv__sb_put(b, t, n + 6 + n1);
+        return;
+    }
     if (dn->has_job) {
         tfrdv__sb_put(b, "/job:", 5);
         tfrdv__sb_put(b, dn->job.ptr, dn->job.len);
@@ -6775,29 +6791,10 @@ TFRDV__PRIVATE tfrdv_code tfrdv__remote_recv(tfrdv_rendezvous* r, const tfrdv_pa
         return tfrdv__recv_same_worker(r, key, args, done, user, est);
     /* another worker: a remote call */
     {
-        const tfrdv_device_name* dn = &key->src; /* SplitDeviceName's task part, from the
-                                                     already parsed source device */
-        if (dn->has_job && dn->has_replica && dn->has_task && dn->replica >= 0 && dn->task >= 0 &&
-            dn->job.len < sizeof task - 64) { /* the usual full name: straight writes */
-            char num[2][12];
-            char* d0 = tfrdv__dec_back(num[0] + 12, (uint64_t)dn->replica);
-            char* d1 = tfrdv__dec_back(num[1] + 12, (uint64_t)dn->task);
-            memcpy(task, "/job:", 5);
-            memcpy(task + 5, dn->job.ptr, dn->job.len);
-            task_len = 5 + dn->job.len;
-            memcpy(task + task_len, "/replica:", 9);
-            memcpy(task + task_len + 9, d0, (size_t)(num[0] + 12 - d0));
-            task_len += 9 + (size_t)(num[0] + 12 - d0);
-            memcpy(task + task_len, "/task:", 6);
-            memcpy(task + task_len + 6, d1, (size_t)(num[1] + 12 - d1));
-            task_len += 6 + (size_t)(num[1] + 12 - d1);
-            task[task_len] = 0;
-        } else {
-            tfrdv__sb tb;
-            tfrdv__sb_init(&tb, task, sizeof task);
-            tfrdv__sb_task(&tb, dn);
-            task_len = tb.len;
-        }
+        tfrdv__sb tb; /* SplitDeviceName's task part, from the already parsed source device */
+        tfrdv__sb_init(&tb, task, sizeof task);
+        tfrdv__sb_task(&tb, &key->src);
+        task_len = tb.len;
     }
     if (!key->src.has_type || !key->src.has_id || task_len == 0 || task_len >= sizeof task) {
         tfrdv__err(&st, TFRDV_INTERNAL, "%S is invalid remote source device.", &key->src_device);

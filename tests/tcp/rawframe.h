@@ -1,7 +1,8 @@
-/* rawframe.h - raw peers for the tfrdv_tcp.h suites: whole frames written and read on a plain
-   socket with the header's own codec (tfrdv_tcp_encode / tfrdv_tcp_decode), and the sockets such
-   a peer uses (a TCP connection to 127.0.0.1, a listener there, an abstract Unix address). Used
-   by test_tcp_samehost.c and test_tcp_adversary.c to play a hostile or older client or server.
+/* rawframe.h - what the tfrdv_tcp.h suites (test_tcp.c, test_tcp_samehost.c,
+   test_tcp_adversary.c) share: their worker names, and raw peers: whole frames written and read
+   on a plain socket with the header's own codec (tfrdv_tcp_encode / tfrdv_tcp_decode), and the
+   sockets such a peer uses (a TCP connection to 127.0.0.1, a listener there, an abstract Unix
+   address), to play a hostile or older client or server.
    Include after tfrdv_tcp.h (with _GNU_SOURCE defined first). Every function is static inline:
    a suite that does not use one pays nothing for it. */
 #ifndef TFRDV_TESTS_RAWFRAME_H
@@ -16,7 +17,22 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
+
+#define PS "/job:ps/replica:0/task:0"
+#define WK "/job:worker/replica:0/task:0"
+#define PS_DEV PS "/device:CPU:0"
+#define WK_DEV WK "/device:CPU:0"
+#define PS_INC 0x5151ULL
+#define SEC 1000000000LL
+
+static inline void sleep_ms(int ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    nanosleep(&ts, 0);
+}
 
 /* all n bytes to fd (a socket or a pipe; ignore SIGPIPE in the test's main): 1, or 0 when the
    other end is gone */

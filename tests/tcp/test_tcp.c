@@ -25,19 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PS "/job:ps/replica:0/task:0"
-#define WK "/job:worker/replica:0/task:0"
-#define PS_DEV PS "/device:CPU:0"
-#define WK_DEV WK "/device:CPU:0"
-#define PS_INC 0x5151ULL
-#define SEC 1000000000LL
-
-static void sleep_ms(int ms) {
-    struct timespec ts;
-    ts.tv_sec = ms / 1000;
-    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
-    nanosleep(&ts, 0);
-}
 static char tmpdir[64];
 static char self_exe[4096];
 static const char* upath(const char* name) { /* a Unix socket path in this run's directory */
@@ -3180,7 +3167,6 @@ static int die_fetching(const char* addr) {
     (void)tfrdv_recv(cr, &ck.parsed, &a, 20 * SEC, &cv, &cd, &st);
     return 3;
 }
-
 
 /* ---- a worker started before its ps: the incarnation asked for, retries without attach ----- */
 typedef struct late_ps { srv s; const char* addr; int delay_ms, ok; } late_ps;

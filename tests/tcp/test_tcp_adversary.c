@@ -29,20 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PS "/job:ps/replica:0/task:0"
 #define PS1 "/job:ps/replica:0/task:1"
-#define WK "/job:worker/replica:0/task:0"
-#define PS_DEV PS "/device:CPU:0"
-#define WK_DEV WK "/device:CPU:0"
-#define PS_INC 0x5151ULL
-#define SEC 1000000000LL
 
-static void sleep_ms(int ms) {
-    struct timespec ts;
-    ts.tv_sec = ms / 1000;
-    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
-    nanosleep(&ts, 0);
-}
 static void key_for(tfrdv_key* k, const char* edge) {
     tfrdv_frame_iter fi = {0, 0};
     tfrdv_status st;

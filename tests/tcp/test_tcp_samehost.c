@@ -29,20 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PS "/job:ps/replica:0/task:0"
-#define WK "/job:worker/replica:0/task:0"
-#define PS_DEV PS "/device:CPU:0"
-#define WK_DEV WK "/device:CPU:0"
-#define PS_INC 0x5151ULL
-#define SEC 1000000000LL
 #define MIB ((uint64_t)1 << 20)
 
-static void sleep_ms(int ms) {
-    struct timespec ts;
-    ts.tv_sec = ms / 1000;
-    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
-    nanosleep(&ts, 0);
-}
 static char tmpdir[64];
 static char self_exe[4096];
 static const char* upath(const char* name) {
@@ -1943,7 +1931,6 @@ static void test_config_same_host(void) {
     TT_CHECK_CONTAINS(st.msg, "same_host -2");
     TT_CHECK(!t);
 }
-
 
 /* ============================================================================================
    ZERO COPY: values made with a tfrdv_tcp_pool travel as (descriptor, offset, length)
