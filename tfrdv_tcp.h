@@ -693,11 +693,16 @@ typedef struct tfrdv_tcp_pool tfrdv_tcp_pool;
 TFRDV_API tfrdv_code tfrdv_tcp_pool_create(uint64_t capacity, tfrdv_tcp_pool** out,
                                            tfrdv_status* st);
 /* The allocator: pass it to tfrdv_value_new (or use it in your own alloc hook). Blocks are
-   64-byte aligned, first fit; a request the pool cannot hold returns NULL. Thread-safe. */
+   64-byte aligned, first fit; a request the pool cannot hold returns NULL. Thread-safe. Its
+   free_fn takes back what alloc_fn gave, with the size asked for; a free of what it cannot have
+   given (a pointer outside the pool or not 64-byte aligned, a range running past the pool or
+   over free space: a double free) changes nothing and is counted (tfrdv_tcp_pool_refused_frees),
+   so such a bug leaves blocks live instead of handing one block out twice. */
 TFRDV_API tfrdv_allocator tfrdv_tcp_pool_allocator(tfrdv_tcp_pool* p);
-/* Bytes in blocks handed out and not yet freed (rounded up to 64 each), and blocks. */
+/* Bytes in blocks handed out and not yet freed (rounded up to 64 each), blocks, and frees refused. */
 TFRDV_API uint64_t tfrdv_tcp_pool_live_bytes(tfrdv_tcp_pool* p);
 TFRDV_API uint64_t tfrdv_tcp_pool_live_blocks(tfrdv_tcp_pool* p);
+TFRDV_API uint64_t tfrdv_tcp_pool_refused_frees(tfrdv_tcp_pool* p);
 /* The pool's memfd and mapping (for checks and tests; the pool owns both). */
 TFRDV_API int tfrdv_tcp_pool_fd(const tfrdv_tcp_pool* p);
 TFRDV_API void* tfrdv_tcp_pool_base(const tfrdv_tcp_pool* p);
@@ -854,6 +859,8 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
     case TFRDV_TCP_SAMEHOST: body = 8 + (uint64_t)f->message.len; break;
     default: return 0;
     }
+    if (!w.cap) /* sizing only: the header and the body without the value bytes that follow it */
+        return 16 + (size_t)(body - (f->type == TFRDV_TCP_DATA || (f->type == TFRDV_TCP_RESPONSE && !f->remote && !f->pooled) ? f->data_len : 0));
     tfrdv_tcp__put(&w, (uint64_t)f->type, 1);
     tfrdv_tcp__put(&w, 0, 3);
     tfrdv_tcp__put(&w, body, 4);
@@ -4371,7 +4378,7 @@ struct tfrdv_tcp_pool {
     pthread_mutex_t mu;
     int fd;
     uint8_t* base;
-    uint64_t cap, live_bytes, live_blocks;
+    uint64_t cap, live_bytes, live_blocks, refused;
     tfrdv_tcp__ext* free_ext;
     size_t nfree, free_cap;
     int destroyed, users;                      /* users: transports (tfrdv_tcp_add_pool) */
@@ -4419,9 +4426,15 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__pool_free(void* user, void* ptr, size_t size)
     int last;
     if (!ptr) return;
     if (!n) n = TFRDV_TCP__POOL_ALIGN;
-    off = (uint64_t)((uint8_t*)ptr - p->base);
+    off = (uint64_t)((uintptr_t)ptr - (uintptr_t)p->base); /* wraps above cap for a pointer below base */
     pthread_mutex_lock(&p->mu);
     for (i = 0; i < p->nfree && p->free_ext[i].off < off; i++) {}
+    if (off >= p->cap || off % TFRDV_TCP__POOL_ALIGN || n > p->cap - off || p->live_bytes < n ||
+        (i > 0 && p->free_ext[i - 1].off + p->free_ext[i - 1].len > off) || (i < p->nfree && off + n > p->free_ext[i].off)) {
+        p->refused++; /* not a block of this pool, or (partly) free already: a double free */
+        pthread_mutex_unlock(&p->mu);
+        return;
+    }
     if (i > 0 && p->free_ext[i - 1].off + p->free_ext[i - 1].len == off) { /* joins the one before */
         p->free_ext[i - 1].len += n;
         if (i < p->nfree && off + n == p->free_ext[i].off) {
@@ -4449,15 +4462,15 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__pool_free(void* user, void* ptr, size_t size)
         }
     }
     p->live_bytes -= n;
-    p->live_blocks--;
-    last = p->destroyed && !p->live_blocks && !p->users;
+    if (p->live_blocks) p->live_blocks--;
+    last = p->destroyed && !p->live_bytes && !p->users; /* bytes: exact even when a free took part of a block */
     pthread_mutex_unlock(&p->mu);
     if (last) tfrdv_tcp__pool_final(p);
 }
 TFRDV_TCP__PRIVATE void tfrdv_tcp__pool_unuse(tfrdv_tcp_pool* p) {
     int last;
     pthread_mutex_lock(&p->mu);
-    last = --p->users == 0 && p->destroyed && !p->live_blocks;
+    last = --p->users == 0 && p->destroyed && !p->live_bytes;
     pthread_mutex_unlock(&p->mu);
     if (last) tfrdv_tcp__pool_final(p);
 }
@@ -4514,12 +4527,13 @@ TFRDV_API tfrdv_allocator tfrdv_tcp_pool_allocator(tfrdv_tcp_pool* p) {
 TFRDV_TCP__PRIVATE uint64_t tfrdv_tcp__pool_live(tfrdv_tcp_pool* p, int blocks) {
     uint64_t n;
     pthread_mutex_lock(&p->mu);
-    n = blocks ? p->live_blocks : p->live_bytes;
+    n = blocks == 2 ? p->refused : blocks ? p->live_blocks : p->live_bytes;
     pthread_mutex_unlock(&p->mu);
     return n;
 }
 TFRDV_API uint64_t tfrdv_tcp_pool_live_bytes(tfrdv_tcp_pool* p) { return tfrdv_tcp__pool_live(p, 0); }
 TFRDV_API uint64_t tfrdv_tcp_pool_live_blocks(tfrdv_tcp_pool* p) { return tfrdv_tcp__pool_live(p, 1); }
+TFRDV_API uint64_t tfrdv_tcp_pool_refused_frees(tfrdv_tcp_pool* p) { return tfrdv_tcp__pool_live(p, 2); }
 TFRDV_API int tfrdv_tcp_pool_fd(const tfrdv_tcp_pool* p) { return p->fd; }
 TFRDV_API void* tfrdv_tcp_pool_base(const tfrdv_tcp_pool* p) { return p->base; }
 TFRDV_API uint64_t tfrdv_tcp_pool_capacity(const tfrdv_tcp_pool* p) { return p->cap; }
@@ -4528,7 +4542,7 @@ TFRDV_API void tfrdv_tcp_pool_destroy(tfrdv_tcp_pool* p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
     p->destroyed = 1;
-    last = !p->live_blocks && !p->users;
+    last = !p->live_bytes && !p->users;
     pthread_mutex_unlock(&p->mu);
     if (last) tfrdv_tcp__pool_final(p);
 }

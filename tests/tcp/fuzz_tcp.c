@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (f.type == TFRDV_TCP_SAMEHOST && (f.sh_flags & ~(TFRDV_TCP_SH_CMA_READ | TFRDV_TCP_SH_CMA_GRANT | TFRDV_TCP_SH_RING_OFFER | TFRDV_TCP_SH_RING_OK | TFRDV_TCP_SH_RING_FUTEX | TFRDV_TCP_SH_TCP_ASK | TFRDV_TCP_SH_TCP_OFFER | TFRDV_TCP_SH_TCP_TOKEN))) abort();
         if (f.type == TFRDV_TCP_SAMEHOST && (f.message.len > TFRDV_TCP_SH_HOST_MAX || (f.sh_flags < TFRDV_TCP_SH_TCP_ASK) != (f.message.len == 0))) abort();
         n = tfrdv_tcp_encode(&f, re, sizeof re);
-        if (n != (size_t)used || memcmp(re, data + pos, n) != 0) abort();
+        if (n != (size_t)used || memcmp(re, data + pos, n) != 0 || tfrdv_tcp_encode(&f, 0, 0) != n) abort();
         pos += (size_t)used;
         if (f.type == TFRDV_TCP_RESPONSE || f.type == TFRDV_TCP_DATA) { /* the value bytes follow */
             if (f.data_len > size - pos) break;

@@ -82,7 +82,12 @@ static tfrdv_value* mkval(int32_t dtype, int32_t rank, const int64_t* dims, uint
 /* ============================================================================================
    Part 1: the codec
    ============================================================================================ */
-static size_t enc(const tfrdv_tcp_frame* f, uint8_t* buf, size_t cap) { return tfrdv_tcp_encode(f, buf, cap); }
+/* encodes f, checking that sizing it (cap 0) gives the length the encoding returns */
+static size_t enc(const tfrdv_tcp_frame* f, uint8_t* buf, size_t cap) {
+    size_t n = tfrdv_tcp_encode(f, buf, cap);
+    TT_CHECK_EQ_INT(tfrdv_tcp_encode(f, 0, 0), n);
+    return n;
+}
 
 static void test_codec_roundtrip(void) {
     uint8_t b[4096];

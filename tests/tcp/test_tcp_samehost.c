@@ -2013,6 +2013,47 @@ static void test_pool_allocator(void) {
     memset(v2->data, 1, 1000);
     tfrdv_value_release(v2); /* the last block: now it goes */
 }
+/* frees the pool cannot have handed out change nothing and are counted: a double free does not
+   hand one block out twice, nor unmap the pool under a live block once it is destroyed */
+static void test_pool_refuses_bad_frees(void) {
+    tfrdv_tcp_pool* p = 0;
+    tfrdv_status st;
+    tfrdv_allocator a;
+    uint8_t *x, *y, *z, *w, *base;
+    int on_stack;
+    TT_CHECK_EQ_INT(tfrdv_tcp_pool_create(64 * 1024, &p, &st), TFRDV_OK);
+    if (!p) return;
+    a = tfrdv_tcp_pool_allocator(p);
+    base = (uint8_t*)tfrdv_tcp_pool_base(p);
+    x = (uint8_t*)a.alloc_fn(a.user, 100);
+    y = (uint8_t*)a.alloc_fn(a.user, 200);
+    TT_CHECK(x && y);
+    if (!x || !y) return;
+    a.free_fn(a.user, x, 100);
+    a.free_fn(a.user, x, 100); /* a double free */
+    TT_CHECK_EQ_INT(tfrdv_tcp_pool_refused_frees(p), 1);
+    TT_CHECK_EQ_INT(tfrdv_tcp_pool_live_blocks(p), 1);
+    TT_CHECK_EQ_INT(tfrdv_tcp_pool_live_bytes(p), 256);
+    z = (uint8_t*)a.alloc_fn(a.user, 100);
+    w = (uint8_t*)a.alloc_fn(a.user, 100);
+    TT_CHECK(z == x && w && w != z); /* the freed block once, not twice */
+    a.free_fn(a.user, &on_stack, 4);                    /* not the pool's */
+    a.free_fn(a.user, base + 1, 64);                    /* not a block's start */
+    a.free_fn(a.user, base + 64 * 1024, 64);            /* past the end */
+    a.free_fn(a.user, base + 64 * 1024 - 64, 128);      /* running past the end */
+    a.free_fn(a.user, y + 64, 64);                      /* inside a live block: taken as a block */
+    a.free_fn(a.user, y + 64, 64);                      /* and then free: refused */
+    a.free_fn(a.user, NULL, 0);                         /* fine, not counted */
+    TT_CHECK_EQ_INT(tfrdv_tcp_pool_refused_frees(p), 6);
+    a.free_fn(a.user, z, 100);
+    a.free_fn(a.user, w, 100);
+    tfrdv_tcp_pool_destroy(p); /* y's first 64 and last 64 bytes are still live: the pool stays */
+    a.free_fn(a.user, z, 100); /* a double free after destroy: refused, nothing unmapped */
+    TT_CHECK_EQ_INT(tfrdv_tcp_pool_refused_frees(p), 7);
+    memset(y, 7, 64);
+    a.free_fn(a.user, y, 64);
+    a.free_fn(a.user, y + 128, 72); /* the last live bytes: now the pool goes */
+}
 /* a value mapped from another process's memfd pool: is v->data in such a mapping? */
 static int in_pool_mapping(const void* p) {
     FILE* f = fopen("/proc/self/maps", "r");
@@ -2712,6 +2753,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_ring_fallbacks);
     TT_RUN(test_codec_zero_copy);
     TT_RUN(test_pool_allocator);
+    TT_RUN(test_pool_refuses_bad_frees);
     TT_RUN(test_zero_copy_sizes);
     TT_RUN(test_zero_copy_own_memory);
     TT_RUN(test_zero_copy_value_outlives_client_transport);
