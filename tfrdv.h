@@ -454,7 +454,7 @@ TFRDV_API tfrdv_code tfrdv_key_parse(const char* key, size_t len, tfrdv_parsed_k
                                      tfrdv_status* st);
 /* "frame:iter" -> numbers (frame unsigned decimal, iter signed decimal). */
 TFRDV_API tfrdv_code tfrdv_frame_iter_parse(tfrdv_str s, tfrdv_frame_iter* out, tfrdv_status* st);
-/* The 64-bit hash tfrdv_key_parse stores in ->hash. */
+/* The 64-bit hash tfrdv_key_parse stores in ->hash (NULL data: that of zero bytes). */
 TFRDV_API uint64_t tfrdv_hash_bytes(const void* data, size_t len);
 
 /* ---------------------------------------------------------------------------------------------
@@ -1135,7 +1135,8 @@ TFRDV_API tfrdv_code tfrdv_loopback_create(const tfrdv_hooks* hooks, tfrdv_loopb
    fetch in flight CANCELLED (its served request is withdrawn: a value stays on the serving
    worker) and drops the owner's reference: before or after its managers (TRANSPORTS). */
 TFRDV_API void tfrdv_loopback_destroy(tfrdv_loopback* lb);
-/* The vtable for tfrdv_mgr_config.transport: each manager given it holds lb (TRANSPORTS). */
+/* The vtable for tfrdv_mgr_config.transport: each manager given it holds lb (TRANSPORTS). lb
+   NULL: an all-zero vtable (no transport). */
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb);
 /* Route worker_name (e.g. "/job:ps/replica:0/task:0") to mgr; replaces an earlier entry (a
    "restart"); mgr NULL removes it. */
@@ -1979,10 +1980,10 @@ TFRDV__HOT uint64_t tfrdv__load32(const unsigned char* p) {
 }
 TFRDV_API uint64_t tfrdv_hash_bytes(const void* data, size_t len) {
     const unsigned char* p = (const unsigned char*)data;
-    uint64_t acc = 0x9e3779b97f4a7c15u ^ ((uint64_t)len * 0xff51afd7ed558ccdu);
+    size_t n = p ? len : 0; /* NULL: zero bytes */
+    uint64_t acc = 0x9e3779b97f4a7c15u ^ ((uint64_t)n * 0xff51afd7ed558ccdu);
     uint64_t s0 = 0xa0761d6478bd642fu, s1 = 0xe7037ed1a0b428dbu; /* advance per block: position counts */
     uint64_t w0, w1;
-    size_t n = len;
     while (n > 16) {
         acc += tfrdv__mulfold(tfrdv__load64(p) ^ s0, tfrdv__load64(p + 8) ^ s1);
         s0 += 0x8ebc6af09c88c6e3u;
@@ -7584,12 +7585,13 @@ TFRDV__PRIVATE tfrdv_code tfrdv__lb_peer_inc(void* user, tfrdv_mgr* mgr, tfrdv_s
 TFRDV_API tfrdv_transport tfrdv_loopback_transport(tfrdv_loopback* lb) {
     tfrdv_transport t;
     memset(&t, 0, sizeof t);
-    t.peer_incarnation = lb ? tfrdv__lb_peer_inc : 0;
+    if (!lb) return t; /* no transport: a manager given it has no remote workers */
+    t.peer_incarnation = tfrdv__lb_peer_inc;
     t.user = lb;
     t.start_call = tfrdv__lb_start;
     t.cancel_call = tfrdv__lb_cancel;
-    t.destroy = lb ? tfrdv__lb_unref : 0;
-    t.ref = lb ? tfrdv__lb_ref : 0; /* each manager holds lb (TRANSPORTS) */
+    t.destroy = tfrdv__lb_unref;
+    t.ref = tfrdv__lb_ref; /* each manager holds lb (TRANSPORTS) */
     return t;
 }
 

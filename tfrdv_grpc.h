@@ -289,12 +289,14 @@ extern "C" {
 TFRDV_API uint32_t tfrdv_grpc_dtype_size(int32_t dtype);
 
 /* RecvTensorRequest {1: step_id, 2: key, 7: request_id}. Writes at most cap bytes; returns the
-   full length (call with cap 0 to size the buffer). */
+   full length (call with cap 0 to size the buffer); 0 for a NULL key with key_len > 0. */
 TFRDV_API size_t tfrdv_grpc_encode_request(int64_t step_id, const char* key, size_t key_len,
                                            int64_t request_id, uint8_t* buf, size_t cap);
 /* Copies the key into key[0..key_cap) (not NUL-terminated; *key_len its length). A key longer
    than key_cap is INVALID_ARGUMENT; truncated input DATA_LOSS. key NULL: nothing is copied and
-   *key_len receives the room a copy needs (the longest occurrence of the field). */
+   *key_len receives the room a copy needs (the longest occurrence of the field). step_id,
+   key_len and request_id may be NULL (not wanted). In every decoder below, segs NULL with nsegs
+   > 0 or a segment with bytes and a NULL pointer is INVALID_ARGUMENT. */
 TFRDV_API tfrdv_code tfrdv_grpc_decode_request(const tfrdv_str* segs, size_t nsegs,
                                                int64_t* step_id, char* key, size_t key_cap,
                                                size_t* key_len, int64_t* request_id,
@@ -310,7 +312,8 @@ TFRDV_API int tfrdv_grpc_request_marked(const tfrdv_str* segs, size_t nsegs);
 /* A RecvTensorResponse is head + the value's bytes (v->data, v->size) + tail. value may be NULL
    only when is_dead. send_start_micros 0 leaves the field out. Returns INVALID_ARGUMENT for a
    dtype the codec cannot carry, a rank above 254, a negative dim or a size that does not match
-   dtype size x element count; RESOURCE_EXHAUSTED when head_cap is too small. */
+   dtype size x element count, or a NULL head, head_len, tail or tail_len; RESOURCE_EXHAUSTED
+   when head_cap is too small. */
 TFRDV_API tfrdv_code tfrdv_grpc_encode_response(const tfrdv_value* value, int is_dead,
                                                 int require_ack, int64_t send_start_micros,
                                                 uint8_t* head, size_t head_cap, size_t* head_len,
@@ -327,7 +330,7 @@ typedef struct tfrdv_grpc_response_info {
    once, after the whole message was validated, for a tensor of at most max_bytes (0: 2^31 - 1)
    bytes, and the bytes are written into ->data. *value is NULL for a dead tensor (nothing is
    allocated) and on error. alloc returning NULL (or less memory than asked) is
-   RESOURCE_EXHAUSTED. */
+   RESOURCE_EXHAUSTED; a NULL alloc or value is INVALID_ARGUMENT (info may be NULL). */
 TFRDV_API tfrdv_code tfrdv_grpc_decode_response(const tfrdv_str* segs, size_t nsegs,
                                                 uint64_t max_bytes, tfrdv_alloc_fn alloc,
                                                 void* alloc_user, tfrdv_value** value,
@@ -343,11 +346,12 @@ typedef struct tfrdv_grpc_device {
     uint64_t incarnation;
     int64_t memory_limit;
 } tfrdv_grpc_device;
-/* GetStatusResponse {repeated 1: DeviceAttributes}. Returns the full length (like snprintf). */
+/* GetStatusResponse {repeated 1: DeviceAttributes}. Returns the full length (like snprintf); 0
+   for NULL devices with n > 0. */
 TFRDV_API size_t tfrdv_grpc_encode_status_response(const tfrdv_grpc_device* devices, size_t n,
                                                    uint8_t* buf, size_t cap);
 /* Fills up to cap devices, *n receives the number in the message (names longer than the arrays
-   are INVALID_ARGUMENT). */
+   are INVALID_ARGUMENT). out NULL: only counted; n may be NULL. */
 TFRDV_API tfrdv_code tfrdv_grpc_decode_status_response(const tfrdv_str* segs, size_t nsegs,
                                                        tfrdv_grpc_device* out, size_t cap,
                                                        size_t* n, tfrdv_status* st);
@@ -639,6 +643,17 @@ TFRDV_GRPC__PRIVATE void tfrdv_grpc__rd_init(tfrdv_grpc__rd* r, const tfrdv_str*
     r->end = 0;
     for (i = 0; i < n; i++) r->end += segs[i].len;
 }
+/* INVALID_ARGUMENT when segs cannot be read: NULL with nsegs > 0, or a segment with bytes but no
+   pointer (checked before rd_init walks them) */
+TFRDV_GRPC__PRIVATE tfrdv_code tfrdv_grpc__segs_check(const tfrdv_str* segs, size_t nsegs, const char* what, tfrdv_status* st) {
+    size_t i;
+    if (nsegs && !segs) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "%s: NULL segments (nsegs %llu)", what, (unsigned long long)nsegs);
+    for (i = 0; i < nsegs; i++)
+        if (segs[i].len && !segs[i].ptr)
+            return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "%s: segment %llu has %llu bytes and a NULL pointer", what,
+                                   (unsigned long long)i, (unsigned long long)segs[i].len);
+    return TFRDV_OK;
+}
 /* 1 ok, 0 end reached */
 TFRDV_GRPC__PRIVATE int tfrdv_grpc__rd_byte(tfrdv_grpc__rd* r, uint8_t* b) {
     if (r->pos >= r->end) return 0;
@@ -750,6 +765,7 @@ TFRDV_API size_t tfrdv_grpc_encode_request(int64_t step_id, const char* key, siz
     w.buf = buf;
     w.cap = buf ? cap : 0;
     w.len = 0;
+    if (key_len && !key) return 0; /* nothing to encode from */
     if (step_id) { tfrdv_grpc__put(&w, 0x08); tfrdv_grpc__putv(&w, (uint64_t)step_id); }
     if (key_len) {
         tfrdv_grpc__put(&w, 0x12);
@@ -769,9 +785,15 @@ TFRDV_API tfrdv_code tfrdv_grpc_decode_request(const tfrdv_str* segs, size_t nse
     int wt;
     uint64_t len, v;
     tfrdv_code c;
+    int64_t step_dummy, id_dummy;
+    size_t len_dummy;
+    if (!step_id) step_id = &step_dummy; /* outputs left NULL are not wanted */
+    if (!request_id) request_id = &id_dummy;
+    if (!key_len) key_len = &len_dummy;
     *step_id = 0;
     *request_id = 0;
     *key_len = 0;
+    if ((c = tfrdv_grpc__segs_check(segs, nsegs, what, st)) != TFRDV_OK) return c;
     tfrdv_grpc__rd_init(&r, segs, nsegs);
     while (r.pos < r.end) {
         if ((c = tfrdv_grpc__rd_tag(&r, what, &f, &wt, &len, st)) != TFRDV_OK) return c;
@@ -806,6 +828,7 @@ TFRDV_GRPC__PRIVATE int tfrdv_grpc__request_ext(const tfrdv_str* segs, size_t ns
     int wt, marked = 0, bad = 0;
     uint64_t len, v;
     *n = 0;
+    if (tfrdv_grpc__segs_check(segs, nsegs, "RecvTensorRequest", &st) != TFRDV_OK) return 0;
     tfrdv_grpc__rd_init(&r, segs, nsegs);
     while (!bad && r.pos < r.end) {
         if (tfrdv_grpc__rd_tag(&r, "RecvTensorRequest", &f, &wt, &len, &st) != TFRDV_OK) bad = 1;
@@ -837,6 +860,8 @@ TFRDV_API tfrdv_code tfrdv_grpc_encode_response(const tfrdv_value* value, int is
     uint64_t size, n = 1, shape_len = 0, tensor_len;
     int is_string, shape_field;
     tfrdv_grpc__wr w, t;
+    if (!head || !head_len || !tail || !tail_len)
+        return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "RecvTensorResponse: NULL %s", !head ? "head" : !head_len ? "head_len" : !tail ? "tail" : "tail_len");
     *head_len = 0;
     *tail_len = 0;
     if (value) {
@@ -1146,9 +1171,11 @@ TFRDV_API tfrdv_code tfrdv_grpc_decode_response(const tfrdv_str* segs, size_t ns
     const tfrdv_grpc__dtinfo* di;
     tfrdv_value* out;
     tfrdv_code c;
-    *value = 0;
+    if (value) *value = 0;
+    if (!value || !alloc) return tfrdv_grpc__err(st, TFRDV_INVALID_ARGUMENT, "%s: NULL %s", what, value ? "alloc" : "value");
     memset(&inf, 0, sizeof inf);
     if (info) *info = inf;
+    if ((c = tfrdv_grpc__segs_check(segs, nsegs, what, st)) != TFRDV_OK) return c;
     if (!max_bytes) max_bytes = TFRDV_GRPC__MAX_DEFAULT;
     ts = &scan;
     memset(ts, 0, sizeof *ts);
@@ -1281,6 +1308,7 @@ TFRDV_API size_t tfrdv_grpc_encode_status_response(const tfrdv_grpc_device* d, s
     w.buf = buf;
     w.cap = buf ? cap : 0;
     w.len = 0;
+    if (n && !d) return 0; /* nothing to encode from */
     for (i = 0; i < n; i++) {
         size_t nl = strlen(d[i].name), tl = strlen(d[i].type);
         uint64_t len = 1 + tfrdv_grpc__vlen(nl) + nl + 1 + tfrdv_grpc__vlen(tl) + tl + 2 + 9 + 11;
@@ -1312,7 +1340,11 @@ TFRDV_API tfrdv_code tfrdv_grpc_decode_status_response(const tfrdv_str* segs, si
     int wt;
     uint64_t len, v;
     tfrdv_code c;
+    size_t n_dummy;
+    if (!n) n = &n_dummy; /* the count not wanted */
+    if (!out) cap = 0;
     *n = 0;
+    if ((c = tfrdv_grpc__segs_check(segs, nsegs, what, st)) != TFRDV_OK) return c;
     tfrdv_grpc__rd_init(&r, segs, nsegs);
     while (r.pos < r.end) {
         if ((c = tfrdv_grpc__rd_tag(&r, what, &f, &wt, &len, st)) != TFRDV_OK) return c;

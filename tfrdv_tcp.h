@@ -515,12 +515,14 @@ typedef struct tfrdv_tcp_frame {
    needed (nothing is checked beyond what is there), or -1 for a malformed frame: st (if non-NULL)
    gets INVALID_ARGUMENT naming the defect (unknown type, length over a limit, rank > 254, negative
    dim, dims whose element count overflows, bad magic, version, code out of 1..16, non-zero
-   reserved field, an address range that wraps, unknown SAMEHOST flags). lim NULL: defaults. Never reads past len, never allocates. */
+   reserved field, an address range that wraps, unknown SAMEHOST flags; a NULL out, or NULL buf
+   with len > 0). lim NULL: defaults. Never reads past len, never allocates. */
 TFRDV_API long tfrdv_tcp_decode(const uint8_t* buf, size_t len, const tfrdv_tcp_limits* lim,
                                 tfrdv_tcp_frame* out, tfrdv_status* st);
 /* Encodes f (type, id and that type's fields; for RESPONSE data_len value bytes are announced but
    not written: they follow in the stream; for DATA only the header is written) into buf. Writes
-   at most cap bytes and returns the full length (call with cap 0 to size the buffer). */
+   at most cap bytes and returns the full length (call with cap 0 to size the buffer); 0 for a
+   NULL f, an unknown type, or a name, key or message with a length and a NULL pointer. */
 TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t cap);
 
 /* ---------------------------------------------------------------------------------------------
@@ -697,7 +699,8 @@ TFRDV_API tfrdv_code tfrdv_tcp_pool_create(uint64_t capacity, tfrdv_tcp_pool** o
    free_fn takes back what alloc_fn gave, with the size asked for; a free of what it cannot have
    given (a pointer outside the pool or not 64-byte aligned, a range running past the pool or
    over free space: a double free) changes nothing and is counted (tfrdv_tcp_pool_refused_frees),
-   so such a bug leaves blocks live instead of handing one block out twice. */
+   so such a bug leaves blocks live instead of handing one block out twice. A NULL pool: the
+   allocator hands out nothing, the getters below return 0 (the descriptor -1). */
 TFRDV_API tfrdv_allocator tfrdv_tcp_pool_allocator(tfrdv_tcp_pool* p);
 /* Bytes in blocks handed out and not yet freed (rounded up to 64 each), blocks, and frees refused. */
 TFRDV_API uint64_t tfrdv_tcp_pool_live_bytes(tfrdv_tcp_pool* p);
@@ -843,6 +846,7 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
     tfrdv_tcp__wr w;
     uint64_t body = 0;
     int32_t i, rank;
+    if (!f) return 0;
     w.buf = buf;
     w.cap = buf ? cap : 0;
     w.len = 0;
@@ -859,6 +863,9 @@ TFRDV_API size_t tfrdv_tcp_encode(const tfrdv_tcp_frame* f, uint8_t* buf, size_t
     case TFRDV_TCP_SAMEHOST: body = 8 + (uint64_t)f->message.len; break;
     default: return 0;
     }
+    if ((f->type == TFRDV_TCP_HELLO && f->name.len && !f->name.ptr) || (f->type == TFRDV_TCP_REQUEST && f->key.len && !f->key.ptr) ||
+        ((f->type == TFRDV_TCP_ERROR || f->type == TFRDV_TCP_CLOSE || f->type == TFRDV_TCP_SAMEHOST) && f->message.len && !f->message.ptr))
+        return 0; /* bytes announced but no pointer to them */
     if (!w.cap) /* sizing only: the header and the body without the value bytes that follow it */
         return 16 + (size_t)(body - (f->type == TFRDV_TCP_DATA || (f->type == TFRDV_TCP_RESPONSE && !f->remote && !f->pooled) ? f->data_len : 0));
     tfrdv_tcp__put(&w, (uint64_t)f->type, 1);
@@ -933,6 +940,8 @@ TFRDV_API long tfrdv_tcp_decode(const uint8_t* b, size_t len, const tfrdv_tcp_li
     const uint8_t* p;
     int32_t i;
     tfrdv_tcp__limits_fill(limits, &lim);
+    if (!out || (!b && len))
+        return tfrdv_tcp__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_tcp_decode: NULL %s", out ? "buf" : "out"), -1;
     if (len < TFRDV_TCP_HEADER_LEN) return 0;
     type = b[0];
     blen = tfrdv_tcp__ld32(b + 4);
@@ -4400,7 +4409,7 @@ TFRDV_TCP__PRIVATE void* tfrdv_tcp__pool_alloc(void* user, size_t size) {
     void* r = 0;
     size_t i;
     if (!n) n = TFRDV_TCP__POOL_ALIGN;
-    if ((uint64_t)size > p->cap) return 0;
+    if (!p || (uint64_t)size > p->cap) return 0;
     pthread_mutex_lock(&p->mu);
     for (i = 0; i < p->nfree; i++) {
         tfrdv_tcp__ext* e = &p->free_ext[i];
@@ -4424,7 +4433,7 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__pool_free(void* user, void* ptr, size_t size)
     uint64_t n = ((uint64_t)size + TFRDV_TCP__POOL_ALIGN - 1) & ~(uint64_t)(TFRDV_TCP__POOL_ALIGN - 1), off;
     size_t i;
     int last;
-    if (!ptr) return;
+    if (!ptr || !p) return;
     if (!n) n = TFRDV_TCP__POOL_ALIGN;
     off = (uint64_t)((uintptr_t)ptr - (uintptr_t)p->base); /* wraps above cap for a pointer below base */
     pthread_mutex_lock(&p->mu);
@@ -4526,6 +4535,7 @@ TFRDV_API tfrdv_allocator tfrdv_tcp_pool_allocator(tfrdv_tcp_pool* p) {
 }
 TFRDV_TCP__PRIVATE uint64_t tfrdv_tcp__pool_live(tfrdv_tcp_pool* p, int blocks) {
     uint64_t n;
+    if (!p) return 0;
     pthread_mutex_lock(&p->mu);
     n = blocks == 2 ? p->refused : blocks ? p->live_blocks : p->live_bytes;
     pthread_mutex_unlock(&p->mu);
@@ -4534,9 +4544,9 @@ TFRDV_TCP__PRIVATE uint64_t tfrdv_tcp__pool_live(tfrdv_tcp_pool* p, int blocks) 
 TFRDV_API uint64_t tfrdv_tcp_pool_live_bytes(tfrdv_tcp_pool* p) { return tfrdv_tcp__pool_live(p, 0); }
 TFRDV_API uint64_t tfrdv_tcp_pool_live_blocks(tfrdv_tcp_pool* p) { return tfrdv_tcp__pool_live(p, 1); }
 TFRDV_API uint64_t tfrdv_tcp_pool_refused_frees(tfrdv_tcp_pool* p) { return tfrdv_tcp__pool_live(p, 2); }
-TFRDV_API int tfrdv_tcp_pool_fd(const tfrdv_tcp_pool* p) { return p->fd; }
-TFRDV_API void* tfrdv_tcp_pool_base(const tfrdv_tcp_pool* p) { return p->base; }
-TFRDV_API uint64_t tfrdv_tcp_pool_capacity(const tfrdv_tcp_pool* p) { return p->cap; }
+TFRDV_API int tfrdv_tcp_pool_fd(const tfrdv_tcp_pool* p) { return p ? p->fd : -1; }
+TFRDV_API void* tfrdv_tcp_pool_base(const tfrdv_tcp_pool* p) { return p ? p->base : 0; }
+TFRDV_API uint64_t tfrdv_tcp_pool_capacity(const tfrdv_tcp_pool* p) { return p ? p->cap : 0; }
 TFRDV_API void tfrdv_tcp_pool_destroy(tfrdv_tcp_pool* p) {
     int last;
     if (!p) return;

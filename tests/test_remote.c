@@ -1488,13 +1488,15 @@ static void test_call_accessors_on_null(void) {
     TT_CHECK_EQ_INT(tfrdv_call_step_id(0), 0);
     TT_CHECK_EQ_INT(tfrdv_call_request_id(0), 0);
     TT_CHECK_EQ_INT(tfrdv_call_attempt(0), 0);
+    TT_CHECK(tfrdv_hash_bytes(NULL, 5) == tfrdv_hash_bytes("", 0)); /* NULL data: zero bytes */
     TT_CHECK(k.ptr == 0 && k.len == 0 && wk.ptr == 0 && wk.len == 0);
     TT_CHECK(tfrdv_call_endpoint(0) == 0 && tfrdv_call_recv_args(0) == 0 && tfrdv_call_scratch(0) == 0);
     tfrdv_call_finish(0, TFRDV_OK, "", fx_value_init(&v, 1), 0); /* the value is released */
     TT_CHECK_EQ_INT(fx_released(&v), 1);
 }
 
-static void test_manager_without_transport_fails_remote_receives_unimplemented(void) {
+/* an all-zero transport, or that of tfrdv_loopback_transport(NULL) (which is all zeros) */
+static void no_transport(int loopback_of_null) {
     world w;
     tfrdv_mgr_config ca;
     fx_key k;
@@ -1503,6 +1505,10 @@ static void test_manager_without_transport_fails_remote_receives_unimplemented(v
     world_begin(&w, 44);
     ca = world_cfg(&w, WA, INC_A);
     memset(&ca.transport, 0, sizeof ca.transport);
+    if (loopback_of_null) {
+        ca.transport = tfrdv_loopback_transport(NULL);
+        TT_CHECK(!ca.transport.start_call && !ca.transport.user && !ca.transport.destroy && !ca.transport.peer_incarnation);
+    }
     world_start(&w, &ca);
     key(&k, B0, INC_B, A0, "nowhere");
     recv(w.ra, &k, 0, &r);
@@ -1510,6 +1516,8 @@ static void test_manager_without_transport_fails_remote_receives_unimplemented(v
     TT_CHECK_EQ_INT(r.st.code, TFRDV_UNIMPLEMENTED);
     world_end(&w);
 }
+static void test_manager_without_transport_fails_remote_receives_unimplemented(void) { no_transport(0); }
+static void test_loopback_transport_of_null_is_no_transport(void) { no_transport(1); }
 
 static void test_destroy_receiver_while_a_call_backs_off(void) {
     world w;
@@ -1918,6 +1926,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_call_alloc_value_uses_the_manager_allocator);
     TT_RUN(test_call_accessors_on_null);
     TT_RUN(test_manager_without_transport_fails_remote_receives_unimplemented);
+    TT_RUN(test_loopback_transport_of_null_is_no_transport);
     TT_RUN(test_destroy_receiver_while_a_call_backs_off);
     TT_RUN(test_call_free_list_is_bounded);
     TT_RUN(test_matrix_fault_x_event_exactly_once_and_released_once);

@@ -434,6 +434,62 @@ static void test_hostile(void) {
     }
     TT_CHECK_EQ_INT(hval_live, 0);
 }
+/* NULL where the codec needs memory: a clear status (or 0), never a crash; NULL outputs that
+   are only wanted sometimes are skipped */
+static void test_codec_null_arguments(void) {
+    static const char req[] = "\x08\x05\x12\x03key\x38\x09"; /* step 5, "key", request 9 */
+    tfrdv_str s, holes[2];
+    tfrdv_status st;
+    tfrdv_value* v = (tfrdv_value*)&st; /* must be reset to NULL */
+    tfrdv_grpc_device d[1];
+    unsigned char head[256], tail[64];
+    size_t hl, tl, n = 7;
+    int64_t step = 0;
+    s.ptr = req;
+    s.len = sizeof req - 1;
+    holes[0] = s;
+    holes[1].ptr = 0;
+    holes[1].len = 4;
+    TT_CHECK_EQ_INT(tfrdv_grpc_encode_request(5, NULL, 3, 9, head, sizeof head), 0);
+    TT_CHECK_EQ_INT(tfrdv_grpc_encode_request(5, "key", 3, 9, NULL, 100), 9); /* sizing */
+    TT_CHECK_EQ_INT(tfrdv_grpc_decode_request(NULL, 1, &step, 0, 0, &n, 0, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "NULL segments");
+    TT_CHECK_EQ_INT(tfrdv_grpc_decode_request(holes, 2, &step, 0, 0, &n, 0, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "segment 1 has 4 bytes and a NULL pointer");
+    TT_CHECK_EQ_INT(tfrdv_grpc_decode_request(&s, 1, &step, 0, 0, NULL, NULL, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(step, 5);
+    TT_CHECK_EQ_INT(tfrdv_grpc_decode_request(&s, 1, NULL, 0, 0, &n, NULL, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(n, 3);
+    TT_CHECK_EQ_INT(tfrdv_grpc_request_marked(NULL, 2), 0);
+    TT_CHECK_EQ_INT(tfrdv_grpc_encode_response(NULL, 1, 0, 0, NULL, sizeof head, &hl, tail, &tl, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "NULL head");
+    TT_CHECK_EQ_INT(tfrdv_grpc_encode_response(NULL, 1, 0, 0, head, sizeof head, &hl, tail, NULL, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "NULL tail_len");
+    TT_CHECK_EQ_INT(tfrdv_grpc_encode_response(NULL, 1, 0, 0, head, sizeof head, &hl, tail, &tl, &st), TFRDV_OK);
+    s.ptr = (const char*)head;
+    s.len = hl;
+    TT_CHECK_EQ_INT(tfrdv_grpc_decode_response(&s, 1, 0, NULL, 0, &v, NULL, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "NULL alloc");
+    TT_CHECK(v == NULL);
+    TT_CHECK_EQ_INT(tfrdv_grpc_decode_response(&s, 1, 0, hval_alloc, 0, NULL, NULL, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "NULL value");
+    TT_CHECK_EQ_INT(tfrdv_grpc_decode_response(NULL, 3, 0, hval_alloc, 0, &v, NULL, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "NULL segments");
+    TT_CHECK_EQ_INT(tfrdv_grpc_decode_response(&s, 1, 0, hval_alloc, 0, &v, NULL, &st), TFRDV_OK); /* dead, no info wanted */
+    TT_CHECK(v == NULL);
+    TT_CHECK_EQ_INT(tfrdv_grpc_encode_status_response(NULL, 2, head, sizeof head), 0);
+    memset(d, 0, sizeof d);
+    strcpy(d[0].name, "/job:w/replica:0/task:0/device:CPU:0");
+    strcpy(d[0].type, "CPU");
+    hl = tfrdv_grpc_encode_status_response(d, 1, head, sizeof head);
+    TT_CHECK(hl > 0 && hl <= sizeof head);
+    s.len = hl;
+    TT_CHECK_EQ_INT(tfrdv_grpc_decode_status_response(&s, 1, NULL, 5, &n, &st), TFRDV_OK); /* counted only */
+    TT_CHECK_EQ_INT(n, 1);
+    TT_CHECK_EQ_INT(tfrdv_grpc_decode_status_response(&s, 1, d, 1, NULL, &st), TFRDV_OK);
+    TT_CHECK_EQ_INT(tfrdv_grpc_decode_status_response(NULL, 1, d, 1, &n, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "GetStatusResponse: NULL segments");
+}
 /* every dtype the codec carries: encode -> decode round trip, split into 1-byte segments */
 static void test_roundtrip_dtypes(void) {
     int32_t dt;
@@ -2586,6 +2642,7 @@ int main(int argc, char** argv) {
     TT_RUN(test_typed_fields);
     TT_RUN(test_field_order);
     TT_RUN(test_hostile);
+    TT_RUN(test_codec_null_arguments);
     TT_RUN(test_roundtrip_dtypes);
     TT_RUN(test_status_details);
     if (!spawn(&S, 0, 0x5eed5eedULL, 0) || !client_up(&C, &S, 0, 2)) {

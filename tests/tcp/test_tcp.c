@@ -183,6 +183,33 @@ static void test_codec_roundtrip(void) {
     }
 }
 
+/* NULL where the codec needs memory: 0 from encode, -1 and a message from decode, never a crash */
+static void test_codec_null_arguments(void) {
+    tfrdv_tcp_frame f, g;
+    tfrdv_status st;
+    uint8_t b[64];
+    size_t n;
+    memset(&f, 0, sizeof f);
+    TT_CHECK_EQ_INT(tfrdv_tcp_encode(NULL, b, sizeof b), 0);
+    f.type = TFRDV_TCP_REQUEST;
+    f.key.len = 10; /* no pointer */
+    TT_CHECK_EQ_INT(tfrdv_tcp_encode(&f, b, sizeof b), 0);
+    TT_CHECK_EQ_INT(tfrdv_tcp_encode(&f, 0, 0), 0);
+    f.type = TFRDV_TCP_ERROR;
+    f.code = TFRDV_ABORTED;
+    f.message.len = 3;
+    TT_CHECK_EQ_INT(tfrdv_tcp_encode(&f, b, sizeof b), 0);
+    f.type = TFRDV_TCP_CANCEL;
+    f.id = 3;
+    n = tfrdv_tcp_encode(&f, b, sizeof b);
+    TT_CHECK_EQ_INT(n, 16);
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, NULL, &st), -1);
+    TT_CHECK_CONTAINS(st.msg, "NULL out");
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(NULL, n, 0, &g, &st), -1);
+    TT_CHECK_CONTAINS(st.msg, "NULL buf");
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(NULL, 0, 0, &g, &st), 0); /* nothing yet */
+    TT_CHECK_EQ_INT(tfrdv_tcp_decode(b, n, 0, &g, NULL), 16);
+}
 /* decode must fail (-1) with a message containing `want` */
 static void bad(const uint8_t* b, size_t n, const tfrdv_tcp_limits* lim, const char* want) {
     tfrdv_tcp_frame g;
@@ -3697,6 +3724,7 @@ int main(int argc, char** argv) {
     mkdir(tmpdir, 0700);
     TT_RUN(test_codec_roundtrip);
     TT_RUN(test_codec_hostile);
+    TT_RUN(test_codec_null_arguments);
     TT_RUN(test_config_errors);
     TT_RUN(test_config_refused);
     TT_RUN(test_shapes_tcp);

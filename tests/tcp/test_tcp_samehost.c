@@ -2053,6 +2053,11 @@ static void test_pool_refuses_bad_frees(void) {
     memset(y, 7, 64);
     a.free_fn(a.user, y, 64);
     a.free_fn(a.user, y + 128, 72); /* the last live bytes: now the pool goes */
+    a = tfrdv_tcp_pool_allocator(NULL); /* a NULL pool: nothing handed out, getters 0 */
+    TT_CHECK(a.alloc_fn(a.user, 64) == NULL);
+    a.free_fn(a.user, &on_stack, 4);
+    TT_CHECK(tfrdv_tcp_pool_live_bytes(NULL) == 0 && tfrdv_tcp_pool_live_blocks(NULL) == 0 && tfrdv_tcp_pool_refused_frees(NULL) == 0);
+    TT_CHECK(tfrdv_tcp_pool_fd(NULL) == -1 && tfrdv_tcp_pool_base(NULL) == NULL && tfrdv_tcp_pool_capacity(NULL) == 0);
 }
 /* a value mapped from another process's memfd pool: is v->data in such a mapping? */
 static int in_pool_mapping(const void* p) {
