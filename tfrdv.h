@@ -7705,8 +7705,9 @@ TFRDV_API tfrdv_code tfrdv_router_create(const tfrdv_router_config* cfg, tfrdv_t
     memset(out, 0, sizeof *out);
     a = cfg->hooks.allocator;
     if (!tfrdv__allocator_ok(&a)) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_router_create: incomplete allocator hooks");
-    if (!cfg->routes || cfg->num_routes < 1 || cfg->num_routes > TFRDV__ROUTES_MAX)
+    if (cfg->num_routes < 1 || cfg->num_routes > TFRDV__ROUTES_MAX)
         return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_router_create: num_routes must be 1..%d (got %U)", TFRDV__ROUTES_MAX, (uint64_t)cfg->num_routes);
+    if (!cfg->routes) return tfrdv__err(st, TFRDV_INVALID_ARGUMENT, "tfrdv_router_create: NULL routes (num_routes %U)", (uint64_t)cfg->num_routes);
     for (i = 0; i < cfg->num_routes; i++) {
         const tfrdv_route* r = &cfg->routes[i];
         const char* p = r->workers ? r->workers : "";

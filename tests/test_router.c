@@ -249,6 +249,10 @@ static void test_bad_routes_are_refused_naming_the_route(void) {
     rc.num_routes = 0;
     TT_CHECK_EQ_INT(tfrdv_router_create(&rc, &t, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_CONTAINS(st.msg, "num_routes");
+    rc.routes = 0;
+    rc.num_routes = 2;
+    TT_CHECK_EQ_INT(tfrdv_router_create(&rc, &t, &st), TFRDV_INVALID_ARGUMENT);
+    TT_CHECK_CONTAINS(st.msg, "NULL routes (num_routes 2)");
     TT_CHECK_EQ_INT(tfrdv_router_create(0, &t, &st), TFRDV_INVALID_ARGUMENT);
     TT_CHECK_EQ_INT(h.destroys, 0);
     FX_CHECK_EMPTY(&a);
