@@ -1279,6 +1279,9 @@ struct tfrdv_tcp__conn {
     int up_asked, up_side, up_retire;          /* client, the TCP upgrade: asked (1), answered (2);
                                                   a side connection (not the peer's until its
                                                   SAMEHOST answer); retiring (1), shut down (2) */
+    int up_orphan;                             /* a side connection whose TCP connection ended
+                                                  while another thread read it: that reader
+                                                  closes it when it lets go (under t->mu) */
     long sh_pid;
     /* SAME HOST RING: socket frames written whole (sfr, under t->mu) and read (rfr, the reading
        thread): a ring record names how many socket frames came before it; oframes: frames in
@@ -2373,6 +2376,8 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__impostor_msg(const tfrdv_tcp__conn* c, tfrdv_
 /* The connection is gone: its calls fail with (code, msg), its served requests are withdrawn and
    their values go back. Socket closed now; memory freed at the end of the poll round. */
 TFRDV_TCP__PRIVATE void tfrdv_tcp__zc_conn_end(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_tcp__todo* td);
+TFRDV_TCP__PRIVATE int tfrdv_tcp__reads_it(tfrdv_tcp* t, const tfrdv_tcp__conn* c);
+#define TFRDV_TCP__ORPHAN "the TCP connection it was offered on ended first"
 TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_fail(tfrdv_tcp* t, tfrdv_tcp__conn* c, tfrdv_code code, const char* msg,
                                              tfrdv_tcp__todo* td) {
     tfrdv_tcp__req* r;
@@ -2399,8 +2404,11 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_fail(tfrdv_tcp* t, tfrdv_tcp__conn* c, t
             if (s == c) c->peer->up_pend = 0;
         } else {
             c->peer->up_pend = 0;
-            if (s->state != TFRDV_TCP__C_DEAD && s->up_side == 1)
-                tfrdv_tcp__conn_fail(t, s, TFRDV_UNAVAILABLE, "the TCP connection it was offered on ended first", td);
+            if (s->state != TFRDV_TCP__C_DEAD && s->up_side == 1) {
+                if (s->claimed && !tfrdv_tcp__reads_it(t, s)) s->up_orphan = 1; /* read by another
+                                          thread (the loop) now: closed by it when it lets go */
+                else tfrdv_tcp__conn_fail(t, s, TFRDV_UNAVAILABLE, TFRDV_TCP__ORPHAN, td);
+            }
         }
     }
     if (c->fd >= 0) {
@@ -3422,6 +3430,10 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__up_retire(tfrdv_tcp* t, tfrdv_tcp__conn* c) {
 TFRDV_TCP__PRIVATE int tfrdv_tcp__up_switch(tfrdv_tcp* t, tfrdv_tcp__conn* s, tfrdv_tcp__todo* td, char* msg, size_t mcap) {
     tfrdv_tcp__peer* p = s->peer;
     tfrdv_tcp__conn* old = p->conn;
+    if (s->up_orphan) { /* its TCP connection ended while this thread read s: s goes, not the calls */
+        tfrdv_tcp__conn_fail(t, s, TFRDV_UNAVAILABLE, TFRDV_TCP__ORPHAN, td);
+        return 0;
+    }
     if (old && old != s && old->hello_ok &&
         (old->peer_name_len != s->peer_name_len || memcmp(old->peer_name, s->peer_name, s->peer_name_len) != 0 ||
          old->peer_incarnation != s->peer_incarnation)) {
@@ -5177,6 +5189,14 @@ TFRDV_TCP__PRIVATE void tfrdv_tcp__conn_event(tfrdv_tcp* t, tfrdv_tcp__conn* c, 
     pthread_mutex_lock(&t->mu);
     c->claimed = TFRDV_TCP__BY_NONE; /* from here on, writers write themselves */
     if (t->loop_waiters) pthread_cond_broadcast(&t->cv); /* a lent thread takes it over */
+    if (c->up_orphan && c->state != TFRDV_TCP__C_DEAD) { /* SAME HOST: its TCP connection ended meanwhile */
+        tfrdv_tcp__todo td;
+        tfrdv_tcp__todo_init(&td);
+        tfrdv_tcp__conn_fail(t, c, TFRDV_UNAVAILABLE, TFRDV_TCP__ORPHAN, &td);
+        pthread_mutex_unlock(&t->mu);
+        tfrdv_tcp__todo_run(t, &td);
+        return;
+    }
     if (c->state == TFRDV_TCP__C_OPEN && !c->wblocked) { /* what the pass queued (tfrdv_tcp__write_soon)
                                  and its deliveries' acknowledgements, after their callbacks ran (a
                                  thread lent by tfrdv_recv leaves its acknowledgement to its next

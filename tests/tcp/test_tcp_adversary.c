@@ -379,7 +379,7 @@ static void* evil_server(void* p) {
     rawbuf* sb = (rawbuf*)calloc(1, sizeof *sb);
     tfrdv_tcp_frame g;
     char keep[512];
-    int fd = accept(h->lfd, 0, 0), side = -1, nreq = 0, tcp_end = 0;
+    int fd = accept(h->lfd, 0, 0), side = -1, nreq = 0, tcp_end = 0, side_due = 0;
     if (fd < 0) { free(rb); free(sb); return 0; }
     raw_hello(fd, 5, PS, PS_INC);
     for (;;) {
@@ -407,6 +407,8 @@ static void* evil_server(void* p) {
                     pthread_mutex_unlock(&h->mu);
                     close(side);
                     side = -2; /* no more */
+                } else if (h->mode == 5) { /* answered once the client closed the TCP connection */
+                    side_due = 1;
                 } else if (h->mode != 1 && h->mode != 3) { /* "granted": the switch would follow; mode 4: "nothing" */
                     raw_sh(side, h->mode == 4 ? 0u : TFRDV_TCP_SH_CMA_GRANT, 0, 0);
                 }
@@ -450,6 +452,10 @@ static void* evil_server(void* p) {
                 if (k == 0 && h->mode != 5) break; /* the client closed the TCP connection */
                 if (k == 0) tcp_end = 1; /* mode 5: the side socket still answers */
             }
+        }
+        if (side_due && tcp_end && side >= 0) { /* mode 5: the answer comes after the TCP connection's end */
+            raw_sh(side, TFRDV_TCP_SH_CMA_GRANT, 0, 0);
+            side_due = 0;
         }
     }
     if (side >= 0) close(side);
