@@ -1,0 +1,378 @@
+/* test_verbs_adversary.c - an adversarial round against tfrdv_verbs.h on the stand-in libibverbs
+   (tests/verbs/standinverbs.c, built beside this binary; no RDMA device needed): hostile bytes on
+   the TCP bootstrap channel, floods of connections, cancels and step cleanups racing the answers,
+   timed receives racing their sends. Every race checks that each callback ran exactly once, that
+   the statuses are the documented ones, and that nothing leaked (counting allocators, the
+   stand-in's live memory regions). Built by `make test` as $(B)/test_verbs_adversary; without
+   libibverbs-dev it prints one [SKIP] line. */
+#define TFRDV_IMPLEMENTATION
+#include "tfrdv.h"
+#ifndef TT_HAVE_IBV
+#define TFRDV_VERBS_PROTOCOL_ONLY
+#endif
+#define TFRDV_VERBS_IMPLEMENTATION
+#include "tfrdv_verbs.h"
+#include "tt.h"
+#include "fixtures.h"
+#include <stdlib.h>
+#ifdef TT_HAVE_IBV
+#include <signal.h>
+#include "standin_test.h"
+
+/* the accepting worker is healthy: a real peer connects and fetches through it */
+static int still_serves(worker* a, int task, const char* edge) {
+    worker b;
+    si_fetch f;
+    tfrdv_status st;
+    int ok;
+    if (!siw_make(&b, task, 1, 0, 0)) return 0;
+    ok = tfrdv_verbs_connect(b.v, a->name, "127.0.0.1", tfrdv_verbs_port(a->v), &st) == TFRDV_OK;
+    if (!ok) printf("    connect: %s\n", st.msg);
+    ok = ok && si_send(a, task, 1, edge, 300, 7) && si_fetch_wait(&b, atoi(strrchr(a->name, ':') + 1), 1, edge, &f) == TFRDV_OK &&
+         si_bytes_ok(f.val, 300, 7);
+    if (ok) si_fetch_fini(&f);
+    rm_worker(&b);
+    return ok;
+}
+/* 1 once the listener closed fd (at most ~10 s) */
+static int closed_soon(int fd) {
+    int i;
+    for (i = 0; i < 10000 && peer_state(fd) != 1; i++) sleep_ms(1);
+    return peer_state(fd) == 1;
+}
+
+/* every kind of malformed bootstrap frame: the listener drops the connection (never crashes,
+   hangs or publishes a peer) and keeps serving good peers */
+static void test_bootstrap_hostile_frames(void) {
+    worker a;
+    uint8_t fr[TFRDV_VERBS_INFO_MAX + 64];
+    tfrdv_verbs_stats s;
+    tfrdv_verbs_info in;
+    size_t n;
+    int fd, i, kind;
+    uint32_t lens[] = {0u, 1u, 3u, (uint32_t)TFRDV_VERBS_INFO_MAX + 1u, 0x7fffffffu, 0x80000000u, 0xffffffffu};
+    if (!standin_ok()) return;
+    TT_CHECK(siw_make(&a, 0, 1, 0, (int64_t)2 * 1000000000));
+    /* hostile lengths, then as many body bytes as fit */
+    for (i = 0; i < (int)(sizeof lens / sizeof *lens); i++) {
+        fd = tcp_to(tfrdv_verbs_port(a.v));
+        TT_CHECK(fd >= 0);
+        tfrdv_verbs__put32(fr, lens[i]);
+        memset(fr + 4, 0xa5, sizeof fr - 4);
+        (void)send(fd, fr, sizeof fr, 0);
+        if (!closed_soon(fd)) printf("    length %u not dropped\n", lens[i]);
+        TT_CHECK(peer_state(fd) == 1);
+        close(fd);
+    }
+    /* a valid hello whose fields are each pushed out of range */
+    for (kind = 0; kind < 11; kind++) {
+        n = hello(fr, sizeof fr, "/job:h/replica:0/task:1");
+        TT_CHECK(tfrdv_verbs_info_decode(fr + 4, n - 4, &in, 0) == TFRDV_OK);
+        switch (kind) {
+        case 0: in.ctrl_slots = 0; break;
+        case 1: in.ctrl_slots = 0xffffffffu; break;
+        case 2: in.ctrl_slot_size = 0; break;
+        case 3: in.ctrl_slot_size = 0xffffffffu; break;
+        case 4: in.max_requests = 0; break;
+        case 5: in.max_requests = 0xffffffffu; break;
+        case 6: in.mtu = 0; break;
+        case 7: in.mtu = 0xffffffffu; break;
+        case 8: in.worker[0] = 0; break;
+        case 9: in.ctrl_slot_size = 15; break; /* below one header */
+        default: in.qpn = 0xffffffffu; break;
+        }
+        n = tfrdv_verbs_info_encode(&in, fr + 4, sizeof fr - 4);
+        if (!n) continue; /* the encoder itself refuses it */
+        tfrdv_verbs__put32(fr, (uint32_t)n);
+        fd = tcp_to(tfrdv_verbs_port(a.v));
+        TT_CHECK(fd >= 0 && send(fd, fr, n + 4, 0) == (ssize_t)(n + 4));
+        (void)send(fd, "\0\0\0\0", 4, MSG_NOSIGNAL); /* READY, should it be answered */
+        if (!closed_soon(fd)) printf("    field case %d not dropped\n", kind);
+        TT_CHECK(peer_state(fd) == 1);
+        close(fd);
+    }
+    /* a valid frame cut short, then the connection closed; and random garbage bodies */
+    for (i = 0; i < 64; i++) {
+        size_t k;
+        n = hello(fr, sizeof fr, "/job:h/replica:0/task:1");
+        fd = tcp_to(tfrdv_verbs_port(a.v));
+        TT_CHECK(fd >= 0);
+        if (i % 2) {
+            for (k = 4; k < n; k++) fr[k] = (uint8_t)(rand() & 0xff);
+            (void)send(fd, fr, n, MSG_NOSIGNAL);
+            TT_CHECK(closed_soon(fd));
+        } else {
+            (void)send(fd, fr, 4 + (size_t)i % (n - 4), MSG_NOSIGNAL);
+        }
+        close(fd);
+    }
+    tfrdv_verbs_get_stats(&a.v[0], &s);
+    TT_CHECK_EQ_INT(s.peers, 0);
+    TT_CHECK(still_serves(&a, 1, "after_frames"));
+    rm_worker(&a);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+}
+
+/* a flood of connections (up to the documented 128 exchanges under way) that open and close at
+   once or send one byte each, while a good peer connects: nothing piles up (descriptors), the
+   good peer is served */
+static int count_fds(void) {
+    int n = 0, fd;
+    for (fd = 0; fd < 4096; fd++)
+        if (fcntl(fd, F_GETFD) != -1) n++;
+    return n;
+}
+static void test_bootstrap_flood(void) {
+    worker a;
+    int fds[150], i, before, after = 0;
+    if (!standin_ok()) return;
+    TT_CHECK(siw_make(&a, 0, 1, 0, (int64_t)1 * 1000000000));
+    before = count_fds();
+    for (i = 0; i < 150; i++) {
+        fds[i] = tcp_to(tfrdv_verbs_port(a.v));
+        if (fds[i] >= 0 && i % 2) (void)send(fds[i], "\x10", 1, MSG_NOSIGNAL);
+        if (fds[i] >= 0 && i % 3 == 0) {
+            close(fds[i]);
+            fds[i] = -1;
+        }
+    }
+    TT_CHECK(still_serves(&a, 1, "during_flood"));
+    for (i = 0; i < 150; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    /* the listener closes what it accepted once each exchange ends or times out */
+    for (i = 0; i < 5000; i++) {
+        after = count_fds();
+        if (after <= before) break;
+        sleep_ms(2);
+    }
+    TT_CHECK(after <= before);
+    rm_worker(&a);
+}
+
+/* many receives, each with its own answer racing a cancel or a step cleanup */
+typedef struct race {
+    int calls[512];
+    int ok, cancelled, aborted, other;
+    char other_msg[300];
+} race;
+static race rc_state;
+static void race_done(void* user, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    int i = (int)(intptr_t)user;
+    (void)sa; (void)ra; (void)dead;
+    __atomic_add_fetch(&rc_state.calls[i], 1, __ATOMIC_SEQ_CST);
+    if (st->code == TFRDV_OK && v && v->size == 64) __atomic_add_fetch(&rc_state.ok, 1, __ATOMIC_SEQ_CST);
+    else if (st->code == TFRDV_CANCELLED && strstr(st->msg, "cancelled")) __atomic_add_fetch(&rc_state.cancelled, 1, __ATOMIC_SEQ_CST);
+    else if (st->code == TFRDV_ABORTED && strstr(st->msg, "adversary")) __atomic_add_fetch(&rc_state.aborted, 1, __ATOMIC_SEQ_CST);
+    else if (__atomic_add_fetch(&rc_state.other, 1, __ATOMIC_SEQ_CST) == 1) snprintf(rc_state.other_msg, sizeof rc_state.other_msg, "%d %s", (int)st->code, st->msg);
+    tfrdv_value_release(v);
+}
+static void race_round(worker* a, worker* b, int64_t step, int n, int how, long delay_us) {
+    tfrdv_cancel_mgr* cm = 0;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_parsed_key k;
+    tfrdv_args args;
+    char kb[256], edge[32];
+    tfrdv_status st;
+    struct timespec ts;
+    int i, all;
+    memset(&rc_state, 0, sizeof rc_state);
+    memset(&args, 0, sizeof args);
+    TT_CHECK(tfrdv_cancel_mgr_create(0, &cm, &st) == TFRDV_OK);
+    args.cancel = cm;
+    TT_CHECK(tfrdv_mgr_find(a->m, step, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK);
+    for (i = 0; i < n; i++) {
+        snprintf(edge, sizeof edge, "race%d", i);
+        mk_key(&k, kb, sizeof kb, 1, 0, edge);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k, &args, race_done, (void*)(intptr_t)i, &st), TFRDV_OK);
+    }
+    for (i = 0; i < n; i++) {
+        snprintf(edge, sizeof edge, "race%d", i);
+        si_send(b, 0, step, edge, 64, i);
+    }
+    ts.tv_sec = 0;
+    ts.tv_nsec = delay_us * 1000;
+    if (delay_us) nanosleep(&ts, 0);
+    if (how == 0) tfrdv_cancel_start(cm);
+    else tfrdv_abort(r, TFRDV_ABORTED, "adversary aborted the step");
+    for (i = 0, all = 0; i < 20000 && !all; i++) {
+        int j;
+        for (j = 0, all = 1; j < n; j++)
+            if (!__atomic_load_n(&rc_state.calls[j], __ATOMIC_SEQ_CST)) all = 0;
+        if (!all) sleep_ms(1);
+    }
+    TT_CHECK(all);
+    if (how == 1) tfrdv_mgr_cleanup(a->m, step);
+    tfrdv_unref(r);
+    tfrdv_mgr_cleanup(b->m, step);
+    sleep_ms(2); /* a second callback would show here */
+    for (i = 0; i < n; i++)
+        if (rc_state.calls[i] != 1) {
+            printf("    receive %d completed %d times\n", i, rc_state.calls[i]);
+            TT_CHECK_EQ_INT(rc_state.calls[i], 1);
+            break;
+        }
+    if (rc_state.other) printf("    unexpected status: %s\n", rc_state.other_msg);
+    TT_CHECK_EQ_INT(rc_state.other, 0);
+    TT_CHECK_EQ_INT(rc_state.ok + rc_state.cancelled + rc_state.aborted, n);
+    tfrdv_cancel_mgr_destroy(cm);
+}
+static void cancel_race(int how) {
+    worker a, b;
+    fx_alloc fa, fm;
+    tfrdv_status st;
+    int round, totals[2] = {0, 0};
+    if (!standin_ok()) return;
+    alarm(120);
+    memset(&fa, 0, sizeof fa);
+    memset(&fm, 0, sizeof fm);
+    si_alloc = fx_alloc_hooks(&fa).allocator;
+    si_mgr_alloc = fx_alloc_hooks(&fm).allocator;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
+    for (round = 0; round < (TT_SI_SANITIZED ? 8 : 16); round++) {
+        race_round(&a, &b, 100 + round, 256, how, (long)(round % 5) * 250);
+        totals[0] += rc_state.ok;
+        totals[1] += rc_state.cancelled + rc_state.aborted;
+    }
+    printf("    %d answered, %d %s\n", totals[0], totals[1], how ? "aborted" : "cancelled");
+    TT_CHECK(totals[1] > 0); /* the race was run, not just the answers */
+    rm_worker(&a);
+    rm_worker(&b);
+    TT_CHECK_EQ_INT(fx_live(&fa), 0);
+    TT_CHECK_EQ_INT(fx_live(&fm), 0);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+    alarm(0);
+}
+static void test_cancel_races_answers(void) { cancel_race(0); }
+static void test_abort_races_answers(void) { cancel_race(1); }
+
+/* blocking receives with 10-100 us deadlines racing their sends, on several threads */
+typedef struct timed {
+    worker *a, *b;
+    int base, n, ok, late, other;
+} timed;
+static void* timed_thread(void* p) {
+    timed* t = (timed*)p;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_parsed_key k;
+    char kb[256], edge[32];
+    tfrdv_status st;
+    tfrdv_value* v;
+    int i, dead;
+    tfrdv_code c;
+    if (tfrdv_mgr_find(t->a->m, 7, &r, &st) != TFRDV_OK || tfrdv_mgr_initialize(r, 0, &st) != TFRDV_OK) return 0;
+    for (i = 0; i < t->n; i++) {
+        snprintf(edge, sizeof edge, "timed%d", t->base + i);
+        mk_key(&k, kb, sizeof kb, 1, 0, edge);
+        si_send(t->b, 0, 7, edge, 32, i);
+        v = 0;
+        c = tfrdv_recv(r, &k, 0, (int64_t)(10 + i % 91) * 1000, &v, &dead, &st);
+        if (c == TFRDV_OK && v && v->size == 32) t->ok++;
+        else if (c == TFRDV_DEADLINE_EXCEEDED && !v) t->late++;
+        else if (!t->other++) printf("    timed receive %d: %d %s\n", i, (int)c, st.msg);
+        tfrdv_value_release(v);
+    }
+    tfrdv_unref(r);
+    return 0;
+}
+static void test_timed_receives_flood(void) {
+    worker a, b;
+    fx_alloc fa;
+    tfrdv_status st;
+    timed t[2];
+    pthread_t th[2];
+    int i, n = TT_SI_SANITIZED ? 300 : 1500;
+    if (!standin_ok()) return;
+    alarm(120);
+    memset(&fa, 0, sizeof fa);
+    si_alloc = fx_alloc_hooks(&fa).allocator;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
+    for (i = 0; i < 2; i++) {
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].a = &a;
+        t[i].b = &b;
+        t[i].base = i * n;
+        t[i].n = n;
+        pthread_create(&th[i], 0, timed_thread, &t[i]);
+    }
+    for (i = 0; i < 2; i++) pthread_join(th[i], 0);
+    printf("    %d in time, %d past their deadline\n", t[0].ok + t[1].ok, t[0].late + t[1].late);
+    TT_CHECK_EQ_INT(t[0].other + t[1].other, 0);
+    TT_CHECK_EQ_INT(t[0].ok + t[0].late + t[1].ok + t[1].late, 2 * n);
+    TT_CHECK(still_serves(&b, 2, "after_timers")); /* the pair is still usable */
+    tfrdv_mgr_cleanup(a.m, 7);
+    tfrdv_mgr_cleanup(b.m, 7);
+    rm_worker(&a);
+    rm_worker(&b);
+    TT_CHECK_EQ_INT(fx_live(&fa), 0);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+    alarm(0);
+}
+
+/* the receive callback cleans up its own step (progress thread) while other answers arrive */
+static worker* cs_host;
+static int cs_calls[64], cs_done;
+static void cs_cb(void* user, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    int i = (int)(intptr_t)user;
+    (void)sa; (void)ra; (void)dead; (void)st;
+    tfrdv_value_release(v);
+    if (i == 0) tfrdv_mgr_cleanup(cs_host->m, 9);
+    __atomic_add_fetch(&cs_calls[i], 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&cs_done, 1, __ATOMIC_SEQ_CST);
+}
+static void test_callback_cleans_up_its_step(void) {
+    worker a, b;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_parsed_key k;
+    char kb[256], edge[32];
+    tfrdv_status st;
+    int i;
+    if (!standin_ok()) return;
+    alarm(60);
+    memset(cs_calls, 0, sizeof cs_calls);
+    cs_done = 0;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+    cs_host = &a;
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_mgr_find(a.m, 9, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK);
+    for (i = 0; i < 64; i++) {
+        snprintf(edge, sizeof edge, "cs%d", i);
+        mk_key(&k, kb, sizeof kb, 1, 0, edge);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k, 0, cs_cb, (void*)(intptr_t)i, &st), TFRDV_OK);
+    }
+    tfrdv_unref(r);
+    for (i = 0; i < 64; i++) {
+        snprintf(edge, sizeof edge, "cs%d", i);
+        si_send(&b, 0, 9, edge, 16, i);
+    }
+    for (i = 0; i < 20000 && __atomic_load_n(&cs_done, __ATOMIC_SEQ_CST) < 64; i++) sleep_ms(1);
+    TT_CHECK_EQ_INT(cs_done, 64);
+    for (i = 0; i < 64; i++) TT_CHECK_EQ_INT(cs_calls[i], 1);
+    tfrdv_mgr_cleanup(b.m, 9);
+    rm_worker(&a);
+    rm_worker(&b);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+    alarm(0);
+}
+#endif
+
+int main(int argc, char** argv) {
+    TT_MAIN_BEGIN(argc, argv);
+#ifdef TT_HAVE_IBV
+    { /* the stand-in libibverbs is built beside this binary */
+        const char* slash = strrchr(argv[0], '/');
+        snprintf(standin, sizeof standin, "%.*s/libstandinverbs.so", slash ? (int)(slash - argv[0]) : 1, slash ? argv[0] : ".");
+    }
+    signal(SIGPIPE, SIG_IGN);
+    TT_RUN(test_bootstrap_hostile_frames);
+    TT_RUN(test_bootstrap_flood);
+    TT_RUN(test_cancel_races_answers);
+    TT_RUN(test_abort_races_answers);
+    TT_RUN(test_timed_receives_flood);
+    TT_RUN(test_callback_cleans_up_its_step);
+#else
+    printf("[SKIP] test_verbs_adversary: no libibverbs-dev\n");
+#endif
+    return TT_MAIN_END();
+}
