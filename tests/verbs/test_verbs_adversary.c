@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #ifdef TT_HAVE_IBV
 #include <signal.h>
+#include <sys/wait.h>
 #include "standin_test.h"
 
 /* the accepting worker is healthy: a real peer connects and fetches through it */
@@ -355,6 +356,125 @@ static void test_callback_cleans_up_its_step(void) {
     TT_CHECK_EQ_INT(standin_live_mrs(), 0);
     alarm(0);
 }
+/* the receive callback destroys the manager (progress thread) while other answers arrive: each
+   other receive completes once, with its value or the shutdown status */
+static worker* md_host;
+static int md_calls[64], md_done, md_bad;
+static void md_cb(void* user, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+    int i = (int)(intptr_t)user;
+    (void)sa; (void)ra; (void)dead;
+    if (!(st->code == TFRDV_OK && v) && !(st->code == TFRDV_ABORTED && strstr(st->msg, "Shutdown")) &&
+        !(st->code == TFRDV_UNAVAILABLE && strstr(st->msg, "destroyed")) && !md_bad++)
+        printf("    receive %d: %d %s\n", i, (int)st->code, st->msg);
+    tfrdv_value_release(v);
+    if (i == 0) tfrdv_mgr_destroy(md_host->m);
+    __atomic_add_fetch(&md_calls[i], 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&md_done, 1, __ATOMIC_SEQ_CST);
+}
+static void test_callback_destroys_manager(void) {
+    worker a, b;
+    tfrdv_rendezvous* r = 0;
+    tfrdv_parsed_key k;
+    char kb[256], edge[32];
+    tfrdv_status st;
+    fx_alloc fa;
+    int i;
+    if (!standin_ok()) return;
+    alarm(60);
+    memset(md_calls, 0, sizeof md_calls);
+    memset(&fa, 0, sizeof fa);
+    md_done = md_bad = 0;
+    si_alloc = fx_alloc_hooks(&fa).allocator;
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+    md_host = &a;
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(tfrdv_mgr_find(a.m, 9, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK);
+    for (i = 0; i < 64; i++) {
+        snprintf(edge, sizeof edge, "md%d", i);
+        mk_key(&k, kb, sizeof kb, 1, 0, edge);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k, 0, md_cb, (void*)(intptr_t)i, &st), TFRDV_OK);
+    }
+    tfrdv_unref(r);
+    for (i = 0; i < 64; i++) {
+        snprintf(edge, sizeof edge, "md%d", i);
+        si_send(&b, 0, 9, edge, 16, i);
+    }
+    for (i = 0; i < 20000 && __atomic_load_n(&md_done, __ATOMIC_SEQ_CST) < 64; i++) sleep_ms(1);
+    sleep_ms(5);
+    TT_CHECK_EQ_INT(md_done, 64);
+    TT_CHECK_EQ_INT(md_bad, 0);
+    for (i = 0; i < 64; i++) TT_CHECK_EQ_INT(md_calls[i], 1);
+    a.m = 0; /* destroyed by the callback */
+    tfrdv_mgr_cleanup(b.m, 9);
+    rm_worker(&a);
+    rm_worker(&b);
+    TT_CHECK_EQ_INT(fx_live(&fa), 0);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+    alarm(0);
+}
+
+/* a peer process killed (SIGKILL) with calls to it in flight: the peer is a forked child holding
+   a bootstrap connection that went live (hello, READY); every call fails once, with a status
+   naming the peer, within a bounded time: UNAVAILABLE (the connection broke), or, once the broken
+   peer was dropped, NOT_FOUND "No worker known as ..." (it has no table address to reconnect) */
+static void test_peer_process_killed(void) {
+    worker a;
+    uint8_t fr[TFRDV_VERBS_INFO_MAX + 4], rep[TFRDV_VERBS_INFO_MAX + 4];
+    si_fetch f[100];
+    tfrdv_verbs_stats s;
+    size_t n, got = 0;
+    pid_t child;
+    int fd, i, bad = 0;
+    if (!standin_ok()) return;
+    alarm(60);
+    si_call_timeout_ns = (int64_t)30 * 1000000000; /* far beyond the bound checked below */
+    TT_CHECK(siw_make(&a, 0, 1, 0, (int64_t)5 * 1000000000));
+    fd = tcp_to(tfrdv_verbs_port(a.v));
+    TT_CHECK(fd >= 0);
+    n = hello(fr, sizeof fr, WORKER(1));
+    TT_CHECK(send(fd, fr, n, 0) == (ssize_t)n);
+    for (i = 0; i < 5000; i++) {
+        ssize_t k = recv(fd, rep + got, sizeof rep - got, MSG_DONTWAIT);
+        if (k > 0) got += (size_t)k;
+        if (got >= 4 && got >= 4 + (size_t)tfrdv_verbs__get32(rep)) break;
+        sleep_ms(1);
+    }
+    TT_CHECK(send(fd, "\0\0\0\0", 4, 0) == 4);
+    for (i = 0; i < 5000; i++) {
+        tfrdv_verbs_get_stats(a.v, &s);
+        if (s.peers == 1) break;
+        sleep_ms(1);
+    }
+    TT_CHECK_EQ_INT(s.peers, 1);
+    child = fork();
+    if (child == 0) {
+        pause(); /* holds the connection until killed */
+        _exit(0);
+    }
+    close(fd);
+    for (i = 0; i < 100; i++) {
+        char edge[32];
+        snprintf(edge, sizeof edge, "killed%d", i);
+        TT_CHECK(si_fetch_start(&a, 1, 1 + i % 3, edge, &f[i]));
+    }
+    kill(child, SIGKILL);
+    waitpid(child, 0, 0);
+    for (i = 0; i < 100; i++) {
+        tfrdv_code c = si_fetch_end(&f[i]); /* within 20 s (the calls' deadline is 30 s) */
+        if ((c != TFRDV_UNAVAILABLE && c != TFRDV_ABORTED && c != TFRDV_NOT_FOUND) || !strstr(f[i].st.msg, "task:1")) {
+            if (!bad++) printf("    fetch %d: %d %s\n", i, (int)c, f[i].st.msg);
+        }
+    }
+    TT_CHECK_EQ_INT(bad, 0);
+    sleep_ms(5);
+    for (i = 0; i < 100; i++) {
+        TT_CHECK_EQ_INT(f[i].calls, 1);
+        si_fetch_fini(&f[i]);
+    }
+    rm_worker(&a);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+    alarm(0);
+}
 #endif
 
 int main(int argc, char** argv) {
@@ -371,6 +491,8 @@ int main(int argc, char** argv) {
     TT_RUN(test_abort_races_answers);
     TT_RUN(test_timed_receives_flood);
     TT_RUN(test_callback_cleans_up_its_step);
+    TT_RUN(test_callback_destroys_manager);
+    TT_RUN(test_peer_process_killed);
 #else
     printf("[SKIP] test_verbs_adversary: no libibverbs-dev\n");
 #endif
