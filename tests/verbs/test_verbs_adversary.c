@@ -475,6 +475,209 @@ static void test_peer_process_killed(void) {
     TT_CHECK_EQ_INT(standin_live_mrs(), 0);
     alarm(0);
 }
+/* hostile bytes on the control channel: worker b writes crafted control messages into a's ring
+   (through its own queue pair, as a modified peer would) while a has a fetch from b in flight.
+   a breaks the connection with UNAVAILABLE "protocol error from <b>" (or, for a frame that is
+   well formed but wrong for its slot, names the slot); the fetch fails once with that status */
+static void inject(worker* from, const char* to, const uint8_t* bytes, size_t len) {
+    tfrdv_verbs* v = from->v;
+    tfrdv_verbs__todos todo = TFRDV_VERBS__TODOS(v);
+    tfrdv_verbs__peer* p;
+    pthread_mutex_lock(&v->mu);
+    p = tfrdv_verbs__find_peer(v, to, strlen(to));
+    if (p && p->state == TFRDV_VERBS__PEER_UP) tfrdv_verbs__post_ctrl(v, p, bytes, len, &todo);
+    else printf("    inject: no live peer %s\n", to);
+    pthread_mutex_unlock(&v->mu);
+    tfrdv_verbs__todo_run(v, &todo);
+    tfrdv_verbs__todos_free(&todo);
+}
+static size_t hostile_msg(int kind, uint8_t* buf, size_t cap) {
+    tfrdv_verbs__msg m;
+    int64_t dims[2] = {4, 4};
+    size_t n;
+    memset(&m, 0, sizeof m);
+    memset(buf, 0, cap);
+    switch (kind) {
+    case 0: return 3;                                     /* shorter than a header */
+    case 1: m.type = TFRDV_VERBS__CREDIT; n = tfrdv_verbs__encode(&m, buf, cap); buf[1] = 99; return n; /* unknown type */
+    case 2: m.type = TFRDV_VERBS__CREDIT; n = tfrdv_verbs__encode(&m, buf, cap); buf[0] = 7; return n;  /* unknown version */
+    case 3: memset(buf, 0xff, 64); return 64;             /* all ones */
+    case 4: /* an answer for a slot never requested */
+        m.type = TFRDV_VERBS__META; m.slot = 0xfffe; m.meta.dtype = 4; m.meta.rank = 2; m.meta.dims = dims; m.meta.size = 16;
+        return tfrdv_verbs__encode(&m, buf, cap);
+    case 5: /* an error answer for a slot never requested, with hostile text */
+        m.type = TFRDV_VERBS__ERROR; m.slot = 77 | (9u << 16); m.code = TFRDV_INTERNAL; m.text = "x\n\x1b[2J"; m.text_len = 6;
+        return tfrdv_verbs__encode(&m, buf, cap);
+    case 6: /* a re-request for a slot that waits for none */
+        m.type = TFRDV_VERBS__RE_REQUEST; m.slot = 3; m.addr = 0x1000; m.rkey = 5; m.cap = 1u << 30;
+        return tfrdv_verbs__encode(&m, buf, cap);
+    case 7: /* a request for a slot out of range */
+        m.type = TFRDV_VERBS__REQUEST; m.slot = 0xffff; m.key = "k"; m.key_len = 1;
+        return tfrdv_verbs__encode(&m, buf, cap);
+    case 8: /* a request whose key length runs past the message */
+        m.type = TFRDV_VERBS__REQUEST; m.key = "a;b;c;d;0:0"; m.key_len = 11;
+        n = tfrdv_verbs__encode(&m, buf, cap);
+        return n - 6;
+    default: /* more credits returned than the ring holds */
+        m.type = TFRDV_VERBS__CREDIT;
+        n = tfrdv_verbs__encode(&m, buf, cap);
+        return n;
+    }
+}
+static void test_hostile_control_messages(void) {
+    worker a, b;
+    uint8_t buf[512];
+    si_fetch f;
+    tfrdv_status st;
+    tfrdv_code c;
+    int kind;
+    if (!standin_ok()) return;
+    alarm(120);
+    for (kind = 0; kind < 10; kind++) {
+        size_t n;
+        TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+        TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
+        TT_CHECK(si_fetch_start(&a, 1, 1, "never_sent", &f));
+        sleep_ms(5); /* the request reached b */
+        n = hostile_msg(kind, buf, sizeof buf);
+        if (kind == 9) { /* the header's credit word: post_ctrl writes its own, so patch after */
+            tfrdv_verbs* v = b.v;
+            tfrdv_verbs__peer* p;
+            pthread_mutex_lock(&v->mu);
+            p = tfrdv_verbs__find_peer(v, a.name, strlen(a.name));
+            if (p) p->cr.owed += 100000; /* b hands back far more credits than a's ring has */
+            pthread_mutex_unlock(&v->mu);
+        }
+        inject(&b, a.name, buf, n);
+        c = si_fetch_end(&f);
+        if (c != TFRDV_UNAVAILABLE || !strstr(f.st.msg, "task:1") || !strstr(f.st.msg, "protocol error"))
+            printf("    hostile message %d: %d %s\n", kind, (int)c, f.st.msg);
+        TT_CHECK_EQ_INT(c, TFRDV_UNAVAILABLE);
+        TT_CHECK_CONTAINS(f.st.msg, "protocol error");
+        TT_CHECK(strchr(f.st.msg, '\x1b') == 0 && strchr(f.st.msg, '\n') == 0);
+        sleep_ms(2);
+        TT_CHECK_EQ_INT(f.calls, 1);
+        si_fetch_fini(&f);
+        rm_worker(&a);
+        rm_worker(&b);
+        TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+    }
+    alarm(0);
+}
+/* a META answer for a real request announcing a value far beyond anything allocatable (2^62
+   bytes): the receive fails with a status naming the size and the limit; nothing is allocated
+   for it, the connection stays up (the next fetch of the key works), the cache keeps no such size */
+static void test_hostile_meta_size(void) {
+    worker a, b;
+    uint8_t buf[512];
+    si_fetch f, g;
+    tfrdv_status st;
+    tfrdv_verbs__msg m;
+    tfrdv_verbs__peer* p;
+    int64_t dims[1];
+    uint32_t slot = 0xffffffffu;
+    size_t n;
+    uint32_t i;
+    if (!standin_ok()) return;
+    alarm(60);
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(si_fetch_start(&a, 1, 1, "huge", &f));
+    sleep_ms(5);
+    pthread_mutex_lock(&a.v->mu);
+    p = tfrdv_verbs__find_peer(a.v, b.name, strlen(b.name));
+    for (i = 0; p && i < p->nreq_slots; i++)
+        if (p->reqs[i]) slot = p->reqs[i]->idx | ((uint32_t)p->reqs[i]->gen << 16);
+    pthread_mutex_unlock(&a.v->mu);
+    TT_CHECK(slot != 0xffffffffu);
+    memset(&m, 0, sizeof m);
+    dims[0] = (int64_t)1 << 62;
+    m.type = TFRDV_VERBS__META;
+    m.slot = slot;
+    m.meta.dtype = TFRDV_DT_UINT8;
+    m.meta.rank = 1;
+    m.meta.dims = dims;
+    m.meta.size = (uint64_t)1 << 62;
+    n = tfrdv_verbs__encode(&m, buf, sizeof buf);
+    inject(&b, a.name, buf, n);
+    TT_CHECK_EQ_INT(si_fetch_end(&f), TFRDV_RESOURCE_EXHAUSTED);
+    TT_CHECK_CONTAINS(f.st.msg, "4611686018427387904");
+    TT_CHECK_CONTAINS(f.st.msg, "task:1");
+    printf("    %s\n", f.st.msg);
+    si_fetch_fini(&f);
+    /* the connection is still usable and the cached metadata was not poisoned */
+    TT_CHECK(si_send(&b, 0, 1, "huge", 100, 4));
+    TT_CHECK_EQ_INT(si_fetch_wait(&a, 1, 1, "huge", &g), TFRDV_OK);
+    TT_CHECK(si_bytes_ok(g.val, 100, 4));
+    si_fetch_fini(&g);
+    tfrdv_mgr_cleanup(b.m, 1);
+    rm_worker(&a);
+    rm_worker(&b);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+    alarm(0);
+}
+/* the metadata cache remembers a shape the receiver's alloc hook could not take (5000 bytes; the
+   hook gives at most 1000): the next fetch of the key, whose value is small, asks without a
+   buffer instead of failing on the stale cached size */
+static tfrdv_value* small_alloc(void* user, int32_t dtype, int32_t rank, const int64_t* dims, uint64_t size) {
+    tfrdv_value* v;
+    int64_t* d;
+    (void)user;
+    if (size > 1000) return 0;
+    v = (tfrdv_value*)calloc(1, sizeof *v + 8 * (size_t)rank + (size_t)size + 1);
+    if (!v) return 0;
+    d = (int64_t*)(v + 1);
+    v->dtype = dtype;
+    v->rank = rank;
+    if (rank) memcpy(d, dims, 8 * (size_t)rank);
+    v->dims = d;
+    v->data = (char*)(d + rank);
+    v->size = size;
+    v->release = si_val_free;
+    return v;
+}
+static tfrdv_code fetch_small(worker* dst, int64_t step, const char* edge, si_fetch* f) {
+    tfrdv_rendezvous* r = 0;
+    tfrdv_parsed_key k;
+    tfrdv_args args;
+    char kb[256];
+    tfrdv_status st;
+    memset(f, 0, sizeof *f);
+    memset(&args, 0, sizeof args);
+    pthread_mutex_init(&f->mu, 0);
+    args.alloc_fn = small_alloc;
+    mk_key(&k, kb, sizeof kb, 1, 0, edge);
+    if (tfrdv_mgr_find(dst->m, step, &r, &st) != TFRDV_OK || tfrdv_mgr_initialize(r, 0, &st) != TFRDV_OK ||
+        tfrdv_recv_async(r, &k, &args, si_done, f, 0) != TFRDV_OK) {
+        if (r) tfrdv_unref(r);
+        return TFRDV_INTERNAL;
+    }
+    tfrdv_unref(r);
+    return si_fetch_end(f);
+}
+static void test_stale_cached_shape(void) {
+    worker a, b;
+    si_fetch f;
+    tfrdv_status st;
+    if (!standin_ok()) return;
+    alarm(60);
+    TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
+    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
+    TT_CHECK(si_send(&b, 0, 1, "shrinks", 5000, 1));
+    TT_CHECK_EQ_INT(fetch_small(&a, 1, "shrinks", &f), TFRDV_RESOURCE_EXHAUSTED);
+    TT_CHECK_CONTAINS(f.st.msg, "5000 bytes");
+    si_fetch_fini(&f);
+    TT_CHECK(si_send(&b, 0, 2, "shrinks", 100, 2));
+    TT_CHECK_EQ_INT(fetch_small(&a, 2, "shrinks", &f), TFRDV_OK);
+    TT_CHECK(si_bytes_ok(f.val, 100, 2));
+    si_fetch_fini(&f);
+    tfrdv_mgr_cleanup(b.m, 1);
+    tfrdv_mgr_cleanup(b.m, 2);
+    rm_worker(&a);
+    rm_worker(&b);
+    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
+    alarm(0);
+}
 #endif
 
 int main(int argc, char** argv) {
@@ -493,6 +696,9 @@ int main(int argc, char** argv) {
     TT_RUN(test_callback_cleans_up_its_step);
     TT_RUN(test_callback_destroys_manager);
     TT_RUN(test_peer_process_killed);
+    TT_RUN(test_hostile_control_messages);
+    TT_RUN(test_hostile_meta_size);
+    TT_RUN(test_stale_cached_shape);
 #else
     printf("[SKIP] test_verbs_adversary: no libibverbs-dev\n");
 #endif
