@@ -19,7 +19,11 @@
      into that buffer. The receiver keeps the last dtype/shape seen per key; when a tensor's dtype
      or shape changed (or on the first fetch of a key) the sender answers METADATA and the
      receiver re-allocates and sends a RE-REQUEST. Errors of the serving side travel back as
-     ERROR messages.
+     ERROR messages. A METADATA answer announcing more than 2^40 bytes (tfrdv_tcp.h's default
+     max_tensor_bytes) fails that receive with RESOURCE_EXHAUSTED naming the peer, the size and
+     the limit, before anything is allocated or remembered (the connection stays up). When the
+     alloc hook refuses the remembered shape of a key, the REQUEST goes without a buffer (the
+     answer then says the current shape) instead of failing.
 
    CONTROL PROTOCOL (little-endian, explicit field by field; version 1)
      Every control message is an RDMA WRITE WITH IMMEDIATE (immediate 0x80000000) into the next
@@ -508,6 +512,7 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__free(const tfrdv_allocator* a, void* p, s
 #define TFRDV_VERBS__HDR 16
 #define TFRDV_VERBS__IMM_CTRL 0x80000000u
 #define TFRDV_VERBS__TAKEN_AFTER_NS 1000000 /* TAKEN once nothing was outstanding this long */
+#define TFRDV_VERBS__TENSOR_MAX ((uint64_t)1 << 40) /* largest value a peer may announce (as tfrdv_tcp.h's default) */
 enum { TFRDV_VERBS__MAX_RANK = 254, TFRDV_VERBS__F_BUFFER = 1, TFRDV_VERBS__F_META = 2 };
 enum {
     TFRDV_VERBS__REQUEST = 1,
@@ -2045,7 +2050,11 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__launch(tfrdv_verbs* v, tfrdv_verbs__req* 
         if (!val || val->size < m.size || (m.size && !val->data)) {
             tfrdv_value_release(val);
             val = 0;
-            tfrdv_status_set(&st, TFRDV_RESOURCE_EXHAUSTED, "verbs: the receiver's alloc hook gave no memory");
+            if (meta)
+                tfrdv_verbs__fmt(st.msg, sizeof st.msg, "verbs: the receiver's alloc hook gave no memory for %llu bytes",
+                                 (unsigned long long)m.size);
+            if (meta) st.code = TFRDV_RESOURCE_EXHAUSTED;
+            else have = 0; /* a cached shape that no longer fits: ask without a buffer (the answer says the size) */
         }
     }
     pthread_mutex_lock(&v->mu);
@@ -2692,6 +2701,12 @@ TFRDV_VERBS__PRIVATE void tfrdv_verbs__on_ctrl(tfrdv_verbs* v, tfrdv_verbs__peer
             tfrdv_verbs__finish_later(todo, r->call, TFRDV_OK, 0, "", 0, 1);
             r->call = 0;
             tfrdv_verbs__req_done(v, p, r, todo);
+            return;
+        }
+        if (m.meta.size > TFRDV_VERBS__TENSOR_MAX) { /* refused before it reaches the cache or an allocator */
+            tfrdv_verbs__fmt(em, sizeof em, "verbs: %s announced a value of %llu bytes, above the limit of %llu", p->ename,
+                             (unsigned long long)m.meta.size, (unsigned long long)TFRDV_VERBS__TENSOR_MAX);
+            tfrdv_verbs__req_abandon(v, p, r, TFRDV_RESOURCE_EXHAUSTED, em, todo);
             return;
         }
         {
@@ -4521,6 +4536,7 @@ TFRDV_API void tfrdv_verbs_get_stats(tfrdv_verbs* v, tfrdv_verbs_stats* out) {
 #undef TFRDV_VERBS__MAX_PENDING
 #undef TFRDV_VERBS__HDR
 #undef TFRDV_VERBS__IMM_CTRL
+#undef TFRDV_VERBS__TENSOR_MAX
 #undef TFRDV_VERBS__INFO_MAGIC
 #undef TFRDV_VERBS__PAGE
 #undef TFRDV_VERBS__VERSION

@@ -12,7 +12,7 @@ all: $(B)/test_verbs
 
 # device-free: codec, credits, caches; with libibverbs-dev also the whole implementation
 # (with libibverbs-dev it loads the stand-in libibverbs built beside it)
-$(B)/test_verbs: tests/verbs/test_verbs.c tests/verbs/verbs_test.h tfrdv.h tfrdv_verbs.h tests/tt.h $(if $(VERBS_HAVE_IBV),$(B)/libstandinverbs.so)
+$(B)/test_verbs: tests/verbs/test_verbs.c tests/verbs/verbs_test.h tests/verbs/standin_test.h tfrdv.h tfrdv_verbs.h tests/tt.h $(if $(VERBS_HAVE_IBV),$(B)/libstandinverbs.so)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) $(VERBS_CFLAGS) -o $@ $< $(VERBS_LIBS)
@@ -20,6 +20,12 @@ $(B)/test_verbs: tests/verbs/test_verbs.c tests/verbs/verbs_test.h tfrdv.h tfrdv
 # libibverbs-dev it prints one [SKIP] line
 all: $(B)/test_verbs_conformance
 $(B)/test_verbs_conformance: tests/verbs/test_verbs_conformance.c tfrdv.h tfrdv_verbs.h tests/tt.h tests/conformance.h $(if $(VERBS_HAVE_IBV),$(B)/libstandinverbs.so)
+	@mkdir -p $(B)
+	$(SAY) CC $@
+	$(Q)$(CC) $(CFLAGS_T) $(VERBS_CFLAGS) -o $@ $< $(VERBS_LIBS)
+# the adversarial round (hostile bootstrap peers, cancels and aborts racing answers, timer floods)
+all: $(B)/test_verbs_adversary
+$(B)/test_verbs_adversary: tests/verbs/test_verbs_adversary.c tests/verbs/verbs_test.h tests/verbs/standin_test.h tfrdv.h tfrdv_verbs.h tests/tt.h $(if $(VERBS_HAVE_IBV),$(B)/libstandinverbs.so)
 	@mkdir -p $(B)
 	$(SAY) CC $@
 	$(Q)$(CC) $(CFLAGS_T) $(VERBS_CFLAGS) -o $@ $< $(VERBS_LIBS)
