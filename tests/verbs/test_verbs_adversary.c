@@ -311,67 +311,26 @@ static void test_timed_receives_flood(void) {
     alarm(0);
 }
 
-/* the receive callback cleans up its own step (progress thread) while other answers arrive */
-static worker* cs_host;
-static int cs_calls[64], cs_done;
-static void cs_cb(void* user, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
-    int i = (int)(intptr_t)user;
-    (void)sa; (void)ra; (void)dead; (void)st;
-    tfrdv_value_release(v);
-    if (i == 0) tfrdv_mgr_cleanup(cs_host->m, 9);
-    __atomic_add_fetch(&cs_calls[i], 1, __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&cs_done, 1, __ATOMIC_SEQ_CST);
-}
-static void test_callback_cleans_up_its_step(void) {
-    worker a, b;
-    tfrdv_rendezvous* r = 0;
-    tfrdv_parsed_key k;
-    char kb[256], edge[32];
-    tfrdv_status st;
-    int i;
-    if (!standin_ok()) return;
-    alarm(60);
-    memset(cs_calls, 0, sizeof cs_calls);
-    cs_done = 0;
-    TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
-    cs_host = &a;
-    TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
-    TT_CHECK(tfrdv_mgr_find(a.m, 9, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK);
-    for (i = 0; i < 64; i++) {
-        snprintf(edge, sizeof edge, "cs%d", i);
-        mk_key(&k, kb, sizeof kb, 1, 0, edge);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k, 0, cs_cb, (void*)(intptr_t)i, &st), TFRDV_OK);
-    }
-    tfrdv_unref(r);
-    for (i = 0; i < 64; i++) {
-        snprintf(edge, sizeof edge, "cs%d", i);
-        si_send(&b, 0, 9, edge, 16, i);
-    }
-    for (i = 0; i < 20000 && __atomic_load_n(&cs_done, __ATOMIC_SEQ_CST) < 64; i++) sleep_ms(1);
-    TT_CHECK_EQ_INT(cs_done, 64);
-    for (i = 0; i < 64; i++) TT_CHECK_EQ_INT(cs_calls[i], 1);
-    tfrdv_mgr_cleanup(b.m, 9);
-    rm_worker(&a);
-    rm_worker(&b);
-    TT_CHECK_EQ_INT(standin_live_mrs(), 0);
-    alarm(0);
-}
-/* the receive callback destroys the manager (progress thread) while other answers arrive: each
-   other receive completes once, with its value or the shutdown status */
-static worker* md_host;
-static int md_calls[64], md_done, md_bad;
-static void md_cb(void* user, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
+/* the first receive's callback (progress thread) cleans up its own step (action 0) or destroys
+   its manager (1) while 63 other answers arrive: each receive completes once, with its value or
+   the teardown's status (ABORTED "Cleanup <step>"; for the manager ABORTED "Shutdown" or the
+   destroyed transport's UNAVAILABLE) */
+static worker* td_host;
+static int td_action, td_calls[64], td_done, td_bad;
+static void td_cb(void* user, const tfrdv_status* st, const tfrdv_args* sa, const tfrdv_args* ra, tfrdv_value* v, int dead) {
     int i = (int)(intptr_t)user;
     (void)sa; (void)ra; (void)dead;
-    if (!(st->code == TFRDV_OK && v) && !(st->code == TFRDV_ABORTED && strstr(st->msg, "Shutdown")) &&
-        !(st->code == TFRDV_UNAVAILABLE && strstr(st->msg, "destroyed")) && !md_bad++)
+    if (!(st->code == TFRDV_OK && v) && !(td_action == 0 && st->code == TFRDV_ABORTED && strstr(st->msg, "Cleanup")) &&
+        !(td_action == 1 && st->code == TFRDV_ABORTED && strstr(st->msg, "Shutdown")) &&
+        !(td_action == 1 && st->code == TFRDV_UNAVAILABLE && strstr(st->msg, "destroyed")) && !td_bad++)
         printf("    receive %d: %d %s\n", i, (int)st->code, st->msg);
     tfrdv_value_release(v);
-    if (i == 0) tfrdv_mgr_destroy(md_host->m);
-    __atomic_add_fetch(&md_calls[i], 1, __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&md_done, 1, __ATOMIC_SEQ_CST);
+    if (i == 0 && td_action == 0) tfrdv_mgr_cleanup(td_host->m, 9);
+    if (i == 0 && td_action == 1) tfrdv_mgr_destroy(td_host->m);
+    __atomic_add_fetch(&td_calls[i], 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&td_done, 1, __ATOMIC_SEQ_CST);
 }
-static void test_callback_destroys_manager(void) {
+static void teardown_in_callback(int action) {
     worker a, b;
     tfrdv_rendezvous* r = 0;
     tfrdv_parsed_key k;
@@ -381,30 +340,31 @@ static void test_callback_destroys_manager(void) {
     int i;
     if (!standin_ok()) return;
     alarm(60);
-    memset(md_calls, 0, sizeof md_calls);
+    memset(td_calls, 0, sizeof td_calls);
     memset(&fa, 0, sizeof fa);
-    md_done = md_bad = 0;
+    td_done = td_bad = 0;
+    td_action = action;
     si_alloc = fx_alloc_hooks(&fa).allocator;
     TT_CHECK(siw_make(&a, 0, 1, 0, 0) && siw_make(&b, 1, 1, 0, 0));
-    md_host = &a;
+    td_host = &a;
     TT_CHECK(tfrdv_verbs_connect(a.v, b.name, "127.0.0.1", tfrdv_verbs_port(b.v), &st) == TFRDV_OK);
     TT_CHECK(tfrdv_mgr_find(a.m, 9, &r, &st) == TFRDV_OK && tfrdv_mgr_initialize(r, 0, &st) == TFRDV_OK);
     for (i = 0; i < 64; i++) {
-        snprintf(edge, sizeof edge, "md%d", i);
+        snprintf(edge, sizeof edge, "td%d_%d", action, i);
         mk_key(&k, kb, sizeof kb, 1, 0, edge);
-        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k, 0, md_cb, (void*)(intptr_t)i, &st), TFRDV_OK);
+        TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k, 0, td_cb, (void*)(intptr_t)i, &st), TFRDV_OK);
     }
     tfrdv_unref(r);
     for (i = 0; i < 64; i++) {
-        snprintf(edge, sizeof edge, "md%d", i);
+        snprintf(edge, sizeof edge, "td%d_%d", action, i);
         si_send(&b, 0, 9, edge, 16, i);
     }
-    for (i = 0; i < 20000 && __atomic_load_n(&md_done, __ATOMIC_SEQ_CST) < 64; i++) sleep_ms(1);
-    sleep_ms(5);
-    TT_CHECK_EQ_INT(md_done, 64);
-    TT_CHECK_EQ_INT(md_bad, 0);
-    for (i = 0; i < 64; i++) TT_CHECK_EQ_INT(md_calls[i], 1);
-    a.m = 0; /* destroyed by the callback */
+    for (i = 0; i < 20000 && __atomic_load_n(&td_done, __ATOMIC_SEQ_CST) < 64; i++) sleep_ms(1);
+    sleep_ms(5); /* a second completion would show here */
+    TT_CHECK_EQ_INT(td_done, 64);
+    TT_CHECK_EQ_INT(td_bad, 0);
+    for (i = 0; i < 64; i++) TT_CHECK_EQ_INT(td_calls[i], 1);
+    if (action == 1) a.m = 0; /* destroyed by the callback */
     tfrdv_mgr_cleanup(b.m, 9);
     rm_worker(&a);
     rm_worker(&b);
@@ -412,6 +372,8 @@ static void test_callback_destroys_manager(void) {
     TT_CHECK_EQ_INT(standin_live_mrs(), 0);
     alarm(0);
 }
+static void test_callback_cleans_up_its_step(void) { teardown_in_callback(0); }
+static void test_callback_destroys_manager(void) { teardown_in_callback(1); }
 
 /* a peer process killed (SIGKILL) with calls to it in flight: the peer is a forked child holding
    a bootstrap connection that went live (hello, READY); every call fails once, with a status
