@@ -851,7 +851,9 @@ TFRDV_API int64_t tfrdv_call_deadline(const tfrdv_call* call);
    not come at all (the receive timed out or was cancelled first: cancel_call comes then). */
 TFRDV_API int tfrdv_call_will_wait(const tfrdv_call* call);
 /* Exactly once per start_call. value (may be NULL) is one owned reference handed to the core. OK
-   with no value needs is_dead: otherwise the receiver gets INTERNAL (provider contract). */
+   with no value needs is_dead: otherwise the receiver gets INTERNAL (provider contract). A byte of
+   msg outside 0x20..0x7e reaches the receiver as \xNN (a backslash is kept as it is), the whole
+   cut to TFRDV_STATUS_MSG_MAX; the same for tfrdv_call_finish_status. */
 TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
                                  tfrdv_value* value, int is_dead);
 /* The same with a whole status (NULL: OK), so its detail reaches the receiver: a transport that
@@ -6900,17 +6902,47 @@ TFRDV__PRIVATE void tfrdv__call_finish(tfrdv_call* call, const tfrdv_status* sta
     }
 }
 
+/* A provider's message may carry bytes its peer chose: a byte outside 0x20..0x7e becomes \xNN
+   (a backslash stays, as text the transport escaped already must not change), cut at the status
+   size before a split escape. Returns st itself when there is nothing to change, else tmp. */
+TFRDV__PRIVATE const tfrdv_status* tfrdv__provider_status(const tfrdv_status* st, tfrdv_status* tmp) {
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char* p;
+    size_t o = 0;
+    if (!st) return st;
+    for (p = (const unsigned char*)st->msg; *p && *p >= 0x20 && *p <= 0x7e; p++) {
+    }
+    if (!*p) return st;
+    tmp->code = st->code;
+    tmp->detail = st->detail;
+    for (p = (const unsigned char*)st->msg; *p; p++) {
+        if (*p >= 0x20 && *p <= 0x7e) {
+            if (o + 1 >= sizeof tmp->msg) break;
+            tmp->msg[o++] = (char)*p;
+            continue;
+        }
+        if (o + 4 >= sizeof tmp->msg) break; /* an escape goes whole or not at all */
+        tmp->msg[o++] = '\\';
+        tmp->msg[o++] = 'x';
+        tmp->msg[o++] = hex[*p >> 4];
+        tmp->msg[o++] = hex[*p & 15u];
+    }
+    tmp->msg[o] = 0;
+    return tmp;
+}
 TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
                                  tfrdv_value* value, int is_dead) {
-    tfrdv_status st;
+    tfrdv_status st, tmp;
     tfrdv_status_set(&st, code, msg);
-    tfrdv__call_finish(call, &st, value, is_dead, 0, 0);
+    tfrdv__call_finish(call, tfrdv__provider_status(&st, &tmp), value, is_dead, 0, 0);
 }
 TFRDV_API int tfrdv_call_finish_status(tfrdv_call* call, const tfrdv_status* status,
                                        tfrdv_value* value, int is_dead, int give_back) {
     tfrdv_value* kept = 0;
     int kept_dead = 0;
-    tfrdv__call_finish(call, status, value, is_dead, give_back ? &kept : 0, &kept_dead);
+    tfrdv_status tmp;
+    tfrdv__call_finish(call, tfrdv__provider_status(status, &tmp), value, is_dead, give_back ? &kept : 0,
+                       &kept_dead);
     return kept || kept_dead;
 }
 
