@@ -46,6 +46,20 @@ static tfrdv_mgr* h_mgr(hostile* h, fx_alloc* a, int64_t timeout_ns) {
     c.call_timeout_ns = timeout_ns;
     return mk(&c);
 }
+/* a manager on h (call timeout timeout_ns) whose step `step` has one receive in h's hands */
+static tfrdv_mgr* h_held(hostile* h, fx_alloc* a, int64_t timeout_ns, int64_t step, tfrdv_rendezvous** r, fx_recv* rec) {
+    tfrdv_mgr* m;
+    fx_key k;
+    memset(h, 0, sizeof *h);
+    memset(rec, 0, sizeof *rec);
+    *r = 0;
+    if (!(m = h_mgr(h, a, timeout_ns))) return 0;
+    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(m, step, r, 0), TFRDV_OK);
+    key(&k, A0, INC_A, B0, "e");
+    TT_CHECK_EQ_INT(tfrdv_recv_async(*r, &k.pk, 0, fx_recv_done, rec, 0), TFRDV_OK);
+    TT_CHECK_EQ_INT(h->starts, 1);
+    return m;
+}
 
 /* A provider finishing synchronously inside start_call with an error whose message is 10 KB of
    control bytes: the receiver gets that code exactly once, the message escaped (no raw control
@@ -94,18 +108,10 @@ static void test_never_finishing_provider_meets_the_deadline(void) {
     fx_alloc a = {0};
     hostile h;
     tfrdv_mgr* m;
-    tfrdv_rendezvous* r = 0;
-    fx_key k;
+    tfrdv_rendezvous* r;
     fx_recv rec;
-    memset(&h, 0, sizeof h);
     fx_set_now(1000);
-    m = h_mgr(&h, &a, 50);
-    if (!m) return;
-    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(m, 6, &r, 0), TFRDV_OK);
-    key(&k, A0, INC_A, B0, "e");
-    memset(&rec, 0, sizeof rec);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, fx_recv_done, &rec, 0), TFRDV_OK);
-    TT_CHECK_EQ_INT(h.starts, 1);
+    if (!(m = h_held(&h, &a, 50, 6, &r, &rec))) return;
     TT_CHECK_EQ_INT(rec.calls, 0);
     tfrdv_mgr_expire(m, 1000 + 10); /* before the deadline: nothing */
     TT_CHECK_EQ_INT(rec.calls, 0);
@@ -129,16 +135,9 @@ static void test_cleanup_while_the_provider_holds_the_call(void) {
     fx_alloc a = {0};
     hostile h;
     tfrdv_mgr* m;
-    tfrdv_rendezvous* r = 0;
-    fx_key k;
+    tfrdv_rendezvous* r;
     fx_recv rec;
-    memset(&h, 0, sizeof h);
-    m = h_mgr(&h, &a, 0);
-    if (!m) return;
-    TT_CHECK_EQ_INT(tfrdv_mgr_start_step(m, 7, &r, 0), TFRDV_OK);
-    key(&k, A0, INC_A, B0, "e");
-    memset(&rec, 0, sizeof rec);
-    TT_CHECK_EQ_INT(tfrdv_recv_async(r, &k.pk, 0, fx_recv_done, &rec, 0), TFRDV_OK);
+    if (!(m = h_held(&h, &a, 0, 7, &r, &rec))) return;
     tfrdv_mgr_cleanup(m, 7);
     TT_CHECK_EQ_INT(rec.calls, 1);
     TT_CHECK(rec.st.code != TFRDV_OK);
@@ -149,8 +148,8 @@ static void test_cleanup_while_the_provider_holds_the_call(void) {
     FX_CHECK_EMPTY(&a);
 }
 
-/* Step ids at the edges of int64_t: each starts its own rendezvous, a local send/receive works
-   in it, and cleanup of each leaves nothing behind. */
+/* Step ids at the edges of int64_t: each starts its own rendezvous, and cleanup of each leaves
+   nothing behind. */
 static void test_extreme_step_ids(void) {
     fx_alloc a = {0};
     tfrdv_mgr_config c = fx_mgr_config(WB, INC_B, &a);
