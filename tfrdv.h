@@ -1813,16 +1813,18 @@ TFRDV__PRIVATE void tfrdv__sb_put(tfrdv__sb* b, const char* s, size_t n) {
 }
 TFRDV__PRIVATE void tfrdv__sb_cstr(tfrdv__sb* b, const char* s) { tfrdv__sb_put(b, s, s ? strlen(s) : 0); }
 /* src[0..n) with every byte outside 0x20..0x7e as \xNN and a backslash as \\ (tfrdv_escape).
-   count_all 0: stops reading src once the buffer is full (a status quotes the start of a key whose
-   length may be far larger than the memory behind it); 1: counts the full length (b->len). */
-TFRDV__PRIVATE void tfrdv__sb_esc(tfrdv__sb* b, const char* src, size_t n, int count_all) {
+   mode bit 1 (count_all): counts the full length (b->len), else stops reading src once the buffer
+   is full (a status quotes the start of a key whose length may be far larger than the memory
+   behind it); bit 2: a backslash stays as it is (text a transport escaped already). */
+TFRDV__PRIVATE void tfrdv__sb_esc(tfrdv__sb* b, const char* src, size_t n, int mode) {
+    int count_all = mode & 1, keep_bs = (mode & 2) != 0;
     static const char hex[] = "0123456789abcdef";
     const unsigned char* p = (const unsigned char*)src;
     size_t i, m, run = 0;
     for (i = 0; i < n; i++) {
         char e[4];
         if (!count_all && b->len + (i - run) >= b->cap) break; /* full: nothing more is kept */
-        if (p[i] >= 0x20 && p[i] <= 0x7e && p[i] != '\\') continue;
+        if (p[i] >= 0x20 && p[i] <= 0x7e && (p[i] != '\\' || keep_bs)) continue;
         tfrdv__sb_put(b, src + run, i - run); /* the printable run before this byte */
         run = i + 1;
         e[0] = e[1] = '\\';
@@ -6906,28 +6908,16 @@ TFRDV__PRIVATE void tfrdv__call_finish(tfrdv_call* call, const tfrdv_status* sta
    (a backslash stays, as text the transport escaped already must not change), cut at the status
    size before a split escape. Returns st itself when there is nothing to change, else tmp. */
 TFRDV__PRIVATE const tfrdv_status* tfrdv__provider_status(const tfrdv_status* st, tfrdv_status* tmp) {
-    static const char hex[] = "0123456789abcdef";
     const unsigned char* p;
-    size_t o = 0;
+    tfrdv__sb b;
     if (!st) return st;
     for (p = (const unsigned char*)st->msg; *p && *p >= 0x20 && *p <= 0x7e; p++) {
     }
     if (!*p) return st;
     tmp->code = st->code;
     tmp->detail = st->detail;
-    for (p = (const unsigned char*)st->msg; *p; p++) {
-        if (*p >= 0x20 && *p <= 0x7e) {
-            if (o + 1 >= sizeof tmp->msg) break;
-            tmp->msg[o++] = (char)*p;
-            continue;
-        }
-        if (o + 4 >= sizeof tmp->msg) break; /* an escape goes whole or not at all */
-        tmp->msg[o++] = '\\';
-        tmp->msg[o++] = 'x';
-        tmp->msg[o++] = hex[*p >> 4];
-        tmp->msg[o++] = hex[*p & 15u];
-    }
-    tmp->msg[o] = 0;
+    tfrdv__sb_init(&b, tmp->msg, sizeof tmp->msg);
+    tfrdv__sb_esc(&b, st->msg, strlen(st->msg), 2);
     return tmp;
 }
 TFRDV_API void tfrdv_call_finish(tfrdv_call* call, tfrdv_code code, const char* msg,
